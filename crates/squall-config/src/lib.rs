@@ -1,0 +1,2 @@
+//! squall-config
+#![forbid(unsafe_code)]

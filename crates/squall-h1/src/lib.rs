@@ -1,0 +1,2 @@
+//! squall-h1
+#![forbid(unsafe_code)]

@@ -1,0 +1,2 @@
+//! squall-proxy
+#![forbid(unsafe_code)]

@@ -1,0 +1,2 @@
+//! squall-router
+#![forbid(unsafe_code)]

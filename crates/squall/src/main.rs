@@ -1,0 +1,3 @@
+//! squall binary
+#![forbid(unsafe_code)]
+fn main() {}

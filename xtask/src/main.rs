@@ -1,0 +1,3 @@
+//! xtask
+#![forbid(unsafe_code)]
+fn main() {}
