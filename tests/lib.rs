@@ -1,2 +1,339 @@
-//! End-to-end test helpers.
+//! End-to-end test support: start the real `squall` binary on an ephemeral loopback port with a
+//! temporary config, find the port it bound from its log, and stop it by PID.
+//!
+//! The binary is built on first use with the cargo that runs the tests (same profile), or taken
+//! from `SQUALL_BIN` when that is set.
 #![forbid(unsafe_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// How long to wait for Squall to report its listening address.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The squall binary, built once per test process.
+pub fn squall_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Some(bin) = std::env::var_os("SQUALL_BIN") {
+            return PathBuf::from(bin);
+        }
+        // target/<profile>/deps/<test exe>: the binary sits in target/<profile>/.
+        let exe = std::env::current_exe().expect("test executable path");
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("target/<profile>");
+        let release = profile_dir.file_name().is_some_and(|n| n == "release");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut build = Command::new(cargo);
+        build.args(["build", "--quiet", "-p", "squall", "--bin", "squall"]);
+        if release {
+            build.arg("--release");
+        }
+        let status = build
+            .status()
+            .expect("run cargo build for the squall binary");
+        assert!(status.success(), "cargo build -p squall failed");
+        profile_dir.join("squall")
+    })
+}
+
+/// A running squall process, stopped (SIGKILL) on drop unless already stopped.
+pub struct Squall {
+    child: Child,
+    pub addr: SocketAddr,
+    log: Arc<Mutex<String>>,
+    _dir: TempDir,
+}
+
+impl Squall {
+    /// Starts squall on `config`, in which the string `ADDR` is replaced by `127.0.0.1:0`.
+    pub fn start(config: &str) -> Squall {
+        Squall::start_with(config, |_| {})
+    }
+
+    /// As [`Squall::start`], letting the caller adjust the command (environment, limits).
+    pub fn start_with(config: &str, adjust: impl FnOnce(&mut Command)) -> Squall {
+        let dir = TempDir::new();
+        let path = dir.path().join("squall.toml");
+        std::fs::write(&path, config.replace("ADDR", "127.0.0.1:0")).expect("write config");
+        let mut command = Command::new(squall_bin());
+        command
+            .arg("--config")
+            .arg(&path)
+            .env("SQUALL_LOG", "info,squall=debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        adjust(&mut command);
+        let mut child = command.spawn().expect("spawn squall");
+        let (log, addr) = watch_log(&mut child);
+        let Some(addr) = addr else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "squall did not report a listening address; log:\n{}",
+                log.lock().unwrap()
+            );
+        };
+        Squall {
+            child,
+            addr,
+            log,
+            _dir: dir,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Everything squall logged so far.
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// Sends `signal` (e.g. `libc::SIGTERM`) to this process only.
+    pub fn signal(&self, signal: i32) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.pid().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success());
+    }
+
+    /// Waits up to `timeout` for the process to exit.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    /// True while the process runs.
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().expect("try_wait").is_none()
+    }
+
+    /// Opens a plain TCP connection with read/write timeouts.
+    pub fn connect(&self) -> TcpStream {
+        let stream = TcpStream::connect(self.addr).expect("connect to squall");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        stream
+            .set_write_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        stream.set_nodelay(true).unwrap();
+        stream
+    }
+}
+
+impl Drop for Squall {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Reads squall's stderr on a thread into a shared log; returns once the listening address is
+/// known (or the process ended, or START_TIMEOUT passed).
+fn watch_log(child: &mut Child) -> (Arc<Mutex<String>>, Option<SocketAddr>) {
+    let stderr = child.stderr.take().expect("piped stderr");
+    let log = Arc::new(Mutex::new(String::new()));
+    let (tx, rx) = mpsc::channel();
+    let shared = log.clone();
+    std::thread::spawn(move || {
+        let mut tx = Some(tx);
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if let Some(at) = line.find("listening on http://") {
+                let addr = line[at + "listening on http://".len()..]
+                    .trim()
+                    .parse()
+                    .ok();
+                if let (Some(tx), Some(addr)) = (&tx, addr) {
+                    let _ = tx.send(addr);
+                }
+            }
+            if line.contains("all workers listening") {
+                tx = None;
+            }
+            let mut log = shared.lock().unwrap();
+            log.push_str(&line);
+            log.push('\n');
+        }
+    });
+    let addr = rx.recv_timeout(START_TIMEOUT).ok();
+    // Wait for "ready" (every worker listens) before handing the address out.
+    let deadline = Instant::now() + START_TIMEOUT;
+    while addr.is_some()
+        && !log.lock().unwrap().contains("all workers listening")
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    (log, addr)
+}
+
+/// Sends `request` and reads one response (head and Content-Length body) from `stream`.
+pub fn roundtrip(stream: &mut TcpStream, request: &str) -> Response {
+    stream.write_all(request.as_bytes()).expect("write request");
+    read_response(stream).expect("a response")
+}
+
+/// A parsed HTTP/1.1 response, as read off the wire by hand.
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn body_text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// Reads one response with a Content-Length body. `None` on a clean EOF before any byte.
+pub fn read_response(stream: &mut impl Read) -> Option<Response> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match stream.read(&mut byte) {
+            Ok(0) if head.is_empty() => return None,
+            Ok(0) => panic!(
+                "EOF inside a response head: {:?}",
+                String::from_utf8_lossy(&head)
+            ),
+            Ok(_) => head.push(byte[0]),
+            Err(e) if head.is_empty() => {
+                panic!("reading a response: {e}")
+            }
+            Err(e) => panic!("reading a response head: {e}"),
+        }
+    }
+    let text = String::from_utf8(head).expect("ASCII head");
+    let mut lines = text.split("\r\n");
+    let status_line = lines.next().unwrap();
+    let status = status_line
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("status");
+    let headers: Vec<(String, String)> = lines
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let (n, v) = l.split_once(':').expect("header line");
+            (n.trim().to_owned(), v.trim().to_owned())
+        })
+        .collect();
+    let mut response = Response {
+        status,
+        headers,
+        body: Vec::new(),
+    };
+    let len: usize = response
+        .header("content-length")
+        .map_or(0, |v| v.parse().unwrap());
+    response.body = vec![0; len];
+    stream.read_exact(&mut response.body).expect("read body");
+    Some(response)
+}
+
+/// True when the peer closed the connection (EOF, or RST) within the stream's read timeout.
+pub fn is_closed(stream: &mut TcpStream) -> bool {
+    let mut buf = [0u8; 64];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+            Err(_) => return false,
+        }
+    }
+}
+
+/// A temporary directory removed on drop.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new() -> TempDir {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("squall-e2e-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        TempDir(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Default for TempDir {
+    fn default() -> Self {
+        TempDir::new()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A minimal valid config with one listener and a 13-byte `respond` route on `/`, plus `extra`.
+pub fn hello_config(extra: &str) -> String {
+    format!(
+        r#"[server]
+workers = 1
+drain_timeout = "5s"
+
+[[listen]]
+address = "ADDR"
+
+{extra}
+
+[[vhost]]
+hosts = ["*"]
+
+[[vhost.route]]
+exact = "/"
+respond = {{ status = 200, body = "Hello, world!" }}
+
+[[vhost.route]]
+exact = "/a"
+respond = {{ status = 200, body = "A" }}
+
+[[vhost.route]]
+exact = "/b"
+respond = {{ status = 200, body = "B" }}
+
+[[vhost.route]]
+prefix = "/c"
+respond = {{ status = 201, body = "C" }}
+"#
+    )
+}

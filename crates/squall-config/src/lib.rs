@@ -1,2 +1,72 @@
-//! squall-config
+//! squall-config: Squall's TOML config file → validated runtime [`Config`], with every problem
+//! reported as `FILE:LINE:COL: message`.
+//!
+//! The contract for the file is `CONFIG.md` (operator reference: `docs/CONFIG.md`). Loading
+//! runs in three steps, each in its own module:
+//!
+//! 1. [`syntax`](crate::syntax): TOML text → the raw schema ([`raw`](crate::raw)), which
+//!    mirrors the file and denies unknown keys. Syntax and schema errors stop here.
+//! 2. [`validate`](crate::validate): raw schema → [`Config`], checking every rule of the
+//!    contract and collecting all violations, each at the position of the offending value.
+//! 3. [`load`] only: relative certificate paths are resolved against the file's directory.
+//!
+//! The crate does no I/O but reading the file in [`load`], so the binary can validate a new
+//! file on SIGHUP and keep the old config if it fails. Several sections (certificates, cache,
+//! upstreams, admin) are parsed and validated before the features that use them land, because
+//! the file format is the contract and must not change under operators later.
+
 #![forbid(unsafe_code)]
+
+mod diagnostics;
+mod ipnet;
+mod model;
+mod raw;
+mod syntax;
+mod units;
+mod validate;
+
+use std::io::Read;
+use std::path::Path;
+
+pub use diagnostics::{Diagnostic, Diagnostics};
+pub use ipnet::IpNet;
+pub use model::*;
+pub use units::{DURATION_MAX, parse_duration, parse_size};
+
+/// Largest config file [`load`] reads. Real configs are a few KiB; the bound only stops a
+/// wrong path (a log, a device) from being read into memory whole.
+pub const CONFIG_BYTES_MAX: u64 = 16 * 1024 * 1024;
+
+/// Parses and validates config `text`; `file` is the name diagnostics use. Relative
+/// certificate paths are returned as written (see [`Config::resolve_paths`]).
+pub fn parse(text: &str, file: &str) -> Result<Config, Diagnostics> {
+    let source = diagnostics::Source::new(file, text);
+    let raw = syntax::deserialize(&source)?;
+    let mut report = diagnostics::Report::new(&source);
+    let config = validate::config(&raw, &mut report);
+    report.finish()?;
+    Ok(config)
+}
+
+/// Reads, parses and validates the config file at `path`, resolving relative certificate
+/// paths against its directory. An unreadable file gives one diagnostic without a position:
+/// `FILE: cannot read: REASON`.
+pub fn load(path: &Path) -> Result<Config, Diagnostics> {
+    let file = path.display().to_string();
+    let text = read(path).map_err(|e| Diagnostics(vec![Diagnostic::whole_file(&file, format!("cannot read: {e}"))]))?;
+    let mut config = parse(&text, &file)?;
+    if let Some(dir) = path.parent() {
+        config.resolve_paths(dir);
+    }
+    Ok(config)
+}
+
+fn read(path: &Path) -> std::io::Result<String> {
+    let mut text = String::new();
+    std::fs::File::open(path)?.take(CONFIG_BYTES_MAX + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > CONFIG_BYTES_MAX {
+        let message = format!("larger than {} MiB; is this the config file?", CONFIG_BYTES_MAX >> 20);
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, message));
+    }
+    Ok(text)
+}

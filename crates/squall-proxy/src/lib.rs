@@ -1,2 +1,87 @@
-//! squall-proxy
+//! squall-proxy: the per-request session, sans-IO.
+//!
+//! A [`Service`] is compiled once from a validated [`squall_config::Config`]: the routes go into a
+//! [`squall_router::Router`] whose actions are [`Handler`]s with their response headers already
+//! encoded, so that answering a `respond` route is a hash lookup, a status line, a Date header and
+//! two copies of a few dozen bytes. The worker hands each decoded request head to
+//! [`Service::respond`] and sends what it appends to the output buffer.
+//!
+//! This crate knows the codec's request and response types and the router; it knows nothing of
+//! sockets, rings or clocks (the worker passes the current Date header in).
 #![forbid(unsafe_code)]
+
+mod handler;
+
+use bytes::BytesMut;
+use http::StatusCode;
+use squall_config::Config;
+use squall_h1::RequestHead;
+use squall_router::{RouteRequest, Router};
+
+pub use handler::{Handler, LocationPart};
+
+/// Why a config could not be turned into a service.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("routes: {0}")]
+    Router(#[from] squall_router::BuildError),
+}
+
+/// The routes and their handlers, shared read-only by every worker.
+pub struct Service {
+    router: Router<Handler>,
+    not_found: Handler,
+}
+
+/// What [`Service::respond`] did, for the worker's bookkeeping and logs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    pub status: StatusCode,
+    /// False when the connection must close after this response.
+    pub keep_alive: bool,
+}
+
+impl Service {
+    /// Compiles the vhosts and routes of `config`.
+    pub fn new(config: &Config) -> Result<Service, BuildError> {
+        let vhosts = config.vhost.iter().map(handler::vhost_spec).collect();
+        let router = Router::new(vhosts)?;
+        Ok(Service {
+            router,
+            not_found: Handler::not_found(),
+        })
+    }
+
+    /// Appends the complete response to `head` to `out`.
+    ///
+    /// `date` is the current IMF-fixdate; `close` forces `Connection: close` (the worker is
+    /// draining or the connection has served its quota).
+    pub fn respond(
+        &self,
+        head: &RequestHead,
+        date: &[u8],
+        close: bool,
+        out: &mut BytesMut,
+    ) -> Outcome {
+        let request = RouteRequest {
+            host: head.host(),
+            method: &head.method,
+            path: head.uri.path(),
+            headers: &head.headers,
+        };
+        let handler = match self.router.route(&request) {
+            Some(matched) => matched.action,
+            None => &self.not_found,
+        };
+        let mut framing = head.framing();
+        framing.keep_alive &= !close;
+        let status = handler.write(head, framing, date, out);
+        Outcome {
+            status,
+            keep_alive: framing.keep_alive,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,394 @@
+//! The validated runtime configuration: what the rest of Squall reads.
+//!
+//! Every value here has passed validation, so consumers never re-check it: addresses are
+//! parsed, durations and sizes are in their units, header names are lowercase `http` types,
+//! routes name upstreams that exist. Defaults live here too (as `Default` impls and
+//! `*_DEFAULT` constants) so that the binary, the docs and the tests agree on one set.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use http::{HeaderName, HeaderValue, Method, StatusCode};
+
+use crate::IpNet;
+
+/// `server.drain_timeout` when absent.
+pub const DRAIN_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
+/// `server.workers` may not exceed this: one worker per core, and no host we target has more.
+pub const WORKERS_MAX: usize = 1024;
+/// `limits.header_bytes_max` when absent (nginx's `large_client_header_buffers` is 4 × 8 KiB).
+pub const HEADER_BYTES_MAX_DEFAULT: u64 = 16 * 1024;
+/// `limits.uri_bytes_max` when absent.
+pub const URI_BYTES_MAX_DEFAULT: u64 = 8 * 1024;
+/// `limits.body_bytes_max` when absent.
+pub const BODY_BYTES_MAX_DEFAULT: u64 = 16 * 1024 * 1024;
+/// `limits.header_timeout` when absent: a slowloris client gets this long to send a request head.
+pub const HEADER_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
+/// `limits.idle_timeout` when absent.
+pub const IDLE_TIMEOUT_DEFAULT: Duration = Duration::from_secs(60);
+/// `cache.memory` when absent.
+pub const CACHE_MEMORY_DEFAULT: u64 = 1024 * 1024 * 1024;
+/// `upstream.connect_timeout` when absent.
+pub const CONNECT_TIMEOUT_DEFAULT: Duration = Duration::from_secs(5);
+/// `upstream.response_timeout` when absent (nginx's `proxy_read_timeout`).
+pub const RESPONSE_TIMEOUT_DEFAULT: Duration = Duration::from_secs(60);
+/// Upper bound of `weight`: consistent hashing places `weight` points per server on its ring,
+/// so the bound keeps the ring small.
+pub const WEIGHT_MAX: u32 = 1000;
+/// `health_check.interval` when absent.
+pub const HEALTH_INTERVAL_DEFAULT: Duration = Duration::from_secs(5);
+/// `health_check.fails` when absent: failed probes in a row before a server is marked down.
+pub const HEALTH_FAILS_DEFAULT: u32 = 3;
+/// `health_check.passes` when absent: good probes in a row before a server is marked up again.
+pub const HEALTH_PASSES_DEFAULT: u32 = 2;
+/// Upper bound of `health_check.fails` and `health_check.passes`.
+pub const HEALTH_COUNT_MAX: u32 = 100;
+/// The variables a redirect `location` may use, written `$name` (as in nginx).
+pub const REDIRECT_VARIABLES: &[&str] = &["scheme", "host", "request_uri", "uri", "args"];
+
+/// The whole validated config file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    pub server: Server,
+    /// `None` when the file has no `[admin]` section: no admin listener is started.
+    pub admin: Option<Admin>,
+    /// At least one, addresses unique.
+    pub listen: Vec<Listen>,
+    /// In file order; the first is the default for clients that send no or an unknown SNI.
+    pub certificate: Vec<Certificate>,
+    pub limits: Limits,
+    pub cache: Cache,
+    /// Names unique.
+    pub upstream: Vec<Upstream>,
+    /// Hosts unique across all vhosts.
+    pub vhost: Vec<Vhost>,
+}
+
+impl Config {
+    /// Makes relative certificate paths relative to `base` (the config file's directory), as an
+    /// operator expects when the config and its keys sit side by side.
+    pub fn resolve_paths(&mut self, base: &Path) {
+        for certificate in &mut self.certificate {
+            if let CertSource::Files { cert, key } = &mut certificate.source {
+                for path in [cert, key] {
+                    if path.is_relative() {
+                        *path = base.join(&*path);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The upstream named `name`; validation guarantees every `Action::Proxy` finds one.
+    pub fn upstream(&self, name: &str) -> Option<&Upstream> {
+        self.upstream.iter().find(|u| u.name == name)
+    }
+}
+
+/// `[server]`: process-wide settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Server {
+    pub workers: Workers,
+    /// How long a graceful stop waits for in-flight requests.
+    pub drain_timeout: Duration,
+}
+
+impl Default for Server {
+    fn default() -> Self {
+        Server { workers: Workers::Auto, drain_timeout: DRAIN_TIMEOUT_DEFAULT }
+    }
+}
+
+/// `server.workers`: how many pinned io_uring workers to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workers {
+    /// One per available core.
+    Auto,
+    /// Exactly this many (at most [`WORKERS_MAX`]).
+    Count(NonZeroUsize),
+}
+
+impl Workers {
+    /// The number of workers to start on a host with `cores` usable cores.
+    pub fn count(self, cores: NonZeroUsize) -> NonZeroUsize {
+        match self {
+            Workers::Auto => cores,
+            Workers::Count(n) => n,
+        }
+    }
+}
+
+/// `[admin]`: the metrics and health endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admin {
+    pub listen: SocketAddr,
+}
+
+/// One `[[listen]]`: a socket Squall accepts client connections on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listen {
+    pub address: SocketAddr,
+    pub tls: bool,
+    /// Non-empty, no duplicates, in order of preference (the ALPN order for TLS). Validation
+    /// guarantees `H2` only with `tls` and `H2c` only without.
+    pub protocols: Vec<Protocol>,
+}
+
+/// An application protocol a listener speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    /// HTTP/1.1 (and 1.0).
+    Http1,
+    /// HTTP/2 over cleartext with prior knowledge (RFC 9113 §3.3).
+    H2c,
+    /// HTTP/2 over TLS, chosen by ALPN (RFC 9113 §3.2).
+    H2,
+}
+
+impl Protocol {
+    /// The name used in the config file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Http1 => "http1",
+            Protocol::H2c => "h2c",
+            Protocol::H2 => "h2",
+        }
+    }
+
+    /// The ALPN protocol ID to offer for it on a TLS listener (RFC 7301); h2c has none.
+    pub fn alpn_id(self) -> Option<&'static [u8]> {
+        match self {
+            Protocol::Http1 => Some(b"http/1.1"),
+            Protocol::H2 => Some(b"h2"),
+            Protocol::H2c => None,
+        }
+    }
+
+    /// What a listener speaks when `protocols` is absent.
+    pub fn defaults(tls: bool) -> Vec<Protocol> {
+        if tls { vec![Protocol::H2, Protocol::Http1] } else { vec![Protocol::Http1, Protocol::H2c] }
+    }
+}
+
+/// One `[[certificate]]`, chosen by SNI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Certificate {
+    /// Non-empty; lowercase names or `*.suffix` wildcards.
+    pub hosts: Vec<String>,
+    pub source: CertSource,
+}
+
+/// Where a certificate's chain and key come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CertSource {
+    /// PEM files, read at start-up and on reload.
+    Files { cert: PathBuf, key: PathBuf },
+    /// Generated in memory at start-up for `hosts` (demos and tests).
+    SelfSigned,
+}
+
+/// `[limits]`: protection against abusive clients, as Tempesta's "frang".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest request head (request line and all header fields), in bytes.
+    pub header_bytes_max: u64,
+    /// Longest request target, in bytes.
+    pub uri_bytes_max: u64,
+    /// Largest request body, in bytes; 0 allows none.
+    pub body_bytes_max: u64,
+    /// Time a client gets to send a complete request head.
+    pub header_timeout: Duration,
+    /// Time a connection may sit with no request in progress.
+    pub idle_timeout: Duration,
+    /// Requests per second per client IP; `None` means unlimited.
+    pub request_rate: Option<u32>,
+    /// Requests a client may send at once above the rate; `Some` exactly when `request_rate`
+    /// is (it defaults to `request_rate`).
+    pub request_burst: Option<u32>,
+    /// Concurrent connections per client IP; `None` means unlimited.
+    pub connections_per_ip_max: Option<u32>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            header_bytes_max: HEADER_BYTES_MAX_DEFAULT,
+            uri_bytes_max: URI_BYTES_MAX_DEFAULT,
+            body_bytes_max: BODY_BYTES_MAX_DEFAULT,
+            header_timeout: HEADER_TIMEOUT_DEFAULT,
+            idle_timeout: IDLE_TIMEOUT_DEFAULT,
+            request_rate: None,
+            request_burst: None,
+            connections_per_ip_max: None,
+        }
+    }
+}
+
+/// `[cache]`: the shared response cache.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cache {
+    /// Total bytes of cached responses; 0 stores nothing.
+    pub memory: u64,
+    /// Client networks allowed to send PURGE.
+    pub purge_allow: Vec<IpNet>,
+}
+
+impl Cache {
+    /// `cache.purge_allow` when absent: loopback only, so PURGE is never open by accident.
+    pub fn purge_allow_default() -> Vec<IpNet> {
+        vec![IpNet::host(IpAddr::V4(Ipv4Addr::LOCALHOST)), IpNet::host(IpAddr::V6(Ipv6Addr::LOCALHOST))]
+    }
+}
+
+impl Default for Cache {
+    fn default() -> Self {
+        Cache { memory: CACHE_MEMORY_DEFAULT, purge_allow: Cache::purge_allow_default() }
+    }
+}
+
+/// One `[[upstream]]`: a named group of origin servers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upstream {
+    pub name: String,
+    /// Non-empty, addresses unique.
+    pub servers: Vec<UpstreamServer>,
+    pub balance: Balance,
+    pub connect_timeout: Duration,
+    /// Time to wait for the response head once the request is sent.
+    pub response_timeout: Duration,
+    pub health_check: Option<HealthCheck>,
+}
+
+/// One origin server of an upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamServer {
+    pub address: SocketAddr,
+    /// 1 ..= [`WEIGHT_MAX`]; default 1.
+    pub weight: u32,
+}
+
+/// How an upstream picks a server for a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Balance {
+    RoundRobin,
+    /// Smooth weighted round robin, as nginx.
+    Weighted,
+    /// By a hash of the cache key, so one URL keeps going to one origin.
+    ConsistentHash,
+    LeastConn,
+}
+
+impl Balance {
+    /// Every name the config accepts, in the order the docs list them.
+    pub const NAMES: &[&str] = &["round_robin", "weighted", "consistent_hash", "least_conn"];
+
+    /// The name used in the config file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Balance::RoundRobin => "round_robin",
+            Balance::Weighted => "weighted",
+            Balance::ConsistentHash => "consistent_hash",
+            Balance::LeastConn => "least_conn",
+        }
+    }
+
+    /// The balance named `name` in the config file.
+    pub fn from_name(name: &str) -> Option<Balance> {
+        match name {
+            "round_robin" => Some(Balance::RoundRobin),
+            "weighted" => Some(Balance::Weighted),
+            "consistent_hash" => Some(Balance::ConsistentHash),
+            "least_conn" => Some(Balance::LeastConn),
+            _ => None,
+        }
+    }
+}
+
+/// Active health checking of an upstream's servers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthCheck {
+    /// Request path of the probe; starts with '/'.
+    pub path: String,
+    pub interval: Duration,
+    pub fails: u32,
+    pub passes: u32,
+}
+
+/// One `[[vhost]]`: routes for a set of host names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Vhost {
+    /// Non-empty; lowercase names, `*.suffix` wildcards, or `*` (the default vhost).
+    pub hosts: Vec<String>,
+    /// In file order; the router applies its precedence (exact, then regex/template in file
+    /// order, then longest prefix).
+    pub routes: Vec<Route>,
+}
+
+/// One `[[vhost.route]]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    pub matcher: RouteMatch,
+    /// `None` matches every method.
+    pub methods: Option<Vec<Method>>,
+    /// Each header must be present with exactly this value.
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    pub action: Action,
+    /// Store and serve responses per RFC 9111; only on proxy routes.
+    pub cache: bool,
+    /// Freshness when the origin gives none; only with `cache`.
+    pub cache_ttl: Option<Duration>,
+    /// Applied to the request before it is forwarded.
+    pub request_headers: HeaderEdits,
+    /// Applied to the response before it is sent to the client.
+    pub response_headers: HeaderEdits,
+}
+
+/// How a route matches the request path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RouteMatch {
+    /// The whole path equals this (starts with '/').
+    Exact(String),
+    /// The path starts with this (starts with '/').
+    Prefix(String),
+    /// The path matches this regex (compiles with the `regex` crate).
+    Regex(String),
+    /// `/users/{name}/orders`: literal segments and whole-segment `{ident}` captures.
+    Template(String),
+}
+
+/// What a route does with a matching request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Answer from the config: a final status (200..=599).
+    Respond { status: StatusCode, body: String, headers: Vec<(HeaderName, HeaderValue)> },
+    /// Redirect (301, 302, 303, 307 or 308); `location` may use [`REDIRECT_VARIABLES`].
+    Redirect { status: StatusCode, location: String },
+    /// Refuse with an error status (400..=599).
+    Block { status: StatusCode },
+    /// Forward to the named upstream, which exists.
+    Proxy { upstream: String },
+}
+
+impl Action {
+    /// Whether the route forwards to an origin.
+    pub fn is_proxy(&self) -> bool {
+        matches!(self, Action::Proxy { .. })
+    }
+}
+
+/// Header edits: `set` replaces (or adds) each field, `remove` deletes all fields of a name.
+/// Names are lowercase, and no name is in both lists.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HeaderEdits {
+    pub set: Vec<(HeaderName, HeaderValue)>,
+    pub remove: Vec<HeaderName>,
+}
+
+impl HeaderEdits {
+    /// Whether the edits change nothing.
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty() && self.remove.is_empty()
+    }
+}

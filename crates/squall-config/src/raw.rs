@@ -1,0 +1,198 @@
+//! The raw schema: the config file's shape as serde sees it, before validation.
+//!
+//! Every struct denies unknown keys, so a typo is an error with its position instead of a
+//! silently ignored setting. Values that validation may still reject are wrapped in
+//! `Spanned`, which keeps their byte span so the diagnostic can point at them. Durations and
+//! sizes are read as any TOML value (`Val`) so that `drain_timeout = 10` gets our explanation
+//! ("duration without a unit") instead of serde's "expected a string", and so that such
+//! mistakes are collected with the others rather than stopping the parse.
+
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{Deserializer, MapAccess, Visitor};
+use toml::Spanned;
+
+/// A string with its span.
+pub(crate) type Str = Spanned<String>;
+/// Any TOML value with its span: durations, sizes, `workers`.
+pub(crate) type Val = Spanned<toml::Value>;
+/// An integer with its span; ranges are checked in validation.
+pub(crate) type Int = Spanned<i64>;
+/// An array whose elements each keep a span.
+pub(crate) type List<T> = Spanned<Vec<Spanned<T>>>;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawConfig {
+    #[serde(default)]
+    pub server: RawServer,
+    pub admin: Option<RawAdmin>,
+    #[serde(default)]
+    pub listen: Vec<Spanned<RawListen>>,
+    #[serde(default)]
+    pub certificate: Vec<Spanned<RawCertificate>>,
+    #[serde(default)]
+    pub limits: RawLimits,
+    #[serde(default)]
+    pub cache: RawCache,
+    #[serde(default)]
+    pub upstream: Vec<Spanned<RawUpstream>>,
+    #[serde(default)]
+    pub vhost: Vec<Spanned<RawVhost>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawServer {
+    pub workers: Option<Val>,
+    pub drain_timeout: Option<Val>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAdmin {
+    pub listen: Str,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawListen {
+    pub address: Str,
+    pub tls: Option<Spanned<bool>>,
+    pub protocols: Option<List<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawCertificate {
+    pub hosts: Option<List<String>>,
+    pub cert: Option<Str>,
+    pub key: Option<Str>,
+    pub self_signed: Option<Spanned<bool>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawLimits {
+    pub header_bytes_max: Option<Val>,
+    pub uri_bytes_max: Option<Val>,
+    pub body_bytes_max: Option<Val>,
+    pub header_timeout: Option<Val>,
+    pub idle_timeout: Option<Val>,
+    pub request_rate: Option<Int>,
+    pub request_burst: Option<Int>,
+    pub connections_per_ip_max: Option<Int>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawCache {
+    pub memory: Option<Val>,
+    pub purge_allow: Option<List<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawUpstream {
+    pub name: Str,
+    pub servers: List<RawUpstreamServer>,
+    pub balance: Option<Str>,
+    pub connect_timeout: Option<Val>,
+    pub response_timeout: Option<Val>,
+    pub health_check: Option<Spanned<RawHealthCheck>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawUpstreamServer {
+    pub address: Str,
+    pub weight: Option<Int>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawHealthCheck {
+    pub path: Str,
+    pub interval: Option<Val>,
+    pub fails: Option<Int>,
+    pub passes: Option<Int>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawVhost {
+    pub hosts: Option<List<String>>,
+    #[serde(default)]
+    pub route: Vec<Spanned<RawRoute>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRoute {
+    pub exact: Option<Str>,
+    pub prefix: Option<Str>,
+    pub regex: Option<Str>,
+    pub template: Option<Str>,
+    pub methods: Option<List<String>>,
+    pub headers: Option<Spanned<Pairs>>,
+    pub respond: Option<Spanned<RawRespond>>,
+    pub redirect: Option<Spanned<RawRedirect>>,
+    pub block: Option<Int>,
+    pub proxy: Option<Str>,
+    pub cache: Option<Spanned<bool>>,
+    pub cache_ttl: Option<Val>,
+    pub request_headers: Option<Spanned<RawHeaderEdits>>,
+    pub response_headers: Option<Spanned<RawHeaderEdits>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRespond {
+    pub status: Option<Int>,
+    pub body: Option<String>,
+    pub headers: Option<Spanned<Pairs>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRedirect {
+    pub status: Option<Int>,
+    pub location: Str,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawHeaderEdits {
+    pub set: Option<Spanned<Pairs>>,
+    pub remove: Option<List<String>>,
+}
+
+/// A table of strings (`{ "content-type" = "text/plain" }`), in file order, keys and values
+/// spanned. A map type would lose either the order or the key positions.
+#[derive(Debug)]
+pub(crate) struct Pairs(pub Vec<(Str, Str)>);
+
+impl<'de> Deserialize<'de> for Pairs {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Pairs, D::Error> {
+        deserializer.deserialize_map(PairsVisitor)
+    }
+}
+
+struct PairsVisitor;
+
+impl<'de> Visitor<'de> for PairsVisitor {
+    type Value = Pairs;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a table of strings")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Pairs, A::Error> {
+        let mut pairs = Vec::new();
+        while let Some(key) = map.next_key()? {
+            pairs.push((key, map.next_value()?));
+        }
+        Ok(Pairs(pairs))
+    }
+}

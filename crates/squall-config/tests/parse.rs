@@ -1,0 +1,295 @@
+//! Files that must parse: the contract's example, every option at once, and the defaults of an
+//! almost empty file. Each asserts the whole `Config`, so a changed default or a dropped
+//! option shows up here.
+
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use http::{HeaderName, HeaderValue, Method, StatusCode};
+use squall_config::*;
+
+fn addr(s: &str) -> SocketAddr {
+    s.parse().unwrap()
+}
+
+fn header(name: &'static str, value: &'static str) -> (HeaderName, HeaderValue) {
+    (HeaderName::from_static(name), HeaderValue::from_static(value))
+}
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+/// A route with no conditions, no cache and no header edits.
+fn route(matcher: RouteMatch, action: Action) -> Route {
+    Route {
+        matcher,
+        methods: None,
+        headers: Vec::new(),
+        action,
+        cache: false,
+        cache_ttl: None,
+        request_headers: HeaderEdits::default(),
+        response_headers: HeaderEdits::default(),
+    }
+}
+
+#[test]
+fn contract_example_parses() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/full.toml");
+    let config = match load(&path) {
+        Ok(config) => config,
+        Err(e) => panic!("{e}"),
+    };
+    let expected = Config {
+        server: Server { workers: Workers::Auto, drain_timeout: secs(10) },
+        admin: Some(Admin { listen: addr("127.0.0.1:9901") }),
+        listen: vec![
+            Listen { address: addr("127.0.0.1:8080"), tls: false, protocols: vec![Protocol::Http1, Protocol::H2c] },
+            Listen { address: addr("127.0.0.1:8443"), tls: true, protocols: vec![Protocol::H2, Protocol::Http1] },
+        ],
+        certificate: vec![Certificate {
+            hosts: vec!["example.test".into(), "*.example.test".into()],
+            source: CertSource::Files {
+                cert: PathBuf::from("/etc/squall/tls/example.pem"),
+                key: PathBuf::from("/etc/squall/tls/example.key"),
+            },
+        }],
+        limits: Limits::default(),
+        cache: Cache::default(),
+        upstream: vec![Upstream {
+            name: "app".into(),
+            servers: vec![UpstreamServer { address: addr("127.0.0.1:9000"), weight: 1 }],
+            balance: Balance::RoundRobin,
+            connect_timeout: secs(2),
+            response_timeout: secs(30),
+            health_check: None,
+        }],
+        vhost: vec![Vhost {
+            hosts: vec!["*".into()],
+            routes: vec![
+                route(
+                    RouteMatch::Exact("/".into()),
+                    Action::Respond {
+                        status: StatusCode::OK,
+                        body: "Hello from Squall\n".into(),
+                        headers: vec![header("content-type", "text/plain")],
+                    },
+                ),
+                Route {
+                    cache: true,
+                    ..route(RouteMatch::Prefix("/".into()), Action::Proxy { upstream: "app".into() })
+                },
+            ],
+        }],
+    };
+    assert_eq!(config, expected);
+}
+
+#[test]
+fn defaults_of_a_minimal_file() {
+    let config = parse("[[listen]]\naddress = \"[::1]:80\"\n", "min.toml").unwrap();
+    let expected = Config {
+        server: Server { workers: Workers::Auto, drain_timeout: secs(10) },
+        admin: None,
+        listen: vec![Listen { address: addr("[::1]:80"), tls: false, protocols: vec![Protocol::Http1, Protocol::H2c] }],
+        certificate: Vec::new(),
+        limits: Limits {
+            header_bytes_max: 16 * 1024,
+            uri_bytes_max: 8 * 1024,
+            body_bytes_max: 16 * 1024 * 1024,
+            header_timeout: secs(10),
+            idle_timeout: secs(60),
+            request_rate: None,
+            request_burst: None,
+            connections_per_ip_max: None,
+        },
+        cache: Cache { memory: 1 << 30, purge_allow: vec!["127.0.0.1/32".parse().unwrap(), "::1/128".parse().unwrap()] },
+        upstream: Vec::new(),
+        vhost: Vec::new(),
+    };
+    assert_eq!(config, expected);
+}
+
+/// Every option of the contract, the commented-out ones included, with non-default values.
+const ALL_OPTIONS: &str = r#"
+[server]
+workers = 4
+drain_timeout = "1500ms"
+
+[admin]
+listen = "[::1]:9901"
+
+[[listen]]
+address = "0.0.0.0:443"
+tls = true
+protocols = ["http1"]
+
+[[certificate]]
+hosts = ["Example.TEST"]
+cert = "tls/example.pem"
+key = "tls/example.key"
+
+[[certificate]]
+hosts = ["*.demo.test", "127.0.0.1"]
+self_signed = true
+
+[limits]
+header_bytes_max = 32768
+uri_bytes_max = "4KiB"
+body_bytes_max = 0
+header_timeout = "5s"
+idle_timeout = "2m"
+request_rate = 1000
+connections_per_ip_max = 100
+
+[cache]
+memory = "256MiB"
+purge_allow = ["10.0.0.0/8", "192.0.2.7", "fd00::/8"]
+
+[[upstream]]
+name = "app"
+servers = [{ address = "127.0.0.1:9000" }, { address = "[::1]:9001", weight = 3 }]
+balance = "least_conn"
+health_check = { path = "/healthz", interval = "2s", fails = 5, passes = 1 }
+
+[[vhost]]
+hosts = ["Example.test", "*.example.test"]
+
+[[vhost.route]]
+template = "/users/{name}/orders"
+methods = ["GET", "HEAD", "M-SEARCH"]
+headers = { "X-Canary" = "1" }
+proxy = "app"
+cache = true
+cache_ttl = "60s"
+request_headers = { set = { "x-forwarded-proto" = "https" }, remove = ["x-debug"] }
+response_headers = { set = { "x-cache-node" = "edge-1" } }
+
+[[vhost.route]]
+regex = "^/v[0-9]+/"
+redirect = { status = 301, location = "https://$host$request_uri" }
+
+[[vhost.route]]
+prefix = "/admin/"
+block = 403
+
+[[vhost]]
+[[vhost.route]]
+exact = "/teapot"
+respond = { status = 418 }
+"#;
+
+#[test]
+fn every_option() {
+    let config = match parse(ALL_OPTIONS, "all.toml") {
+        Ok(config) => config,
+        Err(e) => panic!("{e}"),
+    };
+    assert_eq!(config.server, Server { workers: Workers::Count(NonZeroUsize::new(4).unwrap()), drain_timeout: Duration::from_millis(1500) });
+    assert_eq!(config.admin, Some(Admin { listen: addr("[::1]:9901") }));
+    assert_eq!(config.listen, [Listen { address: addr("0.0.0.0:443"), tls: true, protocols: vec![Protocol::Http1] }]);
+    assert_eq!(
+        config.certificate,
+        [
+            Certificate {
+                hosts: vec!["example.test".into()],
+                source: CertSource::Files { cert: "tls/example.pem".into(), key: "tls/example.key".into() },
+            },
+            Certificate { hosts: vec!["*.demo.test".into(), "127.0.0.1".into()], source: CertSource::SelfSigned },
+        ]
+    );
+    assert_eq!(
+        config.limits,
+        Limits {
+            header_bytes_max: 32768,
+            uri_bytes_max: 4096,
+            body_bytes_max: 0,
+            header_timeout: secs(5),
+            idle_timeout: secs(120),
+            request_rate: Some(1000),
+            request_burst: Some(1000),
+            connections_per_ip_max: Some(100),
+        }
+    );
+    let purge: Vec<String> = config.cache.purge_allow.iter().map(ToString::to_string).collect();
+    assert_eq!((config.cache.memory, purge), (256 << 20, vec!["10.0.0.0/8".into(), "192.0.2.7/32".into(), "fd00::/8".into()]));
+    assert_eq!(
+        config.upstream,
+        [Upstream {
+            name: "app".into(),
+            servers: vec![
+                UpstreamServer { address: addr("127.0.0.1:9000"), weight: 1 },
+                UpstreamServer { address: addr("[::1]:9001"), weight: 3 },
+            ],
+            balance: Balance::LeastConn,
+            connect_timeout: secs(5),
+            response_timeout: secs(60),
+            health_check: Some(HealthCheck { path: "/healthz".into(), interval: secs(2), fails: 5, passes: 1 }),
+        }]
+    );
+    let proxied = Route {
+        methods: Some(vec![Method::GET, Method::HEAD, Method::from_bytes(b"M-SEARCH").unwrap()]),
+        headers: vec![header("x-canary", "1")],
+        cache: true,
+        cache_ttl: Some(secs(60)),
+        request_headers: HeaderEdits {
+            set: vec![header("x-forwarded-proto", "https")],
+            remove: vec![HeaderName::from_static("x-debug")],
+        },
+        response_headers: HeaderEdits { set: vec![header("x-cache-node", "edge-1")], remove: Vec::new() },
+        ..route(RouteMatch::Template("/users/{name}/orders".into()), Action::Proxy { upstream: "app".into() })
+    };
+    let redirect = Action::Redirect { status: StatusCode::MOVED_PERMANENTLY, location: "https://$host$request_uri".into() };
+    let expected_vhosts = [
+        Vhost {
+            hosts: vec!["example.test".into(), "*.example.test".into()],
+            routes: vec![
+                proxied,
+                route(RouteMatch::Regex("^/v[0-9]+/".into()), redirect),
+                route(RouteMatch::Prefix("/admin/".into()), Action::Block { status: StatusCode::FORBIDDEN }),
+            ],
+        },
+        Vhost {
+            hosts: vec!["*".into()],
+            routes: vec![route(
+                RouteMatch::Exact("/teapot".into()),
+                Action::Respond { status: StatusCode::IM_A_TEAPOT, body: String::new(), headers: Vec::new() },
+            )],
+        },
+    ];
+    assert_eq!(config.vhost, expected_vhosts);
+}
+
+#[test]
+fn redirect_status_defaults_to_302() {
+    let text = "[[listen]]\naddress = \"127.0.0.1:80\"\n[[vhost]]\nroute = [{ prefix = \"/\", redirect = { location = \"/x\" } }]\n";
+    let config = parse(text, "t.toml").unwrap();
+    assert_eq!(config.vhost[0].routes[0].action, Action::Redirect { status: StatusCode::FOUND, location: "/x".into() });
+}
+
+#[test]
+fn load_resolves_relative_certificate_paths() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("squall-config-load");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("squall.toml");
+    std::fs::write(&path, ALL_OPTIONS).unwrap();
+    let config = load(&path).unwrap();
+    let expected = CertSource::Files { cert: dir.join("tls/example.pem"), key: dir.join("tls/example.key") };
+    assert_eq!(config.certificate[0].source, expected);
+    // `parse` has no directory to resolve against and leaves them as written.
+    let parsed = parse(ALL_OPTIONS, "squall.toml").unwrap();
+    let as_written = CertSource::Files { cert: "tls/example.pem".into(), key: "tls/example.key".into() };
+    assert_eq!(parsed.certificate[0].source, as_written);
+}
+
+#[test]
+fn load_reports_an_unreadable_file() {
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("squall-config-missing/none.toml");
+    let error = load(&path).unwrap_err();
+    let expected = format!("{}: cannot read: No such file or directory (os error 2)", path.display());
+    assert_eq!(error.to_string(), expected);
+    assert_eq!((error.0[0].line, error.0[0].col), (0, 0));
+}

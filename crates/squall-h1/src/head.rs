@@ -1,0 +1,290 @@
+//! The request head: parsing a complete head with httparse, then applying the rules of
+//! RFC 9112 that decide framing, persistence and which requests we refuse.
+//!
+//! The head arrives here already cut from the receive buffer as one `Bytes`, so the URI and
+//! every field value are slices of that single allocation (no copy per field); only field
+//! names outside http's table of standard names allocate.
+
+use std::mem::MaybeUninit;
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, Uri, Version};
+
+use crate::fields::{self, ConnectionOptions, TransferCodings};
+use crate::{ErrorKind, Limits};
+
+/// A parsed request head.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestHead {
+    pub method: Method,
+    /// The request-target: origin-form (`/path?q`), absolute-form (`http://host/path`), or `*`
+    /// for OPTIONS. Authority-form only comes with CONNECT, which is refused.
+    pub uri: Uri,
+    /// `HTTP_10` or `HTTP_11`.
+    pub version: Version,
+    /// Every field line, in order, with repeated names kept apart.
+    pub headers: HeaderMap,
+    /// Whether the connection may carry another request after this one (RFC 9112 §9.3).
+    pub keep_alive: bool,
+    /// The client waits for `100 Continue` before sending the body (RFC 9110 §10.1.1); only
+    /// set for HTTP/1.1 requests that have a body.
+    pub expect_continue: bool,
+    pub body: BodyKind,
+}
+
+/// How the request body is framed (RFC 9112 §6.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyKind {
+    /// Neither Content-Length nor Transfer-Encoding: no body.
+    Empty,
+    /// `Content-Length: n`. `Length(0)` is kept apart from `Empty` so that a proxy can forward
+    /// the explicit zero (some origins want a length on every POST).
+    Length(u64),
+    /// `Transfer-Encoding: chunked`; the length is known at the end.
+    Chunked,
+}
+
+/// What the response encoder needs to know about the request it answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestFraming {
+    pub version: Version,
+    pub keep_alive: bool,
+    /// A response to HEAD has no body (RFC 9110 §9.3.2).
+    pub is_head: bool,
+}
+
+impl RequestHead {
+    /// The host the request is for, without port: the authority of an absolute-form target
+    /// when there is one (RFC 9112 §3.2.2: it overrides Host), else the Host field. An IPv6
+    /// literal keeps its brackets (`[::1]`). None when neither names a host.
+    ///
+    /// The case is as received; hosts compare case-insensitively (RFC 3986 §3.2.2).
+    pub fn host(&self) -> Option<&str> {
+        if let Some(host) = self.uri.host() {
+            return Some(host);
+        }
+        let value = self.headers.get(header::HOST)?.to_str().ok()?;
+        let (host, _port) = fields::split_host_port(value.as_bytes())?;
+        // `host` is a prefix of `value`, which is a str.
+        let host = &value[..host.len()];
+        (!host.is_empty()).then_some(host)
+    }
+
+    pub fn framing(&self) -> RequestFraming {
+        RequestFraming {
+            version: self.version,
+            keep_alive: self.keep_alive,
+            is_head: self.method == Method::HEAD,
+        }
+    }
+}
+
+/// Field lines parsed on the stack; with more allowed by `Limits`, a Vec per request.
+const STACK_HEADERS: usize = 128;
+const _: () = assert!(STACK_HEADERS >= 100, "the default headers_count_max must fit on the stack");
+
+/// Parses a complete head (`head` starts at the request line and ends with the blank line,
+/// the scanner having checked line endings and sizes).
+pub(crate) fn parse_head(head: &Bytes, limits: &Limits) -> Result<RequestHead, ErrorKind> {
+    let mut stack = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; STACK_HEADERS];
+    let mut heap = Vec::new();
+    let slots = if limits.headers_count_max <= STACK_HEADERS {
+        &mut stack[..limits.headers_count_max]
+    } else {
+        heap.resize_with(limits.headers_count_max, MaybeUninit::uninit);
+        &mut heap[..]
+    };
+    let mut req = httparse::Request::new(&mut []);
+    match req.parse_with_uninit_headers(head, slots) {
+        Ok(httparse::Status::Complete(len)) => debug_assert_eq!(len, head.len()),
+        // The scanner saw the blank line, so httparse cannot want more; refuse defensively.
+        Ok(httparse::Status::Partial) => return Err(ErrorKind::BadRequestLine),
+        Err(e) => return Err(classify_httparse_error(e, head)),
+    }
+    // `Complete` sets method, path and version.
+    let (Some(method), Some(path), Some(minor)) = (req.method, req.path, req.version) else {
+        return Err(ErrorKind::BadRequestLine);
+    };
+    let method = Method::from_bytes(method.as_bytes()).map_err(|_| ErrorKind::BadRequestLine)?;
+    if method == Method::CONNECT {
+        return Err(ErrorKind::ConnectNotSupported);
+    }
+    let version = if minor == 0 { Version::HTTP_10 } else { Version::HTTP_11 };
+    let uri = parse_target(head, path, &method, limits)?;
+    let mut fields = FramingFields::default();
+    let mut headers = HeaderMap::with_capacity(req.headers.len());
+    for field in req.headers.iter() {
+        let name = HeaderName::from_bytes(field.name.as_bytes())
+            .map_err(|_| ErrorKind::BadHeaderName)?;
+        let value = HeaderValue::from_maybe_shared(head.slice_ref(field.value))
+            .map_err(|_| ErrorKind::BadHeaderValue)?;
+        fields.add(&name, field.value, version)?;
+        headers.append(name, value);
+    }
+    let body = fields.body_kind(version, limits)?;
+    Ok(RequestHead {
+        method,
+        uri,
+        version,
+        headers,
+        keep_alive: fields.keep_alive(version),
+        expect_continue: fields.expect_continue && body != BodyKind::Empty && body != BodyKind::Length(0),
+        body,
+    })
+}
+
+/// Parses trailer fields (a complete section ending in the blank line) into a map.
+pub(crate) fn parse_trailers(section: &Bytes, limits: &Limits) -> Result<HeaderMap, ErrorKind> {
+    let mut slots = vec![httparse::EMPTY_HEADER; limits.headers_count_max];
+    let fields = match httparse::parse_headers(section, &mut slots) {
+        Ok(httparse::Status::Complete((_, fields))) => fields,
+        Ok(httparse::Status::Partial) => return Err(ErrorKind::BadTrailer),
+        Err(httparse::Error::TooManyHeaders) => return Err(ErrorKind::TooManyHeaders),
+        Err(_) => return Err(ErrorKind::BadTrailer),
+    };
+    let mut trailers = HeaderMap::with_capacity(fields.len());
+    for field in fields {
+        let name = HeaderName::from_bytes(field.name.as_bytes()).map_err(|_| ErrorKind::BadTrailer)?;
+        let value = HeaderValue::from_maybe_shared(section.slice_ref(field.value))
+            .map_err(|_| ErrorKind::BadTrailer)?;
+        trailers.append(name, value);
+    }
+    Ok(trailers)
+}
+
+/// Maps an httparse error to our kind. A version httparse refuses is a 505 when it is
+/// well-formed `HTTP/DIGIT.DIGIT` (RFC 9112 §2.3), a 400 otherwise.
+fn classify_httparse_error(e: httparse::Error, head: &[u8]) -> ErrorKind {
+    // httparse reports a CR without LF as whatever token it interrupted; name it.
+    let bare_cr = memchr::memchr_iter(b'\r', head).any(|i| head.get(i + 1) != Some(&b'\n'));
+    if bare_cr {
+        return ErrorKind::BareCr;
+    }
+    match e {
+        httparse::Error::HeaderName => ErrorKind::BadHeaderName,
+        httparse::Error::HeaderValue => ErrorKind::BadHeaderValue,
+        httparse::Error::TooManyHeaders => ErrorKind::TooManyHeaders,
+        httparse::Error::Version if is_other_version(head) => ErrorKind::UnsupportedVersion,
+        _ => ErrorKind::BadRequestLine,
+    }
+}
+
+/// Whether the request line is well-formed but for a version other than 1.0 and 1.1:
+/// `method SP target SP HTTP/DIGIT.DIGIT` (RFC 9112 §2.3, §3).
+fn is_other_version(head: &[u8]) -> bool {
+    let line_end = memchr::memchr(b'\r', head).unwrap_or(head.len());
+    let mut parts = head[..line_end].split(|&b| b == b' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    let well_formed = match version {
+        [b'H', b'T', b'T', b'P', b'/', major, b'.', minor] => {
+            major.is_ascii_digit() && minor.is_ascii_digit()
+        }
+        _ => false,
+    };
+    !method.is_empty() && !target.is_empty() && well_formed && version != b"HTTP/1.0" && version != b"HTTP/1.1"
+}
+
+/// Parses the request-target and checks its form against the method (RFC 9112 §3.2).
+fn parse_target(head: &Bytes, path: &str, method: &Method, limits: &Limits) -> Result<Uri, ErrorKind> {
+    // The scanner enforced uri_bytes_max already; http::Uri has its own cap (u16::MAX - 1)
+    // which a large configured limit could exceed.
+    const URI_BYTES_MAX_HTTP: usize = u16::MAX as usize - 1;
+    if path.len() > limits.uri_bytes_max || path.len() > URI_BYTES_MAX_HTTP {
+        return Err(ErrorKind::UriTooLong);
+    }
+    if path.contains('#') {
+        // A fragment is never part of a request-target (RFC 9112 §3.2); http::Uri would drop it
+        // silently, and a proxy must not forward something other than what it was sent.
+        return Err(ErrorKind::BadUri);
+    }
+    let uri = Uri::from_maybe_shared(head.slice_ref(path.as_bytes())).map_err(|_| ErrorKind::BadUri)?;
+    if path.starts_with('/') {
+        return Ok(uri); // origin-form
+    }
+    if path == "*" {
+        // asterisk-form, RFC 9112 §3.2.4: OPTIONS only.
+        return if *method == Method::OPTIONS { Ok(uri) } else { Err(ErrorKind::BadUri) };
+    }
+    // absolute-form, RFC 9112 §3.2.2. We proxy http(s) only, and userinfo in the authority is
+    // an error to the recipient (RFC 9110 §4.2.4) as it is a known phishing and confusion tool.
+    let scheme_ok = uri.scheme_str().is_some_and(|s| s.eq_ignore_ascii_case("http") || s.eq_ignore_ascii_case("https"));
+    let authority_ok = uri.authority().is_some_and(|a| !a.as_str().contains('@') && !a.host().is_empty());
+    if !scheme_ok || !authority_ok {
+        return Err(ErrorKind::BadUri);
+    }
+    Ok(uri)
+}
+
+/// The fields that decide framing, persistence and expectations, as seen so far.
+#[derive(Debug, Default)]
+struct FramingFields {
+    hosts: u32,
+    content_length: Option<u64>,
+    transfer_codings: TransferCodings,
+    connection: ConnectionOptions,
+    expect_continue: bool,
+}
+
+impl FramingFields {
+    /// Looks at one field line. Standard names compare as enum tags, so this is cheap.
+    fn add(&mut self, name: &HeaderName, value: &[u8], version: Version) -> Result<(), ErrorKind> {
+        if *name == header::HOST {
+            self.hosts += 1;
+            if self.hosts > 1 {
+                return Err(ErrorKind::DuplicateHost);
+            }
+            if fields::split_host_port(value).is_none() {
+                return Err(ErrorKind::BadHost);
+            }
+        } else if *name == header::CONTENT_LENGTH {
+            self.content_length = Some(fields::merge_content_length(self.content_length, value)?);
+        } else if *name == header::TRANSFER_ENCODING {
+            self.transfer_codings.add(value)?;
+        } else if *name == header::CONNECTION {
+            self.connection.add(value);
+        } else if *name == header::EXPECT && version == Version::HTTP_11 {
+            // RFC 9110 §10.1.1: a server MUST ignore 100-continue in an HTTP/1.0 request; we
+            // ignore Expect there altogether, as HTTP/1.0 never defined it.
+            self.expect_continue |= fields::expect_continue(value)?;
+        }
+        Ok(())
+    }
+
+    /// After all lines: the body framing, or why the request cannot be framed safely.
+    fn body_kind(&self, version: Version, limits: &Limits) -> Result<BodyKind, ErrorKind> {
+        if version == Version::HTTP_11 && self.hosts == 0 {
+            return Err(ErrorKind::MissingHost); // RFC 9112 §3.2
+        }
+        if self.transfer_codings.present {
+            if self.content_length.is_some() {
+                // RFC 9112 §6.1 lets us process TE and drop CL; refusing is safer in a proxy,
+                // since the pair is the classic CL.TE / TE.CL smuggling signature.
+                return Err(ErrorKind::ContentLengthAndTransferEncoding);
+            }
+            if version == Version::HTTP_10 {
+                // RFC 9112 §6.1: TE in HTTP/1.0 means the framing is faulty.
+                return Err(ErrorKind::TransferEncodingOnHttp10);
+            }
+            self.transfer_codings.finish()?;
+            return Ok(BodyKind::Chunked);
+        }
+        match self.content_length {
+            None => Ok(BodyKind::Empty),
+            Some(n) if n > limits.body_bytes_max => Err(ErrorKind::BodyTooLarge),
+            Some(n) => Ok(BodyKind::Length(n)),
+        }
+    }
+
+    /// RFC 9112 §9.3: HTTP/1.1 persists unless `close`; HTTP/1.0 only with `keep-alive`.
+    fn keep_alive(&self, version: Version) -> bool {
+        if self.connection.close {
+            return false;
+        }
+        version == Version::HTTP_11 || self.connection.keep_alive
+    }
+}

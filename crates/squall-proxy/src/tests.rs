@@ -1,0 +1,169 @@
+//! The service against requests decoded by the real codec, asserting the bytes it writes.
+
+use super::*;
+use bytes::BytesMut;
+use squall_h1::{Event, Limits, RequestDecoder};
+
+const DATE: &[u8] = b"Mon, 30 Nov 2026 00:00:00 GMT";
+
+const CONFIG: &str = r#"
+[[listen]]
+address = "127.0.0.1:8080"
+
+[[vhost]]
+hosts = ["*"]
+
+[[vhost.route]]
+exact = "/"
+respond = { status = 200, body = "Hello, world!", headers = { "content-type" = "text/html" } }
+
+[[vhost.route]]
+exact = "/only-post"
+methods = ["POST"]
+respond = { status = 201, body = "posted" }
+
+[[vhost.route]]
+prefix = "/old/"
+redirect = { status = 301, location = "https://$host$request_uri" }
+
+[[vhost.route]]
+prefix = "/admin/"
+block = 403
+
+[[vhost.route]]
+prefix = "/app/"
+proxy = "app"
+
+[[upstream]]
+name = "app"
+servers = [{ address = "127.0.0.1:9000" }]
+"#;
+
+fn service() -> Service {
+    let config = squall_config::parse(CONFIG, "test.toml").expect("test config is valid");
+    Service::new(&config).expect("routes compile")
+}
+
+fn head(raw: &str) -> RequestHead {
+    let mut decoder = RequestDecoder::new(Limits::default());
+    let mut buf = BytesMut::from(raw.as_bytes());
+    match decoder.decode(&mut buf) {
+        Ok(Some(Event::Head(head))) => head,
+        other => panic!("not a request head: {other:?}"),
+    }
+}
+
+fn respond(raw: &str, close: bool) -> (Outcome, String) {
+    let mut out = BytesMut::new();
+    let outcome = service().respond(&head(raw), DATE, close, &mut out);
+    (outcome, String::from_utf8(out.to_vec()).unwrap())
+}
+
+#[test]
+fn respond_route_answers_its_body_and_headers() {
+    let (outcome, text) = respond("GET / HTTP/1.1\r\nHost: a\r\n\r\n", false);
+    assert_eq!(
+        outcome,
+        Outcome {
+            status: StatusCode::OK,
+            keep_alive: true
+        }
+    );
+    assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+    assert!(text.contains("\r\ncontent-type: text/html\r\n"), "{text}");
+    assert!(
+        !text.contains("text/plain"),
+        "configured type replaces the default: {text}"
+    );
+    assert!(text.contains("\r\nserver: squall\r\n"), "{text}");
+    assert!(
+        text.to_lowercase().contains("\r\ncontent-length: 13\r\n"),
+        "{text}"
+    );
+    assert!(text.ends_with("\r\n\r\nHello, world!"), "{text}");
+}
+
+#[test]
+fn head_request_gets_headers_without_body() {
+    let (_, text) = respond("HEAD / HTTP/1.1\r\nHost: a\r\n\r\n", false);
+    assert!(
+        text.to_lowercase().contains("content-length: 13\r\n"),
+        "{text}"
+    );
+    assert!(text.ends_with("\r\n\r\n"), "{text}");
+}
+
+#[test]
+fn unmatched_path_gets_the_default_404() {
+    let (outcome, text) = respond("GET /nope HTTP/1.1\r\nHost: a\r\n\r\n", false);
+    assert_eq!(outcome.status, StatusCode::NOT_FOUND);
+    assert!(text.starts_with("HTTP/1.1 404 Not Found\r\n"), "{text}");
+    assert!(text.ends_with("404 Not Found\n"), "{text}");
+}
+
+#[test]
+fn method_condition_falls_through_to_404() {
+    let (outcome, _) = respond("GET /only-post HTTP/1.1\r\nHost: a\r\n\r\n", false);
+    assert_eq!(outcome.status, StatusCode::NOT_FOUND);
+    let post = "POST /only-post HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n";
+    let (outcome, _) = respond(post, false);
+    assert_eq!(outcome.status, StatusCode::CREATED);
+}
+
+#[test]
+fn redirect_expands_host_and_request_uri() {
+    let (outcome, text) = respond(
+        "GET /old/x?y=1 HTTP/1.1\r\nHost: ex.test:8080\r\n\r\n",
+        false,
+    );
+    assert_eq!(outcome.status, StatusCode::MOVED_PERMANENTLY);
+    assert!(
+        text.contains("\r\nlocation: https://ex.test/old/x?y=1\r\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn block_route_answers_its_status() {
+    let (outcome, text) = respond("GET /admin/x HTTP/1.1\r\nHost: a\r\n\r\n", false);
+    assert_eq!(outcome.status, StatusCode::FORBIDDEN);
+    assert!(text.ends_with("403 Forbidden\n"), "{text}");
+}
+
+#[test]
+fn proxy_route_without_upstream_support_is_a_502() {
+    let (outcome, _) = respond("GET /app/x HTTP/1.1\r\nHost: a\r\n\r\n", false);
+    assert_eq!(outcome.status, StatusCode::BAD_GATEWAY);
+}
+
+#[test]
+fn close_and_http10_end_the_connection() {
+    let (outcome, text) = respond("GET / HTTP/1.1\r\nHost: a\r\n\r\n", true);
+    assert!(!outcome.keep_alive);
+    assert!(
+        text.to_lowercase().contains("\r\nconnection: close\r\n"),
+        "{text}"
+    );
+    let (outcome, _) = respond("GET / HTTP/1.0\r\n\r\n", false);
+    assert!(!outcome.keep_alive);
+    let (outcome, text) = respond("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", false);
+    assert!(outcome.keep_alive);
+    assert!(
+        text.to_lowercase()
+            .contains("\r\nconnection: keep-alive\r\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn location_variables_parse() {
+    use handler::LocationPart::*;
+    assert_eq!(
+        handler::parse_location("https://$host$request_uri"),
+        vec![Literal("https://".into()), Host, RequestUri]
+    );
+    assert_eq!(
+        handler::parse_location("$scheme://x$uri?a=$"),
+        vec![Scheme, Literal("://x".into()), Uri, Literal("?a=$".into())]
+    );
+}

@@ -1,0 +1,284 @@
+//! Start-up, the control thread and signals: load the config, bind, start the workers, then turn
+//! SIGHUP into a reload and SIGTERM/SIGINT into a graceful drain.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Sender;
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
+use signal_hook::iterator::Signals;
+use squall_config::{Config, Workers};
+use squall_proxy::Service;
+use squall_uring::Waker;
+use tracing::{error, info, warn};
+
+use crate::{DEFAULT_CONFIG, listener, worker};
+
+/// What every worker reads on the request path; swapped whole by a reload.
+pub struct Runtime {
+    pub service: Service,
+    pub h1_limits: squall_h1::Limits,
+    pub limits: ConnLimits,
+    /// Shared by every generation of the runtime, so counters survive reloads.
+    pub metrics: Arc<Metrics>,
+}
+
+/// Connection timeouts from `[limits]`.
+#[derive(Clone, Copy, Debug)]
+pub struct ConnLimits {
+    pub header_timeout: Duration,
+    pub idle_timeout: Duration,
+}
+
+/// Messages from the control thread to a worker.
+pub enum Control {
+    Reload(Arc<Runtime>),
+    Drain { deadline: Instant },
+}
+
+/// Process-wide counters (exported by the admin listener when it lands; logged at exit).
+#[derive(Default, Debug)]
+pub struct Metrics {
+    pub connections_accepted: Counter,
+    pub responses_2xx: Counter,
+    pub responses_3xx: Counter,
+    pub responses_4xx: Counter,
+    pub responses_5xx: Counter,
+    pub bad_requests: Counter,
+    pub timeouts: Counter,
+    pub accept_pauses: Counter,
+}
+
+#[derive(Default, Debug)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    pub fn inc(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+impl Metrics {
+    pub fn count_response(&self, status: http::StatusCode) {
+        match status.as_u16() {
+            200..=299 => self.responses_2xx.inc(),
+            300..=399 => self.responses_3xx.inc(),
+            400..=499 => self.responses_4xx.inc(),
+            _ => self.responses_5xx.inc(),
+        }
+    }
+
+    pub fn count_bad_request(&self, status: http::StatusCode) {
+        self.bad_requests.inc();
+        self.count_response(status);
+    }
+}
+
+impl Runtime {
+    fn new(config: &Config, metrics: Arc<Metrics>) -> anyhow::Result<Runtime> {
+        let limits = &config.limits;
+        let h1_limits = squall_h1::Limits {
+            header_bytes_max: usize::try_from(limits.header_bytes_max).unwrap_or(usize::MAX),
+            uri_bytes_max: usize::try_from(limits.uri_bytes_max).unwrap_or(usize::MAX),
+            body_bytes_max: limits.body_bytes_max,
+            ..squall_h1::Limits::default()
+        };
+        Ok(Runtime {
+            service: Service::new(config)?,
+            h1_limits,
+            limits: ConnLimits {
+                header_timeout: limits.header_timeout,
+                idle_timeout: limits.idle_timeout,
+            },
+            metrics,
+        })
+    }
+}
+
+struct WorkerHandle {
+    control: Sender<Control>,
+    waker: Waker,
+    thread: JoinHandle<()>,
+}
+
+/// Runs Squall in the foreground until a stop signal; the exit code of the process.
+pub fn run(path: Option<&Path>) -> ExitCode {
+    init_logging();
+    match start(path) {
+        Ok(code) => code,
+        Err(e) => {
+            // One clear line naming the cause (CONFIG.md: start-up failures).
+            eprintln!("squall: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SQUALL_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    use std::io::IsTerminal;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+}
+
+fn load(path: Option<&Path>) -> Result<Config, String> {
+    let loaded = match path {
+        Some(path) => squall_config::load(path),
+        None => squall_config::parse(DEFAULT_CONFIG, "<embedded config/squall.toml>"),
+    };
+    loaded.map_err(|d| d.to_string().trim_end().to_owned())
+}
+
+fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let config = load(path).map_err(anyhow::Error::msg)?;
+    let metrics = Arc::new(Metrics::default());
+    let runtime = Arc::new(Runtime::new(&config, metrics.clone())?);
+    match squall_uring::raise_nofile_limit() {
+        Ok(limit) => info!("file descriptor limit: {limit}"),
+        Err(e) => warn!("cannot raise the file descriptor limit: {e}"),
+    }
+    // Registered before any worker starts, so a stop signal arriving during start-up is kept.
+    let mut signals = Signals::new([SIGHUP, SIGINT, SIGTERM, SIGUSR1])?;
+    let count = worker_count(&config);
+    let listeners = bind_all(&config, count)?;
+    let workers = spawn_workers(count, listeners, &runtime)?;
+    info!(
+        workers = count,
+        "squall {} ready: all workers listening",
+        env!("CARGO_PKG_VERSION")
+    );
+    let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
+
+    let config_path = path.map(PathBuf::from);
+    for signal in signals.forever() {
+        match signal {
+            SIGHUP => reload(config_path.as_deref(), &workers, &metrics),
+            SIGUSR1 => info!("SIGUSR1: no access log file is configured; nothing to reopen"),
+            _ => break,
+        }
+    }
+    let drain = config.server.drain_timeout;
+    info!("stopping: draining connections for up to {drain:?}");
+    let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
+    let deadline = Instant::now() + drain;
+    for w in &workers {
+        let _ = w.control.send(Control::Drain { deadline });
+        w.waker.wake();
+    }
+    for w in workers {
+        let _ = w.thread.join();
+    }
+    info!(
+        accepted = metrics.connections_accepted.get(),
+        bad_requests = metrics.bad_requests.get(),
+        "stopped"
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn worker_count(config: &Config) -> usize {
+    match config.server.workers {
+        Workers::Auto => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        Workers::Count(n) => n.get(),
+    }
+}
+
+/// Binds every `[[listen]]` once per worker. The first socket of an address fixes the port, so
+/// `:0` (tests) gives all workers the same ephemeral port; its address is logged.
+fn bind_all(config: &Config, workers: usize) -> anyhow::Result<Vec<Vec<std::os::fd::OwnedFd>>> {
+    let mut per_worker: Vec<Vec<_>> = (0..workers).map(|_| Vec::new()).collect();
+    for listen in &config.listen {
+        if listen.tls {
+            warn!(address = %listen.address, "TLS listeners are not available in this build; skipped");
+            continue;
+        }
+        let first = listener::bind(listen.address)
+            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", listen.address))?;
+        let local = socket2::SockRef::from(&first)
+            .local_addr()?
+            .as_socket()
+            .ok_or_else(|| anyhow::anyhow!("listener {} has no IP address", listen.address))?;
+        info!("listening on http://{local}");
+        per_worker[0].push(first);
+        for sockets in per_worker.iter_mut().skip(1) {
+            let fd = listener::bind(local)
+                .map_err(|e| anyhow::anyhow!("cannot listen on {local}: {e}"))?;
+            sockets.push(fd);
+        }
+    }
+    if per_worker[0].is_empty() {
+        anyhow::bail!("no listener this build can serve (TLS listeners are not available yet)");
+    }
+    Ok(per_worker)
+}
+
+fn spawn_workers(
+    count: usize,
+    listeners: Vec<Vec<std::os::fd::OwnedFd>>,
+    runtime: &Arc<Runtime>,
+) -> anyhow::Result<Vec<WorkerHandle>> {
+    let cores = core_affinity::get_core_ids().unwrap_or_default();
+    let (ready_tx, ready_rx) = crossbeam_channel::bounded(count);
+    let mut workers = Vec::with_capacity(count);
+    for (id, sockets) in listeners.into_iter().enumerate() {
+        let (control, receiver) = crossbeam_channel::unbounded();
+        let waker = Waker::new()?;
+        let setup = worker::Setup {
+            id,
+            core: (!cores.is_empty()).then(|| cores[id % cores.len()]),
+            listeners: sockets,
+            runtime: runtime.clone(),
+            control: receiver,
+            waker: waker.clone(),
+            ready: ready_tx.clone(),
+        };
+        let thread = std::thread::Builder::new()
+            .name(format!("squall-w{id}"))
+            .spawn(move || worker::run(setup))?;
+        workers.push(WorkerHandle {
+            control,
+            waker,
+            thread,
+        });
+    }
+    for _ in 0..count {
+        match ready_rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(reason)) => anyhow::bail!(reason),
+            Err(_) => anyhow::bail!("a worker exited during start-up"),
+        }
+    }
+    Ok(workers)
+}
+
+/// SIGHUP: validate the file again and hand the workers a new runtime, or keep the old one.
+fn reload(path: Option<&Path>, workers: &[WorkerHandle], metrics: &Arc<Metrics>) {
+    let _ = sd_notify::notify(&[sd_notify::NotifyState::Reloading]);
+    let runtime = load(path)
+        .map_err(anyhow::Error::msg)
+        .and_then(|config| Runtime::new(&config, metrics.clone()));
+    match runtime {
+        Ok(runtime) => {
+            let runtime = Arc::new(runtime);
+            for w in workers {
+                let _ = w.control.send(Control::Reload(runtime.clone()));
+                w.waker.wake();
+            }
+            info!("reload: new configuration applied to new requests (listeners unchanged)");
+        }
+        Err(e) => error!("reload refused, keeping the running configuration:\n{e:#}"),
+    }
+    let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
+}

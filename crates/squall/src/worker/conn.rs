@@ -1,0 +1,106 @@
+//! One client connection's state, as the worker sees it between completions.
+//!
+//! A connection moves Open → Lingering → Closed. Open: requests are decoded and answered in
+//! order. Lingering: the last response is sent, our write side is shut, and we read and discard
+//! until the client closes or a short timer ends it: closing a socket with unread input makes
+//! the kernel send RST, which can destroy the error response the client has not read yet (the
+//! reason for nginx's `lingering_close`). Closed: the close is queued and the slot waits for every
+//! in-flight operation to report before it is reused, because the ring owns their buffers.
+
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::time::Instant;
+
+use bytes::BytesMut;
+use squall_h1::{RequestDecoder, RequestHead};
+use squall_uring::OpId;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    Open,
+    Lingering,
+    Closed,
+}
+
+pub struct Conn {
+    /// The socket; `None` once its close is queued.
+    pub fd: Option<OwnedFd>,
+    pub generation: u32,
+    pub phase: Phase,
+    pub decoder: RequestDecoder,
+    /// Received bytes not yet decoded.
+    pub rbuf: BytesMut,
+    /// Encoded responses not yet handed to the ring.
+    pub out: BytesMut,
+    /// The armed multishot receive, if any.
+    pub recv: Option<OpId>,
+    /// The send in flight, if any; at most one, so responses leave in order.
+    pub send: Option<OpId>,
+    /// Operations queued or in flight (receive, send, close): the slot is freed at zero.
+    pub ops: u32,
+    /// A request head whose body is still arriving; answered at its end.
+    pub request: Option<RequestHead>,
+    /// Decoding stopped for good: close once `out` is sent (Connection: close, an error).
+    pub close_after: bool,
+    /// Decoding paused because `out` is full; resumed when a send completes.
+    pub blocked: bool,
+    /// When the first byte of the current request head arrived (the slowloris clock).
+    pub head_started: Option<Instant>,
+    /// True until the first request head has begun (a new connection's wait counts as a head).
+    pub fresh: bool,
+    /// Last time bytes arrived or a send completed.
+    pub last_activity: Instant,
+    /// When this connection must be acted on (see `Worker::on_deadline`).
+    pub deadline: Instant,
+    /// Due time of the earliest timer entry filed for this connection, if one is filed.
+    pub timer_due: Option<Instant>,
+}
+
+impl Conn {
+    pub fn new(fd: OwnedFd, generation: u32, decoder: RequestDecoder, now: Instant) -> Conn {
+        Conn {
+            fd: Some(fd),
+            generation,
+            phase: Phase::Open,
+            decoder,
+            rbuf: BytesMut::new(),
+            out: BytesMut::new(),
+            recv: None,
+            send: None,
+            ops: 0,
+            request: None,
+            close_after: false,
+            blocked: false,
+            head_started: None,
+            fresh: true,
+            last_activity: now,
+            deadline: now,
+            timer_due: None,
+        }
+    }
+
+    pub fn raw_fd(&self) -> Option<RawFd> {
+        self.fd.as_ref().map(AsRawFd::as_raw_fd)
+    }
+
+    /// True when no request is in progress and nothing is left to send: safe to close at once.
+    pub fn is_idle(&self) -> bool {
+        self.request.is_none()
+            && self.rbuf.is_empty()
+            && self.decoder.is_between_messages()
+            && self.out.is_empty()
+            && self.send.is_none()
+    }
+
+    /// True when part of a request head has arrived and the head is not complete.
+    pub fn head_in_progress(&self) -> bool {
+        self.request.is_none() && !(self.rbuf.is_empty() && self.decoder.is_between_messages())
+    }
+
+    /// Checks the relations the worker relies on; called by tests and debug builds.
+    pub fn check_invariants(&self) {
+        debug_assert!(self.phase != Phase::Closed || self.fd.is_none());
+        debug_assert!(self.phase == Phase::Closed || self.fd.is_some());
+        let armed = u32::from(self.recv.is_some()) + u32::from(self.send.is_some());
+        debug_assert!(self.ops >= armed, "ops {} < armed {armed}", self.ops);
+    }
+}

@@ -1,0 +1,706 @@
+//! A worker: one pinned thread, one io_uring, its own listeners, connections and timers.
+//!
+//! The loop is run-to-completion, like nginx's event loop: submit, wait for completions, and for
+//! each one do all the work it enables (decode, route, encode, queue the send) before the next.
+//! Nothing blocks and nothing is shared with other workers on this path but the read-only
+//! [`Runtime`].
+
+mod conn;
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::Bytes;
+use crossbeam_channel::{Receiver, Sender};
+use slab::Slab;
+use socket2::SockRef;
+use squall_h1::{Event, RequestDecoder};
+use squall_uring::{Completion, OpId, RecvBuf, Ring, RingConfig, Waker};
+use tracing::{debug, info, warn};
+
+use crate::date::DateCache;
+use crate::server::{Control, Runtime};
+use crate::timer::{Entry, TimerWheel};
+use conn::{Conn, Phase};
+
+/// Output buffered for one connection beyond which decoding pauses until a send completes: a
+/// client pipelining thousands of requests without reading cannot grow our memory.
+const OUT_HIGH_BYTES: usize = 256 * 1024;
+/// Unsent input beyond which a connection that is not being decoded (blocked on output) is cut.
+const RBUF_BLOCKED_MAX_BYTES: usize = 1024 * 1024;
+/// How long a closing connection reads and discards before the socket is closed.
+const LINGER: Duration = Duration::from_secs(2);
+/// How long accepting stays paused after running out of descriptors before it is retried.
+const ACCEPT_RETRY: Duration = Duration::from_millis(100);
+/// Least time between two warnings about running out of descriptors.
+const PAUSE_LOG_INTERVAL: Duration = Duration::from_secs(60);
+/// Connections per worker are addressed by a 32-bit slab index in the token.
+const CONNS_MAX: usize = 1 << 24;
+
+const _: () = assert!(OUT_HIGH_BYTES < RBUF_BLOCKED_MAX_BYTES);
+
+/// Token layout: the top two bits say what the operation belongs to.
+const KIND_SHIFT: u32 = 62;
+const KIND_CONN: u64 = 0;
+const KIND_LISTENER: u64 = 1;
+const KIND_WAKER: u64 = 2;
+
+fn conn_token(index: usize, generation: u32) -> u64 {
+    (u64::from(generation) << 32) | index as u64
+}
+
+/// What a worker is started with.
+pub struct Setup {
+    pub id: usize,
+    pub core: Option<core_affinity::CoreId>,
+    pub listeners: Vec<OwnedFd>,
+    pub runtime: Arc<Runtime>,
+    pub control: Receiver<Control>,
+    pub waker: Waker,
+    /// Reports set-up success or the reason for failure to the main thread.
+    pub ready: Sender<Result<(), String>>,
+}
+
+struct Listener {
+    fd: Option<OwnedFd>,
+    accept: Option<OpId>,
+    /// Set while accepting is paused for lack of descriptors.
+    paused_since: Option<Instant>,
+}
+
+struct Worker {
+    id: usize,
+    ring: Ring,
+    runtime: Arc<Runtime>,
+    conns: Slab<Conn>,
+    listeners: Vec<Listener>,
+    timers: TimerWheel,
+    fired: Vec<Entry>,
+    date: DateCache,
+    control: Receiver<Control>,
+    waker: Waker,
+    now: Instant,
+    next_generation: u32,
+    /// Set by a graceful stop: the time by which every connection must be gone.
+    drain_deadline: Option<Instant>,
+    accept_retry_at: Option<Instant>,
+    /// When running out of descriptors was last logged.
+    pause_logged_at: Option<Instant>,
+}
+
+/// Runs a worker until it has drained after a stop.
+pub fn run(setup: Setup) {
+    if let Some(core) = setup.core {
+        core_affinity::set_for_current(core);
+    }
+    let ring = match Ring::new(&RingConfig {
+        sq_entries: 4096,
+        recv_buffers: 1024,
+        recv_buffer_bytes: 16 * 1024,
+    }) {
+        Ok(ring) => ring,
+        Err(e) => {
+            let _ = setup.ready.send(Err(ring_error(&e)));
+            return;
+        }
+    };
+    debug!(worker = setup.id, flavor = ?ring.flavor(), "ring ready");
+    let now = Instant::now();
+    let mut worker = Worker {
+        id: setup.id,
+        ring,
+        runtime: setup.runtime,
+        conns: Slab::with_capacity(1024),
+        listeners: Vec::new(),
+        timers: TimerWheel::new(now),
+        fired: Vec::new(),
+        date: DateCache::new(),
+        control: setup.control,
+        waker: setup.waker,
+        now,
+        next_generation: 0,
+        drain_deadline: None,
+        accept_retry_at: None,
+        pause_logged_at: None,
+    };
+    worker.start(setup.listeners);
+    let _ = setup.ready.send(Ok(()));
+    if let Err(e) = worker.event_loop() {
+        warn!(worker = worker.id, "event loop failed: {e}");
+    }
+    debug!(worker = worker.id, "stopped");
+}
+
+fn ring_error(e: &io::Error) -> String {
+    if squall_uring::is_unavailable(e) {
+        format!(
+            "io_uring is unavailable on this host ({e}): Squall needs Linux 6.1 or later with \
+             io_uring enabled (sysctl kernel.io_uring_disabled=0, and no seccomp filter denying it)"
+        )
+    } else {
+        format!("cannot set up io_uring: {e}")
+    }
+}
+
+impl Worker {
+    fn start(&mut self, listeners: Vec<OwnedFd>) {
+        self.ring.poll_waker(&self.waker, KIND_WAKER << KIND_SHIFT);
+        for fd in listeners {
+            self.listeners.push(Listener {
+                fd: Some(fd),
+                accept: None,
+                paused_since: None,
+            });
+        }
+        for index in 0..self.listeners.len() {
+            self.arm_accept(index);
+        }
+    }
+
+    fn event_loop(&mut self) -> io::Result<()> {
+        loop {
+            if self.drain_finished() {
+                return Ok(());
+            }
+            self.ring.submit_and_wait(self.wait_timeout())?;
+            self.now = Instant::now();
+            self.date.update(SystemTime::now());
+            while let Some(completion) = self.ring.next_completion() {
+                self.on_completion(completion);
+            }
+            self.expire_timers();
+            self.retry_accept();
+        }
+    }
+
+    fn wait_timeout(&self) -> Option<Duration> {
+        let mut timeout = self.timers.timeout(self.now);
+        for at in [self.accept_retry_at, self.drain_deadline]
+            .into_iter()
+            .flatten()
+        {
+            let d = at
+                .saturating_duration_since(self.now)
+                .max(Duration::from_millis(1));
+            timeout = Some(timeout.map_or(d, |t| t.min(d)));
+        }
+        // The Date header must tick even on an idle worker with no timers.
+        Some(
+            timeout
+                .unwrap_or(Duration::from_secs(1))
+                .min(Duration::from_secs(1)),
+        )
+    }
+
+    fn on_completion(&mut self, completion: Completion) {
+        match completion {
+            Completion::Accept {
+                token,
+                result,
+                more,
+            } => {
+                self.on_accept(token as usize, result, more);
+            }
+            Completion::Recv {
+                token,
+                result,
+                more,
+            } => self.on_recv(token, result, more),
+            Completion::Send { token, result, buf } => self.on_send(token, result, buf),
+            Completion::Close { token, .. } => {
+                if token >> KIND_SHIFT == KIND_CONN {
+                    self.op_done(token);
+                }
+            }
+            Completion::Wake { more, .. } => {
+                if !more {
+                    self.ring.poll_waker(&self.waker, KIND_WAKER << KIND_SHIFT);
+                }
+                self.on_control();
+            }
+            Completion::Writev { .. } | Completion::Cancel { .. } => {}
+        }
+    }
+
+    // ---- accepting ----
+
+    fn arm_accept(&mut self, index: usize) {
+        let listener = &mut self.listeners[index];
+        if let (Some(fd), None) = (&listener.fd, listener.accept) {
+            let token = (KIND_LISTENER << KIND_SHIFT) | index as u64;
+            listener.accept = Some(self.ring.accept_multi(fd.as_raw_fd(), token));
+        }
+    }
+
+    fn on_accept(&mut self, token: usize, result: io::Result<OwnedFd>, more: bool) {
+        let index = token & 0xffff;
+        if !more {
+            self.listeners[index].accept = None;
+        }
+        match result {
+            Ok(fd) if self.drain_deadline.is_none() && self.conns.len() < CONNS_MAX => {
+                self.listeners[index].paused_since = None;
+                self.open_conn(fd);
+            }
+            Ok(fd) => drop(fd),
+            Err(e) if is_out_of_descriptors(&e) => {
+                let listener = &mut self.listeners[index];
+                if listener.paused_since.is_none() {
+                    self.runtime.metrics.accept_pauses.inc();
+                    listener.paused_since = Some(self.now);
+                }
+                // At the limit, accepting flaps between paused and running as connections come
+                // and go: one warning per minute says it all.
+                if self
+                    .pause_logged_at
+                    .is_none_or(|at| self.now >= at + PAUSE_LOG_INTERVAL)
+                {
+                    warn!(
+                        worker = self.id,
+                        "accept paused: {e}; resuming when descriptors free up"
+                    );
+                    self.pause_logged_at = Some(self.now);
+                }
+                self.accept_retry_at = Some(self.now + ACCEPT_RETRY);
+                return;
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => return,
+            Err(e) => debug!(worker = self.id, "accept: {e}"),
+        }
+        if !more && self.drain_deadline.is_none() {
+            self.arm_accept(index);
+        }
+    }
+
+    fn retry_accept(&mut self) {
+        if self.accept_retry_at.is_some_and(|at| at <= self.now) {
+            self.accept_retry_at = None;
+            self.resume_accepting();
+        }
+    }
+
+    fn resume_accepting(&mut self) {
+        if self.drain_deadline.is_some() {
+            return;
+        }
+        for index in 0..self.listeners.len() {
+            if self.listeners[index].paused_since.is_some()
+                && self.listeners[index].accept.is_none()
+            {
+                self.arm_accept(index);
+            }
+        }
+    }
+
+    fn open_conn(&mut self, fd: OwnedFd) {
+        // Small responses go out at once: Nagle would hold a pipelined batch's tail for an ACK.
+        if let Err(e) = SockRef::from(&fd).set_tcp_nodelay(true) {
+            debug!(worker = self.id, "TCP_NODELAY: {e}");
+        }
+        self.next_generation = self.next_generation.wrapping_add(1);
+        let generation = self.next_generation;
+        let decoder = RequestDecoder::new(self.runtime.h1_limits);
+        let raw = fd.as_raw_fd();
+        let index = self
+            .conns
+            .insert(Conn::new(fd, generation, decoder, self.now));
+        let token = conn_token(index, generation);
+        let conn = &mut self.conns[index];
+        conn.recv = Some(self.ring.recv_multi(raw, token));
+        conn.ops += 1;
+        self.runtime.metrics.connections_accepted.inc();
+        self.update_deadline(index);
+    }
+
+    // ---- receiving and decoding ----
+
+    fn conn_index(&self, token: u64) -> Option<usize> {
+        let index = (token & 0xffff_ffff) as usize;
+        let generation = (token >> 32) as u32;
+        let conn = self.conns.get(index)?;
+        (conn.generation == generation).then_some(index)
+    }
+
+    fn on_recv(&mut self, token: u64, result: io::Result<Option<RecvBuf>>, more: bool) {
+        let Some(index) = self.conn_index(token) else {
+            if let Ok(Some(buf)) = result {
+                self.ring.recycle(buf);
+            }
+            return;
+        };
+        let conn = &mut self.conns[index];
+        if !more {
+            conn.recv = None;
+            conn.ops -= 1;
+        }
+        match result {
+            Ok(Some(buf)) => {
+                if conn.phase == Phase::Open {
+                    conn.rbuf.extend_from_slice(self.ring.recv_bytes(&buf));
+                    conn.last_activity = self.now;
+                }
+                self.ring.recycle(buf);
+                if !more && conn.phase != Phase::Closed {
+                    let raw = conn.raw_fd().expect("open connections have a socket");
+                    conn.recv = Some(self.ring.recv_multi(raw, token));
+                    conn.ops += 1;
+                }
+                if conn.phase == Phase::Open {
+                    self.process(index);
+                }
+            }
+            // End of stream: answer what was received, then close.
+            Ok(None) => {
+                if conn.phase == Phase::Open {
+                    conn.close_after = true;
+                    self.process(index);
+                } else {
+                    self.close_now(index);
+                }
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                // Every receive buffer is in use for a moment: ask again.
+                if conn.phase != Phase::Closed {
+                    let raw = conn.raw_fd().expect("open connections have a socket");
+                    conn.recv = Some(self.ring.recv_multi(raw, token));
+                    conn.ops += 1;
+                }
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => {}
+            Err(e) => {
+                debug!(worker = self.id, conn = index, "recv: {e}");
+                self.close_now(index);
+            }
+        }
+        self.op_done_at(index);
+    }
+
+    /// Decodes and answers every complete request in the receive buffer, in order.
+    fn process(&mut self, index: usize) {
+        let runtime = &self.runtime;
+        let date = self.date.get();
+        let draining = self.drain_deadline.is_some();
+        let conn = &mut self.conns[index];
+        while !conn.close_after && conn.phase == Phase::Open {
+            if conn.out.len() >= OUT_HIGH_BYTES {
+                conn.blocked = true;
+                break;
+            }
+            if conn.head_started.is_none() && conn.request.is_none() && !conn.rbuf.is_empty() {
+                conn.head_started = Some(self.now);
+                conn.fresh = false;
+            }
+            match conn.decoder.decode(&mut conn.rbuf) {
+                Ok(Some(Event::Head(head))) => {
+                    conn.head_started = None;
+                    if head.expect_continue {
+                        squall_h1::encode_continue(&mut conn.out);
+                    }
+                    conn.request = Some(head);
+                }
+                // `respond` routes do not read bodies; the bytes are dropped as they arrive.
+                Ok(Some(Event::Data(_))) => {}
+                Ok(Some(Event::End { .. })) => {
+                    let head = conn
+                        .request
+                        .take()
+                        .expect("the codec ends only a started request");
+                    let outcome = runtime
+                        .service
+                        .respond(&head, date, draining, &mut conn.out);
+                    runtime.metrics.count_response(outcome.status);
+                    if !outcome.keep_alive {
+                        conn.close_after = true;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    let status = e.status();
+                    debug!(
+                        worker = self.id,
+                        conn = index,
+                        status = status.as_u16(),
+                        "bad request: {e}"
+                    );
+                    runtime.metrics.count_bad_request(status);
+                    squall_h1::encode_error(status, date, &mut conn.out);
+                    conn.close_after = true;
+                }
+            }
+        }
+        if conn.blocked && conn.rbuf.len() > RBUF_BLOCKED_MAX_BYTES {
+            debug!(
+                worker = self.id,
+                conn = index,
+                "client sends without reading: closing"
+            );
+            self.close_now(index);
+            return;
+        }
+        self.flush(index);
+        self.update_deadline(index);
+    }
+
+    // ---- sending ----
+
+    fn flush(&mut self, index: usize) {
+        let conn = &mut self.conns[index];
+        if conn.send.is_some() || conn.phase == Phase::Closed {
+            return;
+        }
+        if conn.out.is_empty() {
+            if conn.close_after && conn.phase == Phase::Open {
+                self.linger(index);
+            }
+            return;
+        }
+        let buf = conn.out.split().freeze();
+        self.queue_send(index, buf);
+    }
+
+    fn queue_send(&mut self, index: usize, buf: Bytes) {
+        let conn = &mut self.conns[index];
+        let raw = conn.raw_fd().expect("only open connections send");
+        let token = conn_token(index, conn.generation);
+        conn.send = Some(self.ring.send(raw, buf, token));
+        conn.ops += 1;
+    }
+
+    fn on_send(&mut self, token: u64, result: io::Result<usize>, buf: Bytes) {
+        let Some(index) = self.conn_index(token) else {
+            return;
+        };
+        let conn = &mut self.conns[index];
+        conn.send = None;
+        conn.ops -= 1;
+        match result {
+            _ if conn.phase == Phase::Closed => {}
+            Ok(sent) if sent < buf.len() => {
+                // A partial send: the rest goes first, before anything queued since.
+                self.queue_send(index, buf.slice(sent..));
+            }
+            Ok(_) => {
+                conn.last_activity = self.now;
+                if conn.blocked {
+                    conn.blocked = false;
+                    self.process(index);
+                } else {
+                    self.flush(index);
+                    self.update_deadline(index);
+                }
+            }
+            Err(e) => {
+                debug!(worker = self.id, conn = index, "send: {e}");
+                self.close_now(index);
+            }
+        }
+        self.op_done_at(index);
+    }
+
+    // ---- closing ----
+
+    /// Shuts our write side and reads until the client closes or `LINGER` passes.
+    fn linger(&mut self, index: usize) {
+        let conn = &mut self.conns[index];
+        let shut = conn
+            .fd
+            .as_ref()
+            .map(|fd| SockRef::from(fd).shutdown(std::net::Shutdown::Write));
+        if conn.recv.is_none() || !matches!(shut, Some(Ok(()))) {
+            self.close_now(index);
+            return;
+        }
+        conn.phase = Phase::Lingering;
+        conn.rbuf = bytes::BytesMut::new();
+        self.update_deadline(index);
+    }
+
+    /// Cancels the connection's operations and queues the close of its socket.
+    fn close_now(&mut self, index: usize) {
+        let conn = &mut self.conns[index];
+        if conn.phase == Phase::Closed {
+            return;
+        }
+        conn.phase = Phase::Closed;
+        let token = conn_token(index, conn.generation);
+        for op in [conn.recv, conn.send].into_iter().flatten() {
+            self.ring.cancel(op, token);
+        }
+        if let Some(fd) = conn.fd.take() {
+            self.ring.close(fd, token);
+            conn.ops += 1;
+        }
+        conn.request = None;
+        conn.rbuf = bytes::BytesMut::new();
+    }
+
+    fn op_done(&mut self, token: u64) {
+        if let Some(index) = self.conn_index(token) {
+            self.conns[index].ops -= 1;
+            self.op_done_at(index);
+        }
+    }
+
+    /// Frees a closed connection's slot once the kernel has reported all its operations.
+    fn op_done_at(&mut self, index: usize) {
+        let Some(conn) = self.conns.get(index) else {
+            return;
+        };
+        conn.check_invariants();
+        if conn.phase == Phase::Closed && conn.ops == 0 {
+            self.conns.remove(index);
+            if self.listeners.iter().any(|l| l.paused_since.is_some()) {
+                self.resume_accepting();
+            }
+        }
+    }
+
+    // ---- timers ----
+
+    /// Recomputes when this connection must next be looked at, and files a timer if needed.
+    fn update_deadline(&mut self, index: usize) {
+        let limits = &self.runtime.limits;
+        let conn = &mut self.conns[index];
+        let deadline = match conn.phase {
+            Phase::Closed => return,
+            Phase::Lingering => self.now + LINGER,
+            Phase::Open if conn.fresh || conn.head_in_progress() => {
+                conn.head_started.unwrap_or(conn.last_activity) + limits.header_timeout
+            }
+            Phase::Open => conn.last_activity + limits.idle_timeout,
+        };
+        conn.deadline = deadline;
+        if conn.timer_due.is_none_or(|due| deadline < due) {
+            conn.timer_due = Some(deadline);
+            self.timers
+                .insert(conn_token(index, conn.generation), deadline);
+        }
+    }
+
+    fn expire_timers(&mut self) {
+        let mut fired = std::mem::take(&mut self.fired);
+        self.timers.expire(self.now, &mut fired);
+        for entry in fired.drain(..) {
+            let Some(index) = self.conn_index(entry.key) else {
+                continue;
+            };
+            let conn = &mut self.conns[index];
+            if conn.timer_due == Some(entry.due) {
+                conn.timer_due = None;
+            }
+            if conn.phase == Phase::Closed {
+                continue;
+            }
+            if conn.deadline <= self.now {
+                self.on_deadline(index);
+            } else if conn.timer_due.is_none() {
+                conn.timer_due = Some(conn.deadline);
+                self.timers.insert(entry.key, conn.deadline);
+            }
+        }
+        self.fired = fired;
+    }
+
+    fn on_deadline(&mut self, index: usize) {
+        let conn = &mut self.conns[index];
+        let metrics = &self.runtime.metrics;
+        if conn.phase == Phase::Open && conn.send.is_none() && conn.head_in_progress() {
+            // Slowloris: part of a head arrived, the rest did not come in time.
+            debug!(worker = self.id, conn = index, "request header timeout");
+            metrics.count_bad_request(http::StatusCode::REQUEST_TIMEOUT);
+            conn.out.clear();
+            squall_h1::encode_error(
+                http::StatusCode::REQUEST_TIMEOUT,
+                self.date.get(),
+                &mut conn.out,
+            );
+            conn.close_after = true;
+            self.flush(index);
+            self.update_deadline(index);
+        } else {
+            // Idle keep-alive, a client that stopped reading, or the end of a linger.
+            metrics.timeouts.inc();
+            self.close_now(index);
+        }
+    }
+
+    // ---- control ----
+
+    fn on_control(&mut self) {
+        while let Ok(message) = self.control.try_recv() {
+            match message {
+                Control::Reload(runtime) => {
+                    info!(worker = self.id, "configuration reloaded");
+                    self.runtime = runtime;
+                }
+                Control::Drain { deadline } => self.begin_drain(deadline),
+            }
+        }
+    }
+
+    fn begin_drain(&mut self, deadline: Instant) {
+        if self.drain_deadline.is_some() {
+            return;
+        }
+        self.drain_deadline = Some(deadline);
+        for listener in &mut self.listeners {
+            if let Some(op) = listener.accept.take() {
+                self.ring.cancel(op, KIND_LISTENER << KIND_SHIFT);
+            }
+            if let Some(fd) = listener.fd.take() {
+                self.ring.close(fd, KIND_LISTENER << KIND_SHIFT);
+            }
+        }
+        let idle: Vec<usize> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.phase == Phase::Open && c.is_idle())
+            .map(|(i, _)| i)
+            .collect();
+        for index in idle {
+            self.close_now(index);
+        }
+    }
+
+    /// During a drain: true once every connection is gone, or the deadline has passed (then the
+    /// rest are closed and the ring's drop waits for their operations).
+    fn drain_finished(&mut self) -> bool {
+        let Some(deadline) = self.drain_deadline else {
+            return false;
+        };
+        if self.now >= deadline {
+            let open: Vec<usize> = self.conns.iter().map(|(i, _)| i).collect();
+            if !open.is_empty() {
+                warn!(
+                    worker = self.id,
+                    connections = open.len(),
+                    "drain timeout: closing"
+                );
+            }
+            for index in open {
+                self.close_now(index);
+            }
+            return true;
+        }
+        // Connections that became idle since the drain began close now.
+        let idle: Vec<usize> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.phase == Phase::Open && c.is_idle())
+            .map(|(i, _)| i)
+            .collect();
+        for index in idle {
+            self.close_now(index);
+        }
+        self.conns.is_empty()
+    }
+}
+
+fn is_out_of_descriptors(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+    )
+}

@@ -1,0 +1,248 @@
+//! Bad and abusive clients: each gets its status and a close, and no other connection notices.
+
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+use squall_e2e::{Squall, hello_config, is_closed, read_response, roundtrip};
+
+/// Each malformed request, the status Squall must answer it with.
+const BAD_REQUESTS: &[(&str, &str, u16)] = &[
+    (
+        "CL and TE",
+        "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        400,
+    ),
+    (
+        "differing CLs",
+        "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd",
+        400,
+    ),
+    (
+        "bad chunk size",
+        "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n",
+        400,
+    ),
+    (
+        "bad chunk extension",
+        "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3;=\r\nabc\r\n0\r\n\r\n",
+        400,
+    ),
+    (
+        "obs-fold",
+        "GET /a HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n  folded\r\n\r\n",
+        400,
+    ),
+    (
+        "bare CR",
+        "GET /a HTTP/1.1\r\nHost: x\r\nX-A: 1\r2\r\n\r\n",
+        400,
+    ),
+    (
+        "NUL in value",
+        "GET /a HTTP/1.1\r\nHost: x\r\nX-A: 1\x002\r\n\r\n",
+        400,
+    ),
+    (
+        "space before colon",
+        "GET /a HTTP/1.1\r\nHost : x\r\n\r\n",
+        400,
+    ),
+    ("missing host", "GET /a HTTP/1.1\r\n\r\n", 400),
+];
+
+fn limits_config() -> String {
+    hello_config(
+        r#"[limits]
+header_bytes_max = "2KiB"
+uri_bytes_max = "256"
+body_bytes_max = "1KiB"
+header_timeout = "1s"
+idle_timeout = "30s""#,
+    )
+}
+
+#[test]
+fn each_bad_request_gets_its_status_and_a_close_while_others_go_on() {
+    let squall = Squall::start(&limits_config());
+    let mut good = squall.connect();
+    assert_eq!(
+        roundtrip(&mut good, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n").status,
+        200
+    );
+    let long_uri = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "u".repeat(300));
+    let big_head = format!(
+        "GET /a HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+        "h".repeat(3000)
+    );
+    let big_body = "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 2048\r\n\r\n".to_owned();
+    let big_chunked = format!(
+        "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n800\r\n{}\r\n0\r\n\r\n",
+        "b".repeat(2048)
+    );
+    let mut cases: Vec<(&str, String, u16)> = BAD_REQUESTS
+        .iter()
+        .map(|(name, req, status)| (*name, req.to_string(), *status))
+        .collect();
+    cases.push(("URI too long", long_uri, 414));
+    cases.push(("head too large", big_head, 431));
+    cases.push(("body too large", big_body, 413));
+    cases.push(("chunked body too large", big_chunked, 413));
+    for (name, request, status) in cases {
+        let mut bad = squall.connect();
+        let _ = bad.write_all(request.as_bytes());
+        let response = read_response(&mut bad).unwrap_or_else(|| panic!("{name}: no response"));
+        assert_eq!(response.status, status, "{name}");
+        assert_eq!(response.header("connection"), Some("close"), "{name}");
+        assert!(is_closed(&mut bad), "{name}: connection must close");
+        // The parallel good connection is unaffected.
+        let ok = roundtrip(&mut good, "GET /b HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(
+            (ok.status, ok.body_text()),
+            (200, "B".to_owned()),
+            "after {name}"
+        );
+    }
+}
+
+#[test]
+fn slowloris_gets_408_after_the_header_timeout() {
+    let squall = Squall::start(&limits_config());
+    let mut slow = squall.connect();
+    let started = Instant::now();
+    // Trickle a head that never completes: each byte well inside any per-read timeout.
+    for byte in b"GET /a HTTP/1.1\r\nHost: x\r\nX-Slow: " {
+        slow.write_all(&[*byte]).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        if started.elapsed() > Duration::from_millis(700) {
+            break;
+        }
+    }
+    let response = read_response(&mut slow).expect("a 408 response");
+    assert_eq!(response.status, 408);
+    assert!(is_closed(&mut slow));
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(900),
+        "cut too early: {waited:?}"
+    );
+
+    // A connection that never sends a byte is closed without a response.
+    let mut silent = squall.connect();
+    assert!(is_closed(&mut silent));
+    let mut good = squall.connect();
+    assert_eq!(
+        roundtrip(&mut good, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n").status,
+        200
+    );
+}
+
+#[test]
+fn sigterm_drains_in_flight_requests_and_exits_zero() {
+    let mut squall = Squall::start(&hello_config(""));
+    let mut idle = squall.connect();
+    assert_eq!(
+        roundtrip(&mut idle, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n").status,
+        200
+    );
+    let mut busy = squall.connect();
+    busy.write_all(b"POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nab")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    squall.signal(libc::SIGTERM);
+    // The idle keep-alive connection is closed at once.
+    assert!(is_closed(&mut idle), "idle connection closed by the drain");
+    // The in-flight request completes, with Connection: close.
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        squall.is_running(),
+        "squall waits for the in-flight request"
+    );
+    busy.write_all(b"cd").unwrap();
+    let response = read_response(&mut busy).expect("the in-flight request is answered");
+    assert_eq!(
+        (response.status, response.body_text()),
+        (200, "B".to_owned())
+    );
+    assert_eq!(response.header("connection"), Some("close"));
+    let status = squall
+        .wait_exit(Duration::from_secs(5))
+        .expect("exits within drain_timeout");
+    assert!(status.success(), "exit status {status:?}");
+    // New connections are refused once listeners are closed.
+    assert!(std::net::TcpStream::connect(squall.addr).is_err());
+}
+
+#[test]
+fn drain_timeout_bounds_the_stop() {
+    let config = hello_config("").replace("drain_timeout = \"5s\"", "drain_timeout = \"500ms\"");
+    let mut squall = Squall::start(&config);
+    let mut stuck = squall.connect();
+    stuck
+        .write_all(b"POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nab")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let started = Instant::now();
+    squall.signal(libc::SIGINT);
+    let status = squall
+        .wait_exit(Duration::from_secs(5))
+        .expect("exits after drain_timeout");
+    assert!(status.success());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(is_closed(&mut stuck));
+}
+
+/// With a descriptor limit far below the offered connections, Squall pauses accepting, logs it
+/// once, keeps serving, and accepts again when descriptors free up.
+#[test]
+fn running_out_of_descriptors_pauses_accept_and_recovers() {
+    let mut squall = Squall::start_with(&hello_config(""), |command| {
+        // `prlimit` lowers both limits, so Squall cannot raise them back.
+        let bin = command.get_program().to_owned();
+        let args: Vec<_> = command.get_args().map(|a| a.to_owned()).collect();
+        let mut wrapped = std::process::Command::new("prlimit");
+        wrapped.arg("--nofile=64:64").arg("--").arg(bin).args(args);
+        wrapped.env("SQUALL_LOG", "info,squall=debug");
+        wrapped
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null());
+        wrapped.stderr(std::process::Stdio::piped());
+        *command = wrapped;
+    });
+    let mut held = Vec::new();
+    for _ in 0..120 {
+        held.push(squall.connect());
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(squall.is_running());
+    assert!(
+        squall.log().contains("accept paused"),
+        "log:\n{}",
+        squall.log()
+    );
+    // Release them all; the backlog drains and service resumes.
+    drop(held);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut stream = squall.connect();
+        let _ = stream.write_all(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
+        let mut buf = [0u8; 1];
+        if matches!(stream.read(&mut buf), Ok(1)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "service did not resume; log:\n{}",
+            squall.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        squall.log().matches("accept paused").count(),
+        1,
+        "logged once per episode"
+    );
+}

@@ -1,0 +1,108 @@
+//! `squall check` and start-up failures: the contract of CONFIG.md's command line.
+
+use std::process::Command;
+
+use squall_e2e::{TempDir, squall_bin};
+
+fn check(text: &str) -> (bool, String, String, String) {
+    let dir = TempDir::new();
+    let path = dir.path().join("bad.toml");
+    std::fs::write(&path, text).unwrap();
+    let out = Command::new(squall_bin())
+        .arg("check")
+        .arg("--config")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (
+        out.status.success(),
+        stdout,
+        stderr,
+        path.display().to_string(),
+    )
+}
+
+#[test]
+fn check_accepts_the_embedded_default() {
+    let (ok, stdout, stderr, _) = check(include_str!("../../config/squall.toml"));
+    assert!(ok, "{stderr}");
+    assert_eq!(stdout.trim(), "ok");
+}
+
+#[test]
+fn check_reports_errors_with_file_line_and_column() {
+    let bad = "[server]\nworkers = 2\n\n[[listen]]\naddress = \"127.0.0.1:99999\"\n";
+    let (ok, _, stderr, path) = check(bad);
+    assert!(!ok);
+    assert!(stderr.starts_with(&format!("{path}:5:11: ")), "{stderr}");
+
+    let unknown = "[server]\nworkerz = 2\n";
+    let (ok, _, stderr, path) = check(unknown);
+    assert!(!ok);
+    assert!(
+        stderr.starts_with(&format!("{path}:2:1: ")) && stderr.contains("workerz"),
+        "{stderr}"
+    );
+
+    let two_kinds = "[[listen]]\naddress = \"127.0.0.1:1\"\n[[vhost]]\nhosts = [\"*\"]\n[[vhost.route]]\nexact = \"/\"\nprefix = \"/\"\nblock = 403\n";
+    let (ok, _, stderr, path) = check(two_kinds);
+    assert!(!ok);
+    assert!(stderr.starts_with(&format!("{path}:")), "{stderr}");
+    let line: usize = stderr.split(':').nth(1).unwrap().parse().unwrap();
+    assert!((5..=7).contains(&line), "points at the route: {stderr}");
+
+    let no_unit = "[server]\ndrain_timeout = \"10\"\n[[listen]]\naddress = \"127.0.0.1:1\"\n";
+    let (ok, _, stderr, path) = check(no_unit);
+    assert!(!ok);
+    assert!(stderr.starts_with(&format!("{path}:2:17: ")), "{stderr}");
+}
+
+#[test]
+fn a_bad_config_refuses_to_start_with_one_line() {
+    let dir = TempDir::new();
+    let path = dir.path().join("bad.toml");
+    std::fs::write(&path, "[[listen]]\naddress = \"nope\"\n").unwrap();
+    let out = Command::new(squall_bin())
+        .arg("--config")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(":2:11: "), "{stderr}");
+}
+
+#[test]
+fn port_in_use_is_a_clear_start_up_failure() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    let dir = TempDir::new();
+    let path = dir.path().join("c.toml");
+    std::fs::write(
+        &path,
+        format!("[server]\nworkers = 1\n[[listen]]\naddress = \"{addr}\"\n"),
+    )
+    .unwrap();
+    // SO_REUSEPORT lets a second socket bind only if both set it; std's listener does not.
+    let out = Command::new(squall_bin())
+        .arg("--config")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("cannot listen on {addr}")),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn version_names_the_commit() {
+    let out = Command::new(squall_bin()).arg("version").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("squall 0.1.0 (commit "), "{text}");
+}
