@@ -24,7 +24,12 @@ pub struct Diagnostic {
 impl Diagnostic {
     /// A problem with the whole file, such as being unreadable; it displays without a position.
     pub fn whole_file(file: &str, message: impl Into<String>) -> Diagnostic {
-        Diagnostic { file: file.to_owned(), line: 0, col: 0, message: message.into() }
+        Diagnostic {
+            file: file.to_owned(),
+            line: 0,
+            col: 0,
+            message: message.into(),
+        }
     }
 }
 
@@ -33,7 +38,11 @@ impl fmt::Display for Diagnostic {
         if self.line == 0 {
             write!(f, "{}: {}", self.file, self.message)
         } else {
-            write!(f, "{}:{}:{}: {}", self.file, self.line, self.col, self.message)
+            write!(
+                f,
+                "{}:{}:{}: {}",
+                self.file, self.line, self.col, self.message
+            )
         }
     }
 }
@@ -101,7 +110,11 @@ impl<'a> Source<'a> {
     pub fn new(file: &'a str, text: &'a str) -> Source<'a> {
         let newlines = text.match_indices('\n').map(|(i, _)| i + 1);
         let line_starts = std::iter::once(0).chain(newlines).collect();
-        Source { file, text, line_starts }
+        Source {
+            file,
+            text,
+            line_starts,
+        }
     }
 
     /// The 1-based line and char column of byte `offset` (clamped to the text).
@@ -123,7 +136,11 @@ impl<'a> Source<'a> {
     /// The text of 1-based `line`, without its line ending.
     pub fn line_text(&self, line: usize) -> &'a str {
         let start = self.line_starts[line - 1];
-        let end = self.line_starts.get(line).copied().unwrap_or(self.text.len());
+        let end = self
+            .line_starts
+            .get(line)
+            .copied()
+            .unwrap_or(self.text.len());
         self.text[start..end].trim_end_matches(['\n', '\r'])
     }
 
@@ -131,7 +148,12 @@ impl<'a> Source<'a> {
     pub fn diagnostic(&self, span: &Range<usize>, message: &str) -> Diagnostic {
         let (line, col) = self.position(span.start);
         let message = message.replace(['\n', '\r'], " ");
-        Diagnostic { file: self.file.to_owned(), line, col, message }
+        Diagnostic {
+            file: self.file.to_owned(),
+            line,
+            col,
+            message,
+        }
     }
 }
 
@@ -143,7 +165,10 @@ pub(crate) struct Report<'a> {
 
 impl<'a> Report<'a> {
     pub fn new(source: &'a Source<'a>) -> Report<'a> {
-        Report { source, diagnostics: Vec::new() }
+        Report {
+            source,
+            diagnostics: Vec::new(),
+        }
     }
 
     /// Records a problem with the value or table at `span`.
@@ -200,7 +225,10 @@ mod tests {
             source.diagnostic(&(3..4), "second\nline"),
             Diagnostic::whole_file("g.toml", "cannot read: gone"),
         ]);
-        assert_eq!(diagnostics.to_string(), "f.toml:2:2: second line\ng.toml: cannot read: gone");
+        assert_eq!(
+            diagnostics.to_string(),
+            "f.toml:2:2: second line\ng.toml: cannot read: gone"
+        );
     }
 
     #[test]
@@ -211,7 +239,12 @@ mod tests {
         report.error(&(0..1), "first");
         report.error(&(2..3), "second");
         report.error(&(0..1), "first again");
-        let lines: Vec<_> = report.finish().unwrap_err().iter().map(|d| d.message.clone()).collect();
+        let lines: Vec<_> = report
+            .finish()
+            .unwrap_err()
+            .iter()
+            .map(|d| d.message.clone())
+            .collect();
         assert_eq!(lines, ["first", "first again", "second", "third"]);
     }
 }

@@ -21,19 +21,26 @@ impl IpNet {
     pub fn new(addr: IpAddr, prefix_len: u8) -> Result<IpNet, String> {
         let bits = address_bits(addr);
         if prefix_len > bits {
-            return Err(format!("prefix length {prefix_len} is longer than {bits} bits"));
+            return Err(format!(
+                "prefix length {prefix_len} is longer than {bits} bits"
+            ));
         }
         let net = IpNet { addr, prefix_len };
         let network = net.network();
         if network != addr {
-            return Err(format!("host bits are set; did you mean \"{network}/{prefix_len}\"?"));
+            return Err(format!(
+                "host bits are set; did you mean \"{network}/{prefix_len}\"?"
+            ));
         }
         Ok(net)
     }
 
     /// The network holding only `addr`.
     pub fn host(addr: IpAddr) -> IpNet {
-        IpNet { addr, prefix_len: address_bits(addr) }
+        IpNet {
+            addr,
+            prefix_len: address_bits(addr),
+        }
     }
 
     pub fn addr(&self) -> IpAddr {
@@ -75,10 +82,17 @@ impl FromStr for IpNet {
     /// "a.b.c.d/len", "x:y::z/len", or a bare address meaning that one host.
     fn from_str(s: &str) -> Result<IpNet, String> {
         let Some((addr, len)) = s.split_once('/') else {
-            return s.parse().map(IpNet::host).map_err(|_| "not an IP address or network".to_owned());
+            return s
+                .parse()
+                .map(IpNet::host)
+                .map_err(|_| "not an IP address or network".to_owned());
         };
-        let addr: IpAddr = addr.parse().map_err(|_| format!("{addr:?} is not an IP address"))?;
-        let len: u8 = len.parse().map_err(|_| format!("{len:?} is not a prefix length"))?;
+        let addr: IpAddr = addr
+            .parse()
+            .map_err(|_| format!("{addr:?} is not an IP address"))?;
+        let len: u8 = len
+            .parse()
+            .map_err(|_| format!("{len:?} is not a prefix length"))?;
         IpNet::new(addr, len)
     }
 }
@@ -128,7 +142,10 @@ mod tests {
     #[test]
     fn refuses_bad_networks() {
         let cases = [
-            ("10.0.0.1/8", "host bits are set; did you mean \"10.0.0.0/8\"?"),
+            (
+                "10.0.0.1/8",
+                "host bits are set; did you mean \"10.0.0.0/8\"?",
+            ),
             ("10.0.0.0/33", "prefix length 33 is longer than 32 bits"),
             ("::/129", "prefix length 129 is longer than 128 bits"),
             ("10.0.0/8", "\"10.0.0\" is not an IP address"),

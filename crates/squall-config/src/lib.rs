@@ -4,10 +4,10 @@
 //! The contract for the file is `CONFIG.md` (operator reference: `docs/CONFIG.md`). Loading
 //! runs in three steps, each in its own module:
 //!
-//! 1. [`syntax`](crate::syntax): TOML text → the raw schema ([`raw`](crate::raw)), which
-//!    mirrors the file and denies unknown keys. Syntax and schema errors stop here.
-//! 2. [`validate`](crate::validate): raw schema → [`Config`], checking every rule of the
-//!    contract and collecting all violations, each at the position of the offending value.
+//! 1. `syntax`: TOML text → the raw schema (`raw`), which mirrors the file and denies unknown
+//!    keys. Syntax and schema errors stop here.
+//! 2. `validate`: raw schema → [`Config`], checking every rule of the contract and collecting
+//!    all violations, each at the position of the offending value.
 //! 3. [`load`] only: relative certificate paths are resolved against the file's directory.
 //!
 //! The crate does no I/O but reading the file in [`load`], so the binary can validate a new
@@ -53,7 +53,12 @@ pub fn parse(text: &str, file: &str) -> Result<Config, Diagnostics> {
 /// `FILE: cannot read: REASON`.
 pub fn load(path: &Path) -> Result<Config, Diagnostics> {
     let file = path.display().to_string();
-    let text = read(path).map_err(|e| Diagnostics(vec![Diagnostic::whole_file(&file, format!("cannot read: {e}"))]))?;
+    let text = read(path).map_err(|e| {
+        Diagnostics(vec![Diagnostic::whole_file(
+            &file,
+            format!("cannot read: {e}"),
+        )])
+    })?;
     let mut config = parse(&text, &file)?;
     if let Some(dir) = path.parent() {
         config.resolve_paths(dir);
@@ -63,10 +68,18 @@ pub fn load(path: &Path) -> Result<Config, Diagnostics> {
 
 fn read(path: &Path) -> std::io::Result<String> {
     let mut text = String::new();
-    std::fs::File::open(path)?.take(CONFIG_BYTES_MAX + 1).read_to_string(&mut text)?;
+    std::fs::File::open(path)?
+        .take(CONFIG_BYTES_MAX + 1)
+        .read_to_string(&mut text)?;
     if text.len() as u64 > CONFIG_BYTES_MAX {
-        let message = format!("larger than {} MiB; is this the config file?", CONFIG_BYTES_MAX >> 20);
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, message));
+        let message = format!(
+            "larger than {} MiB; is this the config file?",
+            CONFIG_BYTES_MAX >> 20
+        );
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            message,
+        ));
     }
     Ok(text)
 }

@@ -45,8 +45,13 @@ pub const HEALTH_FAILS_DEFAULT: u32 = 3;
 pub const HEALTH_PASSES_DEFAULT: u32 = 2;
 /// Upper bound of `health_check.fails` and `health_check.passes`.
 pub const HEALTH_COUNT_MAX: u32 = 100;
+/// The most values one route may capture (template captures, named regex groups): the router
+/// keeps a request's captures in a fixed array of this size.
+pub const CAPTURES_MAX: usize = 8;
+/// The most '/'-separated segments in a template: it bounds the depth of the router's trie.
+pub const TEMPLATE_SEGMENTS_MAX: usize = 64;
 /// The variables a redirect `location` may use, written `$name` (as in nginx).
-pub const REDIRECT_VARIABLES: &[&str] = &["scheme", "host", "request_uri", "uri", "args"];
+pub const REDIRECT_VARIABLES: &[&str] = &["scheme", "host", "request_uri", "uri"];
 
 /// The whole validated config file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,7 +102,10 @@ pub struct Server {
 
 impl Default for Server {
     fn default() -> Self {
-        Server { workers: Workers::Auto, drain_timeout: DRAIN_TIMEOUT_DEFAULT }
+        Server {
+            workers: Workers::Auto,
+            drain_timeout: DRAIN_TIMEOUT_DEFAULT,
+        }
     }
 }
 
@@ -168,7 +176,11 @@ impl Protocol {
 
     /// What a listener speaks when `protocols` is absent.
     pub fn defaults(tls: bool) -> Vec<Protocol> {
-        if tls { vec![Protocol::H2, Protocol::Http1] } else { vec![Protocol::Http1, Protocol::H2c] }
+        if tls {
+            vec![Protocol::H2, Protocol::Http1]
+        } else {
+            vec![Protocol::Http1, Protocol::H2c]
+        }
     }
 }
 
@@ -238,13 +250,19 @@ pub struct Cache {
 impl Cache {
     /// `cache.purge_allow` when absent: loopback only, so PURGE is never open by accident.
     pub fn purge_allow_default() -> Vec<IpNet> {
-        vec![IpNet::host(IpAddr::V4(Ipv4Addr::LOCALHOST)), IpNet::host(IpAddr::V6(Ipv6Addr::LOCALHOST))]
+        vec![
+            IpNet::host(IpAddr::V4(Ipv4Addr::LOCALHOST)),
+            IpNet::host(IpAddr::V6(Ipv6Addr::LOCALHOST)),
+        ]
     }
 }
 
 impl Default for Cache {
     fn default() -> Self {
-        Cache { memory: CACHE_MEMORY_DEFAULT, purge_allow: Cache::purge_allow_default() }
+        Cache {
+            memory: CACHE_MEMORY_DEFAULT,
+            purge_allow: Cache::purge_allow_default(),
+        }
     }
 }
 
@@ -352,9 +370,11 @@ pub enum RouteMatch {
     Exact(String),
     /// The path starts with this (starts with '/').
     Prefix(String),
-    /// The path matches this regex (compiles with the `regex` crate).
+    /// The path matches this regex (compiles with the `regex` crate, at most [`CAPTURES_MAX`]
+    /// named groups).
     Regex(String),
-    /// `/users/{name}/orders`: literal segments and whole-segment `{ident}` captures.
+    /// `/users/{name}/orders`: literal segments with at most one `{ident}` capture each
+    /// (`/files/{name}.json`), at most [`CAPTURES_MAX`] captures in all.
     Template(String),
 }
 
@@ -362,9 +382,16 @@ pub enum RouteMatch {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     /// Answer from the config: a final status (200..=599).
-    Respond { status: StatusCode, body: String, headers: Vec<(HeaderName, HeaderValue)> },
+    Respond {
+        status: StatusCode,
+        body: String,
+        headers: Vec<(HeaderName, HeaderValue)>,
+    },
     /// Redirect (301, 302, 303, 307 or 308); `location` may use [`REDIRECT_VARIABLES`].
-    Redirect { status: StatusCode, location: String },
+    Redirect {
+        status: StatusCode,
+        location: String,
+    },
     /// Refuse with an error status (400..=599).
     Block { status: StatusCode },
     /// Forward to the named upstream, which exists.

@@ -38,7 +38,15 @@ fn reword(source: &Source, offset: usize, message: &str) -> String {
     if let Some(rest) = message.strip_prefix("unknown field ") {
         let (key, expected) = rest.split_once(", ").unwrap_or((rest, ""));
         let place = match enclosing_table(source, offset) {
-            Place::Header(header) => return format!("unknown section {header}; {expected}"),
+            Place::Header(header) => {
+                let name = header.trim_matches(['[', ']', ' ']);
+                return match name.rsplit_once('.') {
+                    Some((parent, _)) => {
+                        format!("unknown section {header}; {expected} in [{parent}]")
+                    }
+                    None => format!("unknown section {header}; {expected}"),
+                };
+            }
             Place::Table(header) => format!(" in {header}"),
             Place::Top => " at the top level".to_owned(),
             Place::Unknown => String::new(),
@@ -48,6 +56,27 @@ fn reword(source: &Source, offset: usize, message: &str) -> String {
     }
     if let Some(rest) = message.strip_prefix("missing field ") {
         return format!("missing key {rest}");
+    }
+    in_toml_terms(&message)
+}
+
+/// Names serde's data model types as TOML does: "struct RawServer" and "map" are tables,
+/// "sequence" is an array, "i64" an integer.
+fn in_toml_terms(message: &str) -> String {
+    let replacements = [
+        ("invalid type: map", "invalid type: table"),
+        ("invalid type: sequence", "invalid type: array"),
+        ("invalid type: floating point", "invalid type: float"),
+        ("expected a sequence", "expected an array"),
+        ("expected i64", "expected an integer"),
+        ("expected a map", "expected a table"),
+    ];
+    let mut message = message.to_owned();
+    for (from, to) in replacements {
+        message = message.replace(from, to);
+    }
+    if let Some(at) = message.find("expected struct Raw") {
+        message.replace_range(at.., "expected a table");
     }
     message
 }
@@ -90,7 +119,10 @@ fn enclosing_table<'a>(source: &Source<'a>, offset: usize) -> Place<'a> {
         return Place::Unknown;
     }
     let above = (1..line).rev().map(|l| source.line_text(l));
-    above.filter_map(table_header).next().map_or(Place::Top, Place::Table)
+    above
+        .filter_map(table_header)
+        .next()
+        .map_or(Place::Top, Place::Table)
 }
 
 /// The header of a `[table]` or `[[array]]` line, trimmed of whitespace and comment. Only bare

@@ -28,7 +28,12 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         }
         _ => return Err(format!("unknown duration unit {unit:?}: {DURATION_UNITS}")),
     };
-    let too_long = || format!("duration longer than a year ({}h)", DURATION_MAX.as_secs() / 3600);
+    let too_long = || {
+        format!(
+            "duration longer than a year ({}h)",
+            DURATION_MAX.as_secs() / 3600
+        )
+    };
     let millis = number.checked_mul(millis_per_unit).ok_or_else(too_long)?;
     let duration = Duration::from_millis(millis);
     if duration > DURATION_MAX {
@@ -46,11 +51,15 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "MiB" => 1 << 20,
         "GiB" => 1 << 30,
         _ if unit.starts_with('.') => {
-            return Err("fractions are not supported; use a smaller unit, as in \"1536KiB\"".into());
+            return Err(
+                "fractions are not supported; use a smaller unit, as in \"1536KiB\"".into(),
+            );
         }
         _ => return Err(format!("unknown size unit {unit:?}: {SIZE_UNITS}")),
     };
-    number.checked_mul(bytes_per_unit).ok_or_else(|| "size too large".to_owned())
+    number
+        .checked_mul(bytes_per_unit)
+        .ok_or_else(|| "size too large".to_owned())
 }
 
 /// Splits "10s" into (10, "s"). `what` and `example` make the errors specific.
@@ -60,11 +69,15 @@ fn split_number<'a>(s: &'a str, what: &str, example: &str) -> Result<(u64, &'a s
         return Err(format!("empty {what}; write one as in {example}"));
     }
     if digits == 0 {
-        return Err(format!("{what} {s:?} does not start with a number, as in {example}"));
+        return Err(format!(
+            "{what} {s:?} does not start with a number, as in {example}"
+        ));
     }
     // `digits` counts ASCII bytes, so it is a char boundary.
     let (number, unit) = s.split_at(digits);
-    let number = number.parse().map_err(|_| format!("{what} {number} is too large"))?;
+    let number = number
+        .parse()
+        .map_err(|_| format!("{what} {number} is too large"))?;
     Ok((number, unit))
 }
 
@@ -96,13 +109,28 @@ mod tests {
             ("10 s", "unknown duration unit \" s\": use ms, s, m or h"),
             ("10S", "unknown duration unit \"S\": use ms, s, m or h"),
             ("1m30s", "unknown duration unit \"m30s\": use ms, s, m or h"),
-            ("1.5s", "fractions are not supported; use a smaller unit, as in \"1500ms\""),
+            (
+                "1.5s",
+                "fractions are not supported; use a smaller unit, as in \"1500ms\"",
+            ),
             ("", "empty duration; write one as in \"10s\""),
-            ("s", "duration \"s\" does not start with a number, as in \"10s\""),
-            ("-1s", "duration \"-1s\" does not start with a number, as in \"10s\""),
+            (
+                "s",
+                "duration \"s\" does not start with a number, as in \"10s\"",
+            ),
+            (
+                "-1s",
+                "duration \"-1s\" does not start with a number, as in \"10s\"",
+            ),
             ("8761h", "duration longer than a year (8760h)"),
-            ("99999999999999999999s", "duration 99999999999999999999 is too large"),
-            ("18446744073709551615h", "duration longer than a year (8760h)"),
+            (
+                "99999999999999999999s",
+                "duration 99999999999999999999 is too large",
+            ),
+            (
+                "18446744073709551615h",
+                "duration longer than a year (8760h)",
+            ),
         ];
         for (input, expected) in errors {
             assert_eq!(parse_duration(input), Err(expected.to_owned()), "{input}");
@@ -132,9 +160,15 @@ mod tests {
             ("16KB", format!("unknown size unit \"KB\": {units}")),
             ("16k", format!("unknown size unit \"k\": {units}")),
             ("1TiB", format!("unknown size unit \"TiB\": {units}")),
-            ("1.5GiB", "fractions are not supported; use a smaller unit, as in \"1536KiB\"".into()),
+            (
+                "1.5GiB",
+                "fractions are not supported; use a smaller unit, as in \"1536KiB\"".into(),
+            ),
             ("", "empty size; write one as in \"16KiB\"".into()),
-            ("KiB", "size \"KiB\" does not start with a number, as in \"16KiB\"".into()),
+            (
+                "KiB",
+                "size \"KiB\" does not start with a number, as in \"16KiB\"".into(),
+            ),
             ("17179869184GiB", "size too large".into()),
         ];
         for (input, expected) in errors {

@@ -10,7 +10,11 @@ const LISTEN: &str = "\n[[listen]]\naddress = \"127.0.0.1:8080\"\n";
 
 /// The diagnostics for `case`, one per line, as `squall check` prints them.
 fn errors(case: &str) -> String {
-    let text = if case.contains("[[listen]]") { case.to_owned() } else { format!("{case}{LISTEN}") };
+    let text = if case.contains("[[listen]]") {
+        case.to_owned()
+    } else {
+        format!("{case}{LISTEN}")
+    };
     match parse(&text, "test.toml") {
         Ok(_) => "(parsed)".to_owned(),
         Err(diagnostics) => diagnostics.to_string(),
@@ -23,7 +27,9 @@ fn check(cases: &[(&str, &str)]) {
     for (case, expected) in cases {
         let actual = errors(case);
         if actual != *expected {
-            failures.push(format!("case:\n{case}\nexpected:\n{expected}\nactual:\n{actual}\n"));
+            failures.push(format!(
+                "case:\n{case}\nexpected:\n{expected}\nactual:\n{actual}\n"
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -33,7 +39,10 @@ fn check(cases: &[(&str, &str)]) {
 fn syntax_errors() {
     check(&[
         ("[server\n", "test.toml:1:8: unclosed table, expected \"]\""),
-        ("[server]\nworkers = = 2\n", "test.toml:2:11: extra \"=\", expected nothing"),
+        (
+            "[server]\nworkers = = 2\n",
+            "test.toml:2:11: extra \"=\", expected nothing",
+        ),
         // One per line, every line.
         (
             "[server]\nworkers = = 2\ndrain_timeout = \"10s\nx = 'y\n",
@@ -41,7 +50,10 @@ fn syntax_errors() {
              test.toml:3:21: invalid basic string, expected \"\\\"\"\n\
              test.toml:4:7: invalid literal string, expected \"'\"",
         ),
-        ("[server]\nworkers = 1\nworkers = 2\n", "test.toml:3:1: duplicate key"),
+        (
+            "[server]\nworkers = 1\nworkers = 2\n",
+            "test.toml:3:1: duplicate key",
+        ),
     ]);
 }
 
@@ -49,10 +61,22 @@ fn syntax_errors() {
 fn unknown_keys() {
     let server_keys = "expected \"workers\" or \"drain_timeout\"";
     check(&[
-        ("[server]\nworkerz = 4\n", &format!("test.toml:2:1: unknown key \"workerz\" in [server]; {server_keys}")),
-        ("[server]\n  # indented\n  workerz = 4\n", &format!("test.toml:3:3: unknown key \"workerz\" in [server]; {server_keys}")),
-        ("[serverz]\n", "test.toml:1:2: unknown section [serverz]; expected one of \"server\", \"admin\", \"listen\", \"certificate\", \"limits\", \"cache\", \"upstream\", \"vhost\""),
-        ("colour = 1\n[server]\n", "test.toml:1:1: unknown key \"colour\" at the top level; expected one of \"server\", \"admin\", \"listen\", \"certificate\", \"limits\", \"cache\", \"upstream\", \"vhost\""),
+        (
+            "[server]\nworkerz = 4\n",
+            &format!("test.toml:2:1: unknown key \"workerz\" in [server]; {server_keys}"),
+        ),
+        (
+            "[server]\n  # indented\n  workerz = 4\n",
+            &format!("test.toml:3:3: unknown key \"workerz\" in [server]; {server_keys}"),
+        ),
+        (
+            "[serverz]\n",
+            "test.toml:1:2: unknown section [serverz]; expected one of \"server\", \"admin\", \"listen\", \"certificate\", \"limits\", \"cache\", \"upstream\", \"vhost\"",
+        ),
+        (
+            "colour = 1\n[server]\n",
+            "test.toml:1:1: unknown key \"colour\" at the top level; expected one of \"server\", \"admin\", \"listen\", \"certificate\", \"limits\", \"cache\", \"upstream\", \"vhost\"",
+        ),
         (
             "[[upstream]]\nname = \"a\"\nservers = [{ address = \"127.0.0.1:1\", wieght = 2 }]\n",
             "test.toml:3:39: unknown key \"wieght\"; expected \"address\" or \"weight\"",
@@ -61,18 +85,60 @@ fn unknown_keys() {
             "[[vhost]]\n[[vhost.route]]\nexact = \"/\"\nrespnd = { status = 200 }\n",
             "test.toml:4:1: unknown key \"respnd\" in [[vhost.route]]; expected one of \"exact\", \"prefix\", \"regex\", \"template\", \"methods\", \"headers\", \"respond\", \"redirect\", \"block\", \"proxy\", \"cache\", \"cache_ttl\", \"request_headers\", \"response_headers\"",
         ),
-        ("[admin]\nlisten = \"127.0.0.1:1\"\nport = 1\n", "test.toml:3:1: unknown key \"port\" in [admin]; expected \"listen\""),
+        (
+            "[server.extra]\n",
+            "test.toml:1:9: unknown section [server.extra]; expected \"workers\" or \"drain_timeout\" in [server]",
+        ),
+        (
+            "[[vhost]]\n[[vhost.route]]\nexact = \"/\"\n[vhost.route.respond]\nbdy = \"\"\n",
+            "test.toml:5:1: unknown key \"bdy\" in [vhost.route.respond]; expected one of \"status\", \"body\", \"headers\"",
+        ),
+        (
+            "[admin]\nlisten = \"127.0.0.1:1\"\nport = 1\n",
+            "test.toml:3:1: unknown key \"port\" in [admin]; expected \"listen\"",
+        ),
     ]);
 }
 
 #[test]
 fn type_errors_and_missing_keys() {
     check(&[
-        ("[[listen]]\naddress = 8080\n", "test.toml:2:11: invalid type: integer \"8080\", expected a string"),
-        ("[[listen]]\naddress = \"127.0.0.1:1\"\ntls = \"yes\"\n", "test.toml:3:7: invalid type: string \"yes\", expected a boolean"),
-        ("[[listen]]\ntls = true\n", "test.toml:1:1: missing key \"address\""),
-        ("[[upstream]]\nname = \"a\"\n", "test.toml:1:1: missing key \"servers\""),
-        ("[[vhost]]\nroute = [{ exact = \"/\", respond = { headers = { a = 1 } } }]\n", "test.toml:2:53: invalid type: integer \"1\", expected a string"),
+        (
+            "[[listen]]\naddress = 8080\n",
+            "test.toml:2:11: invalid type: integer \"8080\", expected a string",
+        ),
+        (
+            "[[listen]]\naddress = \"127.0.0.1:1\"\ntls = \"yes\"\n",
+            "test.toml:3:7: invalid type: string \"yes\", expected a boolean",
+        ),
+        (
+            "server = 5\n",
+            "test.toml:1:10: invalid type: integer \"5\", expected a table",
+        ),
+        (
+            "[[vhost]]\nroute = 3\n",
+            "test.toml:2:9: invalid type: integer \"3\", expected an array",
+        ),
+        (
+            "[limits]\nrequest_rate = 1.5\n",
+            "test.toml:2:16: invalid type: float \"1.5\", expected an integer",
+        ),
+        (
+            "[[listen]]\naddress = { ip = \"::1\" }\n",
+            "test.toml:2:11: invalid type: table, expected a string",
+        ),
+        (
+            "[[listen]]\ntls = true\n",
+            "test.toml:1:1: missing key \"address\"",
+        ),
+        (
+            "[[upstream]]\nname = \"a\"\n",
+            "test.toml:1:1: missing key \"servers\"",
+        ),
+        (
+            "[[vhost]]\nroute = [{ exact = \"/\", respond = { headers = { a = 1 } } }]\n",
+            "test.toml:2:53: invalid type: integer \"1\", expected a string",
+        ),
     ]);
 }
 
@@ -80,15 +146,42 @@ fn type_errors_and_missing_keys() {
 fn server() {
     let workers = "workers must be \"auto\" or a positive integer";
     check(&[
-        ("[server]\nworkers = 0\n", &format!("test.toml:2:11: {workers}")),
-        ("[server]\nworkers = -2\n", &format!("test.toml:2:11: {workers}")),
-        ("[server]\nworkers = \"all\"\n", &format!("test.toml:2:11: {workers}")),
-        ("[server]\nworkers = 1.5\n", &format!("test.toml:2:11: {workers}")),
-        ("[server]\nworkers = 5000\n", "test.toml:2:11: workers must be at most 1024"),
-        ("[server]\ndrain_timeout = \"10\"\n", "test.toml:2:17: drain_timeout: duration without a unit: use ms, s, m or h"),
-        ("[server]\ndrain_timeout = 10\n", "test.toml:2:17: drain_timeout: duration without a unit: use ms, s, m or h, as in \"10s\""),
-        ("[server]\ndrain_timeout = \"10sec\"\n", "test.toml:2:17: drain_timeout: unknown duration unit \"sec\": use ms, s, m or h"),
-        ("[server]\ndrain_timeout = true\n", "test.toml:2:17: drain_timeout: expected a duration such as \"10s\", found boolean"),
+        (
+            "[server]\nworkers = 0\n",
+            &format!("test.toml:2:11: {workers}"),
+        ),
+        (
+            "[server]\nworkers = -2\n",
+            &format!("test.toml:2:11: {workers}"),
+        ),
+        (
+            "[server]\nworkers = \"all\"\n",
+            &format!("test.toml:2:11: {workers}"),
+        ),
+        (
+            "[server]\nworkers = 1.5\n",
+            &format!("test.toml:2:11: {workers}"),
+        ),
+        (
+            "[server]\nworkers = 5000\n",
+            "test.toml:2:11: workers must be at most 1024",
+        ),
+        (
+            "[server]\ndrain_timeout = \"10\"\n",
+            "test.toml:2:17: drain_timeout: duration without a unit: use ms, s, m or h",
+        ),
+        (
+            "[server]\ndrain_timeout = 10\n",
+            "test.toml:2:17: drain_timeout: duration without a unit: use ms, s, m or h, as in \"10s\"",
+        ),
+        (
+            "[server]\ndrain_timeout = \"10sec\"\n",
+            "test.toml:2:17: drain_timeout: unknown duration unit \"sec\": use ms, s, m or h",
+        ),
+        (
+            "[server]\ndrain_timeout = true\n",
+            "test.toml:2:17: drain_timeout: expected a duration such as \"10s\", found boolean",
+        ),
         // Zero is a valid drain: stop at once.
         ("[server]\ndrain_timeout = \"0s\"\n", "(parsed)"),
     ]);
@@ -97,8 +190,14 @@ fn server() {
 #[test]
 fn listeners() {
     check(&[
-        ("[[listen]]\naddress = \"127.0.0.1:99999\"\n", "test.toml:2:11: bad address \"127.0.0.1:99999\": expected IP:PORT, as in \"127.0.0.1:8080\" or \"[::1]:8080\""),
-        ("[[listen]]\naddress = \"localhost:80\"\n", "test.toml:2:11: bad address \"localhost:80\": expected IP:PORT, as in \"127.0.0.1:8080\" or \"[::1]:8080\""),
+        (
+            "[[listen]]\naddress = \"127.0.0.1:99999\"\n",
+            "test.toml:2:11: bad address \"127.0.0.1:99999\": expected IP:PORT, as in \"127.0.0.1:8080\" or \"[::1]:8080\"",
+        ),
+        (
+            "[[listen]]\naddress = \"localhost:80\"\n",
+            "test.toml:2:11: bad address \"localhost:80\": expected IP:PORT, as in \"127.0.0.1:8080\" or \"[::1]:8080\"",
+        ),
         (
             "[[listen]]\naddress = \"127.0.0.1:80\"\n[[listen]]\naddress = \"127.0.0.1:80\"\n",
             "test.toml:4:11: duplicate listen address 127.0.0.1:80 (first at line 1)",
@@ -107,16 +206,34 @@ fn listeners() {
             "[admin]\nlisten = \"127.0.0.1:80\"\n[[listen]]\naddress = \"127.0.0.1:80\"\n",
             "test.toml:2:10: admin address 127.0.0.1:80 is also the [[listen]] at line 3",
         ),
-        ("[admin]\nlisten = \"::1:80\"\n", "test.toml:2:10: bad address \"::1:80\": expected IP:PORT, as in \"127.0.0.1:8080\" or \"[::1]:8080\""),
-        ("[[listen]]\naddress = \"127.0.0.1:443\"\ntls = true\n", "test.toml:3:7: tls = true needs at least one [[certificate]]"),
-        ("[[listen]]\naddress = \"127.0.0.1:80\"\nprotocols = [\"http1\", \"h2\"]\n", "test.toml:3:23: \"h2\" needs tls = true: it is negotiated by TLS ALPN; use \"h2c\" for HTTP/2 over cleartext"),
+        (
+            "[admin]\nlisten = \"::1:80\"\n",
+            "test.toml:2:10: bad address \"::1:80\": expected IP:PORT, as in \"127.0.0.1:8080\" or \"[::1]:8080\"",
+        ),
+        (
+            "[[listen]]\naddress = \"127.0.0.1:443\"\ntls = true\n",
+            "test.toml:3:7: tls = true needs at least one [[certificate]]",
+        ),
+        (
+            "[[listen]]\naddress = \"127.0.0.1:80\"\nprotocols = [\"http1\", \"h2\"]\n",
+            "test.toml:3:23: \"h2\" needs tls = true: it is negotiated by TLS ALPN; use \"h2c\" for HTTP/2 over cleartext",
+        ),
         (
             "[[certificate]]\nhosts = [\"a.test\"]\nself_signed = true\n[[listen]]\naddress = \"127.0.0.1:443\"\ntls = true\nprotocols = [\"h2c\"]\n",
             "test.toml:7:14: \"h2c\" is HTTP/2 over cleartext; a tls listener offers \"h2\"",
         ),
-        ("[[listen]]\naddress = \"127.0.0.1:80\"\nprotocols = [\"http1\", \"h3\"]\n", "test.toml:3:23: unknown protocol \"h3\": use http1, h2c or h2"),
-        ("[[listen]]\naddress = \"127.0.0.1:80\"\nprotocols = [\"http1\", \"http1\"]\n", "test.toml:3:23: protocol \"http1\" is listed twice"),
-        ("[[listen]]\naddress = \"127.0.0.1:80\"\nprotocols = []\n", "test.toml:3:13: protocols is empty: list at least one of http1, h2c, h2"),
+        (
+            "[[listen]]\naddress = \"127.0.0.1:80\"\nprotocols = [\"http1\", \"h3\"]\n",
+            "test.toml:3:23: unknown protocol \"h3\": use http1, h2c or h2",
+        ),
+        (
+            "[[listen]]\naddress = \"127.0.0.1:80\"\nprotocols = [\"http1\", \"http1\"]\n",
+            "test.toml:3:23: protocol \"http1\" is listed twice",
+        ),
+        (
+            "[[listen]]\naddress = \"127.0.0.1:80\"\nprotocols = []\n",
+            "test.toml:3:13: protocols is empty: list at least one of http1, h2c, h2",
+        ),
     ]);
 }
 
@@ -124,7 +241,11 @@ fn listeners() {
 fn no_listener() {
     let expected = "test.toml:1:1: no [[listen]] section: Squall needs at least one address to accept connections on";
     for text in ["", "[server]\n", "# nothing\n"] {
-        assert_eq!(parse(text, "test.toml").unwrap_err().to_string(), expected, "{text:?}");
+        assert_eq!(
+            parse(text, "test.toml").unwrap_err().to_string(),
+            expected,
+            "{text:?}"
+        );
     }
 }
 
@@ -135,15 +256,42 @@ fn certificates() {
             "[[certificate]]\nhosts = [\"a.test\"]\ncert = \"a.pem\"\nkey = \"a.key\"\nself_signed = true\n",
             "test.toml:5:15: self_signed = true cannot be combined with cert and key; use one",
         ),
-        ("[[certificate]]\nhosts = [\"a.test\"]\n", "test.toml:1:1: certificate needs cert and key, or self_signed = true"),
-        ("[[certificate]]\nhosts = [\"a.test\"]\nself_signed = false\n", "test.toml:1:1: certificate needs cert and key, or self_signed = true"),
-        ("[[certificate]]\nhosts = [\"a.test\"]\ncert = \"a.pem\"\n", "test.toml:3:8: cert without key: give both, or self_signed = true"),
-        ("[[certificate]]\nhosts = [\"a.test\"]\nkey = \"a.key\"\n", "test.toml:3:7: key without cert: give both, or self_signed = true"),
-        ("[[certificate]]\nhosts = [\"a.test\"]\ncert = \"\"\nkey = \"a.key\"\n", "test.toml:3:8: cert is an empty path"),
-        ("[[certificate]]\nself_signed = true\n", "test.toml:1:1: certificate has no hosts: list its names, as in hosts = [\"example.test\"]"),
-        ("[[certificate]]\nhosts = []\nself_signed = true\n", "test.toml:2:9: hosts is empty: list the certificate's names"),
-        ("[[certificate]]\nhosts = [\"*\"]\nself_signed = true\n", "test.toml:2:10: bad host \"*\": the first [[certificate]] is already the default"),
-        ("[[certificate]]\nhosts = [\"a.test:443\"]\nself_signed = true\n", "test.toml:2:10: bad host \"a.test:443\": hosts are matched without the port; remove \":PORT\""),
+        (
+            "[[certificate]]\nhosts = [\"a.test\"]\n",
+            "test.toml:1:1: certificate needs cert and key, or self_signed = true",
+        ),
+        (
+            "[[certificate]]\nhosts = [\"a.test\"]\nself_signed = false\n",
+            "test.toml:1:1: certificate needs cert and key, or self_signed = true",
+        ),
+        (
+            "[[certificate]]\nhosts = [\"a.test\"]\ncert = \"a.pem\"\n",
+            "test.toml:3:8: cert without key: give both, or self_signed = true",
+        ),
+        (
+            "[[certificate]]\nhosts = [\"a.test\"]\nkey = \"a.key\"\n",
+            "test.toml:3:7: key without cert: give both, or self_signed = true",
+        ),
+        (
+            "[[certificate]]\nhosts = [\"a.test\"]\ncert = \"\"\nkey = \"a.key\"\n",
+            "test.toml:3:8: cert is an empty path",
+        ),
+        (
+            "[[certificate]]\nself_signed = true\n",
+            "test.toml:1:1: certificate has no hosts: list its names, as in hosts = [\"example.test\"]",
+        ),
+        (
+            "[[certificate]]\nhosts = []\nself_signed = true\n",
+            "test.toml:2:9: hosts is empty: list the certificate's names",
+        ),
+        (
+            "[[certificate]]\nhosts = [\"*\"]\nself_signed = true\n",
+            "test.toml:2:10: bad host \"*\": the first [[certificate]] is already the default",
+        ),
+        (
+            "[[certificate]]\nhosts = [\"a.test:443\"]\nself_signed = true\n",
+            "test.toml:2:10: bad host \"a.test:443\": hosts are matched without the port; remove \":PORT\"",
+        ),
         (
             "[[certificate]]\nhosts = [\"a.test\"]\nself_signed = true\n[[certificate]]\nhosts = [\"b.test\", \"A.test\"]\nself_signed = true\n",
             "test.toml:5:20: host \"a.test\" already has the [[certificate]] at line 1",
@@ -155,15 +303,42 @@ fn certificates() {
 fn limits_and_cache() {
     let units = "use KiB, MiB or GiB (powers of 1024), or a plain number of bytes";
     check(&[
-        ("[limits]\nheader_bytes_max = \"16KB\"\n", &format!("test.toml:2:20: header_bytes_max: unknown size unit \"KB\": {units}")),
-        ("[limits]\nbody_bytes_max = -1\n", "test.toml:2:18: body_bytes_max: size must not be negative"),
-        ("[limits]\nuri_bytes_max = 0\n", "test.toml:2:17: uri_bytes_max must be more than 0"),
-        ("[limits]\nheader_timeout = \"0s\"\n", "test.toml:2:18: header_timeout must be longer than 0"),
-        ("[limits]\nidle_timeout = \"1.5m\"\n", "test.toml:2:16: idle_timeout: fractions are not supported; use a smaller unit, as in \"1500ms\""),
-        ("[limits]\nrequest_rate = 0\n", "test.toml:2:16: request_rate must be at least 1, not 0"),
-        ("[limits]\nrequest_burst = 10\n", "test.toml:2:17: request_burst needs request_rate"),
-        ("[limits]\nconnections_per_ip_max = 5000000000\n", "test.toml:2:26: connections_per_ip_max must be at least 1, not 5000000000"),
-        ("[cache]\nmemory = [1]\n", "test.toml:2:10: memory: expected a size such as \"16KiB\" or a number of bytes, found array"),
+        (
+            "[limits]\nheader_bytes_max = \"16KB\"\n",
+            &format!("test.toml:2:20: header_bytes_max: unknown size unit \"KB\": {units}"),
+        ),
+        (
+            "[limits]\nbody_bytes_max = -1\n",
+            "test.toml:2:18: body_bytes_max: size must not be negative",
+        ),
+        (
+            "[limits]\nuri_bytes_max = 0\n",
+            "test.toml:2:17: uri_bytes_max must be more than 0",
+        ),
+        (
+            "[limits]\nheader_timeout = \"0s\"\n",
+            "test.toml:2:18: header_timeout must be longer than 0",
+        ),
+        (
+            "[limits]\nidle_timeout = \"1.5m\"\n",
+            "test.toml:2:16: idle_timeout: fractions are not supported; use a smaller unit, as in \"1500ms\"",
+        ),
+        (
+            "[limits]\nrequest_rate = 0\n",
+            "test.toml:2:16: request_rate must be at least 1, not 0",
+        ),
+        (
+            "[limits]\nrequest_burst = 10\n",
+            "test.toml:2:17: request_burst needs request_rate",
+        ),
+        (
+            "[limits]\nconnections_per_ip_max = 5000000000\n",
+            "test.toml:2:26: connections_per_ip_max must be at least 1, not 5000000000",
+        ),
+        (
+            "[cache]\nmemory = [1]\n",
+            "test.toml:2:10: memory: expected a size such as \"16KiB\" or a number of bytes, found array",
+        ),
         (
             "[cache]\npurge_allow = [\"127.0.0.1/32\", \"10.0.0.1/8\", \"::1/200\"]\n",
             "test.toml:2:32: bad network \"10.0.0.1/8\": host bits are set; did you mean \"10.0.0.0/8\"?\n\
@@ -177,13 +352,27 @@ fn upstreams() {
     let servers = "servers = [{ address = \"127.0.0.1:9000\" }]";
     check(&[
         (
-            &format!("[[upstream]]\nname = \"app\"\n{servers}\n[[upstream]]\nname = \"app\"\n{servers}\n"),
+            &format!(
+                "[[upstream]]\nname = \"app\"\n{servers}\n[[upstream]]\nname = \"app\"\n{servers}\n"
+            ),
             "test.toml:5:8: upstream \"app\" is already defined at line 1",
         ),
-        ("[[upstream]]\nname = \"my app\"\nservers = [{ address = \"127.0.0.1:9000\" }]\n", "test.toml:2:8: bad upstream name \"my app\": use letters, digits, \"_\", \"-\" and \".\""),
-        ("[[upstream]]\nname = \"app\"\nservers = []\n", "test.toml:3:11: upstream \"app\" has no servers"),
-        ("[[upstream]]\nname = \"app\"\nservers = [{ address = \"127.0.0.1:9000\", weight = 0 }]\n", "test.toml:3:51: weight must be from 1 to 1000, not 0"),
-        ("[[upstream]]\nname = \"app\"\nservers = [{ address = \"127.0.0.1:0\" }]\n", "test.toml:3:24: bad address \"127.0.0.1:0\": port 0"),
+        (
+            "[[upstream]]\nname = \"my app\"\nservers = [{ address = \"127.0.0.1:9000\" }]\n",
+            "test.toml:2:8: bad upstream name \"my app\": use letters, digits, \"_\", \"-\" and \".\"",
+        ),
+        (
+            "[[upstream]]\nname = \"app\"\nservers = []\n",
+            "test.toml:3:11: upstream \"app\" has no servers",
+        ),
+        (
+            "[[upstream]]\nname = \"app\"\nservers = [{ address = \"127.0.0.1:9000\", weight = 0 }]\n",
+            "test.toml:3:51: weight must be from 1 to 1000, not 0",
+        ),
+        (
+            "[[upstream]]\nname = \"app\"\nservers = [{ address = \"127.0.0.1:0\" }]\n",
+            "test.toml:3:24: bad address \"127.0.0.1:0\": port 0",
+        ),
         (
             "[[upstream]]\nname = \"app\"\nservers = [{ address = \"127.0.0.1:1\" }, { address = \"127.0.0.1:1\" }]\n",
             "test.toml:3:53: server 127.0.0.1:1 is listed twice",
@@ -192,9 +381,14 @@ fn upstreams() {
             &format!("[[upstream]]\nname = \"app\"\n{servers}\nbalance = \"random\"\n"),
             "test.toml:4:11: unknown balance \"random\": use round_robin, weighted, consistent_hash or least_conn",
         ),
-        (&format!("[[upstream]]\nname = \"app\"\n{servers}\nconnect_timeout = \"0ms\"\n"), "test.toml:4:19: connect_timeout must be longer than 0"),
         (
-            &format!("[[upstream]]\nname = \"app\"\n{servers}\nhealth_check = {{ path = \"healthz\", fails = 0 }}\n"),
+            &format!("[[upstream]]\nname = \"app\"\n{servers}\nconnect_timeout = \"0ms\"\n"),
+            "test.toml:4:19: connect_timeout must be longer than 0",
+        ),
+        (
+            &format!(
+                "[[upstream]]\nname = \"app\"\n{servers}\nhealth_check = {{ path = \"healthz\", fails = 0 }}\n"
+            ),
             "test.toml:4:25: health_check path must start with \"/\"\n\
              test.toml:4:44: fails must be from 1 to 100, not 0",
         ),
@@ -204,12 +398,21 @@ fn upstreams() {
 #[test]
 fn vhosts() {
     check(&[
-        ("[[vhost]]\nhosts = []\n", "test.toml:2:9: hosts is empty: list names, or [\"*\"] for the default vhost"),
+        (
+            "[[vhost]]\nhosts = []\n",
+            "test.toml:2:9: hosts is empty: list names, or [\"*\"] for the default vhost",
+        ),
         (
             "[[vhost]]\nhosts = [\"a..test\"]\n",
             "test.toml:2:10: bad host \"a..test\": use a name such as \"example.test\", a wildcard such as \"*.example.test\", or \"*\"",
         ),
-        ("[[vhost]]\n[[vhost]]\n", "test.toml:2:1: host \"*\" is already served by the [[vhost]] at line 1"),
-        ("[[vhost]]\nhosts = [\"a.test\"]\n[[vhost]]\nhosts = [\"*\", \"A.TEST\"]\n", "test.toml:4:15: host \"a.test\" is already served by the [[vhost]] at line 1"),
+        (
+            "[[vhost]]\n[[vhost]]\n",
+            "test.toml:2:1: host \"*\" is already served by the [[vhost]] at line 1",
+        ),
+        (
+            "[[vhost]]\nhosts = [\"a.test\"]\n[[vhost]]\nhosts = [\"*\", \"A.TEST\"]\n",
+            "test.toml:4:15: host \"a.test\" is already served by the [[vhost]] at line 1",
+        ),
     ]);
 }

@@ -15,7 +15,10 @@ fn addr(s: &str) -> SocketAddr {
 }
 
 fn header(name: &'static str, value: &'static str) -> (HeaderName, HeaderValue) {
-    (HeaderName::from_static(name), HeaderValue::from_static(value))
+    (
+        HeaderName::from_static(name),
+        HeaderValue::from_static(value),
+    )
 }
 
 fn secs(n: u64) -> Duration {
@@ -44,11 +47,24 @@ fn contract_example_parses() {
         Err(e) => panic!("{e}"),
     };
     let expected = Config {
-        server: Server { workers: Workers::Auto, drain_timeout: secs(10) },
-        admin: Some(Admin { listen: addr("127.0.0.1:9901") }),
+        server: Server {
+            workers: Workers::Auto,
+            drain_timeout: secs(10),
+        },
+        admin: Some(Admin {
+            listen: addr("127.0.0.1:9901"),
+        }),
         listen: vec![
-            Listen { address: addr("127.0.0.1:8080"), tls: false, protocols: vec![Protocol::Http1, Protocol::H2c] },
-            Listen { address: addr("127.0.0.1:8443"), tls: true, protocols: vec![Protocol::H2, Protocol::Http1] },
+            Listen {
+                address: addr("127.0.0.1:8080"),
+                tls: false,
+                protocols: vec![Protocol::Http1, Protocol::H2c],
+            },
+            Listen {
+                address: addr("127.0.0.1:8443"),
+                tls: true,
+                protocols: vec![Protocol::H2, Protocol::Http1],
+            },
         ],
         certificate: vec![Certificate {
             hosts: vec!["example.test".into(), "*.example.test".into()],
@@ -61,7 +77,10 @@ fn contract_example_parses() {
         cache: Cache::default(),
         upstream: vec![Upstream {
             name: "app".into(),
-            servers: vec![UpstreamServer { address: addr("127.0.0.1:9000"), weight: 1 }],
+            servers: vec![UpstreamServer {
+                address: addr("127.0.0.1:9000"),
+                weight: 1,
+            }],
             balance: Balance::RoundRobin,
             connect_timeout: secs(2),
             response_timeout: secs(30),
@@ -80,7 +99,12 @@ fn contract_example_parses() {
                 ),
                 Route {
                     cache: true,
-                    ..route(RouteMatch::Prefix("/".into()), Action::Proxy { upstream: "app".into() })
+                    ..route(
+                        RouteMatch::Prefix("/".into()),
+                        Action::Proxy {
+                            upstream: "app".into(),
+                        },
+                    )
                 },
             ],
         }],
@@ -92,9 +116,16 @@ fn contract_example_parses() {
 fn defaults_of_a_minimal_file() {
     let config = parse("[[listen]]\naddress = \"[::1]:80\"\n", "min.toml").unwrap();
     let expected = Config {
-        server: Server { workers: Workers::Auto, drain_timeout: secs(10) },
+        server: Server {
+            workers: Workers::Auto,
+            drain_timeout: secs(10),
+        },
         admin: None,
-        listen: vec![Listen { address: addr("[::1]:80"), tls: false, protocols: vec![Protocol::Http1, Protocol::H2c] }],
+        listen: vec![Listen {
+            address: addr("[::1]:80"),
+            tls: false,
+            protocols: vec![Protocol::Http1, Protocol::H2c],
+        }],
         certificate: Vec::new(),
         limits: Limits {
             header_bytes_max: 16 * 1024,
@@ -106,7 +137,10 @@ fn defaults_of_a_minimal_file() {
             request_burst: None,
             connections_per_ip_max: None,
         },
-        cache: Cache { memory: 1 << 30, purge_allow: vec!["127.0.0.1/32".parse().unwrap(), "::1/128".parse().unwrap()] },
+        cache: Cache {
+            memory: 1 << 30,
+            purge_allow: vec!["127.0.0.1/32".parse().unwrap(), "::1/128".parse().unwrap()],
+        },
         upstream: Vec::new(),
         vhost: Vec::new(),
     };
@@ -188,17 +222,41 @@ fn every_option() {
         Ok(config) => config,
         Err(e) => panic!("{e}"),
     };
-    assert_eq!(config.server, Server { workers: Workers::Count(NonZeroUsize::new(4).unwrap()), drain_timeout: Duration::from_millis(1500) });
-    assert_eq!(config.admin, Some(Admin { listen: addr("[::1]:9901") }));
-    assert_eq!(config.listen, [Listen { address: addr("0.0.0.0:443"), tls: true, protocols: vec![Protocol::Http1] }]);
+    assert_eq!(
+        config.server,
+        Server {
+            workers: Workers::Count(NonZeroUsize::new(4).unwrap()),
+            drain_timeout: Duration::from_millis(1500)
+        }
+    );
+    assert_eq!(
+        config.admin,
+        Some(Admin {
+            listen: addr("[::1]:9901")
+        })
+    );
+    assert_eq!(
+        config.listen,
+        [Listen {
+            address: addr("0.0.0.0:443"),
+            tls: true,
+            protocols: vec![Protocol::Http1]
+        }]
+    );
     assert_eq!(
         config.certificate,
         [
             Certificate {
                 hosts: vec!["example.test".into()],
-                source: CertSource::Files { cert: "tls/example.pem".into(), key: "tls/example.key".into() },
+                source: CertSource::Files {
+                    cert: "tls/example.pem".into(),
+                    key: "tls/example.key".into()
+                },
             },
-            Certificate { hosts: vec!["*.demo.test".into(), "127.0.0.1".into()], source: CertSource::SelfSigned },
+            Certificate {
+                hosts: vec!["*.demo.test".into(), "127.0.0.1".into()],
+                source: CertSource::SelfSigned
+            },
         ]
     );
     assert_eq!(
@@ -214,24 +272,54 @@ fn every_option() {
             connections_per_ip_max: Some(100),
         }
     );
-    let purge: Vec<String> = config.cache.purge_allow.iter().map(ToString::to_string).collect();
-    assert_eq!((config.cache.memory, purge), (256 << 20, vec!["10.0.0.0/8".into(), "192.0.2.7/32".into(), "fd00::/8".into()]));
+    let purge: Vec<String> = config
+        .cache
+        .purge_allow
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        (config.cache.memory, purge),
+        (
+            256 << 20,
+            vec![
+                "10.0.0.0/8".into(),
+                "192.0.2.7/32".into(),
+                "fd00::/8".into()
+            ]
+        )
+    );
     assert_eq!(
         config.upstream,
         [Upstream {
             name: "app".into(),
             servers: vec![
-                UpstreamServer { address: addr("127.0.0.1:9000"), weight: 1 },
-                UpstreamServer { address: addr("[::1]:9001"), weight: 3 },
+                UpstreamServer {
+                    address: addr("127.0.0.1:9000"),
+                    weight: 1
+                },
+                UpstreamServer {
+                    address: addr("[::1]:9001"),
+                    weight: 3
+                },
             ],
             balance: Balance::LeastConn,
             connect_timeout: secs(5),
             response_timeout: secs(60),
-            health_check: Some(HealthCheck { path: "/healthz".into(), interval: secs(2), fails: 5, passes: 1 }),
+            health_check: Some(HealthCheck {
+                path: "/healthz".into(),
+                interval: secs(2),
+                fails: 5,
+                passes: 1
+            }),
         }]
     );
     let proxied = Route {
-        methods: Some(vec![Method::GET, Method::HEAD, Method::from_bytes(b"M-SEARCH").unwrap()]),
+        methods: Some(vec![
+            Method::GET,
+            Method::HEAD,
+            Method::from_bytes(b"M-SEARCH").unwrap(),
+        ]),
         headers: vec![header("x-canary", "1")],
         cache: true,
         cache_ttl: Some(secs(60)),
@@ -239,24 +327,44 @@ fn every_option() {
             set: vec![header("x-forwarded-proto", "https")],
             remove: vec![HeaderName::from_static("x-debug")],
         },
-        response_headers: HeaderEdits { set: vec![header("x-cache-node", "edge-1")], remove: Vec::new() },
-        ..route(RouteMatch::Template("/users/{name}/orders".into()), Action::Proxy { upstream: "app".into() })
+        response_headers: HeaderEdits {
+            set: vec![header("x-cache-node", "edge-1")],
+            remove: Vec::new(),
+        },
+        ..route(
+            RouteMatch::Template("/users/{name}/orders".into()),
+            Action::Proxy {
+                upstream: "app".into(),
+            },
+        )
     };
-    let redirect = Action::Redirect { status: StatusCode::MOVED_PERMANENTLY, location: "https://$host$request_uri".into() };
+    let redirect = Action::Redirect {
+        status: StatusCode::MOVED_PERMANENTLY,
+        location: "https://$host$request_uri".into(),
+    };
     let expected_vhosts = [
         Vhost {
             hosts: vec!["example.test".into(), "*.example.test".into()],
             routes: vec![
                 proxied,
                 route(RouteMatch::Regex("^/v[0-9]+/".into()), redirect),
-                route(RouteMatch::Prefix("/admin/".into()), Action::Block { status: StatusCode::FORBIDDEN }),
+                route(
+                    RouteMatch::Prefix("/admin/".into()),
+                    Action::Block {
+                        status: StatusCode::FORBIDDEN,
+                    },
+                ),
             ],
         },
         Vhost {
             hosts: vec!["*".into()],
             routes: vec![route(
                 RouteMatch::Exact("/teapot".into()),
-                Action::Respond { status: StatusCode::IM_A_TEAPOT, body: String::new(), headers: Vec::new() },
+                Action::Respond {
+                    status: StatusCode::IM_A_TEAPOT,
+                    body: String::new(),
+                    headers: Vec::new(),
+                },
             )],
         },
     ];
@@ -267,7 +375,13 @@ fn every_option() {
 fn redirect_status_defaults_to_302() {
     let text = "[[listen]]\naddress = \"127.0.0.1:80\"\n[[vhost]]\nroute = [{ prefix = \"/\", redirect = { location = \"/x\" } }]\n";
     let config = parse(text, "t.toml").unwrap();
-    assert_eq!(config.vhost[0].routes[0].action, Action::Redirect { status: StatusCode::FOUND, location: "/x".into() });
+    assert_eq!(
+        config.vhost[0].routes[0].action,
+        Action::Redirect {
+            status: StatusCode::FOUND,
+            location: "/x".into()
+        }
+    );
 }
 
 #[test]
@@ -277,11 +391,17 @@ fn load_resolves_relative_certificate_paths() {
     let path = dir.join("squall.toml");
     std::fs::write(&path, ALL_OPTIONS).unwrap();
     let config = load(&path).unwrap();
-    let expected = CertSource::Files { cert: dir.join("tls/example.pem"), key: dir.join("tls/example.key") };
+    let expected = CertSource::Files {
+        cert: dir.join("tls/example.pem"),
+        key: dir.join("tls/example.key"),
+    };
     assert_eq!(config.certificate[0].source, expected);
     // `parse` has no directory to resolve against and leaves them as written.
     let parsed = parse(ALL_OPTIONS, "squall.toml").unwrap();
-    let as_written = CertSource::Files { cert: "tls/example.pem".into(), key: "tls/example.key".into() };
+    let as_written = CertSource::Files {
+        cert: "tls/example.pem".into(),
+        key: "tls/example.key".into(),
+    };
     assert_eq!(parsed.certificate[0].source, as_written);
 }
 
@@ -289,7 +409,10 @@ fn load_resolves_relative_certificate_paths() {
 fn load_reports_an_unreadable_file() {
     let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("squall-config-missing/none.toml");
     let error = load(&path).unwrap_err();
-    let expected = format!("{}: cannot read: No such file or directory (os error 2)", path.display());
+    let expected = format!(
+        "{}: cannot read: No such file or directory (os error 2)",
+        path.display()
+    );
     assert_eq!(error.to_string(), expected);
     assert_eq!((error.0[0].line, error.0[0].col), (0, 0));
 }

@@ -21,7 +21,9 @@ fn check(cases: &[(&str, &str)]) {
     for (case, expected) in cases {
         let actual = errors(case);
         if actual != *expected {
-            failures.push(format!("case:\n{case}\nexpected:\n{expected}\nactual:\n{actual}\n"));
+            failures.push(format!(
+                "case:\n{case}\nexpected:\n{expected}\nactual:\n{actual}\n"
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -30,42 +32,105 @@ fn check(cases: &[(&str, &str)]) {
 #[test]
 fn matchers() {
     check(&[
-        ("[[vhost.route]]\nexact = \"/\"\nprefix = \"/\"\nblock = 403\n", "test.toml:4:10: route has both exact and prefix: give one path match"),
-        ("[[vhost.route]]\nblock = 403\n", "test.toml:2:1: route has no path match: give one of exact, prefix, regex or template"),
-        ("route = [{ block = 403 }]\n", "test.toml:2:10: route has no path match: give one of exact, prefix, regex or template"),
-        ("[[vhost.route]]\nexact = \"index.html\"\nblock = 403\n", "test.toml:3:9: bad exact \"index.html\": a path starts with \"/\""),
-        ("[[vhost.route]]\nprefix = \"/a?b=1\"\nblock = 403\n", "test.toml:3:10: bad prefix \"/a?b=1\": paths are matched without the query: remove \"?...\""),
-        ("[[vhost.route]]\nregex = \"^/v[0-9+/\"\nblock = 403\n", "test.toml:3:9: bad regex \"^/v[0-9+/\": unclosed character class"),
-        ("[[vhost.route]]\ntemplate = \"/users/{name/orders\"\nblock = 403\n", "test.toml:3:12: bad template \"/users/{name/orders\": segment \"{name\" has unbalanced braces"),
-        ("[[vhost.route]]\ntemplate = \"/users/name}\"\nblock = 403\n", "test.toml:3:12: bad template \"/users/name}\": segment \"name}\" has unbalanced braces"),
+        (
+            "[[vhost.route]]\nexact = \"/\"\nprefix = \"/\"\nblock = 403\n",
+            "test.toml:4:10: route has both exact and prefix: give one path match",
+        ),
+        (
+            "[[vhost.route]]\nblock = 403\n",
+            "test.toml:2:1: route has no path match: give one of exact, prefix, regex or template",
+        ),
+        (
+            "route = [{ block = 403 }]\n",
+            "test.toml:2:10: route has no path match: give one of exact, prefix, regex or template",
+        ),
+        (
+            "[[vhost.route]]\nexact = \"index.html\"\nblock = 403\n",
+            "test.toml:3:9: bad exact \"index.html\": a path starts with \"/\"",
+        ),
+        (
+            "[[vhost.route]]\nprefix = \"/a?b=1\"\nblock = 403\n",
+            "test.toml:3:10: bad prefix \"/a?b=1\": paths are matched without the query: remove \"?...\"",
+        ),
+        (
+            "[[vhost.route]]\nregex = \"^/v[0-9+/\"\nblock = 403\n",
+            "test.toml:3:9: bad regex \"^/v[0-9+/\": unclosed character class",
+        ),
+        (
+            "[[vhost.route]]\ntemplate = \"/users/{name/orders\"\nblock = 403\n",
+            "test.toml:3:12: bad template \"/users/{name/orders\": segment \"{name\" has unbalanced braces",
+        ),
+        (
+            "[[vhost.route]]\ntemplate = \"/users/name}\"\nblock = 403\n",
+            "test.toml:3:12: bad template \"/users/name}\": segment \"name}\" has unbalanced braces",
+        ),
         (
             "[[vhost.route]]\nexact = \"/\"\nblock = 403\n[[vhost.route]]\nexact = \"/\"\nblock = 404\n",
             "test.toml:5:1: route can never match: the route at line 2 has the same path match",
         ),
         // A condition makes the second route reachable.
-        ("[[vhost.route]]\nexact = \"/\"\nblock = 403\n[[vhost.route]]\nexact = \"/\"\nmethods = [\"POST\"]\nblock = 405\n", "(parsed)"),
+        (
+            "[[vhost.route]]\nexact = \"/\"\nblock = 403\n[[vhost.route]]\nexact = \"/\"\nmethods = [\"POST\"]\nblock = 405\n",
+            "(parsed)",
+        ),
     ]);
 }
 
 #[test]
 fn actions() {
     check(&[
-        ("[[vhost.route]]\nexact = \"/\"\n", "test.toml:2:1: route has no action: give one of respond, redirect, block or proxy"),
-        ("[[vhost.route]]\nexact = \"/\"\nblock = 403\nproxy = \"app\"\n", "test.toml:5:9: route has both block and proxy: give one action"),
-        ("[[vhost.route]]\nexact = \"/\"\nrespond = {}\nredirect = { location = \"/\" }\n", "test.toml:5:12: route has both respond and redirect: give one action"),
-        ("[[vhost.route]]\nexact = \"/\"\nproxy = \"ap\"\n", "test.toml:4:9: unknown upstream \"ap\"; defined: \"app\""),
-        ("[[vhost.route]]\nexact = \"/\"\nrespond = { status = 101 }\n", "test.toml:4:22: respond status 101 is not allowed: use 200 to 599"),
-        ("[[vhost.route]]\nexact = \"/\"\nrespond = { status = 600 }\n", "test.toml:4:22: respond status 600 is not allowed: use 200 to 599"),
-        ("[[vhost.route]]\nexact = \"/\"\nrespond = { status = 204, body = \"x\" }\n", "test.toml:4:11: a 204 response cannot have a body"),
-        ("[[vhost.route]]\nexact = \"/\"\nredirect = { status = 300, location = \"/\" }\n", "test.toml:4:23: redirect status 300 is not allowed: use 301, 302, 303, 307 or 308"),
+        (
+            "[[vhost.route]]\nexact = \"/\"\n",
+            "test.toml:2:1: route has no action: give one of respond, redirect, block or proxy",
+        ),
+        (
+            "[[vhost.route]]\nexact = \"/\"\nblock = 403\nproxy = \"app\"\n",
+            "test.toml:5:9: route has both block and proxy: give one action",
+        ),
+        (
+            "[[vhost.route]]\nexact = \"/\"\nrespond = {}\nredirect = { location = \"/\" }\n",
+            "test.toml:5:12: route has both respond and redirect: give one action",
+        ),
+        (
+            "[[vhost.route]]\nexact = \"/\"\nproxy = \"ap\"\n",
+            "test.toml:4:9: unknown upstream \"ap\"; defined: \"app\"",
+        ),
+        (
+            "[[vhost.route]]\nexact = \"/\"\nrespond = { status = 101 }\n",
+            "test.toml:4:22: respond status 101 is not allowed: use 200 to 599",
+        ),
+        (
+            "[[vhost.route]]\nexact = \"/\"\nrespond = { status = 600 }\n",
+            "test.toml:4:22: respond status 600 is not allowed: use 200 to 599",
+        ),
+        (
+            "[[vhost.route]]\nexact = \"/\"\nrespond = { status = 204, body = \"x\" }\n",
+            "test.toml:4:11: a 204 response cannot have a body",
+        ),
+        (
+            "[[vhost.route]]\nexact = \"/\"\nredirect = { status = 300, location = \"/\" }\n",
+            "test.toml:4:23: redirect status 300 is not allowed: use 301, 302, 303, 307 or 308",
+        ),
         (
             "[[vhost.route]]\nexact = \"/\"\nredirect = { location = \"https://$hostname/\" }\n",
-            "test.toml:4:25: bad location \"https://$hostname/\": unknown variable \"$hostname\": use $scheme, $host, $request_uri, $uri, $args",
+            "test.toml:4:25: bad location \"https://$hostname/\": unknown variable \"$hostname\": use $scheme, $host, $request_uri, $uri",
         ),
-        ("[[vhost.route]]\nexact = \"/\"\nblock = 200\n", "test.toml:4:9: block status 200 is not allowed: use 400 to 599"),
-        ("[[vhost.route]]\nexact = \"/\"\nblock = 403\ncache = true\n", "test.toml:5:9: cache = true only applies to proxy routes"),
-        ("[[vhost.route]]\nexact = \"/\"\nproxy = \"app\"\ncache_ttl = \"60s\"\n", "test.toml:5:13: cache_ttl needs cache = true"),
-        ("[[vhost.route]]\nexact = \"/\"\nproxy = \"app\"\ncache = true\ncache_ttl = \"60\"\n", "test.toml:6:13: cache_ttl: duration without a unit: use ms, s, m or h"),
+        (
+            "[[vhost.route]]\nexact = \"/\"\nblock = 200\n",
+            "test.toml:4:9: block status 200 is not allowed: use 400 to 599",
+        ),
+        (
+            "[[vhost.route]]\nexact = \"/\"\nblock = 403\ncache = true\n",
+            "test.toml:5:9: cache = true only applies to proxy routes",
+        ),
+        (
+            "[[vhost.route]]\nexact = \"/\"\nproxy = \"app\"\ncache_ttl = \"60s\"\n",
+            "test.toml:5:13: cache_ttl needs cache = true",
+        ),
+        (
+            "[[vhost.route]]\nexact = \"/\"\nproxy = \"app\"\ncache = true\ncache_ttl = \"60\"\n",
+            "test.toml:6:13: cache_ttl: duration without a unit: use ms, s, m or h",
+        ),
     ]);
 }
 
@@ -73,9 +138,18 @@ fn actions() {
 fn conditions_and_headers() {
     let route = "[[vhost.route]]\nexact = \"/\"\nblock = 403\n";
     check(&[
-        (&format!("{route}methods = [\"get\"]\n"), "test.toml:5:12: methods are case-sensitive: did you mean \"GET\"?"),
-        (&format!("{route}methods = [\"GE T\"]\n"), "test.toml:5:12: bad method \"GE T\": methods are tokens such as \"GET\" or \"M-SEARCH\" (RFC 9110 §9.1)"),
-        (&format!("{route}methods = []\n"), "test.toml:5:11: methods is empty: leave it out to match every method"),
+        (
+            &format!("{route}methods = [\"get\"]\n"),
+            "test.toml:5:12: methods are case-sensitive: did you mean \"GET\"?",
+        ),
+        (
+            &format!("{route}methods = [\"GE T\"]\n"),
+            "test.toml:5:12: bad method \"GE T\": methods are tokens such as \"GET\" or \"M-SEARCH\" (RFC 9110 §9.1)",
+        ),
+        (
+            &format!("{route}methods = []\n"),
+            "test.toml:5:11: methods is empty: leave it out to match every method",
+        ),
         (
             &format!("{route}headers = {{ \"x canary\" = \"1\" }}\n"),
             "test.toml:5:13: bad header name \"x canary\": a name is a token of letters, digits and !#$%&'*+-.^_`|~ (RFC 9110 §5.1)",
@@ -89,7 +163,9 @@ fn conditions_and_headers() {
             "test.toml:4:25: header \"content-length\" cannot be set or removed: Squall sets connection and framing headers itself",
         ),
         (
-            &format!("{route}request_headers = {{ set = {{ \"x-a\" = \"1\", \"X-A\" = \"2\" }}, remove = [\"x-a\", \"connection\"] }}\n"),
+            &format!(
+                "{route}request_headers = {{ set = {{ \"x-a\" = \"1\", \"X-A\" = \"2\" }}, remove = [\"x-a\", \"connection\"] }}\n"
+            ),
             "test.toml:5:42: header \"x-a\" is set twice\n\
              test.toml:5:67: header \"x-a\" is both set and removed\n\
              test.toml:5:74: header \"connection\" cannot be set or removed: Squall sets connection and framing headers itself",

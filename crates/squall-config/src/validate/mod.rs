@@ -50,8 +50,16 @@ pub(crate) fn config(raw: &RawConfig, r: &mut Report) -> Config {
 fn server(raw: &RawServer, r: &mut Report) -> Server {
     let defaults = Server::default();
     Server {
-        workers: raw.workers.as_ref().map_or(defaults.workers, |w| workers(w, r)),
-        drain_timeout: duration_or(r, "drain_timeout", raw.drain_timeout.as_ref(), defaults.drain_timeout),
+        workers: raw
+            .workers
+            .as_ref()
+            .map_or(defaults.workers, |w| workers(w, r)),
+        drain_timeout: duration_or(
+            r,
+            "drain_timeout",
+            raw.drain_timeout.as_ref(),
+            defaults.drain_timeout,
+        ),
     }
 }
 
@@ -65,11 +73,17 @@ fn workers(value: &Val, r: &mut Report) -> Workers {
     match count {
         Some(n) if n.get() <= WORKERS_MAX => Workers::Count(n),
         Some(_) => {
-            r.error(&value.span(), format!("workers must be at most {WORKERS_MAX}"));
+            r.error(
+                &value.span(),
+                format!("workers must be at most {WORKERS_MAX}"),
+            );
             Workers::Auto
         }
         None => {
-            r.error(&value.span(), "workers must be \"auto\" or a positive integer");
+            r.error(
+                &value.span(),
+                "workers must be \"auto\" or a positive integer",
+            );
             Workers::Auto
         }
     }
@@ -77,10 +91,18 @@ fn workers(value: &Val, r: &mut Report) -> Workers {
 
 /// The admin listener may not take a client listener's address: both would bind it.
 fn admin_conflict(admin: &Admin, raw: &Str, listeners: &[Spanned<RawListen>], r: &mut Report) {
-    let clash = listeners.iter().find(|l| l.get_ref().address.get_ref().parse() == Ok(admin.listen));
+    let clash = listeners
+        .iter()
+        .find(|l| l.get_ref().address.get_ref().parse() == Ok(admin.listen));
     if let Some(listener) = clash {
         let line = r.line(&listener.span());
-        r.error(&raw.span(), format!("admin address {} is also the [[listen]] at line {line}", admin.listen));
+        r.error(
+            &raw.span(),
+            format!(
+                "admin address {} is also the [[listen]] at line {line}",
+                admin.listen
+            ),
+        );
     }
 }
 
@@ -95,16 +117,32 @@ fn listeners(raw: &[Spanned<RawListen>], have_certificate: bool, r: &mut Report)
         let line = r.line(&item.span());
         let item = item.get_ref();
         let address = socket_addr(r, &item.address).unwrap_or(NO_ADDRESS);
-        if let Some((_, first)) = seen.iter().find(|(a, _)| *a == address && address != NO_ADDRESS) {
-            r.error(&item.address.span(), format!("duplicate listen address {address} (first at line {first})"));
+        if let Some((_, first)) = seen
+            .iter()
+            .find(|(a, _)| *a == address && address != NO_ADDRESS)
+        {
+            r.error(
+                &item.address.span(),
+                format!("duplicate listen address {address} (first at line {first})"),
+            );
         }
         seen.push((address, line));
         let tls = item.tls.as_ref().is_some_and(|t| *t.get_ref());
         if let (true, false, Some(value)) = (tls, have_certificate, &item.tls) {
-            r.error(&value.span(), "tls = true needs at least one [[certificate]]");
+            r.error(
+                &value.span(),
+                "tls = true needs at least one [[certificate]]",
+            );
         }
-        let protocols = item.protocols.as_ref().map_or_else(|| Protocol::defaults(tls), |p| protocols(p, tls, r));
-        listen.push(Listen { address, tls, protocols });
+        let protocols = item
+            .protocols
+            .as_ref()
+            .map_or_else(|| Protocol::defaults(tls), |p| protocols(p, tls, r));
+        listen.push(Listen {
+            address,
+            tls,
+            protocols,
+        });
     }
     listen
 }
@@ -112,14 +150,20 @@ fn listeners(raw: &[Spanned<RawListen>], have_certificate: bool, r: &mut Report)
 /// A listener's protocol list: known names, no repeats, and each fit for `tls` or cleartext.
 fn protocols(raw: &List<String>, tls: bool, r: &mut Report) -> Vec<Protocol> {
     if raw.get_ref().is_empty() {
-        r.error(&raw.span(), "protocols is empty: list at least one of http1, h2c, h2");
+        r.error(
+            &raw.span(),
+            "protocols is empty: list at least one of http1, h2c, h2",
+        );
     }
     let mut protocols = Vec::new();
     for name in raw.get_ref() {
         let protocol = match name.get_ref().as_str() {
             "http1" => Protocol::Http1,
             "h2c" if tls => {
-                r.error(&name.span(), "\"h2c\" is HTTP/2 over cleartext; a tls listener offers \"h2\"");
+                r.error(
+                    &name.span(),
+                    "\"h2c\" is HTTP/2 over cleartext; a tls listener offers \"h2\"",
+                );
                 continue;
             }
             "h2c" => Protocol::H2c,
@@ -130,12 +174,18 @@ fn protocols(raw: &List<String>, tls: bool, r: &mut Report) -> Vec<Protocol> {
             }
             "h2" => Protocol::H2,
             other => {
-                r.error(&name.span(), format!("unknown protocol {other:?}: use http1, h2c or h2"));
+                r.error(
+                    &name.span(),
+                    format!("unknown protocol {other:?}: use http1, h2c or h2"),
+                );
                 continue;
             }
         };
         if protocols.contains(&protocol) {
-            r.error(&name.span(), format!("protocol {:?} is listed twice", protocol.as_str()));
+            r.error(
+                &name.span(),
+                format!("protocol {:?} is listed twice", protocol.as_str()),
+            );
         }
         protocols.push(protocol);
     }
@@ -150,32 +200,50 @@ fn certificates(raw: &[Spanned<RawCertificate>], r: &mut Report) -> Vec<Certific
         let hosts = certificate_hosts(item, r);
         for (host, span) in &hosts {
             if let Some((_, first)) = seen.iter().find(|(h, _)| h == host) {
-                r.error(span, format!("host {host:?} already has the [[certificate]] at line {first}"));
+                r.error(
+                    span,
+                    format!("host {host:?} already has the [[certificate]] at line {first}"),
+                );
             } else {
                 seen.push((host.clone(), line));
             }
         }
         let source = cert_source(item, r);
         let hosts = hosts.into_iter().map(|(host, _)| host).collect();
-        certificates.push(Certificate { hosts, source: source.unwrap_or(CertSource::SelfSigned) });
+        certificates.push(Certificate {
+            hosts,
+            source: source.unwrap_or(CertSource::SelfSigned),
+        });
     }
     certificates
 }
 
 /// A certificate's host names with their spans; `*` is refused because the first
 /// certificate already serves clients whose SNI matches none.
-fn certificate_hosts(item: &Spanned<RawCertificate>, r: &mut Report) -> Vec<(String, std::ops::Range<usize>)> {
+fn certificate_hosts(
+    item: &Spanned<RawCertificate>,
+    r: &mut Report,
+) -> Vec<(String, std::ops::Range<usize>)> {
     let Some(hosts) = &item.get_ref().hosts else {
-        r.error(&item.span(), "certificate has no hosts: list its names, as in hosts = [\"example.test\"]");
+        r.error(
+            &item.span(),
+            "certificate has no hosts: list its names, as in hosts = [\"example.test\"]",
+        );
         return Vec::new();
     };
     if hosts.get_ref().is_empty() {
-        r.error(&hosts.span(), "hosts is empty: list the certificate's names");
+        r.error(
+            &hosts.span(),
+            "hosts is empty: list the certificate's names",
+        );
     }
     let mut checked = Vec::new();
     for host in hosts.get_ref() {
         if host.get_ref() == "*" {
-            r.error(&host.span(), "bad host \"*\": the first [[certificate]] is already the default");
+            r.error(
+                &host.span(),
+                "bad host \"*\": the first [[certificate]] is already the default",
+            );
         } else if let Some(name) = value::host_pattern(r, host, false) {
             checked.push((name, host.span()));
         }
@@ -190,24 +258,39 @@ fn cert_source(item: &Spanned<RawCertificate>, r: &mut Report) -> Option<CertSou
     match (&raw.cert, &raw.key, self_signed) {
         (None, None, Some(_)) => Some(CertSource::SelfSigned),
         (_, _, Some(flag)) => {
-            r.error(&flag.span(), "self_signed = true cannot be combined with cert and key; use one");
+            r.error(
+                &flag.span(),
+                "self_signed = true cannot be combined with cert and key; use one",
+            );
             None
         }
         (Some(cert), Some(key), None) => {
             let cert = path(r, "cert", cert);
             let key = path(r, "key", key);
-            Some(CertSource::Files { cert: cert?, key: key? })
+            Some(CertSource::Files {
+                cert: cert?,
+                key: key?,
+            })
         }
         (Some(cert), None, None) => {
-            r.error(&cert.span(), "cert without key: give both, or self_signed = true");
+            r.error(
+                &cert.span(),
+                "cert without key: give both, or self_signed = true",
+            );
             None
         }
         (None, Some(key), None) => {
-            r.error(&key.span(), "key without cert: give both, or self_signed = true");
+            r.error(
+                &key.span(),
+                "key without cert: give both, or self_signed = true",
+            );
             None
         }
         (None, None, None) => {
-            r.error(&item.span(), "certificate needs cert and key, or self_signed = true");
+            r.error(
+                &item.span(),
+                "certificate needs cert and key, or self_signed = true",
+            );
             None
         }
     }
@@ -223,7 +306,10 @@ fn path(r: &mut Report, key: &str, value: &Str) -> Option<PathBuf> {
 
 fn limits(raw: &RawLimits, r: &mut Report) -> Limits {
     let d = Limits::default();
-    let request_rate = raw.request_rate.as_ref().and_then(|v| int_in(r, "request_rate", v, 1..=u32::MAX));
+    let request_rate = raw
+        .request_rate
+        .as_ref()
+        .and_then(|v| int_in(r, "request_rate", v, 1..=u32::MAX));
     let request_burst = match &raw.request_burst {
         Some(burst) => {
             if raw.request_rate.is_none() {
@@ -236,30 +322,60 @@ fn limits(raw: &RawLimits, r: &mut Report) -> Limits {
     };
     let connections = raw.connections_per_ip_max.as_ref();
     Limits {
-        header_bytes_max: nonzero_size_or(r, "header_bytes_max", raw.header_bytes_max.as_ref(), d.header_bytes_max),
-        uri_bytes_max: nonzero_size_or(r, "uri_bytes_max", raw.uri_bytes_max.as_ref(), d.uri_bytes_max),
-        body_bytes_max: size_or(r, "body_bytes_max", raw.body_bytes_max.as_ref(), d.body_bytes_max),
-        header_timeout: timeout_or(r, "header_timeout", raw.header_timeout.as_ref(), d.header_timeout),
+        header_bytes_max: nonzero_size_or(
+            r,
+            "header_bytes_max",
+            raw.header_bytes_max.as_ref(),
+            d.header_bytes_max,
+        ),
+        uri_bytes_max: nonzero_size_or(
+            r,
+            "uri_bytes_max",
+            raw.uri_bytes_max.as_ref(),
+            d.uri_bytes_max,
+        ),
+        body_bytes_max: size_or(
+            r,
+            "body_bytes_max",
+            raw.body_bytes_max.as_ref(),
+            d.body_bytes_max,
+        ),
+        header_timeout: timeout_or(
+            r,
+            "header_timeout",
+            raw.header_timeout.as_ref(),
+            d.header_timeout,
+        ),
         idle_timeout: timeout_or(r, "idle_timeout", raw.idle_timeout.as_ref(), d.idle_timeout),
         request_rate,
         request_burst,
-        connections_per_ip_max: connections.and_then(|v| int_in(r, "connections_per_ip_max", v, 1..=u32::MAX)),
+        connections_per_ip_max: connections
+            .and_then(|v| int_in(r, "connections_per_ip_max", v, 1..=u32::MAX)),
     }
 }
 
 fn cache(raw: &RawCache, r: &mut Report) -> Cache {
     let memory = size_or(r, "memory", raw.memory.as_ref(), CACHE_MEMORY_DEFAULT);
     let Some(list) = &raw.purge_allow else {
-        return Cache { memory, purge_allow: Cache::purge_allow_default() };
+        return Cache {
+            memory,
+            purge_allow: Cache::purge_allow_default(),
+        };
     };
     let mut purge_allow = Vec::new();
     for item in list.get_ref() {
         match item.get_ref().parse() {
             Ok(net) => purge_allow.push(net),
-            Err(e) => r.error(&item.span(), format!("bad network {:?}: {e}", item.get_ref())),
+            Err(e) => r.error(
+                &item.span(),
+                format!("bad network {:?}: {e}", item.get_ref()),
+            ),
         }
     }
-    Cache { memory, purge_allow }
+    Cache {
+        memory,
+        purge_allow,
+    }
 }
 
 fn upstreams(raw: &[Spanned<RawUpstream>], r: &mut Report) -> Vec<Upstream> {
@@ -269,7 +385,13 @@ fn upstreams(raw: &[Spanned<RawUpstream>], r: &mut Report) -> Vec<Upstream> {
         let upstream = upstream(item.get_ref(), r);
         if let Some((_, first)) = upstreams.iter().find(|(u, _)| u.name == upstream.name) {
             let name = &item.get_ref().name;
-            r.error(&name.span(), format!("upstream {:?} is already defined at line {first}", upstream.name));
+            r.error(
+                &name.span(),
+                format!(
+                    "upstream {:?} is already defined at line {first}",
+                    upstream.name
+                ),
+            );
         }
         upstreams.push((upstream, line));
     }
@@ -280,12 +402,18 @@ fn upstream(raw: &RawUpstream, r: &mut Report) -> Upstream {
     let name = raw.name.get_ref();
     let name_ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
     if name.is_empty() || !name.chars().all(name_ok) {
-        r.error(&raw.name.span(), format!("bad upstream name {name:?}: use letters, digits, \"_\", \"-\" and \".\""));
+        r.error(
+            &raw.name.span(),
+            format!("bad upstream name {name:?}: use letters, digits, \"_\", \"-\" and \".\""),
+        );
     }
     let balance = raw.balance.as_ref().map_or(Balance::RoundRobin, |b| {
         Balance::from_name(b.get_ref()).unwrap_or_else(|| {
             let names = "round_robin, weighted, consistent_hash or least_conn";
-            r.error(&b.span(), format!("unknown balance {:?}: use {names}", b.get_ref()));
+            r.error(
+                &b.span(),
+                format!("unknown balance {:?}: use {names}", b.get_ref()),
+            );
             Balance::RoundRobin
         })
     });
@@ -293,13 +421,30 @@ fn upstream(raw: &RawUpstream, r: &mut Report) -> Upstream {
         name: name.clone(),
         servers: upstream_servers(name, &raw.servers, r),
         balance,
-        connect_timeout: timeout_or(r, "connect_timeout", raw.connect_timeout.as_ref(), CONNECT_TIMEOUT_DEFAULT),
-        response_timeout: timeout_or(r, "response_timeout", raw.response_timeout.as_ref(), RESPONSE_TIMEOUT_DEFAULT),
-        health_check: raw.health_check.as_ref().map(|h| health_check(h.get_ref(), r)),
+        connect_timeout: timeout_or(
+            r,
+            "connect_timeout",
+            raw.connect_timeout.as_ref(),
+            CONNECT_TIMEOUT_DEFAULT,
+        ),
+        response_timeout: timeout_or(
+            r,
+            "response_timeout",
+            raw.response_timeout.as_ref(),
+            RESPONSE_TIMEOUT_DEFAULT,
+        ),
+        health_check: raw
+            .health_check
+            .as_ref()
+            .map(|h| health_check(h.get_ref(), r)),
     }
 }
 
-fn upstream_servers(name: &str, raw: &List<RawUpstreamServer>, r: &mut Report) -> Vec<UpstreamServer> {
+fn upstream_servers(
+    name: &str,
+    raw: &List<RawUpstreamServer>,
+    r: &mut Report,
+) -> Vec<UpstreamServer> {
     if raw.get_ref().is_empty() {
         r.error(&raw.span(), format!("upstream {name:?} has no servers"));
     }
@@ -308,12 +453,24 @@ fn upstream_servers(name: &str, raw: &List<RawUpstreamServer>, r: &mut Report) -
         let item = item.get_ref();
         let address = socket_addr(r, &item.address).unwrap_or(NO_ADDRESS);
         if address.port() == 0 && address != NO_ADDRESS {
-            r.error(&item.address.span(), format!("bad address {:?}: port 0", item.address.get_ref()));
+            r.error(
+                &item.address.span(),
+                format!("bad address {:?}: port 0", item.address.get_ref()),
+            );
         } else if address != NO_ADDRESS && servers.iter().any(|s| s.address == address) {
-            r.error(&item.address.span(), format!("server {address} is listed twice"));
+            r.error(
+                &item.address.span(),
+                format!("server {address} is listed twice"),
+            );
         }
-        let weight = item.weight.as_ref().map_or(Some(1), |w| int_in(r, "weight", w, 1..=WEIGHT_MAX));
-        servers.push(UpstreamServer { address, weight: weight.unwrap_or(1) });
+        let weight = item
+            .weight
+            .as_ref()
+            .map_or(Some(1), |w| int_in(r, "weight", w, 1..=WEIGHT_MAX));
+        servers.push(UpstreamServer {
+            address,
+            weight: weight.unwrap_or(1),
+        });
     }
     servers
 }
@@ -323,11 +480,19 @@ fn health_check(raw: &RawHealthCheck, r: &mut Report) -> HealthCheck {
         r.error(&raw.path.span(), "health_check path must start with \"/\"");
     }
     let count = |r: &mut Report, key: &str, value: &Option<Int>, default: u32| {
-        value.as_ref().map_or(Some(default), |v| int_in(r, key, v, 1..=HEALTH_COUNT_MAX)).unwrap_or(default)
+        value
+            .as_ref()
+            .map_or(Some(default), |v| int_in(r, key, v, 1..=HEALTH_COUNT_MAX))
+            .unwrap_or(default)
     };
     HealthCheck {
         path: raw.path.get_ref().clone(),
-        interval: timeout_or(r, "interval", raw.interval.as_ref(), HEALTH_INTERVAL_DEFAULT),
+        interval: timeout_or(
+            r,
+            "interval",
+            raw.interval.as_ref(),
+            HEALTH_INTERVAL_DEFAULT,
+        ),
         fails: count(r, "fails", &raw.fails, HEALTH_FAILS_DEFAULT),
         passes: count(r, "passes", &raw.passes, HEALTH_PASSES_DEFAULT),
     }

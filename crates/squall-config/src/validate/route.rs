@@ -7,12 +7,18 @@ use std::ops::Range;
 
 use toml::Spanned;
 
-use super::value::{duration_or, editable, header_fields, header_name, header_value, host_pattern, method, status};
+use super::value::{
+    duration_or, editable, header_fields, header_name, header_value, host_pattern, method, status,
+};
 use crate::diagnostics::Report;
 use crate::model::*;
 use crate::raw::*;
 
-pub(super) fn vhosts(raw: &[Spanned<RawVhost>], upstreams: &[Upstream], r: &mut Report) -> Vec<Vhost> {
+pub(super) fn vhosts(
+    raw: &[Spanned<RawVhost>],
+    upstreams: &[Upstream],
+    r: &mut Report,
+) -> Vec<Vhost> {
     let mut seen: Vec<(String, usize)> = Vec::new();
     let mut vhosts = Vec::new();
     for item in raw {
@@ -20,13 +26,19 @@ pub(super) fn vhosts(raw: &[Spanned<RawVhost>], upstreams: &[Upstream], r: &mut 
         let hosts = vhost_hosts(item, r);
         for (host, span) in &hosts {
             if let Some((_, first)) = seen.iter().find(|(h, _)| h == host) {
-                r.error(span, format!("host {host:?} is already served by the [[vhost]] at line {first}"));
+                r.error(
+                    span,
+                    format!("host {host:?} is already served by the [[vhost]] at line {first}"),
+                );
             } else {
                 seen.push((host.clone(), line));
             }
         }
         let routes = routes(&item.get_ref().route, upstreams, r);
-        vhosts.push(Vhost { hosts: hosts.into_iter().map(|(h, _)| h).collect(), routes });
+        vhosts.push(Vhost {
+            hosts: hosts.into_iter().map(|(h, _)| h).collect(),
+            routes,
+        });
     }
     vhosts
 }
@@ -37,10 +49,15 @@ fn vhost_hosts(item: &Spanned<RawVhost>, r: &mut Report) -> Vec<(String, Range<u
         return vec![("*".to_owned(), item.span())];
     };
     if hosts.get_ref().is_empty() {
-        r.error(&hosts.span(), "hosts is empty: list names, or [\"*\"] for the default vhost");
+        r.error(
+            &hosts.span(),
+            "hosts is empty: list names, or [\"*\"] for the default vhost",
+        );
     }
-    let checked = hosts.get_ref().iter().map(|h| host_pattern(r, h, true).map(|name| (name, h.span())));
-    checked.collect::<Vec<_>>().into_iter().flatten().collect()
+    let checked = hosts.get_ref().iter();
+    checked
+        .filter_map(|h| host_pattern(r, h, true).map(|name| (name, h.span())))
+        .collect()
 }
 
 fn routes(raw: &[Spanned<RawRoute>], upstreams: &[Upstream], r: &mut Report) -> Vec<Route> {
@@ -48,10 +65,14 @@ fn routes(raw: &[Spanned<RawRoute>], upstreams: &[Upstream], r: &mut Report) -> 
     let mut unconditional: Vec<(RouteMatch, usize)> = Vec::new();
     let mut routes = Vec::new();
     for item in raw {
-        let Some(route) = route(item, upstreams, r) else { continue };
+        let Some(route) = route(item, upstreams, r) else {
+            continue;
+        };
         if route.methods.is_none() && route.headers.is_empty() {
             if let Some((_, first)) = unconditional.iter().find(|(m, _)| *m == route.matcher) {
-                let message = format!("route can never match: the route at line {first} has the same path match");
+                let message = format!(
+                    "route can never match: the route at line {first} has the same path match"
+                );
                 r.error(&item.span(), message);
             } else {
                 unconditional.push((route.matcher.clone(), r.line(&item.span())));
@@ -68,15 +89,23 @@ fn route(item: &Spanned<RawRoute>, upstreams: &[Upstream], r: &mut Report) -> Op
     let matcher = matcher(item, r);
     let action = action(item, upstreams, r);
     let cache = raw.cache.as_ref().is_some_and(|c| *c.get_ref());
-    if let (true, Some(flag), Some(false)) = (cache, &raw.cache, action.as_ref().map(Action::is_proxy)) {
+    if let (true, Some(flag), Some(false)) =
+        (cache, &raw.cache, action.as_ref().map(Action::is_proxy))
+    {
         r.error(&flag.span(), "cache = true only applies to proxy routes");
     }
-    let cache_ttl = raw.cache_ttl.as_ref().map(|ttl| duration_or(r, "cache_ttl", Some(ttl), Default::default()));
+    let cache_ttl = raw
+        .cache_ttl
+        .as_ref()
+        .map(|ttl| duration_or(r, "cache_ttl", Some(ttl), Default::default()));
     if let (Some(ttl), false) = (&raw.cache_ttl, cache) {
         r.error(&ttl.span(), "cache_ttl needs cache = true");
     }
     let methods = raw.methods.as_ref().map(|m| methods(m, r));
-    let headers = raw.headers.as_ref().map_or_else(Vec::new, |h| header_fields(r, h.get_ref(), false));
+    let headers = raw
+        .headers
+        .as_ref()
+        .map_or_else(Vec::new, |h| header_fields(r, h.get_ref(), false));
     let request_headers = header_edits(raw.request_headers.as_ref(), r);
     let response_headers = header_edits(raw.response_headers.as_ref(), r);
     Some(Route {
@@ -93,13 +122,27 @@ fn route(item: &Spanned<RawRoute>, upstreams: &[Upstream], r: &mut Report) -> Op
 
 fn matcher(item: &Spanned<RawRoute>, r: &mut Report) -> Option<RouteMatch> {
     let raw = item.get_ref();
-    let given = [("exact", &raw.exact), ("prefix", &raw.prefix), ("regex", &raw.regex), ("template", &raw.template)];
-    let given: Vec<(&str, &Str)> = given.into_iter().filter_map(|(k, v)| v.as_ref().map(|v| (k, v))).collect();
+    let given = [
+        ("exact", &raw.exact),
+        ("prefix", &raw.prefix),
+        ("regex", &raw.regex),
+        ("template", &raw.template),
+    ];
+    let given: Vec<(&str, &Str)> = given
+        .into_iter()
+        .filter_map(|(k, v)| v.as_ref().map(|v| (k, v)))
+        .collect();
     let [(kind, value)] = given[..] else {
         if let [(first, _), (second, value), ..] = given[..] {
-            r.error(&value.span(), format!("route has both {first} and {second}: give one path match"));
+            r.error(
+                &value.span(),
+                format!("route has both {first} and {second}: give one path match"),
+            );
         } else {
-            r.error(&item.span(), "route has no path match: give one of exact, prefix, regex or template");
+            r.error(
+                &item.span(),
+                "route has no path match: give one of exact, prefix, regex or template",
+            );
         }
         return None;
     };
@@ -127,15 +170,24 @@ fn action(item: &Spanned<RawRoute>, upstreams: &[Upstream], r: &mut Report) -> O
         ("block", raw.block.as_ref().map(Spanned::span)),
         ("proxy", raw.proxy.as_ref().map(Spanned::span)),
     ];
-    let given: Vec<(&str, Range<usize>)> = given.into_iter().filter_map(|(k, s)| s.map(|s| (k, s))).collect();
+    let given: Vec<(&str, Range<usize>)> = given
+        .into_iter()
+        .filter_map(|(k, s)| s.map(|s| (k, s)))
+        .collect();
     match &given[..] {
         [_] => {}
         [(first, _), (second, span), ..] => {
-            r.error(span, format!("route has both {first} and {second}: give one action"));
+            r.error(
+                span,
+                format!("route has both {first} and {second}: give one action"),
+            );
             return None;
         }
         [] => {
-            r.error(&item.span(), "route has no action: give one of respond, redirect, block or proxy");
+            r.error(
+                &item.span(),
+                "route has no action: give one of respond, redirect, block or proxy",
+            );
             return None;
         }
     }
@@ -146,7 +198,13 @@ fn action(item: &Spanned<RawRoute>, upstreams: &[Upstream], r: &mut Report) -> O
         return self::redirect(redirect.get_ref(), r);
     }
     if let Some(block) = &raw.block {
-        let status = status(r, "block", block, |c| (400..=599).contains(&c), "400 to 599")?;
+        let status = status(
+            r,
+            "block",
+            block,
+            |c| (400..=599).contains(&c),
+            "400 to 599",
+        )?;
         return Some(Action::Block { status });
     }
     let proxy = raw.proxy.as_ref()?; // Exactly one action is given, and it was none of the others.
@@ -157,67 +215,116 @@ fn respond(raw: &Spanned<RawRespond>, r: &mut Report) -> Option<Action> {
     let respond = raw.get_ref();
     let status = match &respond.status {
         None => Some(http::StatusCode::OK),
-        Some(value) => status(r, "respond", value, |c| (200..=599).contains(&c), "200 to 599"),
+        Some(value) => status(
+            r,
+            "respond",
+            value,
+            |c| (200..=599).contains(&c),
+            "200 to 599",
+        ),
     };
     let body = respond.body.clone().unwrap_or_default();
     // RFC 9110 §15.3.5 and §15.4.5: 204 and 304 responses end after the header section.
     if let Some(s @ (http::StatusCode::NO_CONTENT | http::StatusCode::NOT_MODIFIED)) = status
         && !body.is_empty()
     {
-        r.error(&raw.span(), format!("a {} response cannot have a body", s.as_u16()));
+        r.error(
+            &raw.span(),
+            format!("a {} response cannot have a body", s.as_u16()),
+        );
     }
-    let headers = respond.headers.as_ref().map_or_else(Vec::new, |h| header_fields(r, h.get_ref(), true));
-    Some(Action::Respond { status: status?, body, headers })
+    let headers = respond
+        .headers
+        .as_ref()
+        .map_or_else(Vec::new, |h| header_fields(r, h.get_ref(), true));
+    Some(Action::Respond {
+        status: status?,
+        body,
+        headers,
+    })
 }
 
 fn redirect(raw: &RawRedirect, r: &mut Report) -> Option<Action> {
     let status = match &raw.status {
         None => Some(http::StatusCode::FOUND),
-        Some(value) => status(r, "redirect", value, |c| matches!(c, 301..=303 | 307 | 308), "301, 302, 303, 307 or 308"),
+        Some(value) => status(
+            r,
+            "redirect",
+            value,
+            |c| matches!(c, 301..=303 | 307 | 308),
+            "301, 302, 303, 307 or 308",
+        ),
     };
     let location = raw.location.get_ref();
     if let Some(error) = location_error(location) {
-        r.error(&raw.location.span(), format!("bad location {location:?}: {error}"));
+        r.error(
+            &raw.location.span(),
+            format!("bad location {location:?}: {error}"),
+        );
         return None;
     }
-    Some(Action::Redirect { status: status?, location: location.clone() })
+    Some(Action::Redirect {
+        status: status?,
+        location: location.clone(),
+    })
 }
 
 fn proxy_target(proxy: &Str, upstreams: &[Upstream], r: &mut Report) -> Option<Action> {
     let name = proxy.get_ref();
     if upstreams.iter().any(|u| u.name == *name) {
-        return Some(Action::Proxy { upstream: name.clone() });
+        return Some(Action::Proxy {
+            upstream: name.clone(),
+        });
     }
     let defined: Vec<String> = upstreams.iter().map(|u| format!("{:?}", u.name)).collect();
-    let hint = if defined.is_empty() { "there is no [[upstream]]".to_owned() } else { format!("defined: {}", defined.join(", ")) };
+    let hint = if defined.is_empty() {
+        "there is no [[upstream]]".to_owned()
+    } else {
+        format!("defined: {}", defined.join(", "))
+    };
     r.error(&proxy.span(), format!("unknown upstream {name:?}; {hint}"));
     None
 }
 
 fn methods(raw: &List<String>, r: &mut Report) -> Vec<http::Method> {
     if raw.get_ref().is_empty() {
-        r.error(&raw.span(), "methods is empty: leave it out to match every method");
+        r.error(
+            &raw.span(),
+            "methods is empty: leave it out to match every method",
+        );
     }
     raw.get_ref().iter().filter_map(|m| method(r, m)).collect()
 }
 
 /// `request_headers` or `response_headers`: no name set twice, none both set and removed.
 fn header_edits(raw: Option<&Spanned<RawHeaderEdits>>, r: &mut Report) -> HeaderEdits {
-    let Some(raw) = raw else { return HeaderEdits::default() };
+    let Some(raw) = raw else {
+        return HeaderEdits::default();
+    };
     let raw = raw.get_ref();
     let mut edits = HeaderEdits::default();
     for (name, value) in raw.set.as_ref().map_or(&[][..], |s| &s.get_ref().0[..]) {
         let checked = header_name(r, name).and_then(|n| editable(r, n, name));
-        let (Some(checked), Some(value)) = (checked, header_value(r, value)) else { continue };
+        let (Some(checked), Some(value)) = (checked, header_value(r, value)) else {
+            continue;
+        };
         if edits.set.iter().any(|(n, _)| *n == checked) {
-            r.error(&name.span(), format!("header {:?} is set twice", checked.as_str()));
+            r.error(
+                &name.span(),
+                format!("header {:?} is set twice", checked.as_str()),
+            );
         }
         edits.set.push((checked, value));
     }
     for name in raw.remove.as_ref().map_or(&[][..], |l| &l.get_ref()[..]) {
-        let Some(checked) = header_name(r, name).and_then(|n| editable(r, n, name)) else { continue };
+        let Some(checked) = header_name(r, name).and_then(|n| editable(r, n, name)) else {
+            continue;
+        };
         if edits.set.iter().any(|(n, _)| *n == checked) {
-            r.error(&name.span(), format!("header {:?} is both set and removed", checked.as_str()));
+            r.error(
+                &name.span(),
+                format!("header {:?} is both set and removed", checked.as_str()),
+            );
         }
         edits.remove.push(checked);
     }
@@ -242,38 +349,63 @@ fn path_error(path: &str) -> Option<String> {
 /// Why `pattern` does not compile, if it does not, as one line: the regex crate's message is
 /// a multi-line drawing whose last line says what is wrong.
 fn regex_error(pattern: &str) -> Option<String> {
-    let error = regex::Regex::new(pattern).err()?.to_string();
-    let last = error.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("does not compile");
+    let error = match regex::Regex::new(pattern) {
+        Ok(regex) if regex.capture_names().flatten().count() > CAPTURES_MAX => {
+            return Some(format!("more than {CAPTURES_MAX} named groups"));
+        }
+        Ok(_) => return None,
+        Err(error) => error.to_string(),
+    };
+    let last = error
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("does not compile");
     Some(last.trim().trim_start_matches("error: ").to_owned())
 }
 
 /// Why `template` is not a template, if it is not. A template is '/'-separated segments, each
-/// a literal (no braces) or a whole-segment `{ident}` capture, every capture named once.
+/// literal text with at most one `{ident}` capture in it (`/users/{id}`, `/files/{name}.json`),
+/// every capture named once. The bounds are the router's: it rejects more, without a position.
 fn template_error(template: &str) -> Option<String> {
-    if !template.starts_with('/') {
+    let Some(rest) = template.strip_prefix('/') else {
         return Some("a template starts with \"/\"".to_owned());
-    }
+    };
     let mut names: Vec<&str> = Vec::new();
-    for segment in template.split('/') {
-        if !segment.contains(['{', '}']) {
-            continue;
+    for (i, segment) in rest.split('/').enumerate() {
+        if i == TEMPLATE_SEGMENTS_MAX {
+            return Some(format!("more than {TEMPLATE_SEGMENTS_MAX} segments"));
         }
-        if segment.matches('{').count() != segment.matches('}').count() {
+        let opens = segment.matches('{').count();
+        if opens != segment.matches('}').count() {
             return Some(format!("segment {segment:?} has unbalanced braces"));
         }
-        let Some(name) = segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')) else {
-            return Some(format!("segment {segment:?}: a capture is a whole segment, as in \"/users/{{name}}\""));
+        if opens > 1 {
+            return Some(format!("segment {segment:?} has more than one capture"));
+        }
+        let (Some(open), Some(close)) = (segment.find('{'), segment.find('}')) else {
+            continue;
+        };
+        let Some(name) = segment.get(open + 1..close) else {
+            return Some(format!("segment {segment:?} has unbalanced braces"));
         };
         let mut chars = name.chars();
-        let ident = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        let ident = chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
             && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
         if !ident {
-            return Some(format!("capture {segment:?}: a capture name is an identifier, as in \"{{name}}\""));
+            return Some(format!(
+                "capture {{{name}}}: a capture name is an identifier, as in {{name}}"
+            ));
         }
         if names.contains(&name) {
-            return Some(format!("capture {segment:?} appears twice"));
+            return Some(format!("capture {{{name}}} appears twice"));
         }
         names.push(name);
+    }
+    if names.len() > CAPTURES_MAX {
+        return Some(format!("more than {CAPTURES_MAX} captures"));
     }
     None
 }
@@ -285,17 +417,25 @@ fn location_error(location: &str) -> Option<String> {
         return Some("location is empty".to_owned());
     }
     if !location.is_ascii() || http::HeaderValue::from_str(location).is_err() {
-        return Some("only visible ASCII is allowed: percent-encode the rest (RFC 3986 §2.1)".to_owned());
+        return Some(
+            "only visible ASCII is allowed: percent-encode the rest (RFC 3986 §2.1)".to_owned(),
+        );
     }
     let mut rest = location;
     while let Some(dollar) = rest.find('$') {
         rest = &rest[dollar + 1..];
-        let len = rest.bytes().take_while(|b| b.is_ascii_alphanumeric() || *b == b'_').count();
+        let len = rest
+            .bytes()
+            .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_')
+            .count();
         let name = &rest[..len];
         // A '$' not followed by a name is a literal dollar sign.
         if len > 0 && !REDIRECT_VARIABLES.contains(&name) {
             let known: Vec<String> = REDIRECT_VARIABLES.iter().map(|v| format!("${v}")).collect();
-            return Some(format!("unknown variable \"${name}\": use {}", known.join(", ")));
+            return Some(format!(
+                "unknown variable \"${name}\": use {}",
+                known.join(", ")
+            ));
         }
     }
     None
@@ -307,46 +447,102 @@ mod tests {
 
     #[test]
     fn templates() {
-        for ok in ["/", "/users/{name}/orders", "/{a}/{b_2}/x", "/static/file.css", "/{_}"] {
-            assert_eq!(template_error(ok), None, "{ok}");
+        let ok = [
+            "/",
+            "/users/{name}/orders",
+            "/{a}/{b_2}/x",
+            "/static/file.css",
+            "/{_}",
+            "/files/{name}.json",
+            "/v{n}",
+        ];
+        for template in ok {
+            assert_eq!(template_error(template), None, "{template}");
         }
         let bad = [
             ("users/{name}", "a template starts with \"/\""),
             ("/users/{name", "segment \"{name\" has unbalanced braces"),
             ("/users/name}", "segment \"name}\" has unbalanced braces"),
-            ("/users/{{name}", "segment \"{{name}\" has unbalanced braces"),
-            ("/files/{name}.json", "segment \"{name}.json\": a capture is a whole segment, as in \"/users/{name}\""),
-            ("/a/{}", "capture \"{}\": a capture name is an identifier, as in \"{name}\""),
-            ("/a/{1x}", "capture \"{1x}\": a capture name is an identifier, as in \"{name}\""),
-            ("/a/{x-y}", "capture \"{x-y}\": a capture name is an identifier, as in \"{name}\""),
-            ("/{id}/{id}", "capture \"{id}\" appears twice"),
+            ("/users/}name{", "segment \"}name{\" has unbalanced braces"),
+            (
+                "/users/{{name}",
+                "segment \"{{name}\" has unbalanced braces",
+            ),
+            ("/a/{x}{y}", "segment \"{x}{y}\" has more than one capture"),
+            (
+                "/a/{}",
+                "capture {}: a capture name is an identifier, as in {name}",
+            ),
+            (
+                "/a/{1x}",
+                "capture {1x}: a capture name is an identifier, as in {name}",
+            ),
+            (
+                "/a/{x-y}",
+                "capture {x-y}: a capture name is an identifier, as in {name}",
+            ),
+            ("/{id}/{id}", "capture {id} appears twice"),
+            (
+                "/{a}/{b}/{c}/{d}/{e}/{f}/{g}/{h}/{i}",
+                "more than 8 captures",
+            ),
         ];
         for (template, error) in bad {
-            assert_eq!(template_error(template).as_deref(), Some(error), "{template}");
+            assert_eq!(
+                template_error(template).as_deref(),
+                Some(error),
+                "{template}"
+            );
         }
+        let deep = "/a".repeat(TEMPLATE_SEGMENTS_MAX);
+        assert_eq!(template_error(&deep), None);
+        assert_eq!(
+            template_error(&format!("{deep}/a")).as_deref(),
+            Some("more than 64 segments")
+        );
     }
 
     #[test]
     fn paths() {
         assert_eq!(path_error("/static/"), None);
-        assert_eq!(path_error("static/").as_deref(), Some("a path starts with \"/\""));
-        assert_eq!(path_error("/a?b").as_deref(), Some("paths are matched without the query: remove \"?...\""));
-        assert_eq!(path_error("/a b").as_deref(), Some("a path has no spaces or control characters"));
+        assert_eq!(
+            path_error("static/").as_deref(),
+            Some("a path starts with \"/\"")
+        );
+        assert_eq!(
+            path_error("/a?b").as_deref(),
+            Some("paths are matched without the query: remove \"?...\"")
+        );
+        assert_eq!(
+            path_error("/a b").as_deref(),
+            Some("a path has no spaces or control characters")
+        );
     }
 
     #[test]
     fn regexes() {
         assert_eq!(regex_error("^/v[0-9]+/"), None);
-        assert_eq!(regex_error("^/v[0-9+/").as_deref(), Some("unclosed character class"));
+        assert_eq!(
+            regex_error("^/v[0-9+/").as_deref(),
+            Some("unclosed character class")
+        );
     }
 
     #[test]
     fn locations() {
-        for ok in ["https://$host$request_uri", "/new", "$scheme://example.test$uri?$args", "/cost$"] {
+        for ok in [
+            "https://$host$request_uri",
+            "/new",
+            "$scheme://example.test$uri?a=1",
+            "/cost$",
+        ] {
             assert_eq!(location_error(ok), None, "{ok}");
         }
-        let unknown = "use $scheme, $host, $request_uri, $uri, $args";
-        assert_eq!(location_error("https://$hostname/").unwrap(), format!("unknown variable \"$hostname\": {unknown}"));
+        let unknown = "use $scheme, $host, $request_uri, $uri";
+        assert_eq!(
+            location_error("https://$hostname/").unwrap(),
+            format!("unknown variable \"$hostname\": {unknown}")
+        );
         assert_eq!(location_error("").as_deref(), Some("location is empty"));
         let ascii = "only visible ASCII is allowed: percent-encode the rest (RFC 3986 §2.1)";
         assert_eq!(location_error("/a\nb").as_deref(), Some(ascii));

@@ -30,14 +30,20 @@ const MANAGED_HEADERS: &[&str] = &[
 
 /// Methods whose lowercase spelling is surely a mistake: methods are case-sensitive
 /// (RFC 9110 §9.1), so "get" would be a different, never-used method.
-const STANDARD_METHODS: &[&str] =
-    &["GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"];
+const STANDARD_METHODS: &[&str] = &[
+    "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH",
+];
 
 /// Longest host name (RFC 1035 §2.3.4).
 const HOST_BYTES_MAX: usize = 253;
 
 /// `value` as a duration, `default` when absent, `default` after reporting when invalid.
-pub(super) fn duration_or(r: &mut Report, key: &str, value: Option<&Val>, default: Duration) -> Duration {
+pub(super) fn duration_or(
+    r: &mut Report,
+    key: &str,
+    value: Option<&Val>,
+    default: Duration,
+) -> Duration {
     let Some(value) = value else { return default };
     let message = match value.get_ref() {
         toml::Value::String(s) => match parse_duration(s) {
@@ -47,14 +53,22 @@ pub(super) fn duration_or(r: &mut Report, key: &str, value: Option<&Val>, defaul
         toml::Value::Integer(n) => {
             format!("{key}: duration without a unit: use ms, s, m or h, as in \"{n}s\"")
         }
-        other => format!("{key}: expected a duration such as \"10s\", found {}", other.type_str()),
+        other => format!(
+            "{key}: expected a duration such as \"10s\", found {}",
+            other.type_str()
+        ),
     };
     r.error(&value.span(), message);
     default
 }
 
 /// Like [`duration_or`], for timeouts and intervals, where zero would mean "expire at once".
-pub(super) fn timeout_or(r: &mut Report, key: &str, value: Option<&Val>, default: Duration) -> Duration {
+pub(super) fn timeout_or(
+    r: &mut Report,
+    key: &str,
+    value: Option<&Val>,
+    default: Duration,
+) -> Duration {
     let duration = duration_or(r, key, value, default);
     if duration.is_zero() {
         if let Some(value) = value {
@@ -99,7 +113,12 @@ pub(super) fn nonzero_size_or(r: &mut Report, key: &str, value: Option<&Val>, de
 }
 
 /// `value` if it lies in `range`.
-pub(super) fn int_in(r: &mut Report, key: &str, value: &Int, range: RangeInclusive<u32>) -> Option<u32> {
+pub(super) fn int_in(
+    r: &mut Report,
+    key: &str,
+    value: &Int,
+    range: RangeInclusive<u32>,
+) -> Option<u32> {
     let n = *value.get_ref();
     match u32::try_from(n) {
         Ok(n) if range.contains(&n) => Some(n),
@@ -146,7 +165,10 @@ pub(super) fn header_name(r: &mut Report, value: &Str) -> Option<HeaderName> {
 pub(super) fn editable(r: &mut Report, name: HeaderName, value: &Str) -> Option<HeaderName> {
     if MANAGED_HEADERS.contains(&name.as_str()) {
         let why = "Squall sets connection and framing headers itself";
-        r.error(&value.span(), format!("header {:?} cannot be set or removed: {why}", name.as_str()));
+        r.error(
+            &value.span(),
+            format!("header {:?} cannot be set or removed: {why}", name.as_str()),
+        );
         return None;
     }
     Some(name)
@@ -168,11 +190,19 @@ pub(super) fn header_value(r: &mut Report, value: &Str) -> Option<HeaderValue> {
 }
 
 /// A table of header fields; with `edit`, names Squall manages are refused.
-pub(super) fn header_fields(r: &mut Report, pairs: &Pairs, edit: bool) -> Vec<(HeaderName, HeaderValue)> {
+pub(super) fn header_fields(
+    r: &mut Report,
+    pairs: &Pairs,
+    edit: bool,
+) -> Vec<(HeaderName, HeaderValue)> {
     let mut fields = Vec::new();
     for (name, value) in &pairs.0 {
         let checked_name = header_name(r, name);
-        let checked_name = if edit { checked_name.and_then(|n| editable(r, n, name)) } else { checked_name };
+        let checked_name = if edit {
+            checked_name.and_then(|n| editable(r, n, name))
+        } else {
+            checked_name
+        };
         if let (Some(name), Some(value)) = (checked_name, header_value(r, value)) {
             fields.push((name, value));
         }
@@ -185,7 +215,10 @@ pub(super) fn method(r: &mut Report, value: &Str) -> Option<http::Method> {
     let text = value.get_ref();
     let upper = text.to_ascii_uppercase();
     if *text != upper && STANDARD_METHODS.contains(&upper.as_str()) {
-        r.error(&value.span(), format!("methods are case-sensitive: did you mean {upper:?}?"));
+        r.error(
+            &value.span(),
+            format!("methods are case-sensitive: did you mean {upper:?}?"),
+        );
         return None;
     }
     match http::Method::from_bytes(text.as_bytes()) {
@@ -211,7 +244,10 @@ pub(super) fn status(
     match code.and_then(|c| StatusCode::from_u16(c).ok()) {
         Some(status) => Some(status),
         None => {
-            r.error(&value.span(), format!("{key} status {n} is not allowed: use {what}"));
+            r.error(
+                &value.span(),
+                format!("{key} status {n} is not allowed: use {what}"),
+            );
             None
         }
     }
@@ -224,7 +260,10 @@ pub(super) fn host_pattern(r: &mut Report, value: &Str, star: bool) -> Option<St
     match host_error(&host, star) {
         None => Some(host),
         Some(error) => {
-            r.error(&value.span(), format!("bad host {:?}: {error}", value.get_ref()));
+            r.error(
+                &value.span(),
+                format!("bad host {:?}: {error}", value.get_ref()),
+            );
             None
         }
     }
@@ -239,7 +278,10 @@ fn host_error(host: &str, star: bool) -> Option<String> {
         return Some(format!("longer than {HOST_BYTES_MAX} bytes"));
     }
     if let Some(ip) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
-        return ip.parse::<std::net::Ipv6Addr>().err().map(|_| "not an IPv6 address".to_owned());
+        return ip
+            .parse::<std::net::Ipv6Addr>()
+            .err()
+            .map(|_| "not an IPv6 address".to_owned());
     }
     if host.contains(':') {
         return Some("hosts are matched without the port; remove \":PORT\"".to_owned());
@@ -247,13 +289,17 @@ fn host_error(host: &str, star: bool) -> Option<String> {
     let name = host.strip_prefix("*.").unwrap_or(host);
     let label_ok = |label: &str| {
         !label.is_empty()
-            && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
     };
     if name.split('.').all(label_ok) {
         return None;
     }
     let example = if star { ", or \"*\"" } else { "" };
-    Some(format!("use a name such as \"example.test\", a wildcard such as \"*.example.test\"{example}"))
+    Some(format!(
+        "use a name such as \"example.test\", a wildcard such as \"*.example.test\"{example}"
+    ))
 }
 
 #[cfg(test)]
@@ -262,19 +308,39 @@ mod tests {
 
     #[test]
     fn host_patterns() {
-        for host in ["example.test", "*.example.test", "a-b.c_d.test", "127.0.0.1", "[::1]", "localhost"] {
+        for host in [
+            "example.test",
+            "*.example.test",
+            "a-b.c_d.test",
+            "127.0.0.1",
+            "[::1]",
+            "localhost",
+        ] {
             assert_eq!(host_error(host, false), None, "{host}");
         }
         assert_eq!(host_error("*", true), None);
         let bad = [
             ("*", "\"*\" is not allowed here"),
-            ("example.test:8080", "hosts are matched without the port; remove \":PORT\""),
+            (
+                "example.test:8080",
+                "hosts are matched without the port; remove \":PORT\"",
+            ),
             ("[::g]", "not an IPv6 address"),
         ];
         for (host, error) in bad {
             assert_eq!(host_error(host, false).as_deref(), Some(error), "{host}");
         }
-        for host in ["", "a..b", ".a", "a.", "*example.test", "a.*.test", "*.", "ex ample", "é.test"] {
+        for host in [
+            "",
+            "a..b",
+            ".a",
+            "a.",
+            "*example.test",
+            "a.*.test",
+            "*.",
+            "ex ample",
+            "é.test",
+        ] {
             assert!(host_error(host, true).is_some(), "{host}");
         }
     }
