@@ -49,6 +49,7 @@ pub struct Squall {
     child: Child,
     pub addr: SocketAddr,
     log: Arc<Mutex<String>>,
+    config_path: PathBuf,
     _dir: TempDir,
 }
 
@@ -86,8 +87,27 @@ impl Squall {
             child,
             addr,
             log,
+            config_path: path,
             _dir: dir,
         }
+    }
+
+    /// Replaces the config file (for reload tests); `ADDR` is replaced by the bound address.
+    pub fn rewrite_config(&self, config: &str) {
+        let text = config.replace("ADDR", &self.addr.to_string());
+        std::fs::write(&self.config_path, text).expect("rewrite config");
+    }
+
+    /// Waits up to `timeout` for `needle` to appear in the log `count` times in all.
+    pub fn wait_log(&self, needle: &str, count: usize, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if self.log().matches(needle).count() >= count {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
     }
 
     pub fn pid(&self) -> u32 {
