@@ -114,7 +114,10 @@ impl ChunkedDecoder {
                     let consumed = self.framing(buf, limits)?;
                     buf.advance(consumed);
                     if !matches!(self.step, Step::Data | Step::Trailers) {
-                        debug_assert!(buf.is_empty(), "framing stops early only on a change of step");
+                        debug_assert!(
+                            buf.is_empty(),
+                            "framing stops early only on a change of step"
+                        );
                         return Ok(None);
                     }
                 }
@@ -152,7 +155,8 @@ impl ChunkedDecoder {
             return Ok(Some(ChunkEvent::End(None)));
         }
         let section = buf.split_to(len).freeze();
-        Ok(Some(ChunkEvent::End(Some(parse_trailers(&section, limits)?))))
+        let trailers = parse_trailers(&section, limits)?;
+        Ok(Some(ChunkEvent::End(Some(trailers))))
     }
 
     /// Runs framing bytes through the state machine; stops after the byte that leads into
@@ -234,12 +238,21 @@ impl ChunkedDecoder {
             Step::ExtToken => return ext_end(b, false),
             Step::ExtQuoted if b == b'"' => Some(Step::ExtEnd { ws: false }),
             Step::ExtQuoted if b == b'\\' => Some(Step::ExtQuotedPair),
-            // qdtext = HTAB / SP / %x21 / %x23-5B / %x5D-7E / obs-text (RFC 9110 §5.6.4)
-            Step::ExtQuoted if b == b'\t' || b == b' ' || b == 0x21 || (0x23..=0x7e).contains(&b) || b >= 0x80 => {
+            // qdtext = HTAB / SP / %x21 / %x23-5B / %x5D-7E / obs-text (RFC 9110 §5.6.4);
+            // the backslash (%x5C) was taken by the arm above.
+            Step::ExtQuoted
+                if b == b'\t'
+                    || b == b' '
+                    || b == 0x21
+                    || (0x23..=0x7e).contains(&b)
+                    || b >= 0x80 =>
+            {
                 Some(Step::ExtQuoted)
             }
             // quoted-pair = "\" ( HTAB / SP / VCHAR / obs-text )
-            Step::ExtQuotedPair if b == b'\t' || b == b' ' || (0x21..=0x7e).contains(&b) || b >= 0x80 => {
+            Step::ExtQuotedPair
+                if b == b'\t' || b == b' ' || (0x21..=0x7e).contains(&b) || b >= 0x80 =>
+            {
                 Some(Step::ExtQuoted)
             }
             _ => None,
@@ -250,7 +263,10 @@ impl ChunkedDecoder {
     /// The size has been read: charge it against the body limit (RFC 9112 §7.1 leaves the
     /// total unbounded; we do not).
     fn end_size(&mut self, limits: &Limits) -> Result<(), ErrorKind> {
-        let total = self.body_bytes.checked_add(self.size).ok_or(ErrorKind::BodyTooLarge)?;
+        let total = self
+            .body_bytes
+            .checked_add(self.size)
+            .ok_or(ErrorKind::BodyTooLarge)?;
         if total > limits.body_bytes_max {
             return Err(ErrorKind::BodyTooLarge);
         }
@@ -260,7 +276,11 @@ impl ChunkedDecoder {
 
     /// The size line's CRLF is in: data follows, or trailers after the last chunk.
     fn end_size_line(&mut self) {
-        self.step = if self.size == 0 { Step::Trailers } else { Step::Data };
+        self.step = if self.size == 0 {
+            Step::Trailers
+        } else {
+            Step::Data
+        };
         self.remaining = self.size;
         self.size = 0;
         self.line_bytes = 0;

@@ -54,7 +54,11 @@ enum State {
 
 impl RequestDecoder {
     pub fn new(limits: Limits) -> Self {
-        Self { limits, state: State::Head(SectionScan::default()), poisoned: None }
+        Self {
+            limits,
+            state: State::Head(SectionScan::default()),
+            poisoned: None,
+        }
     }
 
     /// Consumes bytes from the front of `buf`. `Ok(None)`: more bytes are needed. Every
@@ -99,7 +103,8 @@ impl RequestDecoder {
         match &mut self.state {
             State::Head(scan) => {
                 let limits = &self.limits;
-                let Some(span) = scan.scan_head(buf, limits.header_bytes_max, limits.uri_bytes_max)?
+                let Some(span) =
+                    scan.scan_head(buf, limits.header_bytes_max, limits.uri_bytes_max)?
                 else {
                     return Ok(None);
                 };
@@ -109,7 +114,9 @@ impl RequestDecoder {
                     head = head.slice(span.start..);
                 }
                 let request = parse_head(&head, limits)?;
-                let trailer_budget = limits.header_bytes_max.saturating_sub(span.end);
+                // Trailer fields share the head's budget; the blank line ending the body is
+                // framing, so it always fits.
+                let trailer_budget = limits.header_bytes_max.saturating_sub(span.end) + 2;
                 self.state = match request.body {
                     BodyKind::Empty | BodyKind::Length(0) => State::End,
                     BodyKind::Length(remaining) => State::Length { remaining },

@@ -29,7 +29,7 @@ pub struct ResponseHead<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResponseBody {
     /// No body is written (HEAD, 1xx, 204, 304).
-    None,
+    Absent,
     /// Exactly this many bytes follow.
     Length(u64),
     /// The body is written with [`encode_chunk`] and ended with [`encode_last_chunk`].
@@ -56,12 +56,15 @@ pub fn response_framing(
         || status == StatusCode::NO_CONTENT
         || status == StatusCode::NOT_MODIFIED;
     let body = match body_len {
-        _ if bodiless_status || req.is_head => ResponseBody::None,
+        _ if bodiless_status || req.is_head => ResponseBody::Absent,
         Some(n) => ResponseBody::Length(n),
         None if req.version == Version::HTTP_11 => ResponseBody::Chunked,
         None => ResponseBody::Close,
     };
-    ResponseFraming { body, keep_alive: req.keep_alive && body != ResponseBody::Close }
+    ResponseFraming {
+        body,
+        keep_alive: req.keep_alive && body != ResponseBody::Close,
+    }
 }
 
 /// Writes the status line, `Date`, `Content-Length` or `Transfer-Encoding`, `Connection`, the
@@ -112,7 +115,7 @@ pub fn encode_response_head(
     }
     out.put_slice(head.raw_headers);
     out.put_slice(b"\r\n");
-    framing.body != ResponseBody::None
+    framing.body != ResponseBody::Absent
 }
 
 /// `HTTP/1.1 100 Continue`, sent before reading a body the client holds back

@@ -104,10 +104,23 @@ impl ErrorKind {
     pub fn status(self) -> StatusCode {
         use ErrorKind::*;
         match self {
-            BadRequestLine | BadUri | BareLf | BareCr | BadHeaderName | BadHeaderValue
-            | MissingHost | DuplicateHost | BadHost | BadContentLength
-            | ContentLengthAndTransferEncoding | BadTransferEncoding | TransferEncodingOnHttp10
-            | BadChunkSize | BadChunkExtension | BadChunkFraming | ChunkLineTooLong
+            BadRequestLine
+            | BadUri
+            | BareLf
+            | BareCr
+            | BadHeaderName
+            | BadHeaderValue
+            | MissingHost
+            | DuplicateHost
+            | BadHost
+            | BadContentLength
+            | ContentLengthAndTransferEncoding
+            | BadTransferEncoding
+            | TransferEncodingOnHttp10
+            | BadChunkSize
+            | BadChunkExtension
+            | BadChunkFraming
+            | ChunkLineTooLong
             | BadTrailer => StatusCode::BAD_REQUEST,
             BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             UriTooLong => StatusCode::URI_TOO_LONG,

@@ -220,11 +220,31 @@ mod tests {
         assert_eq!(merge_content_length(None, b"0"), Ok(0));
         assert_eq!(merge_content_length(None, b"5, 5"), Ok(5));
         assert_eq!(merge_content_length(Some(5), b"5"), Ok(5));
-        assert_eq!(merge_content_length(None, b"18446744073709551615"), Ok(u64::MAX));
-        for bad in [&b""[..], b"+5", b"-5", b"5a", b"0x5", b"5,", b",5", b"5, 6", b"5 5"] {
-            assert_eq!(merge_content_length(None, bad), Err(ErrorKind::BadContentLength), "{bad:?}");
+        assert_eq!(
+            merge_content_length(None, b"18446744073709551615"),
+            Ok(u64::MAX)
+        );
+        for bad in [
+            &b""[..],
+            b"+5",
+            b"-5",
+            b"5a",
+            b"0x5",
+            b"5,",
+            b",5",
+            b"5, 6",
+            b"5 5",
+        ] {
+            assert_eq!(
+                merge_content_length(None, bad),
+                Err(ErrorKind::BadContentLength),
+                "{bad:?}"
+            );
         }
-        assert_eq!(merge_content_length(Some(4), b"5"), Err(ErrorKind::BadContentLength));
+        assert_eq!(
+            merge_content_length(Some(4), b"5"),
+            Err(ErrorKind::BadContentLength)
+        );
         assert_eq!(
             merge_content_length(None, b"18446744073709551616"),
             Err(ErrorKind::BadContentLength)
@@ -244,14 +264,35 @@ mod tests {
         assert_eq!(codings(&[b"chunked"]), Ok(()));
         assert_eq!(codings(&[b"CHUNKED"]), Ok(()));
         assert_eq!(codings(&[b"chunked, "]), Ok(()));
-        assert_eq!(codings(&[b"gzip"]), Err(ErrorKind::UnsupportedTransferCoding));
-        assert_eq!(codings(&[b"gzip, chunked"]), Err(ErrorKind::UnsupportedTransferCoding));
-        assert_eq!(codings(&[b"gzip", b"chunked"]), Err(ErrorKind::UnsupportedTransferCoding));
-        assert_eq!(codings(&[b"chunked", b"chunked"]), Err(ErrorKind::BadTransferEncoding));
-        assert_eq!(codings(&[b"chunked, gzip"]), Err(ErrorKind::BadTransferEncoding));
-        assert_eq!(codings(&[b"chunked;q=1"]), Err(ErrorKind::BadTransferEncoding));
+        assert_eq!(
+            codings(&[b"gzip"]),
+            Err(ErrorKind::UnsupportedTransferCoding)
+        );
+        assert_eq!(
+            codings(&[b"gzip, chunked"]),
+            Err(ErrorKind::UnsupportedTransferCoding)
+        );
+        assert_eq!(
+            codings(&[b"gzip", b"chunked"]),
+            Err(ErrorKind::UnsupportedTransferCoding)
+        );
+        assert_eq!(
+            codings(&[b"chunked", b"chunked"]),
+            Err(ErrorKind::BadTransferEncoding)
+        );
+        assert_eq!(
+            codings(&[b"chunked, gzip"]),
+            Err(ErrorKind::BadTransferEncoding)
+        );
+        assert_eq!(
+            codings(&[b"chunked;q=1"]),
+            Err(ErrorKind::BadTransferEncoding)
+        );
         assert_eq!(codings(&[b""]), Err(ErrorKind::BadTransferEncoding));
-        assert_eq!(codings(&[b"\"chunked\""]), Err(ErrorKind::BadTransferEncoding));
+        assert_eq!(
+            codings(&[b"\"chunked\""]),
+            Err(ErrorKind::BadTransferEncoding)
+        );
     }
 
     #[test]
@@ -270,19 +311,39 @@ mod tests {
     fn expectations() {
         assert_eq!(expect_continue(b"100-Continue"), Ok(true));
         assert_eq!(expect_continue(b""), Ok(false));
-        assert_eq!(expect_continue(b"100-continue, foo"), Err(ErrorKind::UnsupportedExpectation));
+        assert_eq!(
+            expect_continue(b"100-continue, foo"),
+            Err(ErrorKind::UnsupportedExpectation)
+        );
     }
 
     #[test]
     fn host_syntax() {
         let split = |v: &'static [u8]| split_host_port(v);
         assert_eq!(split(b"example.com"), Some((&b"example.com"[..], None)));
-        assert_eq!(split(b"example.com:8080"), Some((&b"example.com"[..], Some(&b"8080"[..]))));
-        assert_eq!(split(b"[::1]:443"), Some((&b"[::1]"[..], Some(&b"443"[..]))));
+        assert_eq!(
+            split(b"example.com:8080"),
+            Some((&b"example.com"[..], Some(&b"8080"[..])))
+        );
+        assert_eq!(
+            split(b"[::1]:443"),
+            Some((&b"[::1]"[..], Some(&b"443"[..])))
+        );
         assert_eq!(split(b"[::1]"), Some((&b"[::1]"[..], None)));
         assert_eq!(split(b"a%2Db:"), Some((&b"a%2Db"[..], Some(&b""[..]))));
         assert_eq!(split(b""), Some((&b""[..], None)));
-        for bad in [&b"a b"[..], b"a/b", b"user@a", b"a:b", b"a:1:2", b"[::1", b"[]", b"[::1]x", b"a%2", b"a:123456"] {
+        for bad in [
+            &b"a b"[..],
+            b"a/b",
+            b"user@a",
+            b"a:b",
+            b"a:1:2",
+            b"[::1",
+            b"[]",
+            b"[::1]x",
+            b"a%2",
+            b"a:123456",
+        ] {
             assert_eq!(split_host_port(bad), None, "{bad:?}");
         }
     }

@@ -82,7 +82,10 @@ impl RequestHead {
 
 /// Field lines parsed on the stack; with more allowed by `Limits`, a Vec per request.
 const STACK_HEADERS: usize = 128;
-const _: () = assert!(STACK_HEADERS >= 100, "the default headers_count_max must fit on the stack");
+const _: () = assert!(
+    STACK_HEADERS >= 100,
+    "the default headers_count_max must fit on the stack"
+);
 
 /// Parses a complete head (`head` starts at the request line and ends with the blank line,
 /// the scanner having checked line endings and sizes).
@@ -92,7 +95,12 @@ pub(crate) fn parse_head(head: &Bytes, limits: &Limits) -> Result<RequestHead, E
     let slots = if limits.headers_count_max <= STACK_HEADERS {
         &mut stack[..limits.headers_count_max]
     } else {
-        heap.resize_with(limits.headers_count_max, MaybeUninit::uninit);
+        // A field line takes at least 4 bytes ("a:\r\n"), so this many slots always suffice
+        // however large the configured maximum.
+        heap.resize_with(
+            limits.headers_count_max.min(head.len() / 4 + 1),
+            MaybeUninit::uninit,
+        );
         &mut heap[..]
     };
     let mut req = httparse::Request::new(&mut []);
@@ -110,13 +118,17 @@ pub(crate) fn parse_head(head: &Bytes, limits: &Limits) -> Result<RequestHead, E
     if method == Method::CONNECT {
         return Err(ErrorKind::ConnectNotSupported);
     }
-    let version = if minor == 0 { Version::HTTP_10 } else { Version::HTTP_11 };
+    let version = if minor == 0 {
+        Version::HTTP_10
+    } else {
+        Version::HTTP_11
+    };
     let uri = parse_target(head, path, &method, limits)?;
     let mut fields = FramingFields::default();
     let mut headers = HeaderMap::with_capacity(req.headers.len());
     for field in req.headers.iter() {
-        let name = HeaderName::from_bytes(field.name.as_bytes())
-            .map_err(|_| ErrorKind::BadHeaderName)?;
+        let name =
+            HeaderName::from_bytes(field.name.as_bytes()).map_err(|_| ErrorKind::BadHeaderName)?;
         let value = HeaderValue::from_maybe_shared(head.slice_ref(field.value))
             .map_err(|_| ErrorKind::BadHeaderValue)?;
         fields.add(&name, field.value, version)?;
@@ -129,14 +141,18 @@ pub(crate) fn parse_head(head: &Bytes, limits: &Limits) -> Result<RequestHead, E
         version,
         headers,
         keep_alive: fields.keep_alive(version),
-        expect_continue: fields.expect_continue && body != BodyKind::Empty && body != BodyKind::Length(0),
+        expect_continue: fields.expect_continue
+            && body != BodyKind::Empty
+            && body != BodyKind::Length(0),
         body,
     })
 }
 
 /// Parses trailer fields (a complete section ending in the blank line) into a map.
 pub(crate) fn parse_trailers(section: &Bytes, limits: &Limits) -> Result<HeaderMap, ErrorKind> {
-    let mut slots = vec![httparse::EMPTY_HEADER; limits.headers_count_max];
+    // Trailers are rare: a Vec per section, sized as in `parse_head`.
+    let mut slots =
+        vec![httparse::EMPTY_HEADER; limits.headers_count_max.min(section.len() / 4 + 1)];
     let fields = match httparse::parse_headers(section, &mut slots) {
         Ok(httparse::Status::Complete((_, fields))) => fields,
         Ok(httparse::Status::Partial) => return Err(ErrorKind::BadTrailer),
@@ -145,7 +161,8 @@ pub(crate) fn parse_trailers(section: &Bytes, limits: &Limits) -> Result<HeaderM
     };
     let mut trailers = HeaderMap::with_capacity(fields.len());
     for field in fields {
-        let name = HeaderName::from_bytes(field.name.as_bytes()).map_err(|_| ErrorKind::BadTrailer)?;
+        let name =
+            HeaderName::from_bytes(field.name.as_bytes()).map_err(|_| ErrorKind::BadTrailer)?;
         let value = HeaderValue::from_maybe_shared(section.slice_ref(field.value))
             .map_err(|_| ErrorKind::BadTrailer)?;
         trailers.append(name, value);
@@ -186,11 +203,20 @@ fn is_other_version(head: &[u8]) -> bool {
         }
         _ => false,
     };
-    !method.is_empty() && !target.is_empty() && well_formed && version != b"HTTP/1.0" && version != b"HTTP/1.1"
+    !method.is_empty()
+        && !target.is_empty()
+        && well_formed
+        && version != b"HTTP/1.0"
+        && version != b"HTTP/1.1"
 }
 
 /// Parses the request-target and checks its form against the method (RFC 9112 §3.2).
-fn parse_target(head: &Bytes, path: &str, method: &Method, limits: &Limits) -> Result<Uri, ErrorKind> {
+fn parse_target(
+    head: &Bytes,
+    path: &str,
+    method: &Method,
+    limits: &Limits,
+) -> Result<Uri, ErrorKind> {
     // The scanner enforced uri_bytes_max already; http::Uri has its own cap (u16::MAX - 1)
     // which a large configured limit could exceed.
     const URI_BYTES_MAX_HTTP: usize = u16::MAX as usize - 1;
@@ -202,18 +228,27 @@ fn parse_target(head: &Bytes, path: &str, method: &Method, limits: &Limits) -> R
         // silently, and a proxy must not forward something other than what it was sent.
         return Err(ErrorKind::BadUri);
     }
-    let uri = Uri::from_maybe_shared(head.slice_ref(path.as_bytes())).map_err(|_| ErrorKind::BadUri)?;
+    let uri =
+        Uri::from_maybe_shared(head.slice_ref(path.as_bytes())).map_err(|_| ErrorKind::BadUri)?;
     if path.starts_with('/') {
         return Ok(uri); // origin-form
     }
     if path == "*" {
         // asterisk-form, RFC 9112 §3.2.4: OPTIONS only.
-        return if *method == Method::OPTIONS { Ok(uri) } else { Err(ErrorKind::BadUri) };
+        return if *method == Method::OPTIONS {
+            Ok(uri)
+        } else {
+            Err(ErrorKind::BadUri)
+        };
     }
     // absolute-form, RFC 9112 §3.2.2. We proxy http(s) only, and userinfo in the authority is
     // an error to the recipient (RFC 9110 §4.2.4) as it is a known phishing and confusion tool.
-    let scheme_ok = uri.scheme_str().is_some_and(|s| s.eq_ignore_ascii_case("http") || s.eq_ignore_ascii_case("https"));
-    let authority_ok = uri.authority().is_some_and(|a| !a.as_str().contains('@') && !a.host().is_empty());
+    let scheme_ok = uri
+        .scheme_str()
+        .is_some_and(|s| s.eq_ignore_ascii_case("http") || s.eq_ignore_ascii_case("https"));
+    let authority_ok = uri
+        .authority()
+        .is_some_and(|a| !a.as_str().contains('@') && !a.host().is_empty());
     if !scheme_ok || !authority_ok {
         return Err(ErrorKind::BadUri);
     }

@@ -29,6 +29,43 @@
 //! Every buffer the decoder keeps is bounded by [`Limits`]; after any error the decoder is
 //! poisoned and keeps returning the same error, because the worker is expected to send
 //! [`encode_error`] with `Connection: close` and stop reading.
+//!
+//! # Example
+//!
+//! ```
+//! use bytes::BytesMut;
+//! use http::{HeaderMap, StatusCode};
+//! use squall_h1::{Event, Limits, RequestDecoder, ResponseHead, encode_error, encode_response_head};
+//!
+//! let date = b"Sun, 06 Nov 1994 08:49:37 GMT"; // cached by the worker, once a second
+//! let mut decoder = RequestDecoder::new(Limits::default());
+//! let mut recv = BytesMut::from(&b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n"[..]);
+//! let mut send = BytesMut::new();
+//! loop {
+//!     match decoder.decode(&mut recv) {
+//!         Ok(Some(Event::Head(head))) => {
+//!             let headers = HeaderMap::new();
+//!             let response = ResponseHead {
+//!                 status: StatusCode::OK,
+//!                 headers: &headers,
+//!                 raw_headers: b"Server: squall\r\n",
+//!                 body_len: Some(2),
+//!             };
+//!             if encode_response_head(&response, head.framing(), date, &mut send) {
+//!                 send.extend_from_slice(b"ok");
+//!             }
+//!         }
+//!         Ok(Some(Event::Data(_) | Event::End { .. })) => {}
+//!         Ok(None) => break, // wait for more bytes
+//!         Err(e) => {
+//!             encode_error(e.status(), date, &mut send);
+//!             break; // send, then close
+//!         }
+//!     }
+//! }
+//! assert!(send.starts_with(b"HTTP/1.1 200 OK\r\n"));
+//! assert!(decoder.is_between_messages() && recv.is_empty());
+//! ```
 #![forbid(unsafe_code)]
 
 mod chunked;
@@ -47,7 +84,7 @@ pub use encoder::{
 pub use error::{Error, ErrorKind};
 pub use head::{BodyKind, RequestFraming, RequestHead};
 
-/// The longest chunk-size line (size, extensions and CRLF) the decoder buffers state for.
+/// The longest chunk-size line (size and extensions, up to and including its CR) accepted.
 ///
 /// Chunk extensions are parsed and discarded; without a cap a client could stream an endless
 /// extension and keep the connection busy for free (the class of bug behind CVE-2024-22019 in

@@ -64,7 +64,10 @@ impl SectionScan {
             }
             if line.len() == 1 {
                 if self.request_line_done {
-                    return Ok(Some(HeadSpan { start: self.request_line_start, end: lf + 1 }));
+                    return Ok(Some(HeadSpan {
+                        start: self.request_line_start,
+                        end: lf + 1,
+                    }));
                 }
                 // RFC 9112 §2.2: ignore empty lines before the request line.
                 self.request_line_start = lf + 1;
@@ -151,7 +154,13 @@ mod tests {
         let mut scan = SectionScan::default();
         let buf = b"\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\nrest";
         let span = scan.scan_head(buf, 1000, 100).unwrap().unwrap();
-        assert_eq!(span, HeadSpan { start: 4, end: buf.len() - 4 });
+        assert_eq!(
+            span,
+            HeadSpan {
+                start: 4,
+                end: buf.len() - 4
+            }
+        );
     }
 
     #[test]
@@ -164,7 +173,10 @@ mod tests {
         }
         assert_eq!(
             scan.scan_head(buf, 1000, 100),
-            Ok(Some(HeadSpan { start: 0, end: buf.len() }))
+            Ok(Some(HeadSpan {
+                start: 0,
+                end: buf.len()
+            }))
         );
     }
 
@@ -174,14 +186,20 @@ mod tests {
         let mut scan = SectionScan::default();
         assert!(scan.scan_head(buf, buf.len(), 100).unwrap().is_some());
         let mut scan = SectionScan::default();
-        assert_eq!(scan.scan_head(buf, buf.len() - 1, 100), Err(ErrorKind::HeaderTooLarge));
+        assert_eq!(
+            scan.scan_head(buf, buf.len() - 1, 100),
+            Err(ErrorKind::HeaderTooLarge)
+        );
     }
 
     #[test]
     fn uri_checked_on_a_partial_request_line() {
         let mut scan = SectionScan::default();
         assert_eq!(scan.scan_head(b"GET /1234", 1000, 5), Ok(None));
-        assert_eq!(scan.scan_head(b"GET /12345", 1000, 5), Err(ErrorKind::UriTooLong));
+        assert_eq!(
+            scan.scan_head(b"GET /12345", 1000, 5),
+            Err(ErrorKind::UriTooLong)
+        );
     }
 
     #[test]
@@ -191,6 +209,9 @@ mod tests {
         let mut scan = SectionScan::default();
         assert_eq!(scan.scan_trailers(b"A: b\r\n\r\n", 100), Ok(Some(8)));
         let mut scan = SectionScan::default();
-        assert_eq!(scan.scan_trailers(b"A: b\n\r\n", 100), Err(ErrorKind::BareLf));
+        assert_eq!(
+            scan.scan_trailers(b"A: b\n\r\n", 100),
+            Err(ErrorKind::BareLf)
+        );
     }
 }

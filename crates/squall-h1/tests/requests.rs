@@ -9,7 +9,8 @@ use squall_h1::{BodyKind, Event, Limits, RequestDecoder, RequestFraming};
 
 #[test]
 fn simple_get() {
-    let outcome = decode(b"GET /index.html?q=1 HTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\n\r\n");
+    let outcome =
+        decode(b"GET /index.html?q=1 HTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\n\r\n");
     let head = outcome.head();
     assert_eq!(head.method, Method::GET);
     assert_eq!(head.uri, "/index.html?q=1");
@@ -62,7 +63,11 @@ fn keep_alive_matrix() {
         ("HTTP/1.1", "Connection: CLOSE\r\n", false),
         ("HTTP/1.1", "Connection: keep-alive\r\n", true),
         ("HTTP/1.1", "Connection: keep-alive, close\r\n", false),
-        ("HTTP/1.1", "Connection: Upgrade\r\nConnection: close\r\n", false),
+        (
+            "HTTP/1.1",
+            "Connection: Upgrade\r\nConnection: close\r\n",
+            false,
+        ),
         ("HTTP/1.0", "", false),
         ("HTTP/1.0", "Connection: keep-alive\r\n", true),
         ("HTTP/1.0", "Connection: TE,  Keep-Alive \r\n", true),
@@ -72,10 +77,21 @@ fn keep_alive_matrix() {
         let input = format!("GET / {version}\r\nHost: a\r\n{connection}\r\n");
         let head = decode(input.as_bytes()).head().clone();
         assert_eq!(head.keep_alive, keep_alive, "{input:?}");
-        let expected = if version == "HTTP/1.0" { Version::HTTP_10 } else { Version::HTTP_11 };
+        let expected = if version == "HTTP/1.0" {
+            Version::HTTP_10
+        } else {
+            Version::HTTP_11
+        };
         assert_eq!(head.version, expected);
         let framing = head.framing();
-        assert_eq!(framing, RequestFraming { version: expected, keep_alive, is_head: false });
+        assert_eq!(
+            framing,
+            RequestFraming {
+                version: expected,
+                keep_alive,
+                is_head: false
+            }
+        );
     }
 }
 
@@ -91,7 +107,9 @@ fn five_pipelined_requests() {
     let mut input = Vec::new();
     input.extend_from_slice(b"GET /1 HTTP/1.1\r\nHost: a\r\n\r\n");
     input.extend_from_slice(b"POST /2 HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello");
-    input.extend_from_slice(b"PUT /3 HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n");
+    input.extend_from_slice(
+        b"PUT /3 HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+    );
     input.extend_from_slice(b"HEAD /4 HTTP/1.1\r\nHost: a\r\n\r\n");
     input.extend_from_slice(b"GET /5 HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
     input.extend_from_slice(b"GET /6 HTTP/1.1\r\n");
@@ -107,7 +125,11 @@ fn five_pipelined_requests() {
         })
         .collect();
     assert_eq!(bodies, [&b"hello"[..], b"abc"]);
-    let ends = outcome.items.iter().filter(|i| matches!(i, Item::End(_))).count();
+    let ends = outcome
+        .items
+        .iter()
+        .filter(|i| matches!(i, Item::End(_)))
+        .count();
     assert_eq!(ends, 5);
     assert_eq!(outcome.leftover, b"GET /6 HTTP/1.1\r\n");
     assert!(outcome.between_messages);
@@ -117,7 +139,8 @@ fn five_pipelined_requests() {
 
 #[test]
 fn content_length_body() {
-    let outcome = decode(b"POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: 11\r\n\r\nhello world");
+    let outcome =
+        decode(b"POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: 11\r\n\r\nhello world");
     assert_eq!(outcome.head().body, BodyKind::Length(11));
     assert_eq!(body(&outcome), b"hello world");
     assert_eq!(outcome.items.last(), Some(&Item::End(None)));
@@ -137,7 +160,11 @@ fn content_length_zero_and_identical_repeats() {
     let outcome = decode(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n");
     assert_eq!(outcome.head().body, BodyKind::Length(0));
     assert_eq!(outcome.items.len(), 2);
-    for cl in ["Content-Length: 3, 3\r\n", "Content-Length: 3\r\nContent-Length: 3\r\n", "Content-Length: 003\r\n"] {
+    for cl in [
+        "Content-Length: 3, 3\r\n",
+        "Content-Length: 3\r\nContent-Length: 3\r\n",
+        "Content-Length: 003\r\n",
+    ] {
         let input = format!("POST / HTTP/1.1\r\nHost: a\r\n{cl}\r\nabc");
         let outcome = decode(input.as_bytes());
         assert_eq!(outcome.head().body, BodyKind::Length(3), "{cl:?}");
@@ -148,12 +175,18 @@ fn content_length_zero_and_identical_repeats() {
 #[test]
 fn data_events_are_slices_of_the_receive_buffer() {
     let mut decoder = RequestDecoder::new(Limits::default());
-    let mut buf = BytesMut::from(&b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\n\r\nbody"[..]);
+    let mut buf =
+        BytesMut::from(&b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\n\r\nbody"[..]);
     let body_ptr = buf[buf.len() - 4..].as_ptr();
     assert!(matches!(decoder.decode(&mut buf), Ok(Some(Event::Head(_)))));
-    let Ok(Some(Event::Data(data))) = decoder.decode(&mut buf) else { panic!("expected Data") };
+    let Ok(Some(Event::Data(data))) = decoder.decode(&mut buf) else {
+        panic!("expected Data")
+    };
     assert_eq!(data.as_ptr(), body_ptr, "zero-copy body");
-    assert_eq!(decoder.decode(&mut buf), Ok(Some(Event::End { trailers: None })));
+    assert_eq!(
+        decoder.decode(&mut buf),
+        Ok(Some(Event::End { trailers: None }))
+    );
     assert_eq!(decoder.decode(&mut buf), Ok(None));
 }
 
@@ -188,12 +221,14 @@ fn chunked_sizes_are_case_insensitive_hex_with_leading_zeros() {
 
 #[test]
 fn chunked_in_progress_consumes_framing() {
-    let outcome = decode(b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel");
+    let outcome =
+        decode(b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel");
     assert_eq!(body(&outcome), b"hel");
     assert!(outcome.leftover.is_empty());
     assert!(!outcome.between_messages);
     // Trailers wait for their blank line without being consumed.
-    let outcome = decode(b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX: y\r\n");
+    let outcome =
+        decode(b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX: y\r\n");
     assert_eq!(outcome.leftover, b"X: y\r\n");
 }
 
@@ -201,8 +236,13 @@ fn chunked_in_progress_consumes_framing() {
 fn transfer_encoding_with_ows_and_empty_elements() {
     // RFC 9110 §5.6.1 and §5.6.3: OWS around the value and empty list elements are fine.
     for te in ["  chunked", "chunked\t", ", chunked", "chunked ,"] {
-        let input = format!("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding:{te}\r\n\r\n0\r\n\r\n");
-        assert_eq!(decode(input.as_bytes()).head().body, BodyKind::Chunked, "{te:?}");
+        let input =
+            format!("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding:{te}\r\n\r\n0\r\n\r\n");
+        assert_eq!(
+            decode(input.as_bytes()).head().body,
+            BodyKind::Chunked,
+            "{te:?}"
+        );
     }
 }
 
@@ -216,11 +256,13 @@ fn head_request_framing() {
 
 #[test]
 fn expect_100_continue() {
-    let with_body = b"PUT / HTTP/1.1\r\nHost: a\r\nExpect: 100-Continue\r\nContent-Length: 2\r\n\r\nok";
+    let with_body =
+        b"PUT / HTTP/1.1\r\nHost: a\r\nExpect: 100-Continue\r\nContent-Length: 2\r\n\r\nok";
     let outcome = decode(with_body);
     assert!(outcome.head().expect_continue);
     assert_eq!(body(&outcome), b"ok");
-    let chunked = b"PUT / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n";
+    let chunked =
+        b"PUT / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n";
     assert!(decode(chunked).head().expect_continue);
     // No body: nothing to wait for.
     let empty = b"GET / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\n\r\n";
@@ -292,7 +334,10 @@ fn between_messages_tracks_progress() {
     buf.extend_from_slice(b"x");
     assert!(matches!(decoder.decode(&mut buf), Ok(Some(Event::Data(_)))));
     assert!(!decoder.is_between_messages());
-    assert!(matches!(decoder.decode(&mut buf), Ok(Some(Event::End { .. }))));
+    assert!(matches!(
+        decoder.decode(&mut buf),
+        Ok(Some(Event::End { .. }))
+    ));
     assert!(decoder.is_between_messages());
     assert!(buf.is_empty());
 }
@@ -302,7 +347,12 @@ fn same_outcome_with_tight_limits() {
     // The head exactly at header_bytes_max, URI exactly at uri_bytes_max, body at its max.
     let input = b"POST /abc HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nxyz";
     let head_len = input.len() - 3;
-    let limits = Limits { header_bytes_max: head_len, uri_bytes_max: 4, body_bytes_max: 3, headers_count_max: 2 };
+    let limits = Limits {
+        header_bytes_max: head_len,
+        uri_bytes_max: 4,
+        body_bytes_max: 3,
+        headers_count_max: 2,
+    };
     let outcome = decode_all_ways(input, limits);
     assert_eq!(outcome.error, None);
     assert_eq!(body(&outcome), b"xyz");

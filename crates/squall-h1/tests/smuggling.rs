@@ -36,10 +36,23 @@ fn chunked(body: &[u8]) -> Vec<u8> {
 #[test]
 fn content_length_with_transfer_encoding() {
     use ErrorKind::ContentLengthAndTransferEncoding as Both;
-    let cl_te = post("Content-Length: 5\r\nTransfer-Encoding: chunked\r\n", "0\r\n\r\n");
-    let te_cl = post("Transfer-Encoding: chunked\r\nContent-Length: 5\r\n", "0\r\n\r\n");
-    let te_gzip_cl = post("Transfer-Encoding: gzip\r\nContent-Length: 5\r\n", "0\r\n\r\n");
-    check(&[(&cl_te, BAD, Both), (&te_cl, BAD, Both), (&te_gzip_cl, BAD, Both)]);
+    let cl_te = post(
+        "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n",
+        "0\r\n\r\n",
+    );
+    let te_cl = post(
+        "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n",
+        "0\r\n\r\n",
+    );
+    let te_gzip_cl = post(
+        "Transfer-Encoding: gzip\r\nContent-Length: 5\r\n",
+        "0\r\n\r\n",
+    );
+    check(&[
+        (&cl_te, BAD, Both),
+        (&te_cl, BAD, Both),
+        (&te_gzip_cl, BAD, Both),
+    ]);
 }
 
 #[test]
@@ -87,11 +100,23 @@ fn transfer_encoding_variants() {
         (te(b" chunkedx"), NOT_IMPLEMENTED, UnsupportedTransferCoding),
         (te(b" identity"), NOT_IMPLEMENTED, UnsupportedTransferCoding),
         (te(b" gzip"), NOT_IMPLEMENTED, UnsupportedTransferCoding),
-        (te(b" gzip, chunked"), NOT_IMPLEMENTED, UnsupportedTransferCoding),
+        (
+            te(b" gzip, chunked"),
+            NOT_IMPLEMENTED,
+            UnsupportedTransferCoding,
+        ),
         (te(b" chunked, identity"), BAD, BadTransferEncoding),
         (te(b" chunked, chunked"), BAD, BadTransferEncoding),
-        (te(b" chunked\r\nTransfer-Encoding: chunked"), BAD, BadTransferEncoding),
-        (te(b" chunked\r\nTransfer-Encoding: gzip"), BAD, BadTransferEncoding),
+        (
+            te(b" chunked\r\nTransfer-Encoding: chunked"),
+            BAD,
+            BadTransferEncoding,
+        ),
+        (
+            te(b" chunked\r\nTransfer-Encoding: gzip"),
+            BAD,
+            BadTransferEncoding,
+        ),
         (te(b" chunked;foo=bar"), BAD, BadTransferEncoding),
         (te(b" \"chunked\""), BAD, BadTransferEncoding),
         (te(b" chunked chunked"), BAD, BadTransferEncoding),
@@ -99,7 +124,10 @@ fn transfer_encoding_variants() {
         (te(b""), BAD, BadTransferEncoding),
         (te(b" ,"), BAD, BadTransferEncoding),
     ];
-    let cases: Vec<_> = cases.iter().map(|(i, s, k)| (i.as_slice(), *s, *k)).collect();
+    let cases: Vec<_> = cases
+        .iter()
+        .map(|(i, s, k)| (i.as_slice(), *s, *k))
+        .collect();
     check(&cases);
 }
 
@@ -108,13 +136,33 @@ fn transfer_encoding_hidden_from_us() {
     use ErrorKind::*;
     let cases: [(&[u8], StatusCode, ErrorKind); 5] = [
         // The field name with whitespace before the colon (RFC 9112 §5.1).
-        (b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding : chunked\r\n\r\n0\r\n\r\n", BAD, BadHeaderName),
-        (b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding\t: chunked\r\n\r\n0\r\n\r\n", BAD, BadHeaderName),
+        (
+            b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding : chunked\r\n\r\n0\r\n\r\n",
+            BAD,
+            BadHeaderName,
+        ),
+        (
+            b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding\t: chunked\r\n\r\n0\r\n\r\n",
+            BAD,
+            BadHeaderName,
+        ),
         // Leading whitespace on the line: obs-fold into the previous field (RFC 9112 §5.2).
-        (b"POST / HTTP/1.1\r\nHost: a\r\n Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", BAD, BadHeaderName),
-        (b"POST / HTTP/1.1\r\nHost: a\r\nX: y\r\n\tTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", BAD, BadHeaderName),
+        (
+            b"POST / HTTP/1.1\r\nHost: a\r\n Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            BAD,
+            BadHeaderName,
+        ),
+        (
+            b"POST / HTTP/1.1\r\nHost: a\r\nX: y\r\n\tTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            BAD,
+            BadHeaderName,
+        ),
         // Bare CR or LF before the field, hoping one parser sees a new line and another not.
-        (b"POST / HTTP/1.1\r\nHost: a\r\nX: y\rTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", BAD, BareCr),
+        (
+            b"POST / HTTP/1.1\r\nHost: a\r\nX: y\rTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            BAD,
+            BareCr,
+        ),
     ];
     check(&cases);
     let lf = b"POST / HTTP/1.1\r\nHost: a\r\nX: y\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n";
@@ -140,18 +188,58 @@ fn look_alike_field_names_are_other_fields() {
 fn field_syntax() {
     use ErrorKind::*;
     let cases: [(&[u8], StatusCode, ErrorKind); 14] = [
-        (b"GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n b\r\n\r\n", BAD, BadHeaderName),
-        (b"GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n\tb\r\n\r\n", BAD, BadHeaderName),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n b\r\n\r\n",
+            BAD,
+            BadHeaderName,
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n\tb\r\n\r\n",
+            BAD,
+            BadHeaderName,
+        ),
         (b"GET / HTTP/1.1\r\n Host: a\r\n\r\n", BAD, BadHeaderName),
         (b"GET / HTTP/1.1\r\nHost : a\r\n\r\n", BAD, BadHeaderName),
-        (b"GET / HTTP/1.1\r\nHost: a\r\nX(y): z\r\n\r\n", BAD, BadHeaderName),
-        (b"GET / HTTP/1.1\r\nHost: a\r\nX/Y: z\r\n\r\n", BAD, BadHeaderName),
-        (b"GET / HTTP/1.1\r\nHost: a\r\n: z\r\n\r\n", BAD, BadHeaderName),
-        (b"GET / HTTP/1.1\r\nHost: a\r\nX\x00Y: z\r\n\r\n", BAD, BadHeaderName),
-        (b"GET / HTTP/1.1\r\nHost: a\r\nNoColon\r\n\r\n", BAD, BadHeaderName),
-        (b"GET / HTTP/1.1\r\nHost: a\r\nX: a\x00b\r\n\r\n", BAD, BadHeaderValue),
-        (b"GET / HTTP/1.1\r\nHost: a\r\nX: a\x01b\r\n\r\n", BAD, BadHeaderValue),
-        (b"GET / HTTP/1.1\r\nHost: a\r\nX: a\x7fb\r\n\r\n", BAD, BadHeaderValue),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nX(y): z\r\n\r\n",
+            BAD,
+            BadHeaderName,
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nX/Y: z\r\n\r\n",
+            BAD,
+            BadHeaderName,
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\n: z\r\n\r\n",
+            BAD,
+            BadHeaderName,
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nX\x00Y: z\r\n\r\n",
+            BAD,
+            BadHeaderName,
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nNoColon\r\n\r\n",
+            BAD,
+            BadHeaderName,
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nX: a\x00b\r\n\r\n",
+            BAD,
+            BadHeaderValue,
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nX: a\x01b\r\n\r\n",
+            BAD,
+            BadHeaderValue,
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nX: a\x7fb\r\n\r\n",
+            BAD,
+            BadHeaderValue,
+        ),
         (b"GET / HTTP/1.1\r\nHost: a\r\nX: a\rb\r\n\r\n", BAD, BareCr),
         (b"GET / HTTP/1.1\r\nHost: a\r\nX: ab\r\r\n\r\n", BAD, BareCr),
     ];
@@ -178,8 +266,16 @@ fn host_rules() {
         (b"GET / HTTP/1.1\r\n\r\n", BAD, MissingHost),
         (b"GET / HTTP/1.1\r\nX-Host: a\r\n\r\n", BAD, MissingHost),
         (b"GET http://a/ HTTP/1.1\r\n\r\n", BAD, MissingHost),
-        (b"GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n", BAD, DuplicateHost),
-        (b"GET / HTTP/1.0\r\nHost: a\r\nhost: b\r\n\r\n", BAD, DuplicateHost),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n",
+            BAD,
+            DuplicateHost,
+        ),
+        (
+            b"GET / HTTP/1.0\r\nHost: a\r\nhost: b\r\n\r\n",
+            BAD,
+            DuplicateHost,
+        ),
         (b"GET / HTTP/1.1\r\nHost: a b\r\n\r\n", BAD, BadHost),
         (b"GET / HTTP/1.1\r\nHost: user@evil\r\n\r\n", BAD, BadHost),
         (b"GET / HTTP/1.1\r\nHost: a/../b\r\n\r\n", BAD, BadHost),
@@ -198,7 +294,11 @@ fn request_line_syntax() {
         (b" GET / HTTP/1.1\r\nHost: a\r\n\r\n", BAD, BadRequestLine),
         (b"GE(T / HTTP/1.1\r\nHost: a\r\n\r\n", BAD, BadRequestLine),
         (b"G\x00T / HTTP/1.1\r\nHost: a\r\n\r\n", BAD, BadRequestLine),
-        (b"GET /\x7f HTTP/1.1\r\nHost: a\r\n\r\n", BAD, BadRequestLine),
+        (
+            b"GET /\x7f HTTP/1.1\r\nHost: a\r\n\r\n",
+            BAD,
+            BadRequestLine,
+        ),
         (b"GET /a b HTTP/1.1\r\nHost: a\r\n\r\n", BAD, BadRequestLine),
         (b"GET /\r\n\r\n", BAD, BadRequestLine),
         (b"GET / http/1.1\r\nHost: a\r\n\r\n", BAD, BadRequestLine),
@@ -217,11 +317,19 @@ fn request_targets() {
         (b"GET example.com HTTP/1.1\r\nHost: a\r\n\r\n", BAD, BadUri),
         (b"GET * HTTP/1.1\r\nHost: a\r\n\r\n", BAD, BadUri),
         (b"GET ftp://a/ HTTP/1.1\r\nHost: a\r\n\r\n", BAD, BadUri),
-        (b"GET http://user:pw@a/ HTTP/1.1\r\nHost: a\r\n\r\n", BAD, BadUri),
+        (
+            b"GET http://user:pw@a/ HTTP/1.1\r\nHost: a\r\n\r\n",
+            BAD,
+            BadUri,
+        ),
         (b"GET http:/a HTTP/1.1\r\nHost: a\r\n\r\n", BAD, BadUri),
         (b"GET /#frag HTTP/1.1\r\nHost: a\r\n\r\n", BAD, BadUri),
         (b"GET /a<b HTTP/1.1\r\nHost: a\r\n\r\n", BAD, BadUri),
-        (b"GET /\xff HTTP/1.1\r\nHost: a\r\n\r\n", BAD, BadRequestLine),
+        (
+            b"GET /\xff HTTP/1.1\r\nHost: a\r\n\r\n",
+            BAD,
+            BadRequestLine,
+        ),
     ];
     check(&cases);
 }
@@ -248,10 +356,19 @@ fn connect_is_not_implemented() {
 
 #[test]
 fn expectations() {
-    let input = b"PUT / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue, x\r\nContent-Length: 1\r\n\r\nx";
-    check(&[(input, StatusCode::EXPECTATION_FAILED, ErrorKind::UnsupportedExpectation)]);
+    let input =
+        b"PUT / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue, x\r\nContent-Length: 1\r\n\r\nx";
+    check(&[(
+        input,
+        StatusCode::EXPECTATION_FAILED,
+        ErrorKind::UnsupportedExpectation,
+    )]);
     let input = b"GET / HTTP/1.1\r\nHost: a\r\nExpect: 200-ok\r\n\r\n";
-    check(&[(input, StatusCode::EXPECTATION_FAILED, ErrorKind::UnsupportedExpectation)]);
+    check(&[(
+        input,
+        StatusCode::EXPECTATION_FAILED,
+        ErrorKind::UnsupportedExpectation,
+    )]);
 }
 
 #[test]
@@ -267,11 +384,22 @@ fn chunk_sizes() {
         (chunked(b"g\r\nhello\r\n0\r\n\r\n"), BAD, BadChunkSize),
         (chunked(b"5_0\r\nhello\r\n0\r\n\r\n"), BAD, BadChunkSize),
         // 2^64 and beyond: overflow is malformed, not merely large.
-        (chunked(b"10000000000000000\r\nhello\r\n0\r\n\r\n"), BAD, BadChunkSize),
-        (chunked(b"fffffffffffffffffffffffffff\r\nhello\r\n"), BAD, BadChunkSize),
+        (
+            chunked(b"10000000000000000\r\nhello\r\n0\r\n\r\n"),
+            BAD,
+            BadChunkSize,
+        ),
+        (
+            chunked(b"fffffffffffffffffffffffffff\r\nhello\r\n"),
+            BAD,
+            BadChunkSize,
+        ),
         (chunked(b"5\rhello\r\n0\r\n\r\n"), BAD, BareCr),
     ];
-    let cases: Vec<_> = cases.iter().map(|(i, s, k)| (i.as_slice(), *s, *k)).collect();
+    let cases: Vec<_> = cases
+        .iter()
+        .map(|(i, s, k)| (i.as_slice(), *s, *k))
+        .collect();
     check(&cases);
 }
 
@@ -280,20 +408,63 @@ fn chunk_extensions() {
     use ErrorKind::*;
     let cases = [
         (chunked(b"5;\r\nhello\r\n0\r\n\r\n"), BAD, BadChunkExtension),
-        (chunked(b"5;=x\r\nhello\r\n0\r\n\r\n"), BAD, BadChunkExtension),
-        (chunked(b"5;a=\r\nhello\r\n0\r\n\r\n"), BAD, BadChunkExtension),
-        (chunked(b"5;a=b c\r\nhello\r\n0\r\n\r\n"), BAD, BadChunkExtension),
-        (chunked(b"5;a=\"open\r\nhello\r\n0\r\n\r\n"), BAD, BadChunkExtension),
-        (chunked(b"5;a=\"x\x01\"\r\nhello\r\n0\r\n\r\n"), BAD, BadChunkExtension),
-        (chunked(b"5;a=\"x\\\x01\"\r\nhello\r\n0\r\n\r\n"), BAD, BadChunkExtension),
-        (chunked(b"5;a\x00\r\nhello\r\n0\r\n\r\n"), BAD, BadChunkExtension),
-        (chunked(b"5;a(b)\r\nhello\r\n0\r\n\r\n"), BAD, BadChunkExtension),
-        (chunked(b"5;a=\"x\"y\r\nhello\r\n0\r\n\r\n"), BAD, BadChunkExtension),
+        (
+            chunked(b"5;=x\r\nhello\r\n0\r\n\r\n"),
+            BAD,
+            BadChunkExtension,
+        ),
+        (
+            chunked(b"5;a=\r\nhello\r\n0\r\n\r\n"),
+            BAD,
+            BadChunkExtension,
+        ),
+        (
+            chunked(b"5;a=b c\r\nhello\r\n0\r\n\r\n"),
+            BAD,
+            BadChunkExtension,
+        ),
+        (
+            chunked(b"5;a=\"open\r\nhello\r\n0\r\n\r\n"),
+            BAD,
+            BadChunkExtension,
+        ),
+        (
+            chunked(b"5;a=\"x\x01\"\r\nhello\r\n0\r\n\r\n"),
+            BAD,
+            BadChunkExtension,
+        ),
+        (
+            chunked(b"5;a=\"x\\\x01\"\r\nhello\r\n0\r\n\r\n"),
+            BAD,
+            BadChunkExtension,
+        ),
+        (
+            chunked(b"5;a\x00\r\nhello\r\n0\r\n\r\n"),
+            BAD,
+            BadChunkExtension,
+        ),
+        (
+            chunked(b"5;a(b)\r\nhello\r\n0\r\n\r\n"),
+            BAD,
+            BadChunkExtension,
+        ),
+        (
+            chunked(b"5;a=\"x\"y\r\nhello\r\n0\r\n\r\n"),
+            BAD,
+            BadChunkExtension,
+        ),
         (chunked(b"5 \r\nhello\r\n0\r\n\r\n"), BAD, BadChunkExtension),
-        (chunked(b"5;a \r\nhello\r\n0\r\n\r\n"), BAD, BadChunkExtension),
+        (
+            chunked(b"5;a \r\nhello\r\n0\r\n\r\n"),
+            BAD,
+            BadChunkExtension,
+        ),
         (chunked(b"0;bad ext\r\n\r\n"), BAD, BadChunkExtension),
     ];
-    let cases: Vec<_> = cases.iter().map(|(i, s, k)| (i.as_slice(), *s, *k)).collect();
+    let cases: Vec<_> = cases
+        .iter()
+        .map(|(i, s, k)| (i.as_slice(), *s, *k))
+        .collect();
     check(&cases);
 }
 
@@ -313,12 +484,19 @@ fn chunk_framing() {
         (chunked(b"5\r\nhello\r\n0\r\n\n"), BAD, BareLf),
         (chunked(b"0\r\nX: y\n\r\n"), BAD, BareLf),
         // Trailers must be fields: a request glued after a last chunk without its final CRLF.
-        (chunked(b"0\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n"), BAD, BadTrailer),
+        (
+            chunked(b"0\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n"),
+            BAD,
+            BadTrailer,
+        ),
         (chunked(b"0\r\nX: y\r\n z\r\n\r\n"), BAD, BadTrailer),
         (chunked(b"0\r\nX : y\r\n\r\n"), BAD, BadTrailer),
         (chunked(b"0\r\nX: a\x00b\r\n\r\n"), BAD, BadTrailer),
     ];
-    let cases: Vec<_> = cases.iter().map(|(i, s, k)| (i.as_slice(), *s, *k)).collect();
+    let cases: Vec<_> = cases
+        .iter()
+        .map(|(i, s, k)| (i.as_slice(), *s, *k))
+        .collect();
     check(&cases);
 }
 

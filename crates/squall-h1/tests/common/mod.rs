@@ -52,7 +52,9 @@ impl Outcome {
 
     /// The status of the error; panics when there was none.
     pub fn status(&self) -> StatusCode {
-        self.error.unwrap_or_else(|| panic!("expected an error: {self:#?}")).status()
+        self.error
+            .unwrap_or_else(|| panic!("expected an error: {self:#?}"))
+            .status()
     }
 }
 
@@ -60,8 +62,12 @@ impl Outcome {
 pub fn run_pieces<'a>(pieces: impl IntoIterator<Item = &'a [u8]>, limits: Limits) -> Outcome {
     let mut decoder = RequestDecoder::new(limits);
     let mut buf = BytesMut::new();
-    let mut outcome =
-        Outcome { items: Vec::new(), error: None, leftover: Vec::new(), between_messages: true };
+    let mut outcome = Outcome {
+        items: Vec::new(),
+        error: None,
+        leftover: Vec::new(),
+        between_messages: true,
+    };
     let mut in_message = false;
     for piece in pieces {
         buf.extend_from_slice(piece);
@@ -72,7 +78,9 @@ pub fn run_pieces<'a>(pieces: impl IntoIterator<Item = &'a [u8]>, limits: Limits
                 Ok(Some(event)) => push_event(&mut outcome, &mut in_message, event),
                 Ok(None) => break,
                 Err(e) => {
-                    let again = decoder.decode(&mut buf).expect_err("a poisoned decoder errs again");
+                    let again = decoder
+                        .decode(&mut buf)
+                        .expect_err("a poisoned decoder errs again");
                     assert_eq!(again.kind(), e.kind(), "the same error after poisoning");
                     assert_eq!(e.status(), e.kind().status());
                     assert!(!decoder.is_between_messages());
@@ -125,7 +133,10 @@ pub fn decode_all_ways(input: &[u8], limits: Limits) -> Outcome {
     let whole = run_pieces([input], limits);
     for size in piece_sizes(input.len()) {
         let outcome = run_pieces(input.chunks(size), limits);
-        assert_eq!(outcome, whole, "pieces of {size} bytes differ from the whole input");
+        assert_eq!(
+            outcome, whole,
+            "pieces of {size} bytes differ from the whole input"
+        );
     }
     for at in split_points(input.len()) {
         let (a, b) = input.split_at(at);
@@ -154,7 +165,9 @@ fn split_points(len: usize) -> Vec<usize> {
         return (0..=len).collect();
     }
     let step = len / 500;
-    (0..=len).filter(|at| at % step == 0 || *at < 64 || len - at < 64).collect()
+    (0..=len)
+        .filter(|at| at % step == 0 || *at < 64 || len - at < 64)
+        .collect()
 }
 
 /// Decodes with default limits, every way.
@@ -170,7 +183,9 @@ pub fn status(input: &[u8]) -> StatusCode {
 /// The error kind a request is refused with, every way.
 pub fn error_kind(input: &[u8], limits: Limits) -> ErrorKind {
     let outcome = decode_all_ways(input, limits);
-    outcome.error.unwrap_or_else(|| panic!("expected an error: {outcome:#?}"))
+    outcome
+        .error
+        .unwrap_or_else(|| panic!("expected an error: {outcome:#?}"))
 }
 
 /// `Bytes`-free body of the first message, for short assertions.
