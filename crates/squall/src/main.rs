@@ -4,6 +4,7 @@
 mod cli;
 mod date;
 mod listener;
+mod metrics;
 mod server;
 mod timer;
 mod worker;

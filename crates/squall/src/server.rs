@@ -4,7 +4,6 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -16,6 +15,7 @@ use squall_proxy::Service;
 use squall_uring::Waker;
 use tracing::{error, info, warn};
 
+use crate::metrics::Metrics;
 use crate::{DEFAULT_CONFIG, listener, worker};
 
 /// What every worker reads on the request path; swapped whole by a reload.
@@ -38,48 +38,6 @@ pub struct ConnLimits {
 pub enum Control {
     Reload(Arc<Runtime>),
     Drain { deadline: Instant },
-}
-
-/// Process-wide counters (exported by the admin listener when it lands; logged at exit).
-#[derive(Default, Debug)]
-pub struct Metrics {
-    pub connections_accepted: Counter,
-    pub responses_2xx: Counter,
-    pub responses_3xx: Counter,
-    pub responses_4xx: Counter,
-    pub responses_5xx: Counter,
-    pub bad_requests: Counter,
-    pub timeouts: Counter,
-    pub accept_pauses: Counter,
-}
-
-#[derive(Default, Debug)]
-pub struct Counter(AtomicU64);
-
-impl Counter {
-    pub fn inc(&self) {
-        self.0.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
-}
-
-impl Metrics {
-    pub fn count_response(&self, status: http::StatusCode) {
-        match status.as_u16() {
-            200..=299 => self.responses_2xx.inc(),
-            300..=399 => self.responses_3xx.inc(),
-            400..=499 => self.responses_4xx.inc(),
-            _ => self.responses_5xx.inc(),
-        }
-    }
-
-    pub fn count_bad_request(&self, status: http::StatusCode) {
-        self.bad_requests.inc();
-        self.count_response(status);
-    }
 }
 
 impl Runtime {
@@ -143,7 +101,8 @@ fn load(path: Option<&Path>) -> Result<Config, String> {
 
 fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let config = load(path).map_err(anyhow::Error::msg)?;
-    let metrics = Arc::new(Metrics::default());
+    let count = worker_count(&config);
+    let metrics = Arc::new(Metrics::new(count));
     let runtime = Arc::new(Runtime::new(&config, metrics.clone())?);
     match squall_uring::raise_nofile_limit() {
         Ok(limit) => info!("file descriptor limit: {limit}"),
@@ -151,7 +110,6 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
     }
     // Registered before any worker starts, so a stop signal arriving during start-up is kept.
     let mut signals = Signals::new([SIGHUP, SIGINT, SIGTERM, SIGUSR1])?;
-    let count = worker_count(&config);
     let listeners = bind_all(&config, count)?;
     let workers = spawn_workers(count, listeners, &runtime)?;
     info!(
@@ -181,8 +139,8 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
         let _ = w.thread.join();
     }
     info!(
-        accepted = metrics.connections_accepted.get(),
-        bad_requests = metrics.bad_requests.get(),
+        accepted = metrics.total(|w| &w.connections_accepted),
+        bad_requests = metrics.total(|w| &w.bad_requests),
         "stopped"
     );
     Ok(ExitCode::SUCCESS)

@@ -123,7 +123,10 @@ mod tests {
             Vec::<u64>::new()
         );
         // Up to one tick late, never early.
-        assert_eq!(fire(&mut wheel, t0 + Duration::from_secs(5)), Vec::<u64>::new());
+        assert_eq!(
+            fire(&mut wheel, t0 + Duration::from_secs(5)),
+            Vec::<u64>::new()
+        );
         assert_eq!(fire(&mut wheel, t0 + Duration::from_millis(5_100)), vec![2]);
         assert_eq!(wheel.len(), 0);
         assert_eq!(wheel.timeout(t0), None);

@@ -248,7 +248,7 @@ impl Worker {
             Err(e) if is_out_of_descriptors(&e) => {
                 let listener = &mut self.listeners[index];
                 if listener.paused_since.is_none() {
-                    self.runtime.metrics.accept_pauses.inc();
+                    self.runtime.metrics.worker(self.id).accept_pauses.inc();
                     listener.paused_since = Some(self.now);
                 }
                 // At the limit, accepting flaps between paused and running as connections come
@@ -310,7 +310,11 @@ impl Worker {
         let conn = &mut self.conns[index];
         conn.recv = Some(self.ring.recv_multi(raw, token));
         conn.ops += 1;
-        self.runtime.metrics.connections_accepted.inc();
+        self.runtime
+            .metrics
+            .worker(self.id)
+            .connections_accepted
+            .inc();
         self.update_deadline(index);
     }
 
@@ -380,6 +384,7 @@ impl Worker {
     /// Decodes and answers every complete request in the receive buffer, in order.
     fn process(&mut self, index: usize) {
         let runtime = &self.runtime;
+        let counters = runtime.metrics.worker(self.id);
         let date = self.date.get();
         let draining = self.drain_deadline.is_some();
         let conn = &mut self.conns[index];
@@ -410,7 +415,7 @@ impl Worker {
                     let outcome = runtime
                         .service
                         .respond(&head, date, draining, &mut conn.out);
-                    runtime.metrics.count_response(outcome.status);
+                    counters.count_response(outcome.status);
                     if !outcome.keep_alive {
                         conn.close_after = true;
                     }
@@ -424,7 +429,7 @@ impl Worker {
                         status = status.as_u16(),
                         "bad request: {e}"
                     );
-                    runtime.metrics.count_bad_request(status);
+                    counters.count_bad_request(status);
                     squall_h1::encode_error(status, date, &mut conn.out);
                     conn.close_after = true;
                 }
@@ -605,7 +610,7 @@ impl Worker {
 
     fn on_deadline(&mut self, index: usize) {
         let conn = &mut self.conns[index];
-        let metrics = &self.runtime.metrics;
+        let metrics = self.runtime.metrics.worker(self.id);
         if conn.phase == Phase::Open && conn.send.is_none() && conn.head_in_progress() {
             // Slowloris: part of a head arrived, the rest did not come in time.
             debug!(worker = self.id, conn = index, "request header timeout");

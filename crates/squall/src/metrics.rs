@@ -1,0 +1,94 @@
+//! Counters, one padded block per worker so that counting never bounces a cache line between
+//! cores; readers (the stop log now, the admin endpoint later) sum the blocks.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Every worker's counters.
+#[derive(Debug)]
+pub struct Metrics {
+    workers: Box<[WorkerCounters]>,
+}
+
+/// One worker's counters, alone on its cache lines (128 bytes covers adjacent-line prefetch).
+#[derive(Default, Debug)]
+#[repr(align(128))]
+pub struct WorkerCounters {
+    pub connections_accepted: Counter,
+    pub responses_2xx: Counter,
+    pub responses_3xx: Counter,
+    pub responses_4xx: Counter,
+    pub responses_5xx: Counter,
+    pub bad_requests: Counter,
+    pub timeouts: Counter,
+    pub accept_pauses: Counter,
+}
+
+/// A monotonically increasing count, written by one worker.
+#[derive(Default, Debug)]
+pub struct Counter(AtomicU64);
+
+impl Metrics {
+    pub fn new(workers: usize) -> Metrics {
+        Metrics {
+            workers: (0..workers.max(1))
+                .map(|_| WorkerCounters::default())
+                .collect(),
+        }
+    }
+
+    /// The block of worker `id`.
+    pub fn worker(&self, id: usize) -> &WorkerCounters {
+        &self.workers[id % self.workers.len()]
+    }
+
+    /// The sum of one counter over all workers.
+    pub fn total(&self, counter: impl Fn(&WorkerCounters) -> &Counter) -> u64 {
+        self.workers.iter().map(|w| counter(w).get()).sum()
+    }
+}
+
+impl WorkerCounters {
+    pub fn count_response(&self, status: http::StatusCode) {
+        match status.as_u16() {
+            200..=299 => self.responses_2xx.inc(),
+            300..=399 => self.responses_3xx.inc(),
+            400..=499 => self.responses_4xx.inc(),
+            _ => self.responses_5xx.inc(),
+        }
+    }
+
+    pub fn count_bad_request(&self, status: http::StatusCode) {
+        self.bad_requests.inc();
+        self.count_response(status);
+    }
+}
+
+impl Counter {
+    /// Only the owning worker writes, so a relaxed load and store would do; `fetch_add` keeps
+    /// it correct should two threads ever share a block.
+    pub fn inc(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn totals_sum_the_workers() {
+        let metrics = Metrics::new(3);
+        metrics.worker(0).count_response(http::StatusCode::OK);
+        metrics
+            .worker(2)
+            .count_bad_request(http::StatusCode::BAD_REQUEST);
+        assert_eq!(metrics.total(|w| &w.responses_2xx), 1);
+        assert_eq!(metrics.total(|w| &w.responses_4xx), 1);
+        assert_eq!(metrics.total(|w| &w.bad_requests), 1);
+        assert_eq!(std::mem::align_of::<WorkerCounters>(), 128);
+    }
+}
