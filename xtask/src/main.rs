@@ -1,3 +1,41 @@
-//! xtask
+//! Project automation for Squall, run as `cargo xtask <command>` (alias in `.cargo/config.toml`).
+//!
+//! - `bench`: build two versions of Squall (or Squall and nginx) and compare them under h2load,
+//!   scenario by scenario, with a markdown table and raw JSON (`bench/README.md`).
+//! - `tidy`: check the architecture rules that a compiler cannot: crate dependency order and
+//!   `#![forbid(unsafe_code)]` everywhere but `squall-uring` (STYLE.md §3). `cargo test -p xtask`
+//!   runs it too.
 #![forbid(unsafe_code)]
-fn main() {}
+
+mod bench;
+mod build;
+mod cli;
+mod find_max;
+mod h2load;
+mod nginx;
+mod report;
+mod run;
+mod scenario;
+mod server;
+mod stats;
+mod tidy;
+mod util;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    let result = match cli.command {
+        cli::Command::Bench(args) => bench::main(&args),
+        cli::Command::Tidy => tidy::main(),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

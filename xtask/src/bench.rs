@@ -1,0 +1,368 @@
+//! `cargo xtask bench`: the orchestration. Checks the tools, prepares both builds, runs every
+//! scenario A B A B ... on fresh server processes, and writes the tables and raw results.
+//!
+//! Everything that decides a number lives in the modules it calls (`run`, `h2load`, `stats`,
+//! `report`); this one only sequences them and talks to the person waiting.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail, ensure};
+use serde::Serialize;
+
+use crate::build::{self, Build, Role};
+use crate::cli::{BenchArgs, Peer};
+use crate::report::{self, Figure, ScenarioReport};
+use crate::run::{self, Outcome, Settings};
+use crate::scenario::{self, Scenario};
+use crate::stats;
+use crate::util::{clock_ticks, repo_root, utc_stamp, which};
+
+/// Raw results, written as `results.json`.
+#[derive(Serialize)]
+struct Results<'a> {
+    command: Vec<String>,
+    date_utc: &'a str,
+    base: &'a str,
+    head: &'a str,
+    mode: &'a str,
+    runs_per_build: u32,
+    duration_secs: u32,
+    warmup_secs: u32,
+    server_cpu: usize,
+    load_cpu: usize,
+    scenarios: Vec<ScenarioResults<'a>>,
+}
+
+#[derive(Serialize)]
+struct ScenarioResults<'a> {
+    name: &'a str,
+    summary: Vec<report::Row>,
+    base_runs: &'a [Outcome],
+    head_runs: &'a [Outcome],
+}
+
+/// One invocation: what it compares, how, and where it writes.
+struct Session<'a> {
+    args: &'a BenchArgs,
+    stamp: String,
+    out: PathBuf,
+    builds: [Build; 2],
+    settings: Settings,
+    scenarios: Vec<Scenario>,
+}
+
+/// The outcomes of one scenario: base's runs, then head's.
+type ScenarioOutcomes = [Vec<Outcome>; 2];
+
+/// Runs the bench; the exit code is 1 only for `--fail-above`.
+pub fn main(args: &BenchArgs) -> Result<ExitCode> {
+    let repo = repo_root();
+    let all = scenario::load_all(&repo.join("bench/scenarios"))?;
+    if args.list {
+        for s in &all {
+            println!(
+                "{:<24} {:>6} routes  {}",
+                s.name,
+                s.route_count(),
+                s.description
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let scenarios = scenario::select(all, &args.scenarios)?;
+    preflight(args)?;
+    let stamp = utc_stamp();
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| repo.join("target/bench").join(&stamp));
+    fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let builds = builds(args, &repo)?;
+    let settings = Settings {
+        duration_secs: args.duration,
+        warmup_secs: args.warmup,
+        connections: args.connections,
+        streams: args.streams,
+        rate: args.rate,
+        server_cpu: args.server_cpu,
+        load_cpu: args.load_cpu,
+        clock_ticks: clock_ticks()?,
+    };
+    let session = Session {
+        args,
+        stamp,
+        out,
+        builds,
+        settings,
+        scenarios,
+    };
+    let outcomes: Vec<ScenarioOutcomes> = session
+        .scenarios
+        .iter()
+        .map(|s| session.run_scenario(s))
+        .collect();
+    let markdown = session.markdown(&outcomes);
+    session.write(&outcomes, &markdown)?;
+    print!("{markdown}");
+    eprintln!("bench: results in {}", session.out.display());
+    Ok(session.fail_above(&outcomes))
+}
+
+/// One clear line for each thing missing, before anything is built.
+fn preflight(args: &BenchArgs) -> Result<()> {
+    if which("h2load").is_none() {
+        bail!("h2load is not on PATH: install it with `apt-get install nghttp2-client`");
+    }
+    if which("taskset").is_none() {
+        bail!("taskset is not on PATH: install it with `apt-get install util-linux`");
+    }
+    if args.vs == Some(Peer::Nginx) && which("nginx").is_none() {
+        bail!("--vs nginx needs nginx on PATH: install it with `apt-get install nginx`");
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    ensure!(
+        cpus >= 2,
+        "bench needs 2 CPUs (server and h2load each pinned to its own) and this process may use {cpus}"
+    );
+    ensure!(
+        args.server_cpu != args.load_cpu,
+        "--server-cpu and --load-cpu must differ"
+    );
+    for cpu in [args.server_cpu, args.load_cpu] {
+        ensure!(
+            Path::new(&format!("/sys/devices/system/cpu/cpu{cpu}")).exists(),
+            "CPU {cpu} does not exist here: pick others with --server-cpu and --load-cpu"
+        );
+    }
+    Ok(())
+}
+
+fn builds(args: &BenchArgs, repo: &Path) -> Result<[Build; 2]> {
+    let base = match (args.vs, &args.base_bin) {
+        (Some(Peer::Nginx), _) => build::nginx()?,
+        (None, Some(bin)) => build::prebuilt(Role::Base, bin)?,
+        (None, None) => build::at_ref(repo, Role::Base, &args.base)?,
+    };
+    let head = match (&args.head_bin, &args.head) {
+        (Some(bin), _) => build::prebuilt(Role::Head, bin)?,
+        (None, Some(refname)) => build::at_ref(repo, Role::Head, refname)?,
+        (None, None) => build::working_tree(repo, Role::Head)?,
+    };
+    for b in [&base, &head] {
+        if let Err(reason) = &b.target {
+            eprintln!(
+                "bench: {} {}: not available: {reason}",
+                b.role.as_str(),
+                b.name
+            );
+        }
+    }
+    Ok([base, head])
+}
+
+impl Session<'_> {
+    /// All runs of one scenario, interleaved base, head, base, head ... A build that cannot
+    /// run the scenario is asked once, not once per run.
+    fn run_scenario(&self, scenario: &Scenario) -> ScenarioOutcomes {
+        let runs = self.args.runs;
+        let mut outcomes: ScenarioOutcomes = [Vec::new(), Vec::new()];
+        for run in 1..=runs {
+            for (build, outcomes) in self.builds.iter().zip(outcomes.iter_mut()) {
+                if matches!(outcomes.last(), Some(Outcome::Unsupported { .. })) {
+                    continue;
+                }
+                let role = build.role.as_str();
+                eprintln!(
+                    "bench: {}: {role} {}: run {run} of {runs}",
+                    scenario.name, build.name
+                );
+                let dir = self
+                    .out
+                    .join("runs")
+                    .join(&scenario.name)
+                    .join(format!("{role}-{run}"));
+                let outcome = if self.args.find_max {
+                    crate::find_max::search(build, scenario, &self.settings, &dir)
+                } else {
+                    run::measure(build, scenario, &self.settings, &dir)
+                };
+                eprintln!("bench:   {}", outcome.brief());
+                outcomes.push(outcome);
+            }
+        }
+        outcomes
+    }
+
+    fn mode(&self) -> String {
+        match (self.args.find_max, self.args.rate) {
+            (true, _) => "find-max".into(),
+            (false, Some(rate)) => format!("open loop at {rate} req/s"),
+            (false, None) => "closed loop".into(),
+        }
+    }
+
+    /// The load of a scenario in a few words, after the command-line overrides.
+    fn load_words(&self, scenario: &Scenario) -> String {
+        let settings = &self.settings;
+        let plan = run::plan(scenario, settings, 0, settings.duration_secs, settings.rate);
+        let close = if scenario.load.close {
+            ", a new connection per request"
+        } else {
+            ""
+        };
+        format!(
+            "{} connections × {} in flight, GET {}{close}",
+            plan.connections, plan.streams, scenario.load.path
+        )
+    }
+
+    fn markdown(&self, outcomes: &[ScenarioOutcomes]) -> String {
+        let args = self.args;
+        let [base, head] = &self.builds;
+        let mut out = format!(
+            "# Squall bench {} UTC\n\n`{}`\n\n- base: {}\n- head: {}\n- {} run{} per build, \
+             interleaved; {} s measured after {} s warm-up; {}; server on CPU {}, h2load on CPU {}\n\n",
+            self.stamp,
+            command_line().join(" "),
+            base.name,
+            head.name,
+            args.runs,
+            if args.runs == 1 { "" } else { "s" },
+            args.duration,
+            args.warmup,
+            self.mode(),
+            args.server_cpu,
+            args.load_cpu,
+        );
+        for (scenario, [b, h]) in self.scenarios.iter().zip(outcomes) {
+            out.push_str(&report::scenario_markdown(&ScenarioReport {
+                name: &scenario.name,
+                description: &scenario.description,
+                load: self.load_words(scenario),
+                base_name: &base.short,
+                head_name: &head.short,
+                base: b,
+                head: h,
+            }));
+        }
+        out
+    }
+
+    /// `results.json` (raw runs and summaries) and `results.md` (the tables).
+    fn write(&self, outcomes: &[ScenarioOutcomes], markdown: &str) -> Result<()> {
+        let mode = self.mode();
+        let results = Results {
+            command: command_line(),
+            date_utc: &self.stamp,
+            base: &self.builds[0].name,
+            head: &self.builds[1].name,
+            mode: &mode,
+            runs_per_build: self.args.runs,
+            duration_secs: self.args.duration,
+            warmup_secs: self.args.warmup,
+            server_cpu: self.args.server_cpu,
+            load_cpu: self.args.load_cpu,
+            scenarios: self
+                .scenarios
+                .iter()
+                .zip(outcomes)
+                .map(|(s, [b, h])| ScenarioResults {
+                    name: &s.name,
+                    summary: report::rows(b, h),
+                    base_runs: b,
+                    head_runs: h,
+                })
+                .collect(),
+        };
+        let json = serde_json::to_string_pretty(&results)?;
+        fs::write(self.out.join("results.json"), json)?;
+        fs::write(self.out.join("results.md"), markdown)?;
+        Ok(())
+    }
+
+    /// `--fail-above PCT`: exit 1 if any scenario's median CPU per request grew by more than
+    /// PCT.
+    fn fail_above(&self, outcomes: &[ScenarioOutcomes]) -> ExitCode {
+        let Some(percent) = self.args.fail_above else {
+            return ExitCode::SUCCESS;
+        };
+        let names = self.scenarios.iter().map(|s| s.name.as_str());
+        let regressions = cpu_regressions(names.zip(outcomes), percent);
+        for line in &regressions {
+            eprintln!("bench: {line}");
+        }
+        if regressions.is_empty() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// One line per scenario whose median CPU per request, head over base, grew by more than
+/// `percent`. Scenarios where a build measured nothing have no ratio and do not count.
+fn cpu_regressions<'a>(
+    scenarios: impl Iterator<Item = (&'a str, &'a ScenarioOutcomes)>,
+    percent: f64,
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (name, [b, h]) in scenarios {
+        let row = report::rows(b, h)
+            .into_iter()
+            .find(|row| row.figure == Figure::CpuPer100k);
+        if let Some(report::Row {
+            base: Some(base),
+            head: Some(head),
+            ..
+        }) = row
+            && stats::regressed(&base, &head, percent)
+        {
+            let grown = (head.median / base.median - 1.0) * 100.0;
+            lines.push(format!(
+                "{name}: CPU per request grew by {grown:.1}%, more than {percent}%"
+            ));
+        }
+    }
+    lines
+}
+
+fn command_line() -> Vec<String> {
+    let mut words = vec!["cargo".to_string(), "xtask".to_string()];
+    words.extend(std::env::args().skip(1));
+    words
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::h2load::Report;
+    use crate::run::Measured;
+
+    fn cpu(per_100k: f64) -> Outcome {
+        Outcome::Measured(Box::new(Measured {
+            h2load: Report {
+                succeeded: 1,
+                ..Report::default()
+            },
+            cpu_secs: per_100k,
+            responses: 100_000,
+            cpu_secs_per_100k: per_100k,
+        }))
+    }
+
+    #[test]
+    fn fail_above_looks_at_median_cpu_per_request() {
+        let regressed: ScenarioOutcomes = [vec![cpu(1.0), cpu(1.1)], vec![cpu(1.2), cpu(1.2)]];
+        let improved: ScenarioOutcomes = [vec![cpu(1.0)], vec![cpu(0.5)]];
+        let unsupported: ScenarioOutcomes = [
+            vec![Outcome::Unsupported { reason: "x".into() }],
+            vec![cpu(9.0)],
+        ];
+        let all = [("a", &regressed), ("b", &improved), ("c", &unsupported)];
+        let lines = cpu_regressions(all.into_iter(), 10.0);
+        assert_eq!(lines, ["a: CPU per request grew by 14.3%, more than 10%"]);
+        assert!(cpu_regressions(all.into_iter(), 15.0).is_empty());
+    }
+}

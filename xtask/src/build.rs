@@ -1,0 +1,237 @@
+//! The two things being compared: Squall built from a git ref, from the working tree, or given
+//! as a binary, and nginx for `--vs nginx`.
+//!
+//! A ref is built in release mode in its own git worktree under `target/bench/worktrees/`, and
+//! the binary is kept in `target/bench/builds/COMMIT/` so a second call with the same commit
+//! builds nothing. Worktree builds share one cargo target folder, so dependencies compile once;
+//! each binary is copied out right after its build, so the two builds never mix. A build that
+//! fails, or a ref without the `squall` package, makes the build unavailable ("not supported by
+//! REF") rather than stopping the whole bench.
+
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, Result, bail};
+
+use crate::util::last_line;
+
+/// Which side of the comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Base,
+    Head,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Base => "base",
+            Role::Head => "head",
+        }
+    }
+}
+
+/// A server program ready to run.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Target {
+    Squall(PathBuf),
+    Nginx(PathBuf),
+}
+
+/// One side of the comparison.
+#[derive(Debug, Clone)]
+pub struct Build {
+    pub role: Role,
+    /// What it is, for people: `main (5f6979e)`, `working tree (5f6979e + changes)`, `nginx/1.22.1`.
+    pub name: String,
+    /// The short name used in "not supported by NAME": the ref, "working tree" or "nginx".
+    pub short: String,
+    /// The program, or why there is none.
+    pub target: Result<Target, String>,
+}
+
+/// Squall at a git ref, built (or found in the cache) in its own worktree.
+pub fn at_ref(repo: &Path, role: Role, refname: &str) -> Result<Build> {
+    let commit = git(
+        repo,
+        &["rev-parse", "--verify", &format!("{refname}^{{commit}}")],
+    )
+    .with_context(|| format!("{refname:?} is not a commit in this repository"))?;
+    let short_commit = &commit[..commit.len().min(10)];
+    let name = format!("{refname} ({short_commit})");
+    let cache = repo.join("target/bench/builds").join(&commit);
+    let target = cached_or_built(repo, &commit, &cache, &name);
+    Ok(Build {
+        role,
+        name,
+        short: refname.to_string(),
+        target,
+    })
+}
+
+/// Squall from the working tree, uncommitted changes included, built with the repository's
+/// ordinary target folder (the build a developer already has).
+pub fn working_tree(repo: &Path, role: Role) -> Result<Build> {
+    let head = git(repo, &["rev-parse", "--short=10", "HEAD"])?;
+    let dirty = !git(repo, &["status", "--porcelain"])?.is_empty();
+    let name = format!(
+        "working tree ({head}{})",
+        if dirty { " + changes" } else { "" }
+    );
+    let cache = repo.join("target/bench/builds/working-tree");
+    eprintln!("bench: building squall from the {name}");
+    let target_dir =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| repo.join("target"), PathBuf::from);
+    let target = cargo_build(repo, &target_dir, &cache).map(Target::Squall);
+    Ok(Build {
+        role,
+        name,
+        short: "working tree".into(),
+        target,
+    })
+}
+
+/// A squall binary someone built already.
+pub fn prebuilt(role: Role, path: &Path) -> Result<Build> {
+    let path =
+        fs::canonicalize(path).with_context(|| format!("no binary at {}", path.display()))?;
+    let name = path.display().to_string();
+    Ok(Build {
+        role,
+        name: name.clone(),
+        short: name,
+        target: Ok(Target::Squall(path)),
+    })
+}
+
+/// nginx from `PATH`, as base.
+pub fn nginx() -> Result<Build> {
+    let Some(path) = crate::util::which("nginx") else {
+        bail!("--vs nginx needs nginx on PATH: install it with `apt-get install nginx`");
+    };
+    let output = Command::new(&path)
+        .arg("-v")
+        .output()
+        .context("running nginx -v")?;
+    // nginx prints "nginx version: nginx/1.22.1" to stderr.
+    let version = String::from_utf8_lossy(&output.stderr);
+    let version = version
+        .trim()
+        .rsplit(' ')
+        .next()
+        .unwrap_or("nginx")
+        .to_string();
+    Ok(Build {
+        role: Role::Base,
+        name: version,
+        short: "nginx".into(),
+        target: Ok(Target::Nginx(path)),
+    })
+}
+
+fn cached_or_built(repo: &Path, commit: &str, cache: &Path, name: &str) -> Result<Target, String> {
+    let binary = cache.join("squall");
+    if binary.is_file() {
+        eprintln!("bench: squall at {name} is cached in {}", cache.display());
+        return Ok(Target::Squall(binary));
+    }
+    if let Ok(reason) = fs::read_to_string(cache.join("unsupported.txt")) {
+        return Err(reason);
+    }
+    let worktree = worktree(repo, commit).map_err(|err| format!("{err:#}"))?;
+    if !worktree.join("crates/squall/Cargo.toml").is_file() {
+        let reason = "it has no squall binary crate".to_string();
+        let _ = fs::create_dir_all(cache)
+            .and_then(|()| fs::write(cache.join("unsupported.txt"), &reason));
+        return Err(reason);
+    }
+    eprintln!("bench: building squall at {name} in {}", worktree.display());
+    let shared_target = repo.join("target/bench/cargo-target");
+    cargo_build(&worktree, &shared_target, cache).map(Target::Squall)
+}
+
+/// A detached worktree of `commit` in `target/bench/worktrees/COMMIT`, made or reused.
+fn worktree(repo: &Path, commit: &str) -> Result<PathBuf> {
+    let dir = repo.join("target/bench/worktrees").join(commit);
+    if dir.join(".git").exists() {
+        if git(&dir, &["rev-parse", "HEAD"]).is_ok_and(|head| head == commit) {
+            return Ok(dir);
+        }
+        let _ = git(
+            repo,
+            &["worktree", "remove", "--force", &dir.to_string_lossy()],
+        );
+    }
+    if dir.exists() {
+        fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+    }
+    // A worktree whose folder was deleted by hand stays registered until pruned.
+    git(repo, &["worktree", "prune"])?;
+    git(
+        repo,
+        &[
+            "worktree",
+            "add",
+            "--detach",
+            "--force",
+            &dir.to_string_lossy(),
+            commit,
+        ],
+    )?;
+    Ok(dir)
+}
+
+/// `cargo build --release -p squall` in `workspace`, then the binary copied into `cache`.
+fn cargo_build(workspace: &Path, target_dir: &Path, cache: &Path) -> Result<PathBuf, String> {
+    fs::create_dir_all(cache).map_err(|err| format!("creating {}: {err}", cache.display()))?;
+    let log_path = cache.join("build.log");
+    let log =
+        File::create(&log_path).map_err(|err| format!("creating {}: {err}", log_path.display()))?;
+    let stderr = log.try_clone().map_err(|err| err.to_string())?;
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "--release", "--package", "squall"])
+        .current_dir(workspace)
+        .env("CARGO_TARGET_DIR", target_dir)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(stderr)
+        .status()
+        .map_err(|err| format!("running cargo: {err}"))?;
+    if !status.success() {
+        let text = fs::read_to_string(&log_path).unwrap_or_default();
+        let error = text
+            .lines()
+            .find(|l| l.starts_with("error"))
+            .unwrap_or(last_line(&text));
+        return Err(format!(
+            "its build failed: {error} (log: {})",
+            log_path.display()
+        ));
+    }
+    let built = target_dir.join("release/squall");
+    let kept = cache.join("squall");
+    fs::copy(&built, &kept).map_err(|err| format!("copying {}: {err}", built.display()))?;
+    Ok(kept)
+}
+
+/// Runs git in `dir` and returns its trimmed stdout.
+pub fn git(dir: &Path, args: &[&str]) -> Result<String> {
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .context("running git")?;
+    if !output.status.success() {
+        bail!(
+            "git {}: {}",
+            args.join(" "),
+            last_line(&String::from_utf8_lossy(&output.stderr))
+        );
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
+}

@@ -1,0 +1,160 @@
+//! The command line of `cargo xtask`: every flag of `bench` and `tidy`, with its default.
+//!
+//! The flags are those of issue 3 and `bench/README.md`; a change here needs a change there.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Squall's project automation.
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask", bin_name = "cargo xtask")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Compare two builds of Squall (or Squall and nginx) under h2load.
+    Bench(Box<BenchArgs>),
+    /// Check crate dependency order and `#![forbid(unsafe_code)]` (STYLE.md §3).
+    Tidy,
+}
+
+/// Load-test two builds side by side; see `bench/README.md`.
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// Git ref of the baseline build.
+    #[arg(long, default_value = "main", conflicts_with = "vs")]
+    pub base: String,
+    /// Git ref of the build under test; the working tree (uncommitted changes included) if absent.
+    #[arg(long)]
+    pub head: Option<String>,
+    /// Run only this scenario (a file stem in bench/scenarios); repeat for more. All if absent.
+    #[arg(long = "scenario", value_name = "NAME")]
+    pub scenarios: Vec<String>,
+    /// Measured runs per build and scenario, interleaved A B A B ...
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub runs: u32,
+    /// Seconds of measurement per run (after the warm-up).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=600))]
+    pub duration: u32,
+    /// Seconds of warm-up load before each measured run (not counted).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(0..=60))]
+    pub warmup: u32,
+    /// Client connections (h2load -c); the scenario's value if absent.
+    #[arg(long)]
+    pub connections: Option<u32>,
+    /// Requests in flight per connection (h2load -m); the scenario's value if absent.
+    #[arg(long)]
+    pub streams: Option<u32>,
+    /// Where results go; target/bench/DATE/ if absent.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Exit 1 when a scenario's CPU per request (head/base, medians) grows by more than PCT percent.
+    #[arg(long, value_name = "PCT")]
+    pub fail_above: Option<f64>,
+    /// Compare head against a peer server instead of a base build.
+    #[arg(long, value_enum)]
+    pub vs: Option<Peer>,
+    /// Open loop at R requests/s in total (h2load --rps, split over the connections).
+    #[arg(long, value_name = "R", conflicts_with = "find_max")]
+    pub rate: Option<f64>,
+    /// Search the highest rate with mean latency under 5 ms and at least 95% successes.
+    #[arg(long)]
+    pub find_max: bool,
+    /// Use this prebuilt squall binary as base instead of building --base.
+    #[arg(long, value_name = "PATH", conflicts_with = "vs")]
+    pub base_bin: Option<PathBuf>,
+    /// Use this prebuilt squall binary as head instead of building --head.
+    #[arg(long, value_name = "PATH")]
+    pub head_bin: Option<PathBuf>,
+    /// CPU the server is pinned to.
+    #[arg(long, default_value_t = 1)]
+    pub server_cpu: usize,
+    /// CPU h2load is pinned to.
+    #[arg(long, default_value_t = 0)]
+    pub load_cpu: usize,
+    /// List the scenarios and exit.
+    #[arg(long)]
+    pub list: bool,
+}
+
+/// Peer servers that `--vs` knows how to configure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Peer {
+    Nginx,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("xtask").chain(args.iter().copied()))
+    }
+
+    fn bench(args: &[&str]) -> BenchArgs {
+        match parse(args).expect("valid command line").command {
+            Command::Bench(bench) => *bench,
+            Command::Tidy => panic!("parsed as tidy"),
+        }
+    }
+
+    #[test]
+    fn defaults_follow_the_issue() {
+        let args = bench(&["bench"]);
+        assert_eq!(args.base, "main");
+        assert_eq!(args.head, None);
+        assert_eq!(args.runs, 5);
+        assert_eq!(args.duration, 10);
+        assert!(args.scenarios.is_empty());
+        assert!(!args.find_max);
+    }
+
+    #[test]
+    fn every_flag_parses() {
+        let args = bench(&[
+            "bench",
+            "--base",
+            "HEAD~3",
+            "--head",
+            "HEAD",
+            "--scenario",
+            "h1-small",
+            "--scenario",
+            "h1-close",
+            "--runs",
+            "3",
+            "--duration",
+            "2",
+            "--connections",
+            "8",
+            "--streams",
+            "4",
+            "--out",
+            "/tmp/x",
+            "--fail-above",
+            "5",
+            "--rate",
+            "1000",
+        ]);
+        assert_eq!(args.scenarios, ["h1-small", "h1-close"]);
+        assert_eq!(args.connections, Some(8));
+        assert_eq!(args.streams, Some(4));
+        assert_eq!(args.fail_above, Some(5.0));
+        assert_eq!(args.rate, Some(1000.0));
+        assert_eq!(
+            bench(&["bench", "--vs", "nginx", "--find-max"]).vs,
+            Some(Peer::Nginx)
+        );
+    }
+
+    #[test]
+    fn contradictions_are_refused() {
+        assert!(parse(&["bench", "--vs", "nginx", "--base", "main"]).is_err());
+        assert!(parse(&["bench", "--rate", "10", "--find-max"]).is_err());
+        assert!(parse(&["bench", "--runs", "0"]).is_err());
+    }
+}

@@ -1,0 +1,333 @@
+//! The results as people read them: one markdown table per scenario with the median and
+//! min–max of each figure for base and head, the head/base ratio of the medians and a verdict,
+//! as in Envoy's published parser comparisons.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::run::Outcome;
+use crate::stats::{self, Better, Summary};
+
+/// A figure measured per run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Figure {
+    ReqPerSec,
+    CpuPer100k,
+    LatencyMean,
+    LatencySd,
+    LatencyMax,
+    FirstByteMean,
+    Succeeded,
+    Failed,
+    Errored,
+    MaxRate,
+}
+
+impl Figure {
+    pub fn label(self) -> &'static str {
+        match self {
+            Figure::ReqPerSec => "requests/s",
+            Figure::CpuPer100k => "server CPU s per 100k requests",
+            Figure::LatencyMean => "latency mean (ms)",
+            Figure::LatencySd => "latency sd (ms)",
+            Figure::LatencyMax => "latency max (ms)",
+            Figure::FirstByteMean => "time to 1st byte mean (ms)",
+            Figure::Succeeded => "succeeded",
+            Figure::Failed => "answered 4xx or 5xx",
+            Figure::Errored => "errored (no response)",
+            Figure::MaxRate => "max rate (req/s) at mean latency < 5 ms, ≥ 95% ok",
+        }
+    }
+
+    /// Which way is better; `None` for counts, which depend on the run's length and get no
+    /// verdict.
+    pub fn better(self) -> Option<Better> {
+        match self {
+            Figure::ReqPerSec | Figure::MaxRate => Some(Better::Higher),
+            Figure::CpuPer100k
+            | Figure::LatencyMean
+            | Figure::LatencySd
+            | Figure::LatencyMax
+            | Figure::FirstByteMean => Some(Better::Lower),
+            Figure::Succeeded | Figure::Failed | Figure::Errored => None,
+        }
+    }
+
+    fn decimals(self) -> usize {
+        match self {
+            Figure::CpuPer100k => 3,
+            Figure::LatencyMean
+            | Figure::LatencySd
+            | Figure::LatencyMax
+            | Figure::FirstByteMean => 2,
+            _ => 0,
+        }
+    }
+}
+
+/// One build's summary of one figure.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub figure: Figure,
+    pub base: Option<Summary>,
+    pub head: Option<Summary>,
+    pub ratio: Option<f64>,
+    pub verdict: Option<stats::Verdict>,
+}
+
+/// Every figure that either build measured, summarised and compared, in table order.
+pub fn rows(base: &[Outcome], head: &[Outcome]) -> Vec<Row> {
+    let mut figures: Vec<Figure> = base
+        .iter()
+        .chain(head)
+        .flat_map(|o| o.figures())
+        .map(|(f, _)| f)
+        .collect();
+    figures.sort();
+    figures.dedup();
+    figures
+        .into_iter()
+        .map(|figure| {
+            let base = summarize(base, figure);
+            let head = summarize(head, figure);
+            let (ratio, verdict) = match (&base, &head) {
+                (Some(b), Some(h)) => (
+                    stats::ratio(b, h),
+                    figure.better().map(|d| stats::verdict(b, h, d)),
+                ),
+                _ => (None, None),
+            };
+            Row {
+                figure,
+                base,
+                head,
+                ratio,
+                verdict,
+            }
+        })
+        .collect()
+}
+
+fn summarize(outcomes: &[Outcome], figure: Figure) -> Option<Summary> {
+    let samples: Vec<f64> = outcomes
+        .iter()
+        .flat_map(Outcome::figures)
+        .filter(|(f, _)| *f == figure)
+        .map(|(_, value)| value)
+        .collect();
+    Summary::of(&samples)
+}
+
+/// What the table of one scenario needs.
+pub struct ScenarioReport<'a> {
+    pub name: &'a str,
+    pub description: &'a str,
+    /// The load in a few words: `64 connections × 1 stream, GET /`.
+    pub load: String,
+    pub base_name: &'a str,
+    pub head_name: &'a str,
+    pub base: &'a [Outcome],
+    pub head: &'a [Outcome],
+}
+
+/// The markdown section of one scenario: heading, table, and a line per build that could not
+/// run it, saying why.
+pub fn scenario_markdown(report: &ScenarioReport) -> String {
+    let mut out = format!(
+        "## {}\n\n{} ({})\n\n",
+        report.name, report.description, report.load
+    );
+    let rows = rows(report.base, report.head);
+    if !rows.is_empty() {
+        out.push_str(
+            "| figure | base median (min–max) | head median (min–max) | head/base | verdict |\n",
+        );
+        out.push_str("|---|---:|---:|---:|---|\n");
+        for row in &rows {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} |",
+                row.figure.label(),
+                cell(row.base.as_ref(), row.figure),
+                cell(row.head.as_ref(), row.figure),
+                row.ratio.map_or("—".into(), ratio_text),
+                row.verdict.map_or("—", stats::Verdict::as_str),
+            );
+        }
+        out.push('\n');
+    }
+    for (role, name, outcomes) in [
+        ("base", report.base_name, report.base),
+        ("head", report.head_name, report.head),
+    ] {
+        for note in notes(outcomes) {
+            let _ = writeln!(out, "- {role}: {note}", note = note.replace("{REF}", name));
+        }
+    }
+    out
+}
+
+/// One line for each distinct reason a build's runs did not measure.
+fn notes(outcomes: &[Outcome]) -> Vec<String> {
+    let mut notes: Vec<String> = Vec::new();
+    for (run, outcome) in outcomes.iter().enumerate() {
+        let note = match outcome {
+            Outcome::Unsupported { reason } => format!("not supported by {{REF}}: {reason}"),
+            Outcome::Failed { reason } => format!("run {} failed: {reason}", run + 1),
+            Outcome::MaxRate(max) if max.max_rate.is_none() => {
+                format!("run {}: no rate met the bounds", run + 1)
+            }
+            _ => continue,
+        };
+        if !notes.contains(&note) {
+            notes.push(note);
+        }
+    }
+    notes
+}
+
+fn cell(summary: Option<&Summary>, figure: Figure) -> String {
+    let Some(s) = summary else {
+        return "n/a".into();
+    };
+    let d = figure.decimals();
+    if s.runs == 1 || s.min == s.max {
+        return number(s.median, d);
+    }
+    format!(
+        "{} ({}–{})",
+        number(s.median, d),
+        number(s.min, d),
+        number(s.max, d)
+    )
+}
+
+/// A ratio with enough decimals that a large difference does not print as `0.00×`.
+fn ratio_text(ratio: f64) -> String {
+    let decimals = match ratio {
+        r if r >= 10.0 => 1,
+        r if r >= 0.1 => 2,
+        r if r >= 0.01 => 3,
+        _ => 4,
+    };
+    format!("{ratio:.decimals$}×")
+}
+
+/// A number with `decimals` places and thousands separators in the integer part.
+pub fn number(value: f64, decimals: usize) -> String {
+    let text = format!("{value:.decimals$}");
+    let (sign, digits) = text
+        .strip_prefix('-')
+        .map_or(("", text.as_str()), |rest| ("-", rest));
+    let (int, frac) = digits
+        .split_once('.')
+        .map_or((digits, None), |(i, f)| (i, Some(f)));
+    let mut grouped = String::new();
+    for (i, c) in int.chars().enumerate() {
+        if i > 0 && (int.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(c);
+    }
+    match frac {
+        Some(frac) => format!("{sign}{grouped}.{frac}"),
+        None => format!("{sign}{grouped}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::h2load::{Report, TimeRow};
+    use crate::run::Measured;
+
+    fn measured(rps: f64, cpu: f64, mean_ms: f64) -> Outcome {
+        Outcome::Measured(Box::new(Measured {
+            h2load: Report {
+                req_per_sec: rps,
+                succeeded: 1_000,
+                request: TimeRow {
+                    mean_us: mean_ms * 1e3,
+                    ..TimeRow::default()
+                },
+                ..Report::default()
+            },
+            cpu_secs: cpu,
+            responses: 1_000,
+            cpu_secs_per_100k: cpu,
+        }))
+    }
+
+    #[test]
+    fn numbers() {
+        assert_eq!(number(1234567.891, 0), "1,234,568");
+        assert_eq!(number(999.5, 2), "999.50");
+        assert_eq!(number(-1234.0, 1), "-1,234.0");
+        assert_eq!(number(0.0123, 3), "0.012");
+        assert_eq!(ratio_text(138.64), "138.6×");
+        assert_eq!(ratio_text(1.034), "1.03×");
+        assert_eq!(ratio_text(0.0029), "0.0029×");
+    }
+
+    #[test]
+    fn a_table_with_both_builds_a_ratio_and_verdicts() {
+        let base = [
+            measured(60_000.0, 1.60, 1.0),
+            measured(62_000.0, 1.50, 1.1),
+            measured(61_000.0, 1.55, 1.2),
+        ];
+        let head = [
+            measured(61_500.0, 1.20, 1.0),
+            measured(64_000.0, 1.25, 1.0),
+            measured(63_000.0, 1.22, 1.0),
+        ];
+        let text = scenario_markdown(&ScenarioReport {
+            name: "h1-small",
+            description: "13-byte body",
+            load: "64 connections".into(),
+            base_name: "main (abc)",
+            head_name: "working tree",
+            base: &base,
+            head: &head,
+        });
+        assert!(text.starts_with("## h1-small\n\n13-byte body (64 connections)\n\n| figure |"));
+        assert!(text.contains("| requests/s | 61,000 (60,000–62,000) | 63,000 (61,500–64,000) | 1.03× | within noise |"), "{text}");
+        assert!(text.contains("| server CPU s per 100k requests | 1.550 (1.500–1.600) | 1.220 (1.200–1.250) | 0.79× | faster |"), "{text}");
+        assert!(
+            text.contains("| latency mean (ms) | 1.10 (1.00–1.20) | 1.00 | 0.91× | within noise |"),
+            "{text}"
+        );
+        assert!(
+            text.contains("| succeeded | 1,000 | 1,000 | 1.00× | — |"),
+            "{text}"
+        );
+        assert!(!text.contains("not supported"));
+    }
+
+    #[test]
+    fn unsupported_and_failed_builds_are_explained_not_zeroed() {
+        let base = [Outcome::Unsupported {
+            reason: "it has no squall binary crate".into(),
+        }];
+        let head = [
+            measured(1.0, 1.0, 1.0),
+            Outcome::Failed {
+                reason: "crashed".into(),
+            },
+        ];
+        let text = scenario_markdown(&ScenarioReport {
+            name: "s",
+            description: "d",
+            load: "l".into(),
+            base_name: "main",
+            head_name: "working tree",
+            base: &base,
+            head: &head,
+        });
+        assert!(text.contains("| requests/s | n/a | 1 | — | — |"), "{text}");
+        assert!(text.contains("- base: not supported by main: it has no squall binary crate\n"));
+        assert!(text.contains("- head: run 2 failed: crashed\n"));
+    }
+}

@@ -1,0 +1,456 @@
+//! One run: a fresh server process for one build and one scenario, a warm-up, then a measured
+//! h2load run with the server's CPU time read before and after it.
+//!
+//! Every file of the run (server config, server log, h2load's raw report) is kept in its own
+//! folder under the output folder, so a surprising number can be traced back to its run.
+
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use serde::Serialize;
+
+use crate::build::{Build, Target};
+use crate::h2load::{self, Plan, Stop};
+use crate::report::Figure;
+use crate::scenario::Scenario;
+use crate::server::{Server, Spec, StartError};
+use crate::util::{free_port, last_line, wait_bounded};
+
+/// How long `squall check` may take; it only parses a file, but an old build might not know
+/// `check` and start serving instead.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What every run of one bench shares.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub duration_secs: u32,
+    pub warmup_secs: u32,
+    pub connections: Option<u32>,
+    pub streams: Option<u32>,
+    /// Open-loop total rate (`--rate`).
+    pub rate: Option<f64>,
+    pub server_cpu: usize,
+    pub load_cpu: usize,
+    pub clock_ticks: f64,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Outcome {
+    Measured(Box<Measured>),
+    MaxRate(crate::find_max::MaxRate),
+    /// The build cannot serve this scenario: reported as "not supported by REF".
+    Unsupported {
+        reason: String,
+    },
+    /// The build can serve it but the run broke (crash, h2load failure, no success at all).
+    Failed {
+        reason: String,
+    },
+}
+
+impl From<StartError> for Outcome {
+    fn from(err: StartError) -> Outcome {
+        match err {
+            StartError::Unsupported(reason) => Outcome::Unsupported { reason },
+            StartError::Failed(err) => Outcome::Failed {
+                reason: format!("{err:#}"),
+            },
+        }
+    }
+}
+
+/// The figures of one measured run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Measured {
+    pub h2load: h2load::Report,
+    /// Server CPU seconds (user + system, all threads) during the measured run only.
+    pub cpu_secs: f64,
+    /// Responses the server sent in the measured run, successful or not.
+    pub responses: u64,
+    pub cpu_secs_per_100k: f64,
+}
+
+impl Outcome {
+    /// The figures this outcome contributes to the table, in table order.
+    pub fn figures(&self) -> Vec<(Figure, f64)> {
+        match self {
+            Outcome::Measured(m) => m.figures(),
+            Outcome::MaxRate(max) => max.figures(),
+            Outcome::Unsupported { .. } | Outcome::Failed { .. } => Vec::new(),
+        }
+    }
+
+    /// A few words for the progress line.
+    pub fn brief(&self) -> String {
+        match self {
+            Outcome::Measured(m) => format!(
+                "{:.0} req/s, {:.3} CPU s per 100k requests, mean latency {:.2} ms",
+                m.h2load.req_per_sec,
+                m.cpu_secs_per_100k,
+                m.h2load.request.mean_us / 1e3
+            ),
+            Outcome::MaxRate(max) => match max.max_rate {
+                Some(rate) => format!("max rate {rate:.0} req/s"),
+                None => "no rate met the latency and success bounds".into(),
+            },
+            Outcome::Unsupported { reason } => format!("not supported: {reason}"),
+            Outcome::Failed { reason } => format!("failed: {reason}"),
+        }
+    }
+}
+
+impl Measured {
+    fn figures(&self) -> Vec<(Figure, f64)> {
+        let r = &self.h2load;
+        vec![
+            (Figure::ReqPerSec, r.req_per_sec),
+            (Figure::CpuPer100k, self.cpu_secs_per_100k),
+            (Figure::LatencyMean, r.request.mean_us / 1e3),
+            (Figure::LatencySd, r.request.sd_us / 1e3),
+            (Figure::LatencyMax, r.request.max_us / 1e3),
+            (Figure::FirstByteMean, r.first_byte.mean_us / 1e3),
+            (Figure::Succeeded, r.succeeded as f64),
+            (Figure::Failed, r.http_failures() as f64),
+            (Figure::Errored, r.errored as f64),
+        ]
+    }
+}
+
+/// The h2load plan for a scenario: `secs` of load (or its request count, for `close`
+/// scenarios), at `rate` in total when open-loop.
+pub fn plan(
+    scenario: &Scenario,
+    settings: &Settings,
+    port: u16,
+    secs: u32,
+    rate: Option<f64>,
+) -> Plan {
+    let load = &scenario.load;
+    let connections = settings.connections.unwrap_or(load.connections).max(1);
+    let mut headers = load.headers.clone();
+    let (streams, stop) = if load.close {
+        headers.push("Connection: close".into());
+        let per_sec = rate.unwrap_or(f64::from(load.close_rate));
+        // h2load refuses fewer requests than clients.
+        let count = (per_sec * f64::from(secs))
+            .round()
+            .max(f64::from(connections)) as u64;
+        (1, Stop::Count(count))
+    } else {
+        (
+            settings.streams.unwrap_or(load.streams).max(1),
+            Stop::Duration(secs),
+        )
+    };
+    Plan {
+        url: format!("http://127.0.0.1:{port}{}", load.path),
+        connections,
+        streams,
+        headers,
+        stop,
+        rate,
+    }
+}
+
+/// A started, probed server for one build and scenario, with its run folder.
+pub struct Started {
+    pub server: Server,
+    pub port: u16,
+    pub dir: PathBuf,
+}
+
+/// Starts `build` on `scenario` in `dir` and checks that it answers the scenario's request
+/// with the expected status. Anything short of that is `Unsupported` or `Failed`.
+pub fn start(
+    build: &Build,
+    scenario: &Scenario,
+    settings: &Settings,
+    dir: &Path,
+) -> Result<Started, Outcome> {
+    let unsupported = |reason: String| Outcome::Unsupported { reason };
+    let failed = |err: anyhow::Error| Outcome::Failed {
+        reason: format!("{err:#}"),
+    };
+    let target = build
+        .target
+        .as_ref()
+        .map_err(|reason| unsupported(reason.clone()))?;
+    fs::create_dir_all(dir).map_err(|err| failed(err.into()))?;
+    let port = free_port().map_err(failed)?;
+    let spec = server_spec(target, scenario, settings, dir, port)?;
+    let server = Server::start(&spec)?;
+    let path = &scenario.load.path;
+    match server.probe(path) {
+        Ok(status) if status == scenario.load.expect_status => Ok(Started {
+            server,
+            port,
+            dir: dir.into(),
+        }),
+        Ok(status) => Err(unsupported(format!(
+            "it answered GET {path} with {status}, not {}",
+            scenario.load.expect_status
+        ))),
+        Err(err) => Err(unsupported(format!(
+            "it did not answer GET {path}: {err:#}"
+        ))),
+    }
+}
+
+/// One measured run on a fresh server.
+pub fn measure(build: &Build, scenario: &Scenario, settings: &Settings, dir: &Path) -> Outcome {
+    let mut started = match start(build, scenario, settings, dir) {
+        Ok(started) => started,
+        Err(outcome) => return outcome,
+    };
+    match measure_started(&mut started, scenario, settings) {
+        Ok(measured) => {
+            if let Err(err) = started.server.stop() {
+                eprintln!("bench: warning: {err:#}");
+            }
+            Outcome::Measured(Box::new(measured))
+        }
+        // Dropping the server kills it.
+        Err(err) => Outcome::Failed {
+            reason: format!("{err:#}"),
+        },
+    }
+}
+
+fn measure_started(
+    started: &mut Started,
+    scenario: &Scenario,
+    settings: &Settings,
+) -> Result<Measured> {
+    let Started { server, port, dir } = started;
+    if settings.warmup_secs > 0 {
+        let warmup = plan(
+            scenario,
+            settings,
+            *port,
+            settings.warmup_secs,
+            settings.rate,
+        );
+        run_h2load(&warmup, settings.load_cpu, &dir.join("warmup.h2load.txt"))?;
+    }
+    let before = server.cpu_secs(settings.clock_ticks)?;
+    let measured = plan(
+        scenario,
+        settings,
+        *port,
+        settings.duration_secs,
+        settings.rate,
+    );
+    let report = run_h2load(&measured, settings.load_cpu, &dir.join("h2load.txt"));
+    // Read the CPU time while the process still exists, before judging the report.
+    let after = server.cpu_secs(settings.clock_ticks);
+    let report = report?;
+    if !server.running() {
+        bail!("the server exited during the run: {}", server.log_tail());
+    }
+    let after = after?;
+    let responses = report.succeeded + report.http_failures();
+    if report.succeeded == 0 {
+        bail!(
+            "no successful response: {} failed, {} errored, {} timed out",
+            report.failed,
+            report.errored,
+            report.timeout
+        );
+    }
+    let cpu_secs = after - before;
+    Ok(Measured {
+        cpu_secs_per_100k: cpu_secs / responses as f64 * 1e5,
+        cpu_secs,
+        responses,
+        h2load: report,
+    })
+}
+
+/// Runs h2load pinned to `cpu`, its report saved to `output`, and parses the report.
+pub fn run_h2load(plan: &Plan, cpu: usize, output: &Path) -> Result<h2load::Report> {
+    let file = File::create(output).with_context(|| format!("creating {}", output.display()))?;
+    let errors = output.with_extension("stderr.txt");
+    let mut child = Command::new("taskset")
+        .arg("-c")
+        .arg(cpu.to_string())
+        .arg("h2load")
+        .args(plan.args())
+        .stdin(Stdio::null())
+        .stdout(file)
+        .stderr(File::create(&errors)?)
+        .spawn()
+        .context("starting h2load")?;
+    let limit = plan.deadline_secs(count_secs_max(plan));
+    let status = wait_bounded(&mut child, Duration::from_secs(limit))?;
+    let text = fs::read_to_string(output)?;
+    match status {
+        None => bail!("h2load did not finish within {limit}s and was killed"),
+        Some(status) if !status.success() => {
+            let stderr = fs::read_to_string(&errors).unwrap_or_default();
+            bail!("h2load failed ({status}): {}", last_line(&stderr))
+        }
+        Some(_) => h2load::parse(&text).with_context(|| format!("reading {}", output.display())),
+    }
+}
+
+/// A ceiling for count-based runs: the count at a slow 500 requests/s.
+fn count_secs_max(plan: &Plan) -> u64 {
+    match plan.stop {
+        Stop::Count(count) => count / 500 + 10,
+        Stop::Duration(_) => 0,
+    }
+}
+
+/// What to start for `target`: writes the config into `dir` and, for Squall, validates it with
+/// `squall check` first, so that a build lacking a feature says so in its own words.
+fn server_spec(
+    target: &Target,
+    scenario: &Scenario,
+    settings: &Settings,
+    dir: &Path,
+    port: u16,
+) -> Result<Spec, StartError> {
+    let addr = ([127, 0, 0, 1], port).into();
+    let log = dir.join("server.log");
+    match target {
+        Target::Squall(bin) => {
+            let config = dir.join("squall.toml");
+            fs::write(&config, scenario.squall_config(port)?).context("writing squall.toml")?;
+            squall_check(bin, &config)?;
+            let args = vec!["--config".into(), config.to_string_lossy().into_owned()];
+            Ok(Spec {
+                program: bin.clone(),
+                args,
+                cpu: settings.server_cpu,
+                log,
+                addr,
+            })
+        }
+        Target::Nginx(bin) => {
+            let layout = crate::nginx::Layout { dir, port };
+            let text = crate::nginx::config(&scenario.squall_table(port), &layout)
+                .map_err(StartError::Unsupported)?;
+            let config = dir.join("nginx.conf");
+            fs::write(&config, text).context("writing nginx.conf")?;
+            let dir = dir.to_string_lossy().into_owned();
+            let config = config.to_string_lossy().into_owned();
+            let error_log = format!("{dir}/error.log");
+            // -e: nginx opens its default error log before reading the config otherwise.
+            let args = vec![
+                "-p".into(),
+                dir,
+                "-c".into(),
+                config,
+                "-e".into(),
+                error_log,
+            ];
+            Ok(Spec {
+                program: bin.clone(),
+                args,
+                cpu: settings.server_cpu,
+                log,
+                addr,
+            })
+        }
+    }
+}
+
+fn squall_check(bin: &Path, config: &Path) -> Result<(), StartError> {
+    let output_path = config.with_file_name("check.txt");
+    let output = File::create(&output_path).context("creating check.txt")?;
+    let mut child = Command::new(bin)
+        .arg("check")
+        .arg("--config")
+        .arg(config)
+        .stdin(Stdio::null())
+        .stdout(output.try_clone().context("duplicating check.txt")?)
+        .stderr(output)
+        .spawn()
+        .with_context(|| format!("running {} check", bin.display()))?;
+    let status = wait_bounded(&mut child, CHECK_TIMEOUT)?;
+    let text = fs::read_to_string(&output_path).unwrap_or_default();
+    match status {
+        Some(status) if status.success() => Ok(()),
+        Some(status) => Err(StartError::Unsupported(format!(
+            "`squall check` rejected the config ({status}): {}",
+            text.lines().next().unwrap_or("no output")
+        ))),
+        None => Err(StartError::Unsupported(
+            "`squall check` did not finish".into(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scenario(load: &str) -> Scenario {
+        let text = format!(
+            "description = \"t\"\n[load]\n{load}\n[squall]\nconfig = '''\n[[listen]]\n\
+             address = \"127.0.0.1:1\"\n[[vhost]]\nhosts = [\"*\"]\n'''\n"
+        );
+        Scenario::parse("t", &text, Path::new(".")).expect("valid scenario")
+    }
+
+    fn settings() -> Settings {
+        Settings {
+            duration_secs: 10,
+            warmup_secs: 1,
+            connections: None,
+            streams: None,
+            rate: None,
+            server_cpu: 1,
+            load_cpu: 0,
+            clock_ticks: 100.0,
+        }
+    }
+
+    #[test]
+    fn keepalive_plans_follow_the_scenario_then_the_flags() {
+        let s = scenario("path = \"/a\"\nconnections = 64\nstreams = 16");
+        let p = plan(&s, &settings(), 9, 10, None);
+        assert_eq!(
+            (p.connections, p.streams, p.stop),
+            (64, 16, Stop::Duration(10))
+        );
+        assert_eq!(p.url, "http://127.0.0.1:9/a");
+        let flags = Settings {
+            connections: Some(8),
+            streams: Some(2),
+            ..settings()
+        };
+        let p = plan(&s, &flags, 9, 3, Some(800.0));
+        assert_eq!(
+            (p.connections, p.streams, p.stop, p.rate),
+            (8, 2, Stop::Duration(3), Some(800.0))
+        );
+    }
+
+    #[test]
+    fn close_plans_count_requests() {
+        let s = scenario("path = \"/\"\nconnections = 16\nclose = true\nclose_rate = 3000");
+        let p = plan(
+            &s,
+            &Settings {
+                streams: Some(8),
+                ..settings()
+            },
+            9,
+            2,
+            None,
+        );
+        assert_eq!((p.streams, p.stop), (1, Stop::Count(6_000)));
+        assert_eq!(p.headers, ["Connection: close"]);
+        assert_eq!(
+            plan(&s, &settings(), 9, 2, Some(100.0)).stop,
+            Stop::Count(200)
+        );
+        assert_eq!(plan(&s, &settings(), 9, 1, Some(1.0)).stop, Stop::Count(16));
+    }
+}

@@ -1,0 +1,390 @@
+//! Scenarios: the data in `bench/scenarios/*.toml` that says what Squall serves and how h2load
+//! loads it.
+//!
+//! A scenario holds the Squall config (inline, or a file beside it), optionally a route template
+//! stamped out N times (so a 10,000-route table is generated rather than committed), and the
+//! load: path, connections, streams, headers. The harness owns the listening address: it rewrites
+//! the one `[[listen]]` to a free loopback port for every run.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail, ensure};
+use serde::Deserialize;
+use toml::{Table, Value};
+
+/// The placeholder a route template uses for its index.
+const INDEX_PLACEHOLDER: &str = "{n}";
+/// A bound on generated routes, so a typo cannot ask for a billion of them.
+const GENERATED_ROUTES_MAX: u32 = 100_000;
+
+/// One loaded scenario.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub name: String,
+    pub description: String,
+    pub load: Load,
+    /// Squall's config with routes generated but the listen address not yet set.
+    config: Table,
+}
+
+/// How h2load loads the server.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Load {
+    /// The request target every request asks for.
+    pub path: String,
+    pub connections: u32,
+    /// Requests in flight per connection (`-m`); above 1 this is HTTP/1.1 pipelining.
+    #[serde(default = "one")]
+    pub streams: u32,
+    /// Extra request headers, `"Name: value"`.
+    #[serde(default)]
+    pub headers: Vec<String>,
+    /// The status every response must have; a build answering otherwise does not support the
+    /// scenario (a route kind it lacks ends in the default 404).
+    #[serde(default = "ok_status")]
+    pub expect_status: u16,
+    /// Send `Connection: close` so that every request opens a new connection.
+    #[serde(default)]
+    pub close: bool,
+    /// With `close`: the rate used to turn `--duration` into a request count (see `h2load::Stop`).
+    #[serde(default = "close_rate_default")]
+    pub close_rate: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn ok_status() -> u16 {
+    200
+}
+
+fn close_rate_default() -> u32 {
+    4_000
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScenarioFile {
+    description: String,
+    load: Load,
+    squall: SquallSection,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SquallSection {
+    /// The config, inline.
+    config: Option<String>,
+    /// Or a config file, relative to the scenario file.
+    config_file: Option<PathBuf>,
+    /// Routes stamped out from a template and put first in the first `[[vhost]]`.
+    routes: Option<RouteTemplate>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RouteTemplate {
+    count: u32,
+    /// One `[[vhost.route]]` table; `{n}` in any string becomes 0, 1, ... count-1.
+    route: Table,
+}
+
+impl Scenario {
+    /// Parses a scenario file; `name` is its file stem.
+    pub fn from_file(path: &Path) -> Result<Scenario> {
+        let text =
+            fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let name = path.file_stem().context("scenario file has no name")?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        Scenario::parse(&name.to_string_lossy(), &text, dir)
+            .with_context(|| format!("in scenario {}", path.display()))
+    }
+
+    /// Parses scenario text; `dir` resolves `config_file`.
+    pub fn parse(name: &str, text: &str, dir: &Path) -> Result<Scenario> {
+        let file: ScenarioFile = toml::from_str(text)?;
+        validate_load(&file.load)?;
+        let config_text = match (&file.squall.config, &file.squall.config_file) {
+            (Some(inline), None) => inline.clone(),
+            (None, Some(relative)) => fs::read_to_string(dir.join(relative))
+                .with_context(|| format!("reading {}", relative.display()))?,
+            _ => bail!("[squall] needs exactly one of `config` and `config_file`"),
+        };
+        let mut config: Table = toml::from_str(&config_text).context("in the squall config")?;
+        ensure!(
+            listens(&config) == 1,
+            "the squall config needs exactly one [[listen]]"
+        );
+        if let Some(template) = &file.squall.routes {
+            prepend_routes(&mut config, template)?;
+        }
+        Ok(Scenario {
+            name: name.to_string(),
+            description: file.description,
+            load: file.load,
+            config,
+        })
+    }
+
+    /// Squall's config as a table, listening on `127.0.0.1:port`.
+    pub fn squall_table(&self, port: u16) -> Table {
+        let mut config = self.config.clone();
+        if let Some(Value::Array(listens)) = config.get_mut("listen") {
+            for listen in listens.iter_mut().filter_map(Value::as_table_mut) {
+                listen.insert("address".into(), Value::String(format!("127.0.0.1:{port}")));
+            }
+        }
+        config
+    }
+
+    /// Squall's config file text, listening on `127.0.0.1:port`.
+    pub fn squall_config(&self, port: u16) -> Result<String> {
+        Ok(toml::to_string(&self.squall_table(port))?)
+    }
+
+    /// How many routes the config has in all vhosts (generated ones included).
+    pub fn route_count(&self) -> usize {
+        vhosts(&self.config)
+            .filter_map(|vhost| vhost.get("route").and_then(Value::as_array))
+            .map(Vec::len)
+            .sum()
+    }
+}
+
+/// Every scenario in `dir`: small route tables first, then by name, so tables read from the
+/// simplest case to the costliest.
+pub fn load_all(dir: &Path) -> Result<Vec<Scenario>> {
+    let paths: Vec<PathBuf> = fs::read_dir(dir)
+        .with_context(|| format!("listing {}", dir.display()))?
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "toml"))
+        .filter(|path| !path.to_string_lossy().ends_with(".squall.toml"))
+        .collect();
+    let mut all: Vec<Scenario> = paths
+        .iter()
+        .map(|path| Scenario::from_file(path))
+        .collect::<Result<_>>()?;
+    all.sort_by(|a, b| (a.route_count(), &a.name).cmp(&(b.route_count(), &b.name)));
+    Ok(all)
+}
+
+/// The scenarios named, in the order named; all of them when `names` is empty.
+pub fn select(all: Vec<Scenario>, names: &[String]) -> Result<Vec<Scenario>> {
+    if names.is_empty() {
+        return Ok(all);
+    }
+    names
+        .iter()
+        .map(|name| {
+            all.iter()
+                .find(|s| &s.name == name)
+                .cloned()
+                .with_context(|| {
+                    let known: Vec<&str> = all.iter().map(|s| s.name.as_str()).collect();
+                    format!("no scenario {name:?}; there are: {}", known.join(", "))
+                })
+        })
+        .collect()
+}
+
+fn validate_load(load: &Load) -> Result<()> {
+    ensure!(load.path.starts_with('/'), "load.path must start with '/'");
+    ensure!(load.connections >= 1, "load.connections must be at least 1");
+    ensure!(load.streams >= 1, "load.streams must be at least 1");
+    ensure!(
+        !load.close || load.streams == 1,
+        "load.close needs streams = 1"
+    );
+    ensure!(load.close_rate >= 1, "load.close_rate must be at least 1");
+    Ok(())
+}
+
+fn listens(config: &Table) -> usize {
+    config
+        .get("listen")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len)
+}
+
+fn vhosts(config: &Table) -> impl Iterator<Item = &Table> {
+    config
+        .get("vhost")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_table)
+}
+
+/// Puts `template.count` copies of the route first in the first vhost, `{n}` replaced by the
+/// copy's index. First, so that in regex scenarios the target is really the Nth regex tried.
+fn prepend_routes(config: &mut Table, template: &RouteTemplate) -> Result<()> {
+    ensure!(
+        (1..=GENERATED_ROUTES_MAX).contains(&template.count),
+        "routes.count must be 1..={GENERATED_ROUTES_MAX}"
+    );
+    let vhost = config
+        .get_mut("vhost")
+        .and_then(Value::as_array_mut)
+        .and_then(|vhosts| vhosts.first_mut())
+        .and_then(Value::as_table_mut)
+        .context("[squall.routes] needs a [[vhost]] in the config")?;
+    let prototype = Value::Table(template.route.clone());
+    let mut routes: Vec<Value> = (0..template.count)
+        .map(|n| substitute(&prototype, &n.to_string()))
+        .collect();
+    if let Some(Value::Array(existing)) = vhost.remove("route") {
+        routes.extend(existing);
+    }
+    vhost.insert("route".into(), Value::Array(routes));
+    Ok(())
+}
+
+/// A copy of `value` with every `{n}` in its strings replaced by `index`.
+fn substitute(value: &Value, index: &str) -> Value {
+    match value {
+        Value::String(text) => Value::String(text.replace(INDEX_PLACEHOLDER, index)),
+        Value::Array(items) => Value::Array(items.iter().map(|v| substitute(v, index)).collect()),
+        Value::Table(table) => Value::Table(
+            table
+                .iter()
+                .map(|(k, v)| (k.clone(), substitute(v, index)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shipped() -> Vec<Scenario> {
+        load_all(&crate::util::repo_root().join("bench/scenarios")).expect("shipped scenarios load")
+    }
+
+    fn routes(config: &Table) -> Vec<&Table> {
+        vhosts(config)
+            .flat_map(|vhost| {
+                vhost
+                    .get("route")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+            })
+            .filter_map(Value::as_table)
+            .collect()
+    }
+
+    #[test]
+    fn the_issue_scenarios_ship() {
+        let names: Vec<String> = shipped().into_iter().map(|s| s.name).collect();
+        for name in [
+            "h1-small",
+            "h1-pipelined",
+            "h1-close",
+            "h1-10k-routes-static",
+            "h1-10k-routes-prefix",
+            "h1-10k-routes-regex",
+        ] {
+            assert!(
+                names.iter().any(|n| n == name),
+                "{name} missing from {names:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn ten_thousand_routes_and_the_request_hits_the_5000th() {
+        for scenario in shipped()
+            .iter()
+            .filter(|s| s.name.starts_with("h1-10k-routes"))
+        {
+            assert_eq!(scenario.route_count(), 10_000, "{}", scenario.name);
+            let table = scenario.squall_table(1);
+            let target = routes(&table)[4_999];
+            let pattern = ["exact", "prefix", "regex"]
+                .iter()
+                .find_map(|kind| target.get(*kind).and_then(Value::as_str))
+                .expect("a matcher");
+            assert!(pattern.contains("/4999"), "{}: {pattern}", scenario.name);
+            let path = &scenario.load.path;
+            // The path carries the 5,000th route's number, and no shorter one as a whole segment.
+            assert!(
+                path.contains("/4999") && !path.contains("/4999/4"),
+                "{path}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_harness_owns_the_listen_address() {
+        for scenario in shipped() {
+            let text = scenario.squall_config(45_678).expect("serializes");
+            let parsed: Table = toml::from_str(&text).expect("round-trips");
+            let listen = &parsed["listen"].as_array().expect("listen")[0];
+            assert_eq!(
+                listen["address"].as_str(),
+                Some("127.0.0.1:45678"),
+                "{}",
+                scenario.name
+            );
+            assert_eq!(
+                parsed["server"]["workers"].as_integer(),
+                Some(1),
+                "{}",
+                scenario.name
+            );
+        }
+    }
+
+    #[test]
+    fn templates_and_errors() {
+        let text = r#"
+description = "d"
+[load]
+path = "/a/2"
+connections = 4
+[squall]
+config = '''
+[[listen]]
+address = "x"
+[[vhost]]
+hosts = ["*"]
+[[vhost.route]]
+prefix = "/"
+respond = { status = 404 }
+'''
+[squall.routes]
+count = 3
+route = { exact = "/a/{n}", respond = { body = "n={n}" } }
+"#;
+        let scenario = Scenario::parse("t", text, Path::new(".")).expect("valid");
+        let table = scenario.squall_table(9);
+        let all = routes(&table);
+        assert_eq!(all.len(), 4);
+        assert_eq!(all[2]["exact"].as_str(), Some("/a/2"));
+        assert_eq!(all[2]["respond"]["body"].as_str(), Some("n=2"));
+        assert_eq!(all[3]["prefix"].as_str(), Some("/"));
+        assert_eq!(scenario.load.streams, 1);
+        assert_eq!(scenario.load.expect_status, 200);
+        let unknown = text.replace("connections = 4", "connections = 4\nconections = 5");
+        assert!(Scenario::parse("t", &unknown, Path::new(".")).is_err());
+        let relative = text.replace("path = \"/a/2\"", "path = \"a\"");
+        assert!(Scenario::parse("t", &relative, Path::new(".")).is_err());
+    }
+
+    #[test]
+    fn config_file_beside_the_scenario() {
+        let dir = std::env::temp_dir().join(format!("xtask-scenario-{}", std::process::id()));
+        fs::create_dir_all(&dir).expect("temp dir");
+        fs::write(dir.join("t.squall.toml"), "[[listen]]\naddress = \"x\"\n").expect("write");
+        let text = "description = \"d\"\n[load]\npath = \"/\"\nconnections = 1\n\
+                    [squall]\nconfig_file = \"t.squall.toml\"\n";
+        let scenario = Scenario::parse("t", text, &dir);
+        fs::remove_dir_all(&dir).expect("cleanup");
+        assert_eq!(scenario.expect("valid").route_count(), 0);
+    }
+}
