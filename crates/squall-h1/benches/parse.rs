@@ -1,5 +1,6 @@
-//! Micro-benchmarks of the per-request hot path: decoding a browser-like GET head, and
-//! encoding the head and body of a small (13-byte) response.
+//! Micro-benchmarks of the per-request hot path: decoding a browser-like GET head, encoding
+//! the head and body of a small (13-byte) response, and, for the proxy path, encoding the
+//! request to an origin and decoding a typical origin response.
 //!
 //! Run with `cargo bench -p squall-h1`; criterion's time per iteration is the cost per
 //! request (per 16 requests for the pipelined case, whose throughput line gives requests/s).
@@ -9,9 +10,11 @@ use std::hint::black_box;
 
 use bytes::BytesMut;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use http::{HeaderMap, HeaderValue, StatusCode, Version};
+use http::uri::PathAndQuery;
+use http::{HeaderMap, HeaderValue, Method, StatusCode, Version};
 use squall_h1::{
-    Event, Limits, RequestDecoder, RequestFraming, ResponseHead, encode_response_head,
+    BodyKind, Event, Limits, OutboundRequest, RequestDecoder, RequestFraming, ResponseDecoder,
+    ResponseEvent, ResponseHead, ResponseLimits, encode_request_head, encode_response_head,
 };
 
 /// What a current Firefox sends for a script on a page (about 500 bytes, 13 fields).
@@ -29,6 +32,23 @@ Sec-Fetch-Mode: no-cors\r\n\
 Sec-Fetch-Site: same-origin\r\n\
 Priority: u=2\r\n\
 \r\n";
+
+/// What an nginx or CDN origin typically answers for a small static file (11 fields), with its
+/// 13-byte body in the same read.
+const ORIGIN_RESPONSE: &[u8] = b"HTTP/1.1 200 OK\r\n\
+Server: nginx/1.26.2\r\n\
+Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n\
+Content-Type: application/javascript; charset=utf-8\r\n\
+Content-Length: 13\r\n\
+Last-Modified: Sat, 05 Nov 1994 10:00:00 GMT\r\n\
+Connection: keep-alive\r\n\
+ETag: \"6543a1b2-d\"\r\n\
+Cache-Control: public, max-age=3600\r\n\
+Vary: Accept-Encoding\r\n\
+X-Content-Type-Options: nosniff\r\n\
+Accept-Ranges: bytes\r\n\
+\r\n\
+Hello, world!";
 
 const DATE: &[u8] = b"Sun, 06 Nov 1994 08:49:37 GMT";
 
@@ -104,11 +124,73 @@ fn encode_small_response(c: &mut Criterion) {
     });
 }
 
+fn decode_origin_response(c: &mut Criterion) {
+    // As on an origin connection from the keep-alive pool: one decoder, re-armed per request.
+    let mut decoder = ResponseDecoder::new(ResponseLimits::default(), &Method::GET);
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    c.bench_function(
+        "decode typical origin response (11 fields, 13-byte body)",
+        |b| {
+            b.iter(|| {
+                buf.extend_from_slice(ORIGIN_RESPONSE);
+                let head = decoder.decode(&mut buf);
+                let data = decoder.decode(&mut buf);
+                let end = decoder.decode(&mut buf);
+                debug_assert!(matches!(end, Ok(Some(ResponseEvent::End { .. }))));
+                decoder.expect(&Method::GET);
+                black_box((head, data, end))
+            })
+        },
+    );
+}
+
+fn encode_origin_request(c: &mut Criterion) {
+    // The browser GET's fields as the proxy forwards them (hop-by-hop already stripped).
+    let mut headers = HeaderMap::new();
+    for (name, value) in [
+        (
+            "user-agent",
+            "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0",
+        ),
+        ("accept", "*/*"),
+        ("accept-language", "en-US,en;q=0.5"),
+        ("accept-encoding", "gzip, deflate, br, zstd"),
+        ("referer", "https://www.example.com/"),
+        (
+            "cookie",
+            "session=0123456789abcdef0123456789abcdef; theme=dark",
+        ),
+    ] {
+        headers.append(name, HeaderValue::from_static(value));
+    }
+    let target = PathAndQuery::from_static("/assets/app.js?v=3");
+    let host = HeaderValue::from_static("www.example.com");
+    let mut out = BytesMut::with_capacity(4096);
+    c.bench_function("encode origin request head", |b| {
+        b.iter(|| {
+            out.clear();
+            let req = OutboundRequest {
+                method: &Method::GET,
+                target: &target,
+                host: &host,
+                headers: &headers,
+                raw_headers: b"X-Forwarded-For: 192.0.2.1\r\nX-Forwarded-Proto: https\r\n",
+                body: BodyKind::Empty,
+                keep_alive: true,
+            };
+            encode_request_head(black_box(&req), &mut out);
+            black_box(out.len())
+        })
+    });
+}
+
 criterion_group!(
     benches,
     httparse_baseline,
     decode_browser_get,
     decode_pipelined,
-    encode_small_response
+    encode_small_response,
+    decode_origin_response,
+    encode_origin_request
 );
 criterion_main!(benches);

@@ -25,16 +25,18 @@ pub struct ResponseHead<'a> {
     pub body_len: Option<u64>,
 }
 
-/// How the response body is delimited on the wire.
+/// How a response body is delimited on the wire: what the encoder writes to a client, and
+/// what [`crate::ResponseDecoder`] found in an origin's response (RFC 9112 §6.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResponseBody {
-    /// No body is written (HEAD, 1xx, 204, 304).
+    /// No body (HEAD, 1xx, 204, 304).
     Absent,
     /// Exactly this many bytes follow.
     Length(u64),
-    /// The body is written with [`encode_chunk`] and ended with [`encode_last_chunk`].
+    /// Chunked: written with [`encode_chunk`] and ended with [`encode_last_chunk`].
     Chunked,
-    /// The body is written as is and the connection closed after it (HTTP/1.0, unknown length).
+    /// The body runs until the connection closes (HTTP/1.0 or unknown length when encoding;
+    /// no framing field, or a transfer coding other than a final `chunked`, when decoding).
     Close,
 }
 
@@ -194,14 +196,14 @@ fn put_date(date: &[u8], out: &mut BytesMut) {
 }
 
 /// `name: value\r\n`.
-fn put_line(out: &mut BytesMut, name: &[u8], value: &[u8]) {
+pub(crate) fn put_line(out: &mut BytesMut, name: &[u8], value: &[u8]) {
     out.put_slice(name);
     out.put_slice(b": ");
     out.put_slice(value);
     out.put_slice(b"\r\n");
 }
 
-fn put_content_length(n: u64, out: &mut BytesMut) {
+pub(crate) fn put_content_length(n: u64, out: &mut BytesMut) {
     out.put_slice(b"Content-Length: ");
     let mut digits = [0u8; 20];
     let mut i = digits.len();

@@ -27,6 +27,20 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         self.kind
     }
+
+    /// Always [`Fault::Client`]: the server role only refuses what a client sent.
+    pub fn fault(&self) -> Fault {
+        Fault::Client
+    }
+}
+
+/// Who is to blame for a codec error; decides 4xx against 5xx and what a metric counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Fault {
+    /// The client sent something we refuse: answer 4xx (or 5xx for what we do not implement).
+    Client,
+    /// An origin sent something we refuse: answer 502 (or abort the client's response).
+    Origin,
 }
 
 impl From<ErrorKind> for Error {

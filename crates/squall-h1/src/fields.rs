@@ -89,6 +89,64 @@ impl TransferCodings {
     }
 }
 
+/// The transfer codings of a response, accumulated over its Transfer-Encoding lines in order.
+///
+/// Responses follow RFC 9112 §6.3 rules 3 and 4, which differ from requests: a final `chunked`
+/// frames the body, and any other list is legal framing too, the body then running until the
+/// origin closes the connection. What stays an error is what cannot be framed at all: a
+/// coding that is not a token (or has parameters, which no origin sends), `chunked` applied
+/// twice (RFC 9112 §7: "MUST NOT apply chunked more than once"), or an empty field.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct ResponseCodings {
+    /// A Transfer-Encoding field was present at all.
+    pub present: bool,
+    chunked_seen: bool,
+    chunked_last: bool,
+    /// A coding other than `chunked` was listed.
+    pub other: bool,
+}
+
+/// How a response's transfer codings frame its body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CodedBody {
+    /// `chunked` is the final coding (RFC 9112 §6.3 rule 3).
+    Chunked,
+    /// It is not: read until the connection closes (RFC 9112 §6.3 rule 4).
+    Close,
+}
+
+impl ResponseCodings {
+    /// Adds the codings of one field line.
+    pub fn add(&mut self, value: &[u8]) -> Result<(), ErrorKind> {
+        self.present = true;
+        for element in value.split(|&b| b == b',').map(trim_ows) {
+            if element.is_empty() {
+                continue; // RFC 9110 §5.6.1
+            }
+            if !is_token(element) {
+                return Err(ErrorKind::BadTransferEncoding);
+            }
+            let chunked = element.eq_ignore_ascii_case(b"chunked");
+            if chunked && self.chunked_seen {
+                return Err(ErrorKind::BadTransferEncoding);
+            }
+            self.chunked_seen |= chunked;
+            self.chunked_last = chunked;
+            self.other |= !chunked;
+        }
+        Ok(())
+    }
+
+    /// After all lines, with `present` set: how the body is framed.
+    pub fn finish(self) -> Result<CodedBody, ErrorKind> {
+        match (self.chunked_last, self.chunked_seen || self.other) {
+            (true, _) => Ok(CodedBody::Chunked),
+            (false, true) => Ok(CodedBody::Close),
+            (false, false) => Err(ErrorKind::BadTransferEncoding),
+        }
+    }
+}
+
 /// The connection options (RFC 9112 §9.3) that decide persistence.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct ConnectionOptions {
@@ -204,7 +262,7 @@ pub(crate) fn is_tchar(b: u8) -> bool {
 }
 
 /// Trims optional whitespace (SP, HTAB; RFC 9110 §5.6.3) from both ends.
-fn trim_ows(s: &[u8]) -> &[u8] {
+pub(crate) fn trim_ows(s: &[u8]) -> &[u8] {
     let is_ows = |b: &u8| *b == b' ' || *b == b'\t';
     let start = s.iter().position(|b| !is_ows(b)).unwrap_or(s.len());
     let end = s.iter().rposition(|b| !is_ows(b)).map_or(start, |i| i + 1);
@@ -293,6 +351,39 @@ mod tests {
             codings(&[b"\"chunked\""]),
             Err(ErrorKind::BadTransferEncoding)
         );
+    }
+
+    fn response_codings(lines: &[&[u8]]) -> Result<CodedBody, ErrorKind> {
+        let mut te = ResponseCodings::default();
+        for line in lines {
+            te.add(line)?;
+        }
+        te.finish()
+    }
+
+    #[test]
+    fn response_transfer_coding_grammar() {
+        use CodedBody::*;
+        assert_eq!(response_codings(&[b"chunked"]), Ok(Chunked));
+        assert_eq!(response_codings(&[b"gzip, Chunked"]), Ok(Chunked));
+        assert_eq!(response_codings(&[b"gzip", b"chunked"]), Ok(Chunked));
+        assert_eq!(response_codings(&[b"gzip"]), Ok(Close));
+        assert_eq!(response_codings(&[b"chunked, gzip"]), Ok(Close));
+        assert_eq!(response_codings(&[b"chunked", b"identity"]), Ok(Close));
+        for bad in [
+            &[&b"chunked, chunked"[..]][..],
+            &[b"chunked", b"gzip, chunked"],
+            &[b""],
+            &[b" , "],
+            &[b"chunked;q=1"],
+            &[b"\"chunked\""],
+        ] {
+            assert_eq!(
+                response_codings(bad),
+                Err(ErrorKind::BadTransferEncoding),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

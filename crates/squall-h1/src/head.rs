@@ -80,29 +80,43 @@ impl RequestHead {
     }
 }
 
-/// Field lines parsed on the stack; with more allowed by `Limits`, a Vec per request.
-const STACK_HEADERS: usize = 128;
+/// Field lines parsed on the stack; with more allowed by the limits, a Vec per head.
+pub(crate) const STACK_HEADERS: usize = 128;
 const _: () = assert!(
     STACK_HEADERS >= 100,
     "the default headers_count_max must fit on the stack"
 );
 
+/// The slots httparse writes field lines into, for one head (both roles share this): the
+/// caller's stack array up to [`STACK_HEADERS`], its `heap` Vec beyond. The caller owns both,
+/// so that the 4 KiB array is never moved.
+pub(crate) fn header_slots<'s, 'b>(
+    stack: &'s mut [MaybeUninit<httparse::Header<'b>>; STACK_HEADERS],
+    heap: &'s mut Vec<MaybeUninit<httparse::Header<'b>>>,
+    count_max: usize,
+    head_len: usize,
+) -> &'s mut [MaybeUninit<httparse::Header<'b>>] {
+    if count_max <= STACK_HEADERS {
+        return &mut stack[..count_max];
+    }
+    // A field line takes at least 4 bytes ("a:\r\n"), so this many slots always suffice
+    // however large the configured maximum.
+    heap.resize_with(count_max.min(head_len / 4 + 1), MaybeUninit::uninit);
+    &mut heap[..]
+}
+
+/// Whether a CR is not followed by LF. httparse reports such a CR as whatever token it
+/// interrupted; both roles name it instead.
+pub(crate) fn has_bare_cr(head: &[u8]) -> bool {
+    memchr::memchr_iter(b'\r', head).any(|i| head.get(i + 1) != Some(&b'\n'))
+}
+
 /// Parses a complete head (`head` starts at the request line and ends with the blank line,
 /// the scanner having checked line endings and sizes).
 pub(crate) fn parse_head(head: &Bytes, limits: &Limits) -> Result<RequestHead, ErrorKind> {
-    let mut stack = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; STACK_HEADERS];
+    let mut stack = [const { MaybeUninit::uninit() }; STACK_HEADERS];
     let mut heap = Vec::new();
-    let slots = if limits.headers_count_max <= STACK_HEADERS {
-        &mut stack[..limits.headers_count_max]
-    } else {
-        // A field line takes at least 4 bytes ("a:\r\n"), so this many slots always suffice
-        // however large the configured maximum.
-        heap.resize_with(
-            limits.headers_count_max.min(head.len() / 4 + 1),
-            MaybeUninit::uninit,
-        );
-        &mut heap[..]
-    };
+    let slots = header_slots(&mut stack, &mut heap, limits.headers_count_max, head.len());
     let mut req = httparse::Request::new(&mut []);
     match req.parse_with_uninit_headers(head, slots) {
         Ok(httparse::Status::Complete(len)) => debug_assert_eq!(len, head.len()),
@@ -173,9 +187,7 @@ pub(crate) fn parse_trailers(section: &Bytes, limits: &Limits) -> Result<HeaderM
 /// Maps an httparse error to our kind. A version httparse refuses is a 505 when it is
 /// well-formed `HTTP/DIGIT.DIGIT` (RFC 9112 §2.3), a 400 otherwise.
 fn classify_httparse_error(e: httparse::Error, head: &[u8]) -> ErrorKind {
-    // httparse reports a CR without LF as whatever token it interrupted; name it.
-    let bare_cr = memchr::memchr_iter(b'\r', head).any(|i| head.get(i + 1) != Some(&b'\n'));
-    if bare_cr {
+    if has_bare_cr(head) {
         return ErrorKind::BareCr;
     }
     match e {

@@ -1,4 +1,7 @@
-//! squall-h1: the sans-IO HTTP/1.1 codec, server role (RFC 9112).
+//! squall-h1: the sans-IO HTTP/1.1 codec, server and client roles (RFC 9112).
+//!
+//! The client role, towards origins ([`encode_request_head`], [`ResponseDecoder`]), is described
+//! in [`client`]; its items are re-exported here. What follows is the server role.
 //!
 //! The worker hands received plaintext to [`RequestDecoder::decode`], which consumes bytes from
 //! the front of its buffer and returns [`Event`]s: one [`Event::Head`] per request, zero or more
@@ -69,6 +72,7 @@
 #![forbid(unsafe_code)]
 
 mod chunked;
+pub mod client;
 mod decoder;
 mod encoder;
 mod error;
@@ -76,12 +80,16 @@ mod fields;
 mod head;
 mod scan;
 
+pub use client::{
+    OriginHead, OutboundRequest, ResponseDecoder, ResponseError, ResponseErrorKind, ResponseEvent,
+    ResponseLimits, encode_request_head, strip_hop_by_hop,
+};
 pub use decoder::{Event, RequestDecoder};
 pub use encoder::{
     ResponseBody, ResponseFraming, ResponseHead, encode_chunk, encode_chunk_header,
     encode_continue, encode_error, encode_last_chunk, encode_response_head, response_framing,
 };
-pub use error::{Error, ErrorKind};
+pub use error::{Error, ErrorKind, Fault};
 pub use head::{BodyKind, RequestFraming, RequestHead};
 
 /// The longest chunk-size line (size and extensions, up to and including its CR) accepted.

@@ -93,6 +93,19 @@ impl SectionScan {
         buf: &[u8],
         budget_bytes: usize,
     ) -> Result<Option<usize>, ErrorKind> {
+        self.scan_section(buf, budget_bytes, ErrorKind::TrailerTooLarge)
+    }
+
+    /// Scans lines up to and including the first empty one: a trailer section, or a response
+    /// head (whose first line the client role has checked is a status line, so not empty).
+    /// `Some(len)` once the empty line is in; `too_large` once `budget_bytes` are buffered
+    /// without it.
+    pub fn scan_section(
+        &mut self,
+        buf: &[u8],
+        budget_bytes: usize,
+        too_large: ErrorKind,
+    ) -> Result<Option<usize>, ErrorKind> {
         let window = &buf[..buf.len().min(budget_bytes)];
         let from = self.scanned;
         for rel in memchr_iter(b'\n', &window[from..]) {
@@ -108,9 +121,14 @@ impl SectionScan {
         }
         self.scanned = window.len();
         if buf.len() >= budget_bytes {
-            return Err(ErrorKind::TrailerTooLarge);
+            return Err(too_large);
         }
         Ok(None)
+    }
+
+    /// Bytes of the section looked at so far: zero until a byte of it has arrived.
+    pub fn scanned(&self) -> usize {
+        self.scanned
     }
 
     pub fn check_invariants(&self) {

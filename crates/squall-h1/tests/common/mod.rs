@@ -9,6 +9,8 @@
 //! poisoned decoder keeps returning its error.
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod response;
+
 use bytes::BytesMut;
 use http::{HeaderMap, StatusCode};
 use squall_h1::{ErrorKind, Event, Limits, RequestDecoder, RequestHead};
@@ -146,7 +148,7 @@ pub fn decode_all_ways(input: &[u8], limits: Limits) -> Outcome {
     whole
 }
 
-fn piece_sizes(len: usize) -> Vec<usize> {
+pub fn piece_sizes(len: usize) -> Vec<usize> {
     if len <= 400 {
         return (1..=len.max(1)).collect();
     }
@@ -160,7 +162,7 @@ fn piece_sizes(len: usize) -> Vec<usize> {
     sizes
 }
 
-fn split_points(len: usize) -> Vec<usize> {
+pub fn split_points(len: usize) -> Vec<usize> {
     if len <= 2000 {
         return (0..=len).collect();
     }
