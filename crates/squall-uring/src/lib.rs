@@ -20,6 +20,7 @@ mod limits;
 mod waker;
 
 use std::io;
+use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
@@ -96,6 +97,8 @@ pub enum Completion {
         result: io::Result<usize>,
         bufs: Vec<Bytes>,
     },
+    /// A connect finished: `Ok` once the TCP handshake completed.
+    Connect { token: u64, result: io::Result<()> },
     /// A close finished.
     Close { token: u64, result: io::Result<()> },
     /// A cancel request finished (the cancelled operation reports separately).
@@ -111,6 +114,9 @@ pub struct OpId(u64);
 /// The buffers an in-flight operation lends the kernel.
 enum Lent {
     None,
+    /// The address a connect reads (the kernel may read it after submission).
+    SockAddrV4(#[allow(dead_code)] Box<libc::sockaddr_in>),
+    SockAddrV6(#[allow(dead_code)] Box<libc::sockaddr_in6>),
     Send(Bytes),
     /// `iovecs` is never read by us, only by the kernel through the submitted pointer.
     Writev {
@@ -126,6 +132,7 @@ enum Kind {
     Recv,
     Send,
     Writev,
+    Connect,
     Close,
     Cancel,
     Wake,
@@ -231,6 +238,40 @@ impl Ring {
         // The iovec array is boxed, so its address survives the move into the slab.
         let entry = opcode::Writev::new(Fd(fd), iovecs.as_ptr(), iovecs.len() as u32).build();
         self.queue(entry, Kind::Writev, token, Lent::Writev { bufs, iovecs })
+    }
+
+    /// Connects the socket `fd` (created by the caller) to `addr`.
+    pub fn connect(&mut self, fd: RawFd, addr: SocketAddr, token: u64) -> OpId {
+        // The address is boxed so that its location survives the move into the op slab.
+        let (lent, ptr, len) = match addr {
+            SocketAddr::V4(v4) => {
+                let sin = Box::new(libc::sockaddr_in {
+                    sin_family: libc::AF_INET as libc::sa_family_t,
+                    sin_port: v4.port().to_be(),
+                    sin_addr: libc::in_addr {
+                        s_addr: u32::from(*v4.ip()).to_be(),
+                    },
+                    sin_zero: [0; 8],
+                });
+                let ptr = (&raw const *sin).cast::<libc::sockaddr>();
+                (Lent::SockAddrV4(sin), ptr, size_of::<libc::sockaddr_in>())
+            }
+            SocketAddr::V6(v6) => {
+                let sin6 = Box::new(libc::sockaddr_in6 {
+                    sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                    sin6_port: v6.port().to_be(),
+                    sin6_flowinfo: v6.flowinfo(),
+                    sin6_addr: libc::in6_addr {
+                        s6_addr: v6.ip().octets(),
+                    },
+                    sin6_scope_id: v6.scope_id(),
+                });
+                let ptr = (&raw const *sin6).cast::<libc::sockaddr>();
+                (Lent::SockAddrV6(sin6), ptr, size_of::<libc::sockaddr_in6>())
+            }
+        };
+        let entry = opcode::Connect::new(Fd(fd), ptr, len as libc::socklen_t).build();
+        self.queue(entry, Kind::Connect, token, lent)
     }
 
     /// Closes `fd`. Queued after earlier operations on it, so they resolve the descriptor first.
@@ -456,6 +497,10 @@ fn finish(op: Op, res: i32, flags: u32, more: bool) -> Completion {
             token,
             result: count(res),
             bufs,
+        },
+        (Kind::Connect, _) => Completion::Connect {
+            token,
+            result: count(res).map(drop),
         },
         (Kind::Close, _) => Completion::Close {
             token,

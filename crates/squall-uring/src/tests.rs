@@ -3,7 +3,7 @@
 use super::*;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 fn small_ring() -> Ring {
     Ring::new(&RingConfig {
@@ -222,4 +222,54 @@ fn dropping_a_ring_with_operations_in_flight_is_clean() {
         .unwrap();
     assert_eq!(ring.in_flight(), 2);
     drop(ring);
+}
+
+#[test]
+fn connect_reaches_a_listener_over_v4_and_v6() {
+    let mut ring = small_ring();
+    for bind in ["127.0.0.1:0", "[::1]:0"] {
+        // A host without IPv6 skips that half.
+        let Ok(listener) = TcpListener::bind(bind) else {
+            continue;
+        };
+        let addr = listener.local_addr().unwrap();
+        let domain = if addr.is_ipv4() {
+            libc::AF_INET
+        } else {
+            libc::AF_INET6
+        };
+        let fd = new_socket(domain);
+        ring.connect(fd.as_raw_fd(), addr, 11);
+        assert!(matches!(
+            next(&mut ring),
+            Completion::Connect {
+                token: 11,
+                result: Ok(())
+            }
+        ));
+        let (_, peer) = listener.accept().unwrap();
+        assert_eq!(peer.ip(), addr.ip());
+    }
+    // A closed port: the error comes back in the completion.
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = closed.local_addr().unwrap();
+    drop(closed);
+    let fd = new_socket(libc::AF_INET);
+    ring.connect(fd.as_raw_fd(), addr, 12);
+    let Completion::Connect {
+        token: 12,
+        result: Err(e),
+    } = next(&mut ring)
+    else {
+        panic!("expected a failed connect");
+    };
+    assert_eq!(e.raw_os_error(), Some(libc::ECONNREFUSED));
+}
+
+fn new_socket(domain: i32) -> OwnedFd {
+    // SAFETY: socket takes no pointers; on success the descriptor is new and ours.
+    let fd = unsafe { libc::socket(domain, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    assert!(fd >= 0);
+    // SAFETY: `fd` was just created and is owned by nothing else.
+    unsafe { OwnedFd::from_raw_fd(fd) }
 }
