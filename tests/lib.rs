@@ -47,7 +47,10 @@ pub fn squall_bin() -> &'static Path {
 /// A running squall process, stopped (SIGKILL) on drop unless already stopped.
 pub struct Squall {
     child: Child,
+    /// The first cleartext listener (or the first TLS one if there is none).
     pub addr: SocketAddr,
+    /// The first TLS listener, if any.
+    pub tls_addr: Option<SocketAddr>,
     log: Arc<Mutex<String>>,
     config_path: PathBuf,
     _dir: TempDir,
@@ -74,8 +77,10 @@ impl Squall {
             .stderr(Stdio::piped());
         adjust(&mut command);
         let mut child = command.spawn().expect("spawn squall");
-        let (log, addr) = watch_log(&mut child);
-        let Some(addr) = addr else {
+        let (log, listening) = watch_log(&mut child);
+        let find = |scheme: &str| listening.iter().find(|(s, _)| s == scheme).map(|(_, a)| *a);
+        let tls_addr = find("https");
+        let Some(addr) = find("http").or(tls_addr) else {
             let _ = child.kill();
             let _ = child.wait();
             panic!(
@@ -86,6 +91,7 @@ impl Squall {
         Squall {
             child,
             addr,
+            tls_addr,
             log,
             config_path: path,
             _dir: dir,
@@ -169,44 +175,38 @@ impl Drop for Squall {
     }
 }
 
-/// Reads squall's stderr on a thread into a shared log; returns once the listening address is
-/// known (or the process ended, or START_TIMEOUT passed).
-fn watch_log(child: &mut Child) -> (Arc<Mutex<String>>, Option<SocketAddr>) {
+/// Reads squall's stderr on a thread into a shared log; returns once every worker listens (or
+/// the process ended, or START_TIMEOUT passed), with the addresses it logged, in order.
+fn watch_log(child: &mut Child) -> (Arc<Mutex<String>>, Vec<(String, SocketAddr)>) {
     let stderr = child.stderr.take().expect("piped stderr");
     let log = Arc::new(Mutex::new(String::new()));
     let (tx, rx) = mpsc::channel();
     let shared = log.clone();
     std::thread::spawn(move || {
-        let mut tx = Some(tx);
         for line in BufReader::new(stderr).lines() {
             let Ok(line) = line else { break };
-            if let Some(at) = line.find("listening on http://") {
-                let addr = line[at + "listening on http://".len()..]
-                    .trim()
-                    .parse()
-                    .ok();
-                if let (Some(tx), Some(addr)) = (&tx, addr) {
-                    let _ = tx.send(addr);
-                }
-            }
-            if line.contains("all workers listening") {
-                tx = None;
-            }
+            let ready = line.contains("all workers listening");
             let mut log = shared.lock().unwrap();
             log.push_str(&line);
             log.push('\n');
+            drop(log);
+            if ready {
+                let _ = tx.send(());
+            }
         }
     });
-    let addr = rx.recv_timeout(START_TIMEOUT).ok();
-    // Wait for "ready" (every worker listens) before handing the address out.
-    let deadline = Instant::now() + START_TIMEOUT;
-    while addr.is_some()
-        && !log.lock().unwrap().contains("all workers listening")
-        && Instant::now() < deadline
-    {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    (log, addr)
+    let _ = rx.recv_timeout(START_TIMEOUT);
+    let listening = log
+        .lock()
+        .unwrap()
+        .lines()
+        .filter_map(|line| {
+            let rest = &line[line.find("listening on ")? + "listening on ".len()..];
+            let (scheme, addr) = rest.trim().split_once("://")?;
+            Some((scheme.to_owned(), addr.parse().ok()?))
+        })
+        .collect();
+    (log, listening)
 }
 
 /// Sends `request` and reads one response (head and Content-Length body) from `stream`.

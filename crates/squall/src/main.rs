@@ -7,6 +7,7 @@ mod listener;
 mod metrics;
 mod server;
 mod timer;
+mod tls;
 mod worker;
 
 use std::process::ExitCode;

@@ -21,6 +21,7 @@ pub struct WorkerCounters {
     pub bad_requests: Counter,
     pub timeouts: Counter,
     pub accept_pauses: Counter,
+    pub tls_errors: Counter,
 }
 
 /// A monotonically increasing count, written by one worker.

@@ -16,6 +16,7 @@ use squall_uring::Waker;
 use tracing::{error, info, warn};
 
 use crate::metrics::Metrics;
+use crate::tls::Tls;
 use crate::{DEFAULT_CONFIG, listener, worker};
 
 /// What every worker reads on the request path; swapped whole by a reload.
@@ -25,6 +26,8 @@ pub struct Runtime {
     pub limits: ConnLimits,
     /// Shared by every generation of the runtime, so counters survive reloads.
     pub metrics: Arc<Metrics>,
+    /// Certificates and one TLS acceptor per `[[listen]]`, in config order.
+    pub tls: Tls,
 }
 
 /// Connection timeouts from `[limits]`.
@@ -41,7 +44,13 @@ pub enum Control {
 }
 
 impl Runtime {
-    fn new(config: &Config, metrics: Arc<Metrics>) -> anyhow::Result<Runtime> {
+    /// Compiles `config`; `previous` (on reload) hands over TLS resumption state.
+    fn new(
+        config: &Config,
+        metrics: Arc<Metrics>,
+        previous: Option<&Runtime>,
+    ) -> anyhow::Result<Runtime> {
+        let previous_store = previous.and_then(|r| r.tls.store.as_ref());
         let limits = &config.limits;
         let h1_limits = squall_h1::Limits {
             header_bytes_max: usize::try_from(limits.header_bytes_max).unwrap_or(usize::MAX),
@@ -57,6 +66,7 @@ impl Runtime {
                 idle_timeout: limits.idle_timeout,
             },
             metrics,
+            tls: Tls::load(config, previous_store)?,
         })
     }
 }
@@ -103,7 +113,7 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let config = load(path).map_err(anyhow::Error::msg)?;
     let count = worker_count(&config);
     let metrics = Arc::new(Metrics::new(count));
-    let runtime = Arc::new(Runtime::new(&config, metrics.clone())?);
+    let mut runtime = Arc::new(Runtime::new(&config, metrics.clone(), None)?);
     match squall_uring::raise_nofile_limit() {
         Ok(limit) => info!("file descriptor limit: {limit}"),
         Err(e) => warn!("cannot raise the file descriptor limit: {e}"),
@@ -122,7 +132,7 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let config_path = path.map(PathBuf::from);
     for signal in signals.forever() {
         match signal {
-            SIGHUP => reload(config_path.as_deref(), &workers, &metrics),
+            SIGHUP => reload(config_path.as_deref(), &workers, &mut runtime),
             SIGUSR1 => info!("SIGUSR1: no access log file is configured; nothing to reopen"),
             _ => break,
         }
@@ -158,26 +168,20 @@ fn worker_count(config: &Config) -> usize {
 fn bind_all(config: &Config, workers: usize) -> anyhow::Result<Vec<Vec<std::os::fd::OwnedFd>>> {
     let mut per_worker: Vec<Vec<_>> = (0..workers).map(|_| Vec::new()).collect();
     for listen in &config.listen {
-        if listen.tls {
-            warn!(address = %listen.address, "TLS listeners are not available in this build; skipped");
-            continue;
-        }
         let first = listener::bind(listen.address)
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", listen.address))?;
         let local = socket2::SockRef::from(&first)
             .local_addr()?
             .as_socket()
             .ok_or_else(|| anyhow::anyhow!("listener {} has no IP address", listen.address))?;
-        info!("listening on http://{local}");
+        let scheme = if listen.tls { "https" } else { "http" };
+        info!("listening on {scheme}://{local}");
         per_worker[0].push(first);
         for sockets in per_worker.iter_mut().skip(1) {
             let fd = listener::bind(local)
                 .map_err(|e| anyhow::anyhow!("cannot listen on {local}: {e}"))?;
             sockets.push(fd);
         }
-    }
-    if per_worker[0].is_empty() {
-        anyhow::bail!("no listener this build can serve (TLS listeners are not available yet)");
     }
     Ok(per_worker)
 }
@@ -222,14 +226,15 @@ fn spawn_workers(
 }
 
 /// SIGHUP: validate the file again and hand the workers a new runtime, or keep the old one.
-fn reload(path: Option<&Path>, workers: &[WorkerHandle], metrics: &Arc<Metrics>) {
+fn reload(path: Option<&Path>, workers: &[WorkerHandle], current: &mut Arc<Runtime>) {
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Reloading]);
     let runtime = load(path)
         .map_err(anyhow::Error::msg)
-        .and_then(|config| Runtime::new(&config, metrics.clone()));
+        .and_then(|config| Runtime::new(&config, current.metrics.clone(), Some(current)));
     match runtime {
         Ok(runtime) => {
             let runtime = Arc::new(runtime);
+            *current = runtime.clone();
             for w in workers {
                 let _ = w.control.send(Control::Reload(runtime.clone()));
                 w.waker.wake();

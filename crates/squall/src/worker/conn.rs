@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use bytes::BytesMut;
 use squall_h1::{RequestDecoder, RequestHead};
+use squall_tls::TlsConn;
 use squall_uring::OpId;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,8 +30,12 @@ pub struct Conn {
     pub decoder: RequestDecoder,
     /// Received bytes not yet decoded.
     pub rbuf: BytesMut,
-    /// Encoded responses not yet handed to the ring.
+    /// Encoded responses not yet handed to the ring (plaintext, for TLS connections).
     pub out: BytesMut,
+    /// The TLS session on a `tls = true` listener; boxed, as most of it is cold.
+    pub tls: Option<Box<TlsConn>>,
+    /// TLS records (handshake, encrypted responses, alerts) not yet handed to the ring.
+    pub wire: BytesMut,
     /// The armed multishot receive, if any.
     pub recv: Option<OpId>,
     /// The send in flight, if any; at most one, so responses leave in order.
@@ -47,6 +52,8 @@ pub struct Conn {
     pub head_started: Option<Instant>,
     /// True until the first request head has begun (a new connection's wait counts as a head).
     pub fresh: bool,
+    /// When the connection was accepted.
+    pub accepted_at: Instant,
     /// Last time bytes arrived or a send completed.
     pub last_activity: Instant,
     /// When this connection must be acted on (see `Worker::on_deadline`).
@@ -56,7 +63,13 @@ pub struct Conn {
 }
 
 impl Conn {
-    pub fn new(fd: OwnedFd, generation: u32, decoder: RequestDecoder, now: Instant) -> Conn {
+    pub fn new(
+        fd: OwnedFd,
+        generation: u32,
+        decoder: RequestDecoder,
+        tls: Option<Box<TlsConn>>,
+        now: Instant,
+    ) -> Conn {
         Conn {
             fd: Some(fd),
             generation,
@@ -64,6 +77,8 @@ impl Conn {
             decoder,
             rbuf: BytesMut::new(),
             out: BytesMut::new(),
+            tls,
+            wire: BytesMut::new(),
             recv: None,
             send: None,
             ops: 0,
@@ -72,6 +87,7 @@ impl Conn {
             blocked: false,
             head_started: None,
             fresh: true,
+            accepted_at: now,
             last_activity: now,
             deadline: now,
             timer_due: None,
@@ -87,8 +103,13 @@ impl Conn {
         self.request.is_none()
             && self.rbuf.is_empty()
             && self.decoder.is_between_messages()
-            && self.out.is_empty()
+            && self.unsent_bytes() == 0
             && self.send.is_none()
+    }
+
+    /// Bytes produced but not yet handed to the ring.
+    pub fn unsent_bytes(&self) -> usize {
+        self.out.len() + self.wire.len()
     }
 
     /// True when part of a request head has arrived and the head is not complete.

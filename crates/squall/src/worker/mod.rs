@@ -17,10 +17,12 @@ use crossbeam_channel::{Receiver, Sender};
 use slab::Slab;
 use socket2::SockRef;
 use squall_h1::{Event, RequestDecoder};
+use squall_tls::TlsConn;
 use squall_uring::{Completion, OpId, RecvBuf, Ring, RingConfig, Waker};
 use tracing::{debug, info, warn};
 
 use crate::date::DateCache;
+use crate::metrics::WorkerCounters;
 use crate::server::{Control, Runtime};
 use crate::timer::{Entry, TimerWheel};
 use conn::{Conn, Phase};
@@ -220,7 +222,8 @@ impl Worker {
                 }
                 self.on_control();
             }
-            Completion::Writev { .. } | Completion::Cancel { .. } => {}
+            // Origin connections (connect, writev) arrive with the proxy.
+            Completion::Writev { .. } | Completion::Connect { .. } | Completion::Cancel { .. } => {}
         }
     }
 
@@ -242,7 +245,7 @@ impl Worker {
         match result {
             Ok(fd) if self.drain_deadline.is_none() && self.conns.len() < CONNS_MAX => {
                 self.listeners[index].paused_since = None;
-                self.open_conn(fd);
+                self.open_conn(fd, index);
             }
             Ok(fd) => drop(fd),
             Err(e) if is_out_of_descriptors(&e) => {
@@ -294,7 +297,7 @@ impl Worker {
         }
     }
 
-    fn open_conn(&mut self, fd: OwnedFd) {
+    fn open_conn(&mut self, fd: OwnedFd, listener: usize) {
         // Small responses go out at once: Nagle would hold a pipelined batch's tail for an ACK.
         if let Err(e) = SockRef::from(&fd).set_tcp_nodelay(true) {
             debug!(worker = self.id, "TCP_NODELAY: {e}");
@@ -302,10 +305,16 @@ impl Worker {
         self.next_generation = self.next_generation.wrapping_add(1);
         let generation = self.next_generation;
         let decoder = RequestDecoder::new(self.runtime.h1_limits);
+        let acceptor = self
+            .runtime
+            .tls
+            .acceptors
+            .get(listener)
+            .and_then(Option::as_ref);
+        let tls = acceptor.map(|acceptor| Box::new(TlsConn::new(acceptor)));
         let raw = fd.as_raw_fd();
-        let index = self
-            .conns
-            .insert(Conn::new(fd, generation, decoder, self.now));
+        let conn = Conn::new(fd, generation, decoder, tls, self.now);
+        let index = self.conns.insert(conn);
         let token = conn_token(index, generation);
         let conn = &mut self.conns[index];
         conn.recv = Some(self.ring.recv_multi(raw, token));
@@ -342,7 +351,8 @@ impl Worker {
         match result {
             Ok(Some(buf)) => {
                 if conn.phase == Phase::Open {
-                    conn.rbuf.extend_from_slice(self.ring.recv_bytes(&buf));
+                    let counters = self.runtime.metrics.worker(self.id);
+                    receive(conn, self.ring.recv_bytes(&buf), counters, self.id, index);
                     conn.last_activity = self.now;
                 }
                 self.ring.recycle(buf);
@@ -389,7 +399,7 @@ impl Worker {
         let draining = self.drain_deadline.is_some();
         let conn = &mut self.conns[index];
         while !conn.close_after && conn.phase == Phase::Open {
-            if conn.out.len() >= OUT_HIGH_BYTES {
+            if conn.unsent_bytes() >= OUT_HIGH_BYTES {
                 conn.blocked = true;
                 break;
             }
@@ -455,13 +465,23 @@ impl Worker {
         if conn.send.is_some() || conn.phase == Phase::Closed {
             return;
         }
-        if conn.out.is_empty() {
+        if let Err(e) = seal(conn) {
+            debug!(worker = self.id, conn = index, "tls: {e}");
+            self.close_now(index);
+            return;
+        }
+        let pending = if conn.tls.is_some() {
+            &mut conn.wire
+        } else {
+            &mut conn.out
+        };
+        if pending.is_empty() {
             if conn.close_after && conn.phase == Phase::Open {
                 self.linger(index);
             }
             return;
         }
-        let buf = conn.out.split().freeze();
+        let buf = pending.split().freeze();
         self.queue_send(index, buf);
     }
 
@@ -571,7 +591,10 @@ impl Worker {
         let deadline = match conn.phase {
             Phase::Closed => return,
             Phase::Lingering => self.now + LINGER,
-            Phase::Open if conn.fresh || conn.head_in_progress() => {
+            // A new connection has header_timeout from its accept for the TLS handshake and
+            // its first head together: trickling either does not extend it.
+            Phase::Open if conn.fresh => conn.accepted_at + limits.header_timeout,
+            Phase::Open if conn.head_in_progress() => {
                 conn.head_started.unwrap_or(conn.last_activity) + limits.header_timeout
             }
             Phase::Open => conn.last_activity + limits.idle_timeout,
@@ -701,6 +724,43 @@ impl Worker {
         }
         self.conns.is_empty()
     }
+}
+
+/// Takes received bytes into the connection: as they are, or through TLS. A TLS failure leaves
+/// its alert in `wire` and ends the connection after it is sent.
+fn receive(conn: &mut Conn, bytes: &[u8], counters: &WorkerCounters, worker: usize, index: usize) {
+    let Some(tls) = &mut conn.tls else {
+        conn.rbuf.extend_from_slice(bytes);
+        return;
+    };
+    if let Err(e) = tls.read_tls(bytes, &mut conn.rbuf, &mut conn.wire) {
+        debug!(worker, conn = index, kind = e.kind().as_str(), "tls: {e}");
+        counters.tls_errors.inc();
+        conn.close_after = true;
+    } else if tls.peer_closed() {
+        // close_notify: the client sends no more requests; answer those received, then close.
+        conn.close_after = true;
+    }
+}
+
+/// Encrypts the plaintext responses of a TLS connection into `wire`, with a close_notify after
+/// the last one when the connection is to close. A no-op for cleartext connections and while
+/// the handshake runs (a response exists only after a request, which follows the handshake).
+fn seal(conn: &mut Conn) -> Result<(), squall_tls::TlsError> {
+    let Some(tls) = &mut conn.tls else {
+        return Ok(());
+    };
+    if tls.is_handshaking() {
+        return Ok(());
+    }
+    if !conn.out.is_empty() {
+        tls.write_plain(&conn.out, &mut conn.wire)?;
+        conn.out.clear();
+    }
+    if conn.close_after && conn.phase == Phase::Open {
+        tls.close(&mut conn.wire);
+    }
+    Ok(())
 }
 
 fn is_out_of_descriptors(e: &io::Error) -> bool {

@@ -1,0 +1,297 @@
+//! TLS termination against independent peers: openssl s_client, curl and hyper over rustls.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use squall_e2e::{Squall, TempDir, is_closed};
+
+/// Two self-signed certificates chosen by SNI (the first is the default) and a TLS listener.
+fn tls_config() -> String {
+    r#"[server]
+workers = 1
+
+[[listen]]
+address = "ADDR"
+tls = true
+protocols = ["http1"]
+
+[[certificate]]
+hosts = ["a.test"]
+self_signed = true
+
+[[certificate]]
+hosts = ["b.test", "*.b.test"]
+self_signed = true
+
+[limits]
+header_timeout = "2s"
+
+[[vhost]]
+hosts = ["*"]
+
+[[vhost.route]]
+exact = "/"
+respond = { status = 200, body = "Hello, world!" }
+"#
+    .to_owned()
+}
+
+/// Runs `openssl s_client` with `args`, sending one request; returns its stdout and stderr.
+fn s_client(squall: &Squall, args: &[&str]) -> String {
+    let addr = squall.tls_addr.expect("a TLS listener").to_string();
+    let mut child = Command::new("openssl")
+        .args(["s_client", "-connect", &addr, "-ign_eof"])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("openssl s_client (package openssl)");
+    let request = "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(request.as_bytes())
+        .unwrap();
+    let out = wait_output(child);
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Waits for a child, bounded: a stuck client is killed after 20 s.
+fn wait_output(mut child: std::process::Child) -> std::process::Output {
+    for _ in 0..2000 {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    panic!("client did not finish within 20 s");
+}
+
+/// The PEM of the server's leaf certificate in s_client output.
+fn leaf_pem(output: &str) -> String {
+    let start = output
+        .find("-----BEGIN CERTIFICATE-----")
+        .expect("a certificate");
+    let end = output
+        .find("-----END CERTIFICATE-----")
+        .expect("end of certificate");
+    output[start..end].to_owned()
+}
+
+#[test]
+fn tls13_and_tls12_with_alpn_serve_http1() {
+    let squall = Squall::start(&tls_config());
+    let v13 = s_client(
+        &squall,
+        &["-tls1_3", "-alpn", "http/1.1", "-servername", "a.test"],
+    );
+    assert!(v13.contains("TLSv1.3"), "{v13}");
+    assert!(v13.contains("ALPN protocol: http/1.1"), "{v13}");
+    assert!(
+        v13.contains("HTTP/1.1 200 OK") && v13.contains("Hello, world!"),
+        "{v13}"
+    );
+
+    let v12 = s_client(
+        &squall,
+        &["-tls1_2", "-alpn", "http/1.1", "-servername", "a.test"],
+    );
+    assert!(v12.contains("Protocol  : TLSv1.2"), "{v12}");
+    assert!(v12.contains("Hello, world!"), "{v12}");
+
+    // No ALPN at all: HTTP/1.1.
+    let none = s_client(&squall, &["-servername", "a.test"]);
+    assert!(none.contains("No ALPN negotiated"), "{none}");
+    assert!(none.contains("Hello, world!"), "{none}");
+}
+
+#[test]
+fn alpn_without_a_common_protocol_gets_the_alert() {
+    let squall = Squall::start(&tls_config());
+    let out = s_client(&squall, &["-alpn", "h2", "-servername", "a.test"]);
+    assert!(out.contains("no application protocol"), "{out}");
+    assert!(!out.contains("Hello, world!"), "{out}");
+}
+
+#[test]
+fn sni_chooses_the_certificate_and_the_first_is_the_default() {
+    let squall = Squall::start(&tls_config());
+    let a = leaf_pem(&s_client(&squall, &["-servername", "a.test"]));
+    let b = leaf_pem(&s_client(&squall, &["-servername", "b.test"]));
+    let wildcard = leaf_pem(&s_client(&squall, &["-servername", "x.b.test"]));
+    let unknown = leaf_pem(&s_client(&squall, &["-servername", "other.test"]));
+    let absent = leaf_pem(&s_client(&squall, &["-noservername"]));
+    assert_ne!(a, b, "two names get two certificates");
+    assert_eq!(b, wildcard);
+    assert_eq!(a, unknown, "unknown SNI gets the first certificate");
+    assert_eq!(a, absent, "absent SNI gets the first certificate");
+}
+
+#[test]
+fn sessions_resume_with_tickets_and_session_ids() {
+    let squall = Squall::start(&tls_config());
+    let dir = TempDir::new();
+    for version in ["-tls1_3", "-tls1_2"] {
+        let file = dir.path().join(format!("session{version}"));
+        let file = file.to_str().unwrap();
+        let first = s_client(
+            &squall,
+            &[version, "-servername", "a.test", "-sess_out", file],
+        );
+        assert!(first.contains("New, TLSv1."), "{version} first: {first}");
+        let second = s_client(
+            &squall,
+            &[version, "-servername", "a.test", "-sess_in", file],
+        );
+        assert!(
+            second.contains("Reused, TLSv1."),
+            "{version} resumed: {second}"
+        );
+        assert!(second.contains("Hello, world!"), "{second}");
+    }
+}
+
+#[test]
+fn curl_over_https() {
+    let squall = Squall::start(&tls_config());
+    let port = squall.tls_addr.unwrap().port();
+    let out = Command::new("curl")
+        .args([
+            "-sk",
+            "--max-time",
+            "10",
+            "--resolve",
+            &format!("b.test:{port}:127.0.0.1"),
+        ])
+        .arg(format!("https://b.test:{port}/"))
+        .output()
+        .expect("curl");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "Hello, world!");
+}
+
+#[test]
+fn garbage_instead_of_a_client_hello_is_dropped_while_others_are_served() {
+    let squall = Squall::start(&tls_config());
+    let addr = squall.tls_addr.unwrap();
+    let mut garbage = std::net::TcpStream::connect(addr).unwrap();
+    garbage
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    // 1 MB of pseudo-random bytes (xorshift), in 64 KiB writes; the server may cut us off.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let chunk: Vec<u8> = (0..65_536)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    for _ in 0..16 {
+        if garbage.write_all(&chunk).is_err() {
+            break;
+        }
+    }
+    assert!(is_closed(&mut garbage), "garbage connection is closed");
+    let good = s_client(&squall, &["-servername", "a.test"]);
+    assert!(good.contains("Hello, world!"), "{good}");
+}
+
+#[test]
+fn a_stalled_handshake_is_cut_at_the_header_timeout() {
+    let squall = Squall::start(&tls_config());
+    let mut stalled = std::net::TcpStream::connect(squall.tls_addr.unwrap()).unwrap();
+    stalled
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    // The first bytes of a TLS record header, then nothing.
+    stalled.write_all(&[0x16, 0x03, 0x01]).unwrap();
+    let started = std::time::Instant::now();
+    assert!(is_closed(&mut stalled));
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(1500),
+        "cut too early: {waited:?}"
+    );
+}
+
+/// A PEM certificate made by openssl, loaded from files by Squall, verified by hyper over
+/// rustls against that certificate as its only root.
+#[tokio::test]
+async fn hyper_over_rustls_with_pem_files() {
+    use http_body_util::{BodyExt, Empty};
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, ServerName};
+
+    let dir = TempDir::new();
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    let status = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args(["-nodes", "-days", "2", "-subj", "/CN=pem.test"])
+        // A leaf, not a CA: rustls refuses a CA certificate used as the server's own.
+        .args(["-addext", "subjectAltName=DNS:pem.test"])
+        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
+        .args(["-addext", "extendedKeyUsage=serverAuth", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stderr(Stdio::null())
+        .status()
+        .expect("openssl req");
+    assert!(status.success());
+    let config = tls_config().replace(
+        "[[certificate]]\nhosts = [\"a.test\"]\nself_signed = true",
+        &format!(
+            "[[certificate]]\nhosts = [\"pem.test\"]\ncert = {:?}\nkey = {:?}",
+            cert, key
+        ),
+    );
+    let squall = Squall::start(&config);
+
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_file(&cert).unwrap())
+        .unwrap();
+    let mut client = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    client.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(client));
+    let tcp = tokio::net::TcpStream::connect(squall.tls_addr.unwrap())
+        .await
+        .unwrap();
+    let name = ServerName::try_from("pem.test").unwrap();
+    let tls = connector
+        .connect(name, tcp)
+        .await
+        .expect("handshake verifies the PEM certificate");
+    let io = hyper_util::rt::TokioIo::new(tls);
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
+    tokio::spawn(conn);
+    for _ in 0..3 {
+        let request = http::Request::get("/")
+            .header("host", "pem.test")
+            .body(Empty::<bytes::Bytes>::new())
+            .unwrap();
+        let response = sender.send_request(request).await.unwrap();
+        assert_eq!(response.status(), 200);
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(&body[..], b"Hello, world!");
+    }
+}
