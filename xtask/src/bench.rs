@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use crate::build::{self, Build, Role};
 use crate::cli::{BenchArgs, Peer};
+use crate::h2load::Plan;
 use crate::report::{self, Figure, ScenarioReport};
 use crate::run::{self, Outcome, Settings};
 use crate::scenario::{self, Scenario};
@@ -72,7 +73,7 @@ pub fn main(args: &BenchArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let scenarios = scenario::select(all, &args.scenarios)?;
-    preflight(args)?;
+    preflight(args, &scenarios)?;
     let stamp = utc_stamp();
     let out = args
         .out
@@ -111,7 +112,7 @@ pub fn main(args: &BenchArgs) -> Result<ExitCode> {
 }
 
 /// One clear line for each thing missing, before anything is built.
-fn preflight(args: &BenchArgs) -> Result<()> {
+fn preflight(args: &BenchArgs, scenarios: &[Scenario]) -> Result<()> {
     if which("h2load").is_none() {
         bail!("h2load is not on PATH: install it with `apt-get install nghttp2-client`");
     }
@@ -120,6 +121,20 @@ fn preflight(args: &BenchArgs) -> Result<()> {
     }
     if args.vs == Some(Peer::Nginx) && which("nginx").is_none() {
         bail!("--vs nginx needs nginx on PATH: install it with `apt-get install nginx`");
+    }
+    if let Some(tls) = scenarios.iter().find(|s| s.load.tls) {
+        if which("curl").is_none() {
+            bail!(
+                "{} speaks TLS and its probe needs curl on PATH: install it with `apt-get install curl`",
+                tls.name
+            );
+        }
+        if args.vs == Some(Peer::Nginx) && which("openssl").is_none() {
+            bail!(
+                "{} speaks TLS and nginx's certificate needs openssl on PATH: install it with `apt-get install openssl`",
+                tls.name
+            );
+        }
     }
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
     ensure!(
@@ -207,15 +222,7 @@ impl Session<'_> {
     fn load_words(&self, scenario: &Scenario) -> String {
         let settings = &self.settings;
         let plan = run::plan(scenario, settings, 0, settings.duration_secs, settings.rate);
-        let close = if scenario.load.close {
-            ", a new connection per request"
-        } else {
-            ""
-        };
-        format!(
-            "{} connections × {} in flight, GET {}{close}",
-            plan.connections, plan.streams, scenario.load.path
-        )
+        load_words(scenario, &plan)
     }
 
     fn markdown(&self, outcomes: &[ScenarioOutcomes]) -> String {
@@ -326,6 +333,32 @@ fn cpu_regressions<'a>(
         }
     }
     lines
+}
+
+/// `64 connections × 1 in flight, GET /`, with what TLS and `close` change.
+fn load_words(scenario: &Scenario, plan: &Plan) -> String {
+    let load = &scenario.load;
+    let over = if load.tls { " over TLS" } else { "" };
+    let get = format!("GET {}{over}", load.path);
+    if let Some(pace) = plan.connect_rate {
+        return format!(
+            "{get}, each request from a new h2load client on a new connection (a full TLS \
+             handshake each), {} new connections/s",
+            crate::report::number(pace.actual_per_sec(), 0)
+        );
+    }
+    let close = match (load.close, load.tls) {
+        (false, _) => "",
+        (true, false) => ", a new connection per request",
+        (true, true) => {
+            ", a new connection per request (a client's first TLS handshake is full, the \
+             next ones resume its session)"
+        }
+    };
+    format!(
+        "{} connections × {} in flight, {get}{close}",
+        plan.connections, plan.streams
+    )
 }
 
 fn command_line() -> Vec<String> {

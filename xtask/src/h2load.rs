@@ -18,16 +18,63 @@ pub enum Stop {
     Count(u64),
 }
 
+/// h2load's rate mode (`-r N --rate-period P`): N new clients every period, up to `-c` clients
+/// in all, each making `-n / -c` requests on a connection of its own and never reconnecting.
+/// With one request per client, every request comes with a new connection and, over TLS, a
+/// full handshake (a reconnecting client would resume its session instead).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ConnectRate {
+    pub per_period: u32,
+    pub period_ms: u32,
+}
+
+impl ConnectRate {
+    /// The pacing closest to `per_sec` new connections per second. h2load takes whole clients
+    /// per period, so the shortest period of 10, 20, 50 or 100 ms that hits the rate within 1%
+    /// is used; below 10/s, one client every P ms.
+    pub fn per_sec(per_sec: f64) -> ConnectRate {
+        let per_sec = per_sec.max(0.001);
+        let fit = |period_ms: u32| {
+            let per_period = (per_sec * f64::from(period_ms) / 1_000.0).round().max(1.0);
+            ConnectRate {
+                per_period: per_period.min(f64::from(u32::MAX)) as u32,
+                period_ms,
+            }
+        };
+        for period_ms in [10, 20, 50] {
+            let pace = fit(period_ms);
+            if (pace.actual_per_sec() - per_sec).abs() <= per_sec * 0.01 {
+                return pace;
+            }
+        }
+        if per_sec >= 10.0 {
+            return fit(100);
+        }
+        ConnectRate {
+            per_period: 1,
+            period_ms: (1_000.0 / per_sec).round().min(1e9) as u32,
+        }
+    }
+
+    /// The rate it really asks for, in connections per second.
+    pub fn actual_per_sec(&self) -> f64 {
+        f64::from(self.per_period) * 1_000.0 / f64::from(self.period_ms)
+    }
+}
+
 /// One h2load invocation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
     pub url: String,
+    /// Clients; with `connect_rate`, the total number of clients (one connection each).
     pub connections: u32,
     pub streams: u32,
     pub headers: Vec<String>,
     pub stop: Stop,
     /// Total open-loop rate; h2load's `--rps` is per client, so it is divided by `connections`.
     pub rate: Option<f64>,
+    /// Rate mode: new clients at a fixed pace instead of `connections` clients from the start.
+    pub connect_rate: Option<ConnectRate>,
 }
 
 impl Plan {
@@ -40,7 +87,10 @@ impl Plan {
             Stop::Duration(secs) => args.extend(["-D".into(), secs.to_string()]),
             Stop::Count(requests) => args.extend(["-n".into(), requests.to_string()]),
         }
-        if let Some(rate) = self.rate {
+        if let Some(pace) = self.connect_rate {
+            args.extend(["-r".into(), pace.per_period.to_string()]);
+            args.push(format!("--rate-period={}ms", pace.period_ms));
+        } else if let Some(rate) = self.rate {
             let per_client = rate / f64::from(self.connections.max(1));
             args.push(format!("--rps={per_client:.3}"));
         }
@@ -52,11 +102,19 @@ impl Plan {
     }
 
     /// How long to let h2load run before killing it: the planned time plus slack for start-up
-    /// and draining. Count-based runs have no planned time, so they get a generous ceiling.
+    /// and draining. Count-based runs have no planned time, so they get a generous ceiling,
+    /// and paced ones at least the time their pace takes.
     pub fn deadline_secs(&self, count_secs_max: u64) -> u64 {
         match self.stop {
             Stop::Duration(secs) => u64::from(secs) + 30,
-            Stop::Count(_) => count_secs_max + 30,
+            Stop::Count(count) => {
+                let per_sec = match (self.connect_rate, self.rate) {
+                    (Some(pace), _) => Some(pace.actual_per_sec()),
+                    (None, rate) => rate,
+                };
+                let paced = per_sec.map_or(0, |r| (count as f64 / r.max(0.001)).ceil() as u64);
+                count_secs_max.max(paced + 10) + 30
+            }
         }
     }
 }
@@ -82,6 +140,31 @@ pub struct Report {
     pub request: TimeRow,
     pub connect: TimeRow,
     pub first_byte: TimeRow,
+    /// What the first TLS connection negotiated, as h2load prints it; `None` in cleartext.
+    pub tls: Option<TlsInfo>,
+}
+
+/// h2load's lines about the first TLS connection of its first thread.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct TlsInfo {
+    /// `TLSv1.3`
+    pub protocol: String,
+    /// `TLS_AES_128_GCM_SHA256`
+    pub cipher: String,
+    /// The key exchange: `X25519 253 bits`, `ECDH prime256v1 256 bits`.
+    pub server_temp_key: String,
+}
+
+impl TlsInfo {
+    /// `TLSv1.3, TLS_AES_128_GCM_SHA256, X25519 253 bits`
+    pub fn summary(&self) -> String {
+        [&self.protocol, &self.cipher, &self.server_temp_key]
+            .into_iter()
+            .filter(|part| !part.is_empty())
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
 impl Report {
@@ -113,6 +196,12 @@ pub fn parse(text: &str) -> Result<Report> {
             requests = true;
         } else if let Some(rest) = line.strip_prefix("status codes:") {
             parse_status(rest, &mut report).with_context(|| format!("in {line:?}"))?;
+        } else if let Some(rest) = line.strip_prefix("TLS Protocol:") {
+            report.tls.get_or_insert_default().protocol = rest.trim().into();
+        } else if let Some(rest) = line.strip_prefix("Cipher:") {
+            report.tls.get_or_insert_default().cipher = rest.trim().into();
+        } else if let Some(rest) = line.strip_prefix("Server Temp Key:") {
+            report.tls.get_or_insert_default().server_temp_key = rest.trim().into();
         } else if let Some((name, rest)) = line.split_once(':') {
             let row = match name.trim() {
                 "time for request" => &mut report.request,

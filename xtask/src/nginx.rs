@@ -6,9 +6,16 @@
 //! than a silently different benchmark. Match order is preserved: nginx tries `=` locations,
 //! then regexes in file order, then the longest plain prefix, which is Squall's order too
 //! (CONFIG.md: exact, then regex in file order, then longest prefix).
+//!
+//! A TLS listener (`tls = true`) becomes `listen ... ssl` with TLS 1.2 and 1.3, nginx's default
+//! key exchange groups (OpenSSL's: X25519 first) and resumption as Squall offers it: TLS 1.3
+//! tickets (nginx's default `ssl_session_tickets on`) and a TLS 1.2 session cache. Its
+//! certificate is the one `[[certificate]]` entry: `self_signed = true` becomes an ECDSA P-256
+//! certificate generated with `openssl req` into the run folder (what Squall generates in
+//! memory), `cert` and `key` are served as they are.
 
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use toml::{Table, Value};
 
@@ -19,8 +26,57 @@ pub struct Layout<'a> {
     pub port: u16,
 }
 
+/// An nginx.conf, and the certificate to generate before nginx starts, if any.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Translated {
+    pub text: String,
+    pub self_signed: Option<SelfSigned>,
+}
+
+/// A self-signed certificate for `hosts` that the caller generates with `openssl req`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SelfSigned {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub hosts: Vec<String>,
+}
+
+impl SelfSigned {
+    /// `openssl req` arguments for an ECDSA P-256 key and a certificate signed with it
+    /// (ecdsa-with-SHA256), valid for two days, with the hosts as CN and subjectAltName.
+    pub fn openssl_args(&self) -> Vec<String> {
+        let first = self.hosts.first().map_or("localhost", String::as_str);
+        let names: Vec<String> = self.hosts.iter().map(|h| format!("DNS:{h}")).collect();
+        let mut args: Vec<String> = [
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-sha256",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+        ]
+        .map(String::from)
+        .to_vec();
+        args.push(format!("/CN={first}"));
+        if !names.is_empty() {
+            args.push("-addext".into());
+            args.push(format!("subjectAltName={}", names.join(",")));
+        }
+        args.push("-keyout".into());
+        args.push(self.key.to_string_lossy().into_owned());
+        args.push("-out".into());
+        args.push(self.cert.to_string_lossy().into_owned());
+        args
+    }
+}
+
 /// The nginx.conf for a Squall config, or why nginx cannot serve it.
-pub fn config(squall: &Table, layout: &Layout) -> Result<String, String> {
+pub fn config(squall: &Table, layout: &Layout) -> Result<Translated, String> {
     let vhost = single_catch_all_vhost(squall)?;
     let routes = vhost
         .get("route")
@@ -31,14 +87,83 @@ pub fn config(squall: &Table, layout: &Layout) -> Result<String, String> {
         let route = route.as_table().ok_or("a route is not a table")?;
         locations.push_str(&location(route)?);
     }
-    Ok(frame(layout, &locations))
+    if !crate::scenario::listen_tls(squall) {
+        return Ok(Translated {
+            text: frame(layout, "", &locations),
+            self_signed: None,
+        });
+    }
+    let (cert, key, self_signed) = certificate(squall, layout.dir)?;
+    let tls = format!(
+        "        ssl_certificate {};
+        ssl_certificate_key {};
+        ssl_protocols TLSv1.2 TLSv1.3;
+        ssl_session_cache shared:SSL:10m;
+        ssl_session_tickets on;
+",
+        quote(&cert.to_string_lossy()),
+        quote(&key.to_string_lossy()),
+    );
+    Ok(Translated {
+        text: frame(layout, &tls, &locations),
+        self_signed,
+    })
+}
+
+/// The certificate and key of the one `[[certificate]]` entry, and what to generate for a
+/// `self_signed` one.
+fn certificate(
+    squall: &Table,
+    dir: &Path,
+) -> Result<(PathBuf, PathBuf, Option<SelfSigned>), String> {
+    let entries = squall
+        .get("certificate")
+        .and_then(Value::as_array)
+        .map_or(&[][..], Vec::as_slice);
+    let [entry] = entries else {
+        return Err(format!(
+            "{} [[certificate]] entries (nginx is given exactly one)",
+            entries.len()
+        ));
+    };
+    let entry = entry.as_table().ok_or("[[certificate]] is not a table")?;
+    let text = |key: &str| entry.get(key).and_then(Value::as_str).map(PathBuf::from);
+    if entry.get("self_signed").and_then(Value::as_bool) == Some(true) {
+        let hosts: Vec<String> = entry
+            .get("hosts")
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice)
+            .iter()
+            .map(|h| h.as_str().map(String::from).ok_or("a host is not a string"))
+            .collect::<Result<_, _>>()?;
+        if let Some(odd) = hosts.iter().find(|h| {
+            h.is_empty()
+                || !h
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '*'))
+        }) {
+            return Err(format!("a self-signed certificate for {odd:?}"));
+        }
+        let generated = SelfSigned {
+            cert: dir.join("cert.pem"),
+            key: dir.join("key.pem"),
+            hosts,
+        };
+        return Ok((generated.cert.clone(), generated.key.clone(), Some(generated)));
+    }
+    match (text("cert"), text("key")) {
+        (Some(cert), Some(key)) => Ok((cert, key, None)),
+        _ => Err("a [[certificate]] without self_signed or cert and key".into()),
+    }
 }
 
 /// The fixed part: one process (`master_process off`) so that the PID started is the one that
-/// serves and its CPU time is the whole cost; logs and temp files inside the run folder.
-fn frame(layout: &Layout, locations: &str) -> String {
+/// serves and its CPU time is the whole cost; logs and temp files inside the run folder. `tls`
+/// is empty in cleartext, else the `ssl_*` directives of the server.
+fn frame(layout: &Layout, tls: &str, locations: &str) -> String {
     let dir = layout.dir.display();
     let port = layout.port;
+    let ssl = if tls.is_empty() { "" } else { " ssl" };
     format!(
         "# Generated by cargo xtask bench --vs nginx from a Squall scenario.
 daemon off;
@@ -63,9 +188,9 @@ http {{
     uwsgi_temp_path {dir}/uwsgi;
     scgi_temp_path {dir}/scgi;
     server {{
-        listen 127.0.0.1:{port} backlog=4096;
+        listen 127.0.0.1:{port}{ssl} backlog=4096;
         server_name _;
-{locations}    }}
+{tls}{locations}    }}
 }}
 "
     )

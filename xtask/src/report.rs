@@ -18,6 +18,7 @@ pub enum Figure {
     LatencyMean,
     LatencySd,
     LatencyMax,
+    ConnectMean,
     FirstByteMean,
     Succeeded,
     Failed,
@@ -33,6 +34,7 @@ impl Figure {
             Figure::LatencyMean => "latency mean (ms)",
             Figure::LatencySd => "latency sd (ms)",
             Figure::LatencyMax => "latency max (ms)",
+            Figure::ConnectMean => "time for connect mean (ms)",
             Figure::FirstByteMean => "time to 1st byte mean (ms)",
             Figure::Succeeded => "succeeded",
             Figure::Failed => "answered 4xx or 5xx",
@@ -50,6 +52,7 @@ impl Figure {
             | Figure::LatencyMean
             | Figure::LatencySd
             | Figure::LatencyMax
+            | Figure::ConnectMean
             | Figure::FirstByteMean => Some(Better::Lower),
             Figure::Succeeded | Figure::Failed | Figure::Errored => None,
         }
@@ -61,6 +64,7 @@ impl Figure {
             Figure::LatencyMean
             | Figure::LatencySd
             | Figure::LatencyMax
+            | Figure::ConnectMean
             | Figure::FirstByteMean => 2,
             _ => 0,
         }
@@ -139,6 +143,9 @@ pub fn scenario_markdown(report: &ScenarioReport) -> String {
         "## {}\n\n{} ({})\n\n",
         report.name, report.description, report.load
     );
+    if let Some(line) = tls_line(report.base, report.head) {
+        out.push_str(&line);
+    }
     let rows = rows(report.base, report.head);
     if !rows.is_empty() {
         out.push_str(
@@ -167,6 +174,30 @@ pub fn scenario_markdown(report: &ScenarioReport) -> String {
         }
     }
     out
+}
+
+/// What h2load says the TLS connections negotiated with each build, when they spoke TLS: the
+/// evidence of which protocol version, cipher and key exchange the figures are for.
+fn tls_line(base: &[Outcome], head: &[Outcome]) -> Option<String> {
+    let negotiated = |outcomes: &[Outcome]| {
+        let mut seen: Vec<String> = Vec::new();
+        for outcome in outcomes {
+            if let Outcome::Measured(m) = outcome
+                && let Some(tls) = &m.h2load.tls
+            {
+                let summary = tls.summary();
+                if !seen.contains(&summary) {
+                    seen.push(summary);
+                }
+            }
+        }
+        (!seen.is_empty()).then(|| seen.join(" / "))
+    };
+    let parts: Vec<String> = [("base", negotiated(base)), ("head", negotiated(head))]
+        .into_iter()
+        .filter_map(|(role, text)| text.map(|text| format!("{role} {text}")))
+        .collect();
+    (!parts.is_empty()).then(|| format!("TLS as h2load negotiated it: {}.\n\n", parts.join("; ")))
 }
 
 /// One line for each distinct reason a build's runs did not measure.

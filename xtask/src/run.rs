@@ -13,7 +13,7 @@ use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
 use crate::build::{Build, Target};
-use crate::h2load::{self, Plan, Stop};
+use crate::h2load::{self, ConnectRate, Plan, Stop};
 use crate::report::Figure;
 use crate::scenario::Scenario;
 use crate::server::{Server, Spec, StartError};
@@ -113,6 +113,7 @@ impl Measured {
             (Figure::LatencyMean, r.request.mean_us / 1e3),
             (Figure::LatencySd, r.request.sd_us / 1e3),
             (Figure::LatencyMax, r.request.max_us / 1e3),
+            (Figure::ConnectMean, r.connect.mean_us / 1e3),
             (Figure::FirstByteMean, r.first_byte.mean_us / 1e3),
             (Figure::Succeeded, r.succeeded as f64),
             (Figure::Failed, r.http_failures() as f64),
@@ -131,10 +132,29 @@ pub fn plan(
     rate: Option<f64>,
 ) -> Plan {
     let load = &scenario.load;
+    let url = format!("{}://127.0.0.1:{port}{}", load.scheme(), load.path);
     let connections = settings.connections.unwrap_or(load.connections).max(1);
     let mut headers = load.headers.clone();
-    let (streams, stop) = if load.close {
+    if load.close {
         headers.push("Connection: close".into());
+    }
+    if load.new_client_per_request() {
+        // Rate mode: a new h2load client (with no TLS session to resume) for every request,
+        // paced at `rate` or `close_rate` new connections per second.
+        let pace = ConnectRate::per_sec(rate.unwrap_or(f64::from(load.close_rate)));
+        let count = (pace.actual_per_sec() * f64::from(secs)).round().max(1.0);
+        let count = count.min(f64::from(u32::MAX)) as u32;
+        return Plan {
+            url,
+            connections: count,
+            streams: 1,
+            headers,
+            stop: Stop::Count(u64::from(count)),
+            rate: None,
+            connect_rate: Some(pace),
+        };
+    }
+    let (streams, stop) = if load.close {
         let per_sec = rate.unwrap_or(f64::from(load.close_rate));
         // h2load refuses fewer requests than clients.
         let count = (per_sec * f64::from(secs))
@@ -148,12 +168,13 @@ pub fn plan(
         )
     };
     Plan {
-        url: format!("http://127.0.0.1:{port}{}", load.path),
+        url,
         connections,
         streams,
         headers,
         stop,
         rate,
+        connect_rate: None,
     }
 }
 
@@ -185,18 +206,24 @@ pub fn start(
     let spec = server_spec(target, scenario, settings, dir, port)?;
     let server = Server::start(&spec)?;
     let path = &scenario.load.path;
-    match server.probe(path) {
+    let probe = if scenario.load.tls {
+        server.probe_tls(path)
+    } else {
+        server.probe(path)
+    };
+    let over = if scenario.load.tls { " over TLS" } else { "" };
+    match probe {
         Ok(status) if status == scenario.load.expect_status => Ok(Started {
             server,
             port,
             dir: dir.into(),
         }),
         Ok(status) => Err(unsupported(format!(
-            "it answered GET {path} with {status}, not {}",
+            "it answered GET {path}{over} with {status}, not {}",
             scenario.load.expect_status
         ))),
         Err(err) => Err(unsupported(format!(
-            "it did not answer GET {path}: {err:#}"
+            "it did not answer GET {path}{over}: {err:#}"
         ))),
     }
 }
@@ -298,7 +325,8 @@ pub fn run_h2load(plan: &Plan, cpu: usize, output: &Path) -> Result<h2load::Repo
     }
 }
 
-/// A ceiling for count-based runs: the count at a slow 500 requests/s.
+/// A ceiling for count-based runs: the count at a slow 500 requests/s (paced runs get at least
+/// their pace's time, see `Plan::deadline_secs`).
 fn count_secs_max(plan: &Plan) -> u64 {
     match plan.stop {
         Stop::Count(count) => count / 500 + 10,
@@ -333,10 +361,13 @@ fn server_spec(
         }
         Target::Nginx(bin) => {
             let layout = crate::nginx::Layout { dir, port };
-            let text = crate::nginx::config(&scenario.squall_table(port), &layout)
+            let translated = crate::nginx::config(&scenario.squall_table(port), &layout)
                 .map_err(StartError::Unsupported)?;
+            if let Some(certificate) = &translated.self_signed {
+                self_signed_certificate(certificate)?;
+            }
             let config = dir.join("nginx.conf");
-            fs::write(&config, text).context("writing nginx.conf")?;
+            fs::write(&config, translated.text).context("writing nginx.conf")?;
             let dir = dir.to_string_lossy().into_owned();
             let config = config.to_string_lossy().into_owned();
             let error_log = format!("{dir}/error.log");
@@ -357,6 +388,31 @@ fn server_spec(
                 addr,
             })
         }
+    }
+}
+
+/// Generates the certificate and key nginx serves, as Squall's `self_signed = true` does in
+/// memory: ECDSA P-256, signed with SHA-256.
+fn self_signed_certificate(certificate: &crate::nginx::SelfSigned) -> Result<()> {
+    let log_path = certificate.cert.with_file_name("openssl.txt");
+    let log = File::create(&log_path).context("creating openssl.txt")?;
+    let mut child = Command::new("openssl")
+        .args(certificate.openssl_args())
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().context("duplicating openssl.txt")?)
+        .stderr(log)
+        .spawn()
+        .context("running openssl req")?;
+    match wait_bounded(&mut child, CHECK_TIMEOUT)? {
+        Some(status) if status.success() => Ok(()),
+        Some(status) => {
+            let text = fs::read_to_string(&log_path).unwrap_or_default();
+            bail!(
+                "openssl req failed ({status}): {}",
+                last_line(&text)
+            )
+        }
+        None => bail!("openssl req did not finish"),
     }
 }
 

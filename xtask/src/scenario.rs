@@ -51,10 +51,37 @@ pub struct Load {
     /// With `close`: the rate used to turn `--duration` into a request count (see `h2load::Stop`).
     #[serde(default = "close_rate_default")]
     pub close_rate: u32,
+    /// Speak TLS (`https://`); the `[[listen]]` must have `tls = true` too.
+    #[serde(default)]
+    pub tls: bool,
+    /// With `tls` and `close`: whether a reconnecting h2load client resumes its TLS session.
+    /// h2load 1.52 keeps a client's TLS session across its reconnections, so with `true` (the
+    /// default) only a client's first handshake is full. `false` sends every request from a new
+    /// h2load client (`h2load -r`): every handshake is full, and the load is an open loop at
+    /// `close_rate` (or `--rate`) new connections per second.
+    #[serde(default = "yes")]
+    pub tls_resumption: bool,
+}
+
+impl Load {
+    /// The URL scheme h2load and the probe use.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls { "https" } else { "http" }
+    }
+
+    /// Whether every request comes from a new h2load client, so that every TLS handshake is
+    /// full (`tls_resumption = false`).
+    pub fn new_client_per_request(&self) -> bool {
+        self.tls && self.close && !self.tls_resumption
+    }
 }
 
 fn one() -> u32 {
     1
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn ok_status() -> u16 {
@@ -117,6 +144,12 @@ impl Scenario {
         ensure!(
             listens(&config) == 1,
             "the squall config needs exactly one [[listen]]"
+        );
+        ensure!(
+            listen_tls(&config) == file.load.tls,
+            "load.tls = {} but the squall config's [[listen]] has tls = {}: they must agree",
+            file.load.tls,
+            listen_tls(&config)
         );
         if let Some(template) = &file.squall.routes {
             prepend_routes(&mut config, template)?;
@@ -199,6 +232,10 @@ fn validate_load(load: &Load) -> Result<()> {
         "load.close needs streams = 1"
     );
     ensure!(load.close_rate >= 1, "load.close_rate must be at least 1");
+    ensure!(
+        load.tls_resumption || (load.tls && load.close),
+        "load.tls_resumption = false needs tls = true and close = true"
+    );
     Ok(())
 }
 
@@ -207,6 +244,17 @@ fn listens(config: &Table) -> usize {
         .get("listen")
         .and_then(Value::as_array)
         .map_or(0, Vec::len)
+}
+
+/// Whether the (first) `[[listen]]` terminates TLS.
+pub fn listen_tls(config: &Table) -> bool {
+    config
+        .get("listen")
+        .and_then(Value::as_array)
+        .and_then(|listens| listens.first())
+        .and_then(|listen| listen.get("tls"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
 }
 
 fn vhosts(config: &Table) -> impl Iterator<Item = &Table> {

@@ -134,6 +134,27 @@ impl Server {
         status_of(&head[..len]).context("the probe got no HTTP/1.1 status line")
     }
 
+    /// Sends one `GET path` over TLS with curl (`-k`: the certificates are self-signed) and
+    /// returns the response status. curl, because xtask has no TLS client of its own and a
+    /// second implementation is a better witness than Squall's own rustls.
+    pub fn probe_tls(&self, path: &str) -> Result<u16> {
+        let url = format!("https://{}{path}", self.addr);
+        let output = Command::new("curl")
+            .args(curl_probe_args(&url, PROBE_TIMEOUT))
+            .stdin(Stdio::null())
+            .output()
+            .context("running curl")?;
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        if !output.status.success() {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            bail!("curl failed ({}): {}", output.status, crate::util::last_line(&stderr));
+        }
+        stdout
+            .trim()
+            .parse()
+            .with_context(|| format!("curl printed {stdout:?}, not a status"))
+    }
+
     /// The server's CPU time so far (all threads, user and system), in seconds.
     pub fn cpu_secs(&self, clock_ticks: f64) -> Result<f64> {
         let path = format!("/proc/{}/stat", self.pid());
@@ -178,6 +199,28 @@ impl Drop for Server {
     }
 }
 
+/// curl's arguments for the TLS probe: no certificate check, HTTP/1.1 (ALPN `http/1.1`), no
+/// proxy from the environment, a time limit, and only the status printed.
+pub fn curl_probe_args(url: &str, timeout: Duration) -> Vec<String> {
+    [
+        "--silent",
+        "--show-error",
+        "--insecure",
+        "--http1.1",
+        "--noproxy",
+        "*",
+        "--max-time",
+        &timeout.as_secs().to_string(),
+        "--output",
+        "/dev/null",
+        "--write-out",
+        "%{http_code}",
+        url,
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
 /// utime + stime from `/proc/PID/stat`: fields 14 and 15, counted after the command name,
 /// which is in parentheses and may itself hold spaces or parentheses.
 pub fn cpu_ticks(stat: &str) -> Option<u64> {
@@ -212,6 +255,17 @@ mod tests {
         assert_eq!(cpu_ticks(stat), Some(1234 + 567));
         assert_eq!(cpu_ticks("1 (a) b) S 0 0 0 0 0 0 0 0 0 0 7 8 0"), Some(15));
         assert_eq!(cpu_ticks("garbage"), None);
+    }
+
+    #[test]
+    fn the_tls_probe_is_curl_without_verification() {
+        let args = curl_probe_args("https://127.0.0.1:9/a", Duration::from_secs(5));
+        assert_eq!(args.last().map(String::as_str), Some("https://127.0.0.1:9/a"));
+        for flag in ["--insecure", "--http1.1", "--noproxy"] {
+            assert!(args.iter().any(|a| a == flag), "{flag} in {args:?}");
+        }
+        let limit = args.iter().position(|a| a == "--max-time").expect("a time limit");
+        assert_eq!(args[limit + 1], "5");
     }
 
     #[test]

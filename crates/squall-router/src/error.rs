@@ -7,13 +7,25 @@ pub enum BuildError {
     #[error("vhost {vhost}: no hosts")]
     NoHosts { vhost: usize },
     #[error("vhost {vhost}: bad host {host:?}: {reason}")]
-    BadHost { vhost: usize, host: String, reason: &'static str },
+    BadHost {
+        vhost: usize,
+        host: String,
+        reason: &'static str,
+    },
     /// The same host (after lower-casing and dropping a trailing dot) in two places; `first` is
     /// the vhost that listed it first (equal to `vhost` for a repeat within one vhost).
     #[error("vhost {vhost}: duplicate host {host:?} (already listed by vhost {first})")]
-    DuplicateHost { vhost: usize, host: String, first: usize },
+    DuplicateHost {
+        vhost: usize,
+        host: String,
+        first: usize,
+    },
     #[error("vhost {vhost}: {count} routes, more than the limit of {max}")]
-    TooManyRoutes { vhost: usize, count: usize, max: usize },
+    TooManyRoutes {
+        vhost: usize,
+        count: usize,
+        max: usize,
+    },
     #[error("vhost {vhost} route {route}: {source}")]
     Pattern {
         vhost: usize,

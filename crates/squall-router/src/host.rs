@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 
 use crate::error::BuildError;
+use crate::hash::FxBuild;
 
 /// The longest host name that can select an exact or wildcard vhost: a DNS name has at most 255
 /// octets (RFC 1035 §2.3.4). A longer Host header can only get the default vhost.
@@ -15,9 +16,9 @@ pub(crate) const HOST_BYTES_MAX: usize = 255;
 
 /// Host name -> vhost index.
 pub(crate) struct HostTable {
-    exact: HashMap<Box<[u8]>, usize>,
+    exact: HashMap<Box<[u8]>, usize, FxBuild>,
     /// Keyed by the suffix after the `*`, dot included: `"*.example.com"` is `".example.com"`.
-    wildcard: HashMap<Box<[u8]>, usize>,
+    wildcard: HashMap<Box<[u8]>, usize, FxBuild>,
     default: Option<usize>,
 }
 
@@ -30,15 +31,22 @@ enum HostKind {
 impl HostTable {
     /// Builds the table from each vhost's host list, in spec order.
     pub(crate) fn new<'s>(vhosts: impl Iterator<Item = &'s [String]>) -> Result<Self, BuildError> {
-        let mut table =
-            HostTable { exact: HashMap::new(), wildcard: HashMap::new(), default: None };
+        let mut table = HostTable {
+            exact: HashMap::default(),
+            wildcard: HashMap::default(),
+            default: None,
+        };
         // Where each host was first listed, to name both vhosts in a duplicate error.
         for (vhost, hosts) in vhosts.enumerate() {
             if hosts.is_empty() {
                 return Err(BuildError::NoHosts { vhost });
             }
             for host in hosts {
-                let duplicate = |first| BuildError::DuplicateHost { vhost, host: host.clone(), first };
+                let duplicate = |first| BuildError::DuplicateHost {
+                    vhost,
+                    host: host.clone(),
+                    first,
+                };
                 let previous = match classify(host).map_err(|reason| BuildError::BadHost {
                     vhost,
                     host: host.clone(),
@@ -60,14 +68,25 @@ impl HostTable {
     pub(crate) fn select(&self, host: Option<&str>) -> Option<usize> {
         let host = host.unwrap_or("");
         let host = host.strip_suffix('.').unwrap_or(host);
-        if host.is_empty() || host.len() > HOST_BYTES_MAX {
+        let named = !self.exact.is_empty() || !self.wildcard.is_empty();
+        if !named || host.is_empty() || host.len() > HOST_BYTES_MAX {
             return self.default;
         }
-        let mut buf = [0u8; HOST_BYTES_MAX];
-        let name = &mut buf[..host.len()];
-        name.copy_from_slice(host.as_bytes());
-        name.make_ascii_lowercase();
-        let name = &*name;
+        // Clients send lower case almost always; copy only when there is something to fold.
+        let mut buf;
+        // A fold without early exit, so it vectorizes.
+        let upper = host
+            .bytes()
+            .fold(false, |upper, b| upper | b.is_ascii_uppercase());
+        let name = if upper {
+            buf = [0u8; HOST_BYTES_MAX];
+            let name = &mut buf[..host.len()];
+            name.copy_from_slice(host.as_bytes());
+            name.make_ascii_lowercase();
+            &*name
+        } else {
+            host.as_bytes()
+        };
         if let Some(&vhost) = self.exact.get(name) {
             return Some(vhost);
         }
@@ -97,7 +116,10 @@ fn classify(host: &str) -> Result<HostKind, &'static str> {
     if name.len() > HOST_BYTES_MAX {
         return Err("longer than 255 bytes, the DNS limit");
     }
-    if name.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control() || b == b'/') {
+    if name
+        .bytes()
+        .any(|b| b.is_ascii_whitespace() || b.is_ascii_control() || b == b'/')
+    {
         return Err("contains whitespace, a control character or '/'");
     }
     if name.contains(':') && !name.starts_with('[') {
@@ -123,8 +145,10 @@ mod tests {
     use super::*;
 
     fn table(vhosts: &[&[&str]]) -> Result<HostTable, BuildError> {
-        let owned: Vec<Vec<String>> =
-            vhosts.iter().map(|hs| hs.iter().map(|h| h.to_string()).collect()).collect();
+        let owned: Vec<Vec<String>> = vhosts
+            .iter()
+            .map(|hs| hs.iter().map(|h| h.to_string()).collect())
+            .collect();
         HostTable::new(owned.iter().map(Vec::as_slice))
     }
 
@@ -143,7 +167,11 @@ mod tests {
         assert_eq!(t.select(Some("x.example.com")), Some(2));
         assert_eq!(t.select(Some("x.y.example.com")), Some(2));
         assert_eq!(t.select(Some("x.b.example.com")), Some(3));
-        assert_eq!(t.select(Some("a.b.example.com")), Some(4), "exact beats wildcard");
+        assert_eq!(
+            t.select(Some("a.b.example.com")),
+            Some(4),
+            "exact beats wildcard"
+        );
         assert_eq!(t.select(Some("b.example.com")), Some(2));
         assert_eq!(t.select(Some(".example.com")), Some(0), "empty label");
         assert_eq!(t.select(Some("example.org")), Some(0));
@@ -162,17 +190,63 @@ mod tests {
 
     #[test]
     fn rejects_bad_and_duplicate_hosts() {
-        for bad in ["", ".", "*.", "*x.com", "a.*.com", "*.a.*", ".example.com", "a b", "a/b", "a:80"] {
-            let err = table(&[&[bad]]).err().unwrap_or_else(|| panic!("{bad:?} accepted"));
-            assert!(matches!(err, BuildError::BadHost { vhost: 0, .. }), "{bad:?}: {err}");
+        for bad in [
+            "",
+            ".",
+            "*.",
+            "*x.com",
+            "a.*.com",
+            "*.a.*",
+            ".example.com",
+            "a b",
+            "a/b",
+            "a:80",
+        ] {
+            let err = table(&[&[bad]])
+                .err()
+                .unwrap_or_else(|| panic!("{bad:?} accepted"));
+            assert!(
+                matches!(err, BuildError::BadHost { vhost: 0, .. }),
+                "{bad:?}: {err}"
+            );
         }
         assert!(table(&[&["[::1]"]]).is_ok());
         let err = table(&[&["a.com"], &["x.com", "A.COM."]]).err().unwrap();
-        assert!(matches!(err, BuildError::DuplicateHost { vhost: 1, first: 0, .. }), "{err}");
+        assert!(
+            matches!(
+                err,
+                BuildError::DuplicateHost {
+                    vhost: 1,
+                    first: 0,
+                    ..
+                }
+            ),
+            "{err}"
+        );
         let err = table(&[&["*", "*"]]).err().unwrap();
-        assert!(matches!(err, BuildError::DuplicateHost { vhost: 0, first: 0, .. }), "{err}");
+        assert!(
+            matches!(
+                err,
+                BuildError::DuplicateHost {
+                    vhost: 0,
+                    first: 0,
+                    ..
+                }
+            ),
+            "{err}"
+        );
         let err = table(&[&["*.a.com"], &["*.A.com"]]).err().unwrap();
-        assert!(matches!(err, BuildError::DuplicateHost { vhost: 1, first: 0, .. }), "{err}");
+        assert!(
+            matches!(
+                err,
+                BuildError::DuplicateHost {
+                    vhost: 1,
+                    first: 0,
+                    ..
+                }
+            ),
+            "{err}"
+        );
         let err = table(&[&["a.com"], &[]]).err().unwrap();
         assert!(matches!(err, BuildError::NoHosts { vhost: 1 }), "{err}");
     }

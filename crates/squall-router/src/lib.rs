@@ -24,6 +24,7 @@
 #![forbid(unsafe_code)]
 
 mod error;
+mod hash;
 mod host;
 mod params;
 mod radix;
@@ -61,7 +62,7 @@ pub enum Pattern {
 pub struct RouteSpec<A> {
     pub pattern: Pattern,
     /// `None`: any method. Otherwise the request method must be in the list; HEAD does not
-    /// match a route that lists only GET.
+    /// match a route that lists only GET, and an empty list matches no request.
     pub methods: Option<Vec<http::Method>>,
     /// Every listed header must be present with exactly this value (byte for byte; the name is
     /// case-insensitive by `HeaderName`'s nature). With repeated header lines, any one equal
@@ -123,12 +124,19 @@ impl<A> Router<A> {
     }
 
     /// The route for this request, or `None` when no vhost or no route matches (the caller
-    /// answers the default 404). Allocates nothing unless a regex with named groups wins or a
-    /// request collects more candidates than fit on the stack.
+    /// answers the default 404). Allocates nothing, except: when a regex with named groups wins
+    /// (its capture positions), when a request collects more than 32 candidate regex/template
+    /// routes, and when a path hits a bucket of `BUCKET_SET_MIN` or more regexes sharing one
+    /// literal (the `RegexSet` match flags).
     pub fn route<'r>(&'r self, req: &RouteRequest<'_>) -> Option<Matched<'r, A>> {
         let vhost_index = self.hosts.select(req.host)?;
         let (route_index, action, params) = self.vhosts[vhost_index].route(req)?;
-        Some(Matched { action, route_index, vhost_index, params })
+        Some(Matched {
+            action,
+            route_index,
+            vhost_index,
+            params,
+        })
     }
 
     /// The index of the vhost a host name selects, if any (also what [`Router::route`] uses).
@@ -151,6 +159,8 @@ impl<A> Router<A> {
 impl<A> fmt::Debug for Router<A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let routes: Vec<usize> = self.vhosts.iter().map(Vhost::route_count).collect();
-        f.debug_struct("Router").field("routes_per_vhost", &routes).finish()
+        f.debug_struct("Router")
+            .field("routes_per_vhost", &routes)
+            .finish()
     }
 }

@@ -8,6 +8,9 @@
 
 use crate::smallbuf::SmallBuf;
 
+/// Up to this many children, finding one scans `first_bytes` instead of bisecting it.
+const LINEAR_SCAN_CHILDREN_MAX: usize = 16;
+
 /// Keys mapped to values; node 0 is the root, whose label is empty (the key `""`).
 pub(crate) struct RadixTree<V> {
     nodes: Vec<Node<V>>,
@@ -24,17 +27,36 @@ struct Node<V> {
 
 impl<V> Node<V> {
     fn new(label: &[u8]) -> Self {
-        Node { label: label.into(), first_bytes: Vec::new(), children: Vec::new(), value: None }
+        Node {
+            label: label.into(),
+            first_bytes: Vec::new(),
+            children: Vec::new(),
+            value: None,
+        }
     }
 
+    /// A linear scan for the few children most nodes have (cheaper than a binary search's
+    /// unpredictable branches), a binary search for wide fan-outs.
     fn child(&self, byte: u8) -> Option<u32> {
-        self.first_bytes.binary_search(&byte).ok().map(|i| self.children[i])
+        let at = if self.first_bytes.len() <= LINEAR_SCAN_CHILDREN_MAX {
+            self.first_bytes.iter().position(|&b| b == byte)
+        } else {
+            self.first_bytes.binary_search(&byte).ok()
+        };
+        at.map(|i| self.children[i])
     }
 }
 
 impl<V> RadixTree<V> {
     pub(crate) fn new() -> Self {
-        RadixTree { nodes: vec![Node::new(b"")] }
+        RadixTree {
+            nodes: vec![Node::new(b"")],
+        }
+    }
+
+    /// No keys at all (not even `""`).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.nodes.len() == 1 && self.nodes[0].value.is_none()
     }
 
     /// The value slot for `key`, created empty if the key is new.
@@ -67,7 +89,9 @@ impl<V> RadixTree<V> {
                 visit(value);
             }
             let Some(&byte) = path.get(pos) else { return };
-            let Some(child) = node.child(byte) else { return };
+            let Some(child) = node.child(byte) else {
+                return;
+            };
             node = &self.nodes[child as usize];
             if !path[pos..].starts_with(&node.label) {
                 return;
@@ -91,7 +115,9 @@ impl<V> RadixTree<V> {
                 on_path.push(node as u32);
             }
             let Some(&byte) = path.get(pos) else { break };
-            let Some(child) = self.nodes[node].child(byte) else { break };
+            let Some(child) = self.nodes[node].child(byte) else {
+                break;
+            };
             let label = &self.nodes[child as usize].label;
             if !path[pos..].starts_with(label) {
                 break;
@@ -99,7 +125,11 @@ impl<V> RadixTree<V> {
             pos += label.len();
             node = child as usize;
         }
-        on_path.as_slice().iter().rev().find_map(|&n| try_value(self.nodes[n as usize].value.as_ref()?))
+        on_path
+            .as_slice()
+            .iter()
+            .rev()
+            .find_map(|&n| try_value(self.nodes[n as usize].value.as_ref()?))
     }
 
     fn add_child(&mut self, parent: usize, label: &[u8]) -> usize {
@@ -154,7 +184,15 @@ mod tests {
 
     #[test]
     fn finds_every_prefix_shortest_first() {
-        let t = tree(&["/", "/static/", "/static/img/", "/stat", "/api", "", "/static/js/"]);
+        let t = tree(&[
+            "/",
+            "/static/",
+            "/static/img/",
+            "/stat",
+            "/api",
+            "",
+            "/static/js/",
+        ]);
         assert_eq!(prefixes(&t, "/static/img/a.png"), vec![5, 0, 3, 1, 2]);
         assert_eq!(prefixes(&t, "/static"), vec![5, 0, 3]);
         assert_eq!(prefixes(&t, "/apis"), vec![5, 0, 4]);
@@ -181,7 +219,10 @@ mod tests {
             let mut order = keys.to_vec();
             order.rotate_left(rotation);
             let t = tree(&order);
-            let got: Vec<&str> = prefixes(&t, "/abcdefg").into_iter().map(|i| order[i]).collect();
+            let got: Vec<&str> = prefixes(&t, "/abcdefg")
+                .into_iter()
+                .map(|i| order[i])
+                .collect();
             assert_eq!(got, vec!["/a", "/ab", "/abc", "/abcdef"], "order {order:?}");
             assert!(prefixes(&t, "/abx").into_iter().all(|i| order[i] != "/abd"));
         }

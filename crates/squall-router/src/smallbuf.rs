@@ -15,7 +15,11 @@ pub(crate) struct SmallBuf {
 
 impl SmallBuf {
     pub(crate) fn new() -> Self {
-        SmallBuf { inline: [0; INLINE_ITEMS], len: 0, spill: Vec::new() }
+        SmallBuf {
+            inline: [0; INLINE_ITEMS],
+            len: 0,
+            spill: Vec::new(),
+        }
     }
 
     pub(crate) fn push(&mut self, item: u32) {
@@ -37,7 +41,11 @@ impl SmallBuf {
     }
 
     pub(crate) fn as_slice(&self) -> &[u32] {
-        if self.len <= INLINE_ITEMS { &self.inline[..self.len] } else { &self.spill }
+        if self.len <= INLINE_ITEMS {
+            &self.inline[..self.len]
+        } else {
+            &self.spill
+        }
     }
 
     /// Sorts and removes repeats, so candidates come out once each, in file order.

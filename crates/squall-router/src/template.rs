@@ -1,7 +1,7 @@
 //! Template routes (`/users/{name}/orders`) and the segment trie that matches them.
 //!
 //! Templates are not compiled to regexes: a trie keyed by path segment finds every template that
-//! matches a path by walking the path's segments once, with a binary search among literal
+//! matches a path by walking the path's segments once, with a hash lookup among literal
 //! segments at each level, so 10,000 templates cost a request what 10 do. The trie keeps every
 //! match (not only the first) because the router must try them in file order, interleaved with
 //! regex routes, and skip those whose conditions fail. Parameter names do not shape the trie:
@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 
+use crate::hash::FxBuild;
 use crate::params::{PARAMS_MAX, Params};
 use crate::smallbuf::SmallBuf;
 
@@ -21,6 +22,8 @@ pub(crate) const TEMPLATE_SEGMENTS_MAX: usize = 64;
 #[derive(Debug)]
 pub(crate) struct Template {
     segments: Box<[Segment]>,
+    /// Parameter names in order; the k-th `Segment::Param` captures `names[k]`.
+    names: Box<[Box<str>]>,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -29,7 +32,7 @@ enum Segment {
     Literal(Box<str>),
     /// `prefix{name}suffix`: the segment starts with `prefix`, ends with `suffix`, and has a
     /// non-empty value in between.
-    Param { prefix: Box<str>, name: Box<str>, suffix: Box<str> },
+    Param { prefix: Box<str>, suffix: Box<str> },
 }
 
 impl Template {
@@ -38,34 +41,47 @@ impl Template {
         let Some(rest) = text.strip_prefix('/') else {
             return Err("must start with '/'".into());
         };
-        let segments = rest.split('/').map(parse_segment).collect::<Result<Box<[_]>, _>>()?;
-        if segments.len() > TEMPLATE_SEGMENTS_MAX {
+        let parsed = rest
+            .split('/')
+            .map(parse_segment)
+            .collect::<Result<Vec<_>, _>>()?;
+        if parsed.len() > TEMPLATE_SEGMENTS_MAX {
             return Err(format!("more than {TEMPLATE_SEGMENTS_MAX} segments"));
         }
-        let names: Vec<&str> = segments
-            .iter()
-            .filter_map(|s| match s {
-                Segment::Param { name, .. } => Some(&**name),
-                Segment::Literal(_) => None,
-            })
-            .collect();
+        let names: Vec<&str> = parsed.iter().filter_map(|(_, name)| *name).collect();
         if names.len() > PARAMS_MAX {
             return Err(format!("more than {PARAMS_MAX} parameters"));
         }
-        if let Some(dup) = names.iter().enumerate().find(|(i, n)| names[..*i].contains(n)) {
+        if let Some(dup) = names
+            .iter()
+            .enumerate()
+            .find(|(i, n)| names[..*i].contains(n))
+        {
             return Err(format!("parameter {{{}}} appears twice", dup.1));
         }
-        Ok(Template { segments })
+        let names = names.into_iter().map(Box::from).collect();
+        let segments = parsed.into_iter().map(|(segment, _)| segment).collect();
+        Ok(Template { segments, names })
     }
 
     /// The captures of this template in `path`, which the trie already matched against it.
     pub(crate) fn captures<'r>(&'r self, path: &str) -> Params<'r> {
-        let mut params = Params::EMPTY;
+        let mut params = Params::new(&self.names);
+        let mut param = 0;
         let mut start = 1; // after the leading '/'
         for segment in self.segments.iter() {
             let end = segment_end(path, start);
-            if let Segment::Param { prefix, name, suffix } = segment {
-                params.push(name, start + prefix.len()..end - suffix.len());
+            if let Segment::Param { prefix, suffix } = segment {
+                // The trie matched this template, so the value is non-empty; saturate anyway
+                // rather than trust that with a request's bytes.
+                let value_start = start + prefix.len();
+                let value_end = end.saturating_sub(suffix.len()).max(value_start);
+                debug_assert!(
+                    value_end > value_start,
+                    "captures of a template that matched"
+                );
+                params.set(param, value_start..value_end);
+                param += 1;
             }
             start = end + 1;
         }
@@ -73,48 +89,64 @@ impl Template {
     }
 }
 
-fn parse_segment(text: &str) -> Result<Segment, String> {
+/// One segment, and its parameter's name if it has one.
+fn parse_segment(text: &str) -> Result<(Segment, Option<&str>), String> {
     let Some(open) = text.find('{') else {
         if text.contains('}') {
             return Err(format!("unmatched '}}' in segment {text:?}"));
         }
-        return Ok(Segment::Literal(text.into()));
+        return Ok((Segment::Literal(text.into()), None));
     };
     let Some(close) = text[open..].find('}').map(|i| open + i) else {
         return Err(format!("unclosed '{{' in segment {text:?}"));
     };
     let (prefix, name, suffix) = (&text[..open], &text[open + 1..close], &text[close + 1..]);
     if prefix.contains('}') || suffix.contains(['{', '}']) {
-        return Err(format!("segment {text:?} has more than one parameter or a stray brace"));
+        return Err(format!(
+            "segment {text:?} has more than one parameter or a stray brace"
+        ));
     }
     if !is_ident(name) {
-        return Err(format!("parameter name {name:?} is not an identifier ([A-Za-z_][A-Za-z0-9_]*)"));
+        return Err(format!(
+            "parameter name {name:?} is not an identifier ([A-Za-z_][A-Za-z0-9_]*)"
+        ));
     }
-    Ok(Segment::Param { prefix: prefix.into(), name: name.into(), suffix: suffix.into() })
+    Ok((
+        Segment::Param {
+            prefix: prefix.into(),
+            suffix: suffix.into(),
+        },
+        Some(name),
+    ))
 }
 
 fn is_ident(name: &str) -> bool {
     let mut bytes = name.bytes();
-    bytes.next().is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
         && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 /// The end of the segment starting at byte `start`: the next '/' or the end of the path.
 fn segment_end(path: &str, start: usize) -> usize {
-    path.as_bytes()[start..].iter().position(|&b| b == b'/').map_or(path.len(), |i| start + i)
+    path.as_bytes()[start..]
+        .iter()
+        .position(|&b| b == b'/')
+        .map_or(path.len(), |i| start + i)
 }
 
 /// Every template of one vhost, merged by segment.
 pub(crate) struct TemplateTrie {
     nodes: Vec<SegNode>,
-    /// Build-time index of literal edges, (node, text) -> child; dropped by `finish`.
-    literal_index: HashMap<(u32, Box<str>), u32>,
 }
 
 #[derive(Default)]
 struct SegNode {
-    /// Literal segments, sorted by text after `finish`, for a binary search.
-    literals: Vec<(Box<str>, u32)>,
+    /// Literal segment -> child. A hash (not a sorted list) because one level may hold
+    /// thousands of siblings (`/svc0` ... `/svc9999`), where a binary search costs a dozen
+    /// string compares.
+    literals: HashMap<Box<str>, u32, FxBuild>,
     /// Parameter segments, one edge per distinct (prefix, suffix).
     params: Vec<ParamEdge>,
     /// Routes whose template ends at this node, in file order.
@@ -137,7 +169,9 @@ impl ParamEdge {
 
 impl TemplateTrie {
     pub(crate) fn new() -> Self {
-        TemplateTrie { nodes: vec![SegNode::default()], literal_index: HashMap::new() }
+        TemplateTrie {
+            nodes: vec![SegNode::default()],
+        }
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -156,14 +190,6 @@ impl TemplateTrie {
         self.nodes[node as usize].routes.push(route);
     }
 
-    /// Sorts literal edges for lookup. Call once after the last insert.
-    pub(crate) fn finish(&mut self) {
-        for node in &mut self.nodes {
-            node.literals.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        }
-        self.literal_index = HashMap::new();
-    }
-
     /// Pushes every route whose template matches `path` (unordered; the caller sorts).
     pub(crate) fn collect(&self, path: &str, out: &mut SmallBuf) {
         if path.starts_with('/') && !self.is_empty() {
@@ -179,8 +205,8 @@ impl TemplateTrie {
         let segment = &path[start..end];
         let last = end == path.len();
         let node = &self.nodes[node];
-        if let Ok(i) = node.literals.binary_search_by(|(text, _)| (**text).cmp(segment)) {
-            self.step(node.literals[i].1, path, end, last, out);
+        if let Some(&child) = node.literals.get(segment) {
+            self.step(child, path, end, last, out);
         }
         for edge in node.params.iter().filter(|e| e.matches(segment)) {
             self.step(edge.child, path, end, last, out);
@@ -196,22 +222,30 @@ impl TemplateTrie {
     }
 
     fn literal_child(&mut self, node: u32, text: &str) -> u32 {
-        if let Some(&child) = self.literal_index.get(&(node, text.into())) {
+        if let Some(&child) = self.nodes[node as usize].literals.get(text) {
             return child;
         }
         let child = self.new_node();
-        self.nodes[node as usize].literals.push((text.into(), child));
-        self.literal_index.insert((node, text.into()), child);
+        self.nodes[node as usize]
+            .literals
+            .insert(text.into(), child);
         child
     }
 
     fn param_child(&mut self, node: u32, prefix: &str, suffix: &str) -> u32 {
         let edges = &self.nodes[node as usize].params;
-        if let Some(edge) = edges.iter().find(|e| *e.prefix == *prefix && *e.suffix == *suffix) {
+        if let Some(edge) = edges
+            .iter()
+            .find(|e| *e.prefix == *prefix && *e.suffix == *suffix)
+        {
             return edge.child;
         }
         let child = self.new_node();
-        let edge = ParamEdge { prefix: prefix.into(), suffix: suffix.into(), child };
+        let edge = ParamEdge {
+            prefix: prefix.into(),
+            suffix: suffix.into(),
+            child,
+        };
         self.nodes[node as usize].params.push(edge);
         child
     }
@@ -227,12 +261,14 @@ mod tests {
     use super::*;
 
     fn trie(templates: &[&str]) -> (TemplateTrie, Vec<Template>) {
-        let parsed: Vec<Template> = templates.iter().map(|t| Template::parse(t).unwrap()).collect();
+        let parsed: Vec<Template> = templates
+            .iter()
+            .map(|t| Template::parse(t).unwrap())
+            .collect();
         let mut trie = TemplateTrie::new();
         for (i, t) in parsed.iter().enumerate() {
             trie.insert(t, i as u32);
         }
-        trie.finish();
         (trie, parsed)
     }
 
@@ -265,16 +301,34 @@ mod tests {
 
     #[test]
     fn segments_and_params() {
-        let (t, _) = trie(&["/users/{name}/orders", "/users/me/orders", "/", "/users/", "/v{n}/x"]);
+        let (t, _) = trie(&[
+            "/users/{name}/orders",
+            "/users/me/orders",
+            "/",
+            "/users/",
+            "/v{n}/x",
+        ]);
         assert_eq!(matches(&t, "/users/bob/orders"), vec![0]);
         assert_eq!(matches(&t, "/users/me/orders"), vec![0, 1]);
-        assert_eq!(matches(&t, "/users//orders"), Vec::<u32>::new(), "empty segment");
-        assert_eq!(matches(&t, "/users/bob/orders/"), Vec::<u32>::new(), "trailing slash");
+        assert_eq!(
+            matches(&t, "/users//orders"),
+            Vec::<u32>::new(),
+            "empty segment"
+        );
+        assert_eq!(
+            matches(&t, "/users/bob/orders/"),
+            Vec::<u32>::new(),
+            "trailing slash"
+        );
         assert_eq!(matches(&t, "/users/bob"), Vec::<u32>::new());
         assert_eq!(matches(&t, "/"), vec![2]);
         assert_eq!(matches(&t, "/users/"), vec![3]);
         assert_eq!(matches(&t, "/v2/x"), vec![4]);
-        assert_eq!(matches(&t, "/v/x"), Vec::<u32>::new(), "value must be non-empty");
+        assert_eq!(
+            matches(&t, "/v/x"),
+            Vec::<u32>::new(),
+            "value must be non-empty"
+        );
         assert_eq!(matches(&t, "users/bob/orders"), Vec::<u32>::new());
         assert_eq!(matches(&t, ""), Vec::<u32>::new());
     }

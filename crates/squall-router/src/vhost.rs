@@ -11,6 +11,7 @@ use http::{HeaderName, HeaderValue, Method};
 use regex::Regex;
 
 use crate::error::{BuildError, PatternError};
+use crate::hash::FxBuild;
 use crate::params::{PARAMS_MAX, Params};
 use crate::radix::RadixTree;
 use crate::regex_index::{self, RegexIndex, RegexIndexBuilder};
@@ -25,7 +26,7 @@ pub(crate) const ROUTES_PER_VHOST_MAX: usize = 1 << 20;
 pub(crate) struct Vhost<A> {
     routes: Vec<Route<A>>,
     /// Path -> exact routes on it, in file order (several when their conditions differ).
-    exact: HashMap<Box<str>, Vec<u32>>,
+    exact: HashMap<Box<str>, Vec<u32>, FxBuild>,
     templates: TemplateTrie,
     regexes: RegexIndex,
     /// Prefix -> prefix routes with it, in file order.
@@ -44,9 +45,8 @@ enum Matcher {
     Indexed,
     /// Kept to extract the winner's captures.
     Template(Template),
-    /// The index only says the regex may match; it still runs. `named` tells whether it has
-    /// named groups, the only case that pays for capture positions.
-    Regex { regex: Regex, named: bool },
+    /// The index only says the regex may match; it still runs.
+    Regex(RegexRoute),
 }
 
 /// Request conditions of one route (Tempesta's http_chain rules, nginx's `if`s).
@@ -65,13 +65,17 @@ impl<A> Vhost<A> {
             let (count, max) = (specs.len(), ROUTES_PER_VHOST_MAX);
             return Err(BuildError::TooManyRoutes { vhost, count, max });
         }
-        let mut exact: HashMap<Box<str>, Vec<u32>> = HashMap::new();
+        let mut exact: HashMap<Box<str>, Vec<u32>, FxBuild> = HashMap::default();
         let mut templates = TemplateTrie::new();
         let mut regexes = RegexIndexBuilder::default();
         let mut prefixes = RadixTree::new();
         let mut routes = Vec::with_capacity(specs.len());
         for (index, spec) in specs.into_iter().enumerate() {
-            let fail = |source| BuildError::Pattern { vhost, route: index, source };
+            let fail = |source| BuildError::Pattern {
+                vhost,
+                route: index,
+                source,
+            };
             let id = index as u32; // fits: at most ROUTES_PER_VHOST_MAX routes, checked above
             let matcher = match spec.pattern {
                 Pattern::Exact(path) => {
@@ -79,33 +83,49 @@ impl<A> Vhost<A> {
                     Matcher::Indexed
                 }
                 Pattern::Prefix(prefix) => {
-                    prefixes.entry(prefix.as_bytes()).get_or_insert_with(Vec::new).push(id);
+                    prefixes
+                        .entry(prefix.as_bytes())
+                        .get_or_insert_with(Vec::new)
+                        .push(id);
                     Matcher::Indexed
                 }
                 Pattern::Template(text) => {
-                    let template = Template::parse(&text)
-                        .map_err(|reason| fail(PatternError::Template { template: text, reason }))?;
+                    let template = Template::parse(&text).map_err(|reason| {
+                        fail(PatternError::Template {
+                            template: text,
+                            reason,
+                        })
+                    })?;
                     templates.insert(&template, id);
                     Matcher::Template(template)
                 }
                 Pattern::Regex(source) => {
-                    let (regex, named) = compile_regex(&source).map_err(fail)?;
+                    let route = RegexRoute::new(&source).map_err(fail)?;
                     regexes.add(id, regex_index::keys(&source));
-                    Matcher::Regex { regex, named }
+                    Matcher::Regex(route)
                 }
             };
             let conditions = Conditions {
                 methods: spec.methods.map(Vec::into_boxed_slice),
                 headers: spec.headers.into_boxed_slice(),
             };
-            routes.push(Route { action: spec.action, conditions, matcher });
+            routes.push(Route {
+                action: spec.action,
+                conditions,
+                matcher,
+            });
         }
-        templates.finish();
         let regexes = regexes.build(|id| match &routes[id as usize].matcher {
-            Matcher::Regex { regex, .. } => regex.as_str().to_owned(),
+            Matcher::Regex(route) => route.regex.as_str().to_owned(),
             _ => String::new(), // unreachable: only regex routes are in the regex index
         });
-        Ok(Vhost { routes, exact, templates, regexes, prefixes })
+        Ok(Vhost {
+            routes,
+            exact,
+            templates,
+            regexes,
+            prefixes,
+        })
     }
 
     pub(crate) fn route_count(&self) -> usize {
@@ -130,6 +150,9 @@ impl<A> Vhost<A> {
     /// Regex and template routes, interleaved in file order: both indexes hand over candidate
     /// route indices, which are sorted and tried in turn.
     fn route_in_file_order<'r>(&'r self, req: &RouteRequest<'_>) -> Option<Hit<'r, A>> {
+        if self.templates.is_empty() && self.regexes.is_empty() {
+            return None;
+        }
         let mut candidates = SmallBuf::new();
         self.templates.collect(req.path, &mut candidates);
         self.regexes.collect(req.path, &mut candidates);
@@ -141,7 +164,7 @@ impl<A> Vhost<A> {
             }
             let params = match &route.matcher {
                 Matcher::Template(template) => template.captures(req.path),
-                Matcher::Regex { regex, named } => regex_captures(regex, *named, req.path)?,
+                Matcher::Regex(regex) => regex.captures(req.path)?,
                 Matcher::Indexed => return None, // unreachable: not in these indexes
             };
             Some((id as usize, &route.action, params))
@@ -149,49 +172,79 @@ impl<A> Vhost<A> {
     }
 
     fn route_prefix<'r>(&'r self, req: &RouteRequest<'_>) -> Option<Hit<'r, A>> {
-        self.prefixes.find_longest_first(req.path.as_bytes(), |ids| self.first_admitted(ids, req))
+        if self.prefixes.is_empty() {
+            return None;
+        }
+        self.prefixes
+            .find_longest_first(req.path.as_bytes(), |ids| self.first_admitted(ids, req))
     }
 
     /// The first of `ids` (already matched by path) whose conditions admit the request.
     fn first_admitted<'r>(&'r self, ids: &[u32], req: &RouteRequest<'_>) -> Option<Hit<'r, A>> {
         ids.iter().find_map(|&id| {
             let route = &self.routes[id as usize];
-            route.conditions.admit(req).then_some((id as usize, &route.action, Params::EMPTY))
+            route
+                .conditions
+                .admit(req)
+                .then_some((id as usize, &route.action, Params::EMPTY))
         })
     }
 }
 
 impl Conditions {
     fn admit(&self, req: &RouteRequest<'_>) -> bool {
-        self.methods.as_ref().is_none_or(|methods| methods.contains(req.method))
+        self.methods
+            .as_ref()
+            .is_none_or(|methods| methods.contains(req.method))
             && self.headers.iter().all(|(name, value)| {
-                req.headers.get_all(name).iter().any(|present| present == value)
+                req.headers
+                    .get_all(name)
+                    .iter()
+                    .any(|present| present == value)
             })
     }
 }
 
-/// Compiles a route's regex with the `regex` defaults (the syntax `regex_index::keys` assumes).
-fn compile_regex(source: &str) -> Result<(Regex, bool), PatternError> {
-    let regex = Regex::new(source).map_err(|e| PatternError::Regex(Box::new(e)))?;
-    let named = regex.capture_names().flatten().count();
-    if named > PARAMS_MAX {
-        return Err(PatternError::TooManyNamedGroups { max: PARAMS_MAX });
-    }
-    Ok((regex, named > 0))
+/// A regex route's compiled pattern and its named groups.
+struct RegexRoute {
+    regex: Regex,
+    /// Named groups in pattern order, and their group indices: what [`Params`] reports.
+    names: Box<[Box<str>]>,
+    groups: Box<[usize]>,
 }
 
-/// Runs a candidate regex: `None` if it does not match, else its named groups. Only a regex
-/// with named groups pays for `captures` (which allocates the group positions).
-fn regex_captures<'r>(regex: &'r Regex, named: bool, path: &str) -> Option<Params<'r>> {
-    if !named {
-        return regex.is_match(path).then_some(Params::EMPTY);
-    }
-    let captures = regex.captures(path)?;
-    let mut params = Params::EMPTY;
-    for (index, name) in regex.capture_names().enumerate() {
-        if let (Some(name), Some(group)) = (name, captures.get(index)) {
-            params.push(name, group.range());
+impl RegexRoute {
+    /// Compiles with the `regex` defaults (the syntax `regex_index::keys` assumes).
+    fn new(source: &str) -> Result<Self, PatternError> {
+        let regex = Regex::new(source).map_err(|e| PatternError::Regex(Box::new(e)))?;
+        let (groups, names): (Vec<usize>, Vec<Box<str>>) = regex
+            .capture_names()
+            .enumerate()
+            .filter_map(|(group, name)| Some((group, name?.into())))
+            .unzip();
+        if names.len() > PARAMS_MAX {
+            return Err(PatternError::TooManyNamedGroups { max: PARAMS_MAX });
         }
+        Ok(RegexRoute {
+            regex,
+            names: names.into(),
+            groups: groups.into(),
+        })
     }
-    Some(params)
+
+    /// `None` if the regex does not match `path`, else its named groups. Only a regex with
+    /// named groups pays for `captures` (which allocates the group positions).
+    fn captures(&self, path: &str) -> Option<Params<'_>> {
+        if self.names.is_empty() {
+            return self.regex.is_match(path).then_some(Params::EMPTY);
+        }
+        let captures = self.regex.captures(path)?;
+        let mut params = Params::new(&self.names);
+        for (index, &group) in self.groups.iter().enumerate() {
+            if let Some(m) = captures.get(group) {
+                params.set(index, m.range());
+            }
+        }
+        Some(params)
+    }
 }

@@ -2,10 +2,17 @@
 //! condition fall-through, template captures, regex anchoring, and build errors.
 
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
-use squall_router::{BuildError, Pattern, PatternError, RouteRequest, RouteSpec, Router, VhostSpec};
+use squall_router::{
+    BuildError, Pattern, PatternError, RouteRequest, RouteSpec, Router, VhostSpec,
+};
 
 fn route(pattern: Pattern, action: &'static str) -> RouteSpec<&'static str> {
-    RouteSpec { pattern, methods: None, headers: Vec::new(), action }
+    RouteSpec {
+        pattern,
+        methods: None,
+        headers: Vec::new(),
+        action,
+    }
 }
 
 fn exact(p: &str, action: &'static str) -> RouteSpec<&'static str> {
@@ -28,12 +35,16 @@ fn with_methods(mut r: RouteSpec<&'static str>, methods: &[Method]) -> RouteSpec
 
 fn with_header(mut r: RouteSpec<&'static str>, name: &str, value: &str) -> RouteSpec<&'static str> {
     let name = HeaderName::from_bytes(name.as_bytes()).unwrap();
-    r.headers.push((name, HeaderValue::from_str(value).unwrap()));
+    r.headers
+        .push((name, HeaderValue::from_str(value).unwrap()));
     r
 }
 
 fn vhost(hosts: &[&str], routes: Vec<RouteSpec<&'static str>>) -> VhostSpec<&'static str> {
-    VhostSpec { hosts: hosts.iter().map(|h| h.to_string()).collect(), routes }
+    VhostSpec {
+        hosts: hosts.iter().map(|h| h.to_string()).collect(),
+        routes,
+    }
 }
 
 fn one_vhost(routes: Vec<RouteSpec<&'static str>>) -> Router<&'static str> {
@@ -50,16 +61,16 @@ struct Client<'a> {
 
 impl<'a> Client<'a> {
     fn new(router: &'a Router<&'static str>) -> Self {
-        Client { router, host: None, method: Method::GET, headers: HeaderMap::new() }
+        Client {
+            router,
+            host: None,
+            method: Method::GET,
+            headers: HeaderMap::new(),
+        }
     }
 
     fn host(mut self, host: &'a str) -> Self {
         self.host = Some(host);
-        self
-    }
-
-    fn method(mut self, method: Method) -> Self {
-        self.method = method;
         self
     }
 
@@ -69,7 +80,12 @@ impl<'a> Client<'a> {
     }
 
     fn get(&self, path: &str) -> &'static str {
-        let req = RouteRequest { host: self.host, method: &self.method, path, headers: &self.headers };
+        let req = RouteRequest {
+            host: self.host,
+            method: &self.method,
+            path,
+            headers: &self.headers,
+        };
         self.router.route(&req).map_or("404", |m| *m.action)
     }
 }
@@ -84,8 +100,16 @@ fn exact_beats_regex_and_template_which_beat_prefix() {
         exact("/api/users", "exact"),
     ]);
     let c = Client::new(&r);
-    assert_eq!(c.get("/api/users"), "exact", "exact first, wherever it is in the file");
-    assert_eq!(c.get("/api/orders"), "regex-api", "regex before template: file order");
+    assert_eq!(
+        c.get("/api/users"),
+        "exact",
+        "exact first, wherever it is in the file"
+    );
+    assert_eq!(
+        c.get("/api/orders"),
+        "regex-api",
+        "regex before template: file order"
+    );
     assert_eq!(c.get("/api/a/b"), "regex-api");
     assert_eq!(c.get("/apis"), "prefix-root");
     assert_eq!(c.get("/elsewhere"), "prefix-root");
@@ -107,11 +131,19 @@ fn regex_and_template_interleave_in_file_order() {
 
 #[test]
 fn longest_prefix_wins_whatever_the_file_order() {
-    let r = one_vhost(vec![prefix("/", "root"), prefix("/static/img/", "img"), prefix("/static/", "static")]);
+    let r = one_vhost(vec![
+        prefix("/", "root"),
+        prefix("/static/img/", "img"),
+        prefix("/static/", "static"),
+    ]);
     let c = Client::new(&r);
     assert_eq!(c.get("/static/img/a.png"), "img");
     assert_eq!(c.get("/static/css/a.css"), "static");
-    assert_eq!(c.get("/static"), "root", "string prefix: /static/ needs the slash");
+    assert_eq!(
+        c.get("/static"),
+        "root",
+        "string prefix: /static/ needs the slash"
+    );
     assert_eq!(c.get("/"), "root");
     assert_eq!(c.get(""), "404", "no prefix of the empty path");
 }
@@ -126,13 +158,26 @@ fn exact_routes_on_one_path_split_by_method() {
     let c = Client::new(&r);
     assert_eq!(c.get("/"), "get");
     assert_eq!(c.clone_with(Method::POST).get("/"), "post");
-    assert_eq!(c.clone_with(Method::HEAD).get("/"), "fallback", "HEAD is not GET unless listed");
-    assert_eq!(c.clone_with(Method::from_bytes(b"M-SEARCH").unwrap()).get("/"), "fallback");
+    assert_eq!(
+        c.clone_with(Method::HEAD).get("/"),
+        "fallback",
+        "HEAD is not GET unless listed"
+    );
+    assert_eq!(
+        c.clone_with(Method::from_bytes(b"M-SEARCH").unwrap())
+            .get("/"),
+        "fallback"
+    );
 }
 
 impl Client<'_> {
     fn clone_with(&self, method: Method) -> Self {
-        Client { router: self.router, host: self.host, method, headers: self.headers.clone() }
+        Client {
+            router: self.router,
+            host: self.host,
+            method,
+            headers: self.headers.clone(),
+        }
     }
 }
 
@@ -158,8 +203,15 @@ fn failing_condition_on_longer_prefix_falls_back_to_shorter() {
         with_methods(prefix("/app/v2/", "v2-put"), &[Method::PUT]),
     ]);
     let c = Client::new(&r);
-    assert_eq!(c.get("/app/v2/x"), "root", "v2 needs PUT, /app/ routes need a header or POST");
-    assert_eq!(Client::new(&r).header("x-canary", "1").get("/app/v2/x"), "canary");
+    assert_eq!(
+        c.get("/app/v2/x"),
+        "root",
+        "v2 needs PUT, /app/ routes need a header or POST"
+    );
+    assert_eq!(
+        Client::new(&r).header("x-canary", "1").get("/app/v2/x"),
+        "canary"
+    );
     assert_eq!(c.clone_with(Method::POST).get("/app/v2/x"), "app-post");
     assert_eq!(c.clone_with(Method::PUT).get("/app/v2/x"), "v2-put");
 }
@@ -176,7 +228,10 @@ fn failing_condition_falls_through_the_kinds_in_order() {
     let c = Client::new(&r);
     assert_eq!(c.clone_with(Method::POST).get("/a/b"), "exact-post");
     assert_eq!(c.clone_with(Method::PUT).get("/a/b"), "regex-put");
-    assert_eq!(Client::new(&r).header("x-t", "yes").get("/a/b"), "template-hdr");
+    assert_eq!(
+        Client::new(&r).header("x-t", "yes").get("/a/b"),
+        "template-hdr"
+    );
     assert_eq!(c.get("/a/b"), "template");
     assert_eq!(c.get("/a/b/c"), "prefix");
 }
@@ -184,17 +239,40 @@ fn failing_condition_falls_through_the_kinds_in_order() {
 #[test]
 fn header_conditions_exact_value_case_insensitive_name() {
     let r = one_vhost(vec![
-        with_header(with_header(exact("/", "both"), "X-Canary", "1"), "x-zone", "eu"),
+        with_header(
+            with_header(exact("/", "both"), "X-Canary", "1"),
+            "x-zone",
+            "eu",
+        ),
         with_header(exact("/", "canary"), "x-canary", "1"),
         exact("/", "plain"),
     ]);
     assert_eq!(Client::new(&r).header("x-canary", "1").get("/"), "canary");
-    assert_eq!(Client::new(&r).header("x-canary", "1").header("x-zone", "eu").get("/"), "both");
-    assert_eq!(Client::new(&r).header("x-canary", "01").get("/"), "plain", "byte-exact value");
-    assert_eq!(Client::new(&r).header("x-canary", "1 ").get("/"), "plain");
-    assert_eq!(Client::new(&r).header("x-zone", "EU").header("x-canary", "1").get("/"), "canary");
     assert_eq!(
-        Client::new(&r).header("x-canary", "0").header("x-canary", "1").get("/"),
+        Client::new(&r)
+            .header("x-canary", "1")
+            .header("x-zone", "eu")
+            .get("/"),
+        "both"
+    );
+    assert_eq!(
+        Client::new(&r).header("x-canary", "01").get("/"),
+        "plain",
+        "byte-exact value"
+    );
+    assert_eq!(Client::new(&r).header("x-canary", "1 ").get("/"), "plain");
+    assert_eq!(
+        Client::new(&r)
+            .header("x-zone", "EU")
+            .header("x-canary", "1")
+            .get("/"),
+        "canary"
+    );
+    assert_eq!(
+        Client::new(&r)
+            .header("x-canary", "0")
+            .header("x-canary", "1")
+            .get("/"),
         "canary",
         "any one of repeated lines may satisfy it"
     );
@@ -206,17 +284,28 @@ fn vhost_selection() {
     let r = Router::new(vec![
         vhost(&["*.example.com"], vec![prefix("/", "wild")]),
         vhost(&["*.api.example.com"], vec![prefix("/", "api-wild")]),
-        vhost(&["example.com", "www.example.com"], vec![prefix("/", "exact")]),
+        vhost(
+            &["example.com", "www.example.com"],
+            vec![prefix("/", "exact")],
+        ),
         vhost(&["*"], vec![prefix("/", "default")]),
     ])
     .unwrap();
     let get = |host: &'static str| Client::new(&r).host(host).get("/");
     assert_eq!(get("example.com"), "exact");
-    assert_eq!(get("Example.COM."), "exact", "case-insensitive, trailing dot ignored");
+    assert_eq!(
+        get("Example.COM."),
+        "exact",
+        "case-insensitive, trailing dot ignored"
+    );
     assert_eq!(get("www.example.com"), "exact");
     assert_eq!(get("a.example.com"), "wild");
     assert_eq!(get("a.b.example.com"), "wild");
-    assert_eq!(get("v1.api.example.com"), "api-wild", "longest wildcard suffix");
+    assert_eq!(
+        get("v1.api.example.com"),
+        "api-wild",
+        "longest wildcard suffix"
+    );
     assert_eq!(get("api.example.com"), "wild");
     assert_eq!(get("example.org"), "default");
     assert_eq!(get("notexample.com"), "default");
@@ -239,19 +328,34 @@ fn selected_vhost_does_not_fall_back_to_default() {
         vhost(&["*"], vec![prefix("/", "default")]),
     ])
     .unwrap();
-    assert_eq!(Client::new(&r).host("a.com").get("/other"), "404", "nginx: the server is chosen first");
+    assert_eq!(
+        Client::new(&r).host("a.com").get("/other"),
+        "404",
+        "nginx: the server is chosen first"
+    );
 }
 
 #[test]
 fn matched_reports_indices_and_template_params() {
     let r = Router::new(vec![
         vhost(&["x.com"], vec![]),
-        vhost(&["*"], vec![prefix("/", "root"), template("/users/{name}/orders/{id}.json", "orders")]),
+        vhost(
+            &["*"],
+            vec![
+                prefix("/", "root"),
+                template("/users/{name}/orders/{id}.json", "orders"),
+            ],
+        ),
     ])
     .unwrap();
     let headers = HeaderMap::new();
     let path = "/users/ann/orders/42.json";
-    let req = RouteRequest { host: Some("y.com"), method: &Method::GET, path, headers: &headers };
+    let req = RouteRequest {
+        host: Some("y.com"),
+        method: &Method::GET,
+        path,
+        headers: &headers,
+    };
     let m = r.route(&req).unwrap();
     assert_eq!((*m.action, m.vhost_index, m.route_index), ("orders", 1, 1));
     assert_eq!(m.params.len(), 2);
@@ -267,13 +371,28 @@ fn matched_reports_indices_and_template_params() {
 
 #[test]
 fn template_segments_are_whole_and_non_empty() {
-    let r = one_vhost(vec![template("/users/{name}/orders", "t"), template("/", "root")]);
+    let r = one_vhost(vec![
+        template("/users/{name}/orders", "t"),
+        template("/", "root"),
+    ]);
     let c = Client::new(&r);
     assert_eq!(c.get("/users/bob/orders"), "t");
-    assert_eq!(c.get("/users/bob/x/orders"), "404", "a parameter never spans a '/'");
-    assert_eq!(c.get("/users//orders"), "404", "nor matches an empty segment");
+    assert_eq!(
+        c.get("/users/bob/x/orders"),
+        "404",
+        "a parameter never spans a '/'"
+    );
+    assert_eq!(
+        c.get("/users//orders"),
+        "404",
+        "nor matches an empty segment"
+    );
     assert_eq!(c.get("/users/bob/orders/"), "404");
-    assert_eq!(c.get("/users/bob/orders?x=1"), "404", "the caller strips the query");
+    assert_eq!(
+        c.get("/users/bob/orders?x=1"),
+        "404",
+        "the caller strips the query"
+    );
     assert_eq!(c.get("/"), "root");
 }
 
@@ -295,15 +414,36 @@ fn regex_is_unanchored_unless_it_anchors_itself() {
 
 #[test]
 fn regex_named_groups_become_params() {
-    let r = one_vhost(vec![regex(r"^/v(?<version>[0-9]+)/(?<rest>.*)$", "v"), regex("(x)(?<y>y)?$", "xy")]);
+    let r = one_vhost(vec![
+        regex(r"^/v(?<version>[0-9]+)/(?<rest>.*)$", "v"),
+        regex("(x)(?<y>y)?$", "xy"),
+    ]);
     let headers = HeaderMap::new();
     let path = "/v12/a/b";
-    let m = r.route(&RouteRequest { host: None, method: &Method::GET, path, headers: &headers }).unwrap();
+    let m = r
+        .route(&RouteRequest {
+            host: None,
+            method: &Method::GET,
+            path,
+            headers: &headers,
+        })
+        .unwrap();
     assert_eq!(m.params.value("version", path), Some("12"));
     assert_eq!(m.params.value("rest", path), Some("a/b"));
     let path = "/ax";
-    let m = r.route(&RouteRequest { host: None, method: &Method::GET, path, headers: &headers }).unwrap();
-    assert_eq!((*m.action, m.params.len()), ("xy", 0), "a group that did not take part is absent");
+    let m = r
+        .route(&RouteRequest {
+            host: None,
+            method: &Method::GET,
+            path,
+            headers: &headers,
+        })
+        .unwrap();
+    assert_eq!(
+        (*m.action, m.params.len()),
+        ("xy", 0),
+        "a group that did not take part is absent"
+    );
 }
 
 #[test]
@@ -329,27 +469,66 @@ fn regex_features_the_index_must_not_break() {
 
 #[test]
 fn build_errors_name_vhost_and_route() {
-    let bad_regex = Router::new(vec![vhost(&["*"], vec![exact("/", "ok"), regex("(", "bad")])]);
+    let bad_regex = Router::new(vec![vhost(
+        &["*"],
+        vec![exact("/", "ok"), regex("(", "bad")],
+    )]);
     match bad_regex {
-        Err(e @ BuildError::Pattern { vhost: 0, route: 1, source: PatternError::Regex(_) }) => {
-            assert!(e.to_string().starts_with("vhost 0 route 1: bad regex"), "{e}");
+        Err(
+            e @ BuildError::Pattern {
+                vhost: 0,
+                route: 1,
+                source: PatternError::Regex(_),
+            },
+        ) => {
+            assert!(
+                e.to_string().starts_with("vhost 0 route 1: bad regex"),
+                "{e}"
+            );
             assert_eq!((e.vhost(), e.route()), (0, Some(1)));
         }
         other => panic!("{other:?}"),
     }
     let bad_template = Router::new(vec![
         vhost(&["a.com"], vec![]),
-        vhost(&["*"], vec![prefix("/", "ok"), prefix("/x", "ok"), template("/u/{a b}", "bad")]),
+        vhost(
+            &["*"],
+            vec![
+                prefix("/", "ok"),
+                prefix("/x", "ok"),
+                template("/u/{a b}", "bad"),
+            ],
+        ),
     ]);
     assert!(matches!(
         bad_template,
-        Err(BuildError::Pattern { vhost: 1, route: 2, source: PatternError::Template { .. } })
+        Err(BuildError::Pattern {
+            vhost: 1,
+            route: 2,
+            source: PatternError::Template { .. }
+        })
     ));
-    let too_many_groups = format!("^{}$", (0..9).map(|i| format!("(?<g{i}>.)")).collect::<String>());
+    let too_many_groups = format!(
+        "^{}$",
+        (0..9).map(|i| format!("(?<g{i}>.)")).collect::<String>()
+    );
     let err = Router::new(vec![vhost(&["*"], vec![regex(&too_many_groups, "x")])]).unwrap_err();
-    assert!(matches!(err.route(), Some(0)) && err.to_string().contains("named groups"), "{err}");
+    assert!(
+        matches!(err.route(), Some(0)) && err.to_string().contains("named groups"),
+        "{err}"
+    );
     let dup = Router::new(vec![vhost(&["a.com"], vec![]), vhost(&["A.com"], vec![])]).unwrap_err();
-    assert!(matches!(dup, BuildError::DuplicateHost { vhost: 1, first: 0, .. }), "{dup}");
+    assert!(
+        matches!(
+            dup,
+            BuildError::DuplicateHost {
+                vhost: 1,
+                first: 0,
+                ..
+            }
+        ),
+        "{dup}"
+    );
     assert_eq!(dup.route(), None);
 }
 
