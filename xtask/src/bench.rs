@@ -342,8 +342,8 @@ fn load_words(scenario: &Scenario, plan: &Plan) -> String {
     let get = format!("GET {}{over}", load.path);
     if let Some(pace) = plan.connect_rate {
         return format!(
-            "{get}, each request from a new h2load client on a new connection (a full TLS \
-             handshake each), {} new connections/s",
+            "{get}, a new h2load client, connection and full TLS handshake per request, at {} \
+             new connections/s",
             crate::report::number(pace.actual_per_sec(), 0)
         );
     }
@@ -351,8 +351,8 @@ fn load_words(scenario: &Scenario, plan: &Plan) -> String {
         (false, _) => "",
         (true, false) => ", a new connection per request",
         (true, true) => {
-            ", a new connection per request (a client's first TLS handshake is full, the \
-             next ones resume its session)"
+            ", a new connection per request: a client's first TLS handshake is full, the \
+             next ones resume its session"
         }
     };
     format!(
@@ -383,6 +383,49 @@ mod tests {
             responses: 100_000,
             cpu_secs_per_100k: per_100k,
         }))
+    }
+
+    #[test]
+    fn load_words_say_what_tls_does() {
+        let all = scenario::load_all(&repo_root().join("bench/scenarios")).expect("scenarios");
+        let settings = Settings {
+            duration_secs: 10,
+            warmup_secs: 1,
+            connections: None,
+            streams: None,
+            rate: None,
+            server_cpu: 1,
+            load_cpu: 0,
+            clock_ticks: 100.0,
+        };
+        let words = |name: &str| {
+            let s = all.iter().find(|s| s.name == name).expect("shipped");
+            load_words(s, &run::plan(s, &settings, 1, 10, None))
+        };
+        assert_eq!(words("h1-small"), "64 connections × 1 in flight, GET /");
+        assert_eq!(
+            words("h1-close"),
+            "16 connections × 1 in flight, GET /, a new connection per request"
+        );
+        assert_eq!(
+            words("h1-tls-small"),
+            "64 connections × 1 in flight, GET / over TLS"
+        );
+        let handshake = words("h1-tls-handshake");
+        assert!(
+            handshake.starts_with("GET / over TLS, a new h2load client, connection and full TLS")
+                && handshake.ends_with("at 500 new connections/s"),
+            "{handshake}"
+        );
+        let text = "description = \"d\"\n[load]\npath = \"/\"\nconnections = 16\nclose = true\n\
+                    tls = true\n[squall]\nconfig = \"[[listen]]\\naddress = 'x'\\ntls = true\"\n";
+        let resumed = Scenario::parse("t", text, Path::new(".")).expect("valid");
+        let words = load_words(&resumed, &run::plan(&resumed, &settings, 1, 10, None));
+        assert_eq!(
+            words,
+            "16 connections × 1 in flight, GET / over TLS, a new connection per request: a \
+             client's first TLS handshake is full, the next ones resume its session"
+        );
     }
 
     #[test]

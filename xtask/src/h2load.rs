@@ -312,6 +312,9 @@ mod tests {
     const RPS: &str = include_str!("../tests/fixtures/h2load-h1-rps.txt");
     /// Squall itself, `h1-pipelined`.
     const SQUALL: &str = include_str!("../tests/fixtures/h2load-h1-pipelined-squall.txt");
+    /// nginx over TLS, keep-alive and a new client per request.
+    const TLS: &str = include_str!("../tests/fixtures/h2load-h1-tls-keepalive.txt");
+    const TLS_HANDSHAKES: &str = include_str!("../tests/fixtures/h2load-h1-tls-handshake.txt");
 
     #[test]
     fn parses_a_keepalive_run() {
@@ -352,6 +355,20 @@ mod tests {
     }
 
     #[test]
+    fn parses_what_tls_negotiated() {
+        assert_eq!(parse(KEEPALIVE).expect("fixture parses").tls, None);
+        for text in [TLS, TLS_HANDSHAKES] {
+            let report = parse(text).expect("fixture parses");
+            let tls = report.tls.expect("TLS lines");
+            assert_eq!(
+                tls.summary(),
+                "TLSv1.3, TLS_AES_128_GCM_SHA256, X25519 253 bits"
+            );
+            assert!(report.succeeded > 0 && report.connect.mean_us > 0.0);
+        }
+    }
+
+    #[test]
     fn an_unfinished_report_is_an_error() {
         let cut = &KEEPALIVE[..KEEPALIVE.find("finished in").expect("fixture has it")];
         assert!(parse(cut).is_err());
@@ -375,6 +392,7 @@ mod tests {
             headers: vec![],
             stop: Stop::Duration(10),
             rate: None,
+            connect_rate: None,
         };
         assert_eq!(
             plan.args().join(" "),
@@ -400,5 +418,44 @@ mod tests {
             ]
         );
         assert_eq!(plan.deadline_secs(90), 120);
+        // Paced at 6,400/s, 5,000 requests take a second: the ceiling is the larger.
+        assert_eq!(plan.deadline_secs(20), 50);
+        plan.rate = Some(100.0);
+        assert_eq!(plan.deadline_secs(20), 90);
+    }
+
+    #[test]
+    fn rate_mode_command_lines() {
+        let plan = Plan {
+            url: "https://127.0.0.1:1/".into(),
+            connections: 3_000,
+            streams: 1,
+            headers: vec!["Connection: close".into()],
+            stop: Stop::Count(3_000),
+            rate: None,
+            connect_rate: Some(ConnectRate::per_sec(1_000.0)),
+        };
+        assert_eq!(
+            plan.args().join(" "),
+            "--h1 -c 3000 -m 1 -n 3000 -r 10 --rate-period=10ms -H Connection: close \
+             https://127.0.0.1:1/"
+        );
+        // Three seconds at 1,000/s, plus slack.
+        assert_eq!(plan.deadline_secs(0), 43);
+    }
+
+    #[test]
+    fn connect_rates_are_whole_clients_per_period() {
+        let pace = |rate| {
+            let p = ConnectRate::per_sec(rate);
+            (p.per_period, p.period_ms)
+        };
+        assert_eq!(pace(1_000.0), (10, 10));
+        assert_eq!(pace(1_250.0), (25, 20));
+        assert_eq!(pace(4_321.0), (43, 10));
+        assert_eq!(pace(150.0), (3, 20));
+        assert_eq!(pace(33.0), (3, 100));
+        assert_eq!(pace(2.0), (1, 500));
+        assert_eq!(ConnectRate::per_sec(1_250.0).actual_per_sec(), 1_250.0);
     }
 }

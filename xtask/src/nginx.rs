@@ -149,7 +149,11 @@ fn certificate(
             key: dir.join("key.pem"),
             hosts,
         };
-        return Ok((generated.cert.clone(), generated.key.clone(), Some(generated)));
+        return Ok((
+            generated.cert.clone(),
+            generated.key.clone(),
+            Some(generated),
+        ));
     }
     match (text("cert"), text("key")) {
         (Some(cert), Some(key)) => Ok((cert, key, None)),
@@ -342,6 +346,8 @@ respond = { status = 200 }
             &layout(),
         )
         .expect("translatable");
+        assert_eq!(config.self_signed, None);
+        let config = config.text;
         let exact = r#"location = "/" { default_type "text/plain"; return 200 "Hello, world!"; }"#;
         let regex = r#"location ~ "^/x/1/[a-z]+$" { default_type "application/octet-stream"; add_header "x-a" "b" always; return 201 "x"; }"#;
         let prefix =
@@ -352,6 +358,68 @@ respond = { status = 200 }
         assert!(config.contains("listen 127.0.0.1:8080 backlog=4096;"));
         assert!(config.contains("pid /tmp/run/nginx.pid;"));
         assert!(config.contains("master_process off;"));
+        assert!(!config.contains("ssl"), "{config}");
+    }
+
+    fn tls(certificate: &str) -> Table {
+        let text = format!(
+            "[server]\nworkers = 1\n[[listen]]\naddress = \"127.0.0.1:1\"\ntls = true\n\
+             protocols = [\"http1\"]\n{certificate}[[vhost]]\nhosts = [\"*\"]\n\
+             [[vhost.route]]\nexact = \"/\"\nrespond = {{ body = \"x\" }}\n"
+        );
+        toml::from_str(&text).expect("valid toml")
+    }
+
+    #[test]
+    fn a_tls_listener_gets_ssl_and_a_generated_certificate() {
+        let squall = tls("[[certificate]]\nhosts = [\"localhost\"]\nself_signed = true\n");
+        let translated = config(&squall, &layout()).expect("translatable");
+        let text = &translated.text;
+        assert!(
+            text.contains("listen 127.0.0.1:8080 ssl backlog=4096;"),
+            "{text}"
+        );
+        for line in [
+            r#"ssl_certificate "/tmp/run/cert.pem";"#,
+            r#"ssl_certificate_key "/tmp/run/key.pem";"#,
+            "ssl_protocols TLSv1.2 TLSv1.3;",
+            "ssl_session_cache shared:SSL:10m;",
+            "ssl_session_tickets on;",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        // nginx's default groups (OpenSSL's, X25519 first) and ciphers, as Squall's are its own.
+        assert!(!text.contains("ssl_ecdh_curve") && !text.contains("ssl_ciphers"));
+        // The server's directives come before its locations.
+        assert!(text.find("ssl_certificate") < text.find("location"));
+        let generated = translated.self_signed.expect("a certificate to generate");
+        assert_eq!(generated.cert, Path::new("/tmp/run/cert.pem"));
+        assert_eq!(
+            generated.openssl_args().join(" "),
+            "req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -sha256 -nodes \
+             -days 2 -subj /CN=localhost -addext subjectAltName=DNS:localhost \
+             -keyout /tmp/run/key.pem -out /tmp/run/cert.pem"
+        );
+    }
+
+    #[test]
+    fn tls_certificates_nginx_can_and_cannot_take() {
+        let files = tls("[[certificate]]\nhosts = [\"a\"]\ncert = \"/c.pem\"\nkey = \"/k.pem\"\n");
+        let translated = config(&files, &layout()).expect("translatable");
+        assert!(translated.text.contains(r#"ssl_certificate "/c.pem";"#));
+        assert!(translated.text.contains(r#"ssl_certificate_key "/k.pem";"#));
+        assert_eq!(translated.self_signed, None);
+        assert_eq!(
+            config(&tls(""), &layout()),
+            Err("0 [[certificate]] entries (nginx is given exactly one)".into())
+        );
+        let two = "[[certificate]]\nhosts = [\"a\"]\nself_signed = true\n".repeat(2);
+        assert!(config(&tls(&two), &layout()).is_err());
+        let odd = tls("[[certificate]]\nhosts = [\"a/b\"]\nself_signed = true\n");
+        assert!(config(&odd, &layout()).is_err());
+        // A certificate next to a cleartext listener is not nginx's business.
+        let cleartext = squall("[[certificate]]\nhosts = [\"a\"]\nself_signed = true\n");
+        assert_eq!(config(&cleartext, &layout()).expect("ok").self_signed, None);
     }
 
     #[test]

@@ -338,6 +338,45 @@ mod tests {
     }
 
     #[test]
+    fn tls_scenarios_say_what_was_negotiated() {
+        let tls = |key: &str| {
+            let mut outcome = measured(1.0, 1.0, 1.0);
+            if let Outcome::Measured(m) = &mut outcome {
+                m.h2load.tls = Some(crate::h2load::TlsInfo {
+                    protocol: "TLSv1.3".into(),
+                    cipher: "TLS_AES_128_GCM_SHA256".into(),
+                    server_temp_key: key.into(),
+                });
+            }
+            outcome
+        };
+        let base = [tls("X25519 253 bits"), tls("X25519 253 bits")];
+        let head = [tls("X25519 253 bits"), tls("ECDH prime256v1 256 bits")];
+        let report = |base, head| {
+            scenario_markdown(&ScenarioReport {
+                name: "s",
+                description: "d",
+                load: "l".into(),
+                base_name: "nginx",
+                head_name: "working tree",
+                base,
+                head,
+            })
+        };
+        let text = report(&base, &head);
+        assert!(
+            text.contains(
+                "\n\nTLS as h2load negotiated it: base TLSv1.3, TLS_AES_128_GCM_SHA256, \
+                 X25519 253 bits; head TLSv1.3, TLS_AES_128_GCM_SHA256, X25519 253 bits / \
+                 TLSv1.3, TLS_AES_128_GCM_SHA256, ECDH prime256v1 256 bits.\n\n| figure |"
+            ),
+            "{text}"
+        );
+        let cleartext = [measured(1.0, 1.0, 1.0)];
+        assert!(!report(&cleartext, &cleartext).contains("TLS"));
+    }
+
+    #[test]
     fn unsupported_and_failed_builds_are_explained_not_zeroed() {
         let base = [Outcome::Unsupported {
             reason: "it has no squall binary crate".into(),

@@ -407,10 +407,7 @@ fn self_signed_certificate(certificate: &crate::nginx::SelfSigned) -> Result<()>
         Some(status) if status.success() => Ok(()),
         Some(status) => {
             let text = fs::read_to_string(&log_path).unwrap_or_default();
-            bail!(
-                "openssl req failed ({status}): {}",
-                last_line(&text)
-            )
+            bail!("openssl req failed ({status}): {}", last_line(&text))
         }
         None => bail!("openssl req did not finish"),
     }
@@ -486,6 +483,64 @@ mod tests {
             (p.connections, p.streams, p.stop, p.rate),
             (8, 2, Stop::Duration(3), Some(800.0))
         );
+    }
+
+    fn tls_scenario(load: &str) -> Scenario {
+        let text = format!(
+            "description = \"t\"\n[load]\ntls = true\n{load}\n[squall]\nconfig = '''\n\
+             [[listen]]\naddress = \"127.0.0.1:1\"\ntls = true\n[[vhost]]\nhosts = [\"*\"]\n'''\n"
+        );
+        Scenario::parse("t", &text, Path::new(".")).expect("valid scenario")
+    }
+
+    #[test]
+    fn tls_plans_use_https() {
+        let s = tls_scenario("path = \"/a\"\nconnections = 64");
+        let p = plan(&s, &settings(), 9, 10, None);
+        assert_eq!(p.url, "https://127.0.0.1:9/a");
+        assert_eq!(
+            (p.connections, p.stop, p.connect_rate),
+            (64, Stop::Duration(10), None)
+        );
+        assert!(p.args().contains(&"--h1".to_string()));
+        // Resumed handshakes: the h1-close plan, over https.
+        let s = tls_scenario("path = \"/\"\nconnections = 16\nclose = true\nclose_rate = 3000");
+        let p = plan(&s, &settings(), 9, 2, None);
+        assert_eq!(
+            (p.connections, p.stop, p.connect_rate),
+            (16, Stop::Count(6_000), None)
+        );
+        assert_eq!(p.url, "https://127.0.0.1:9/");
+    }
+
+    #[test]
+    fn full_handshake_plans_start_a_client_per_request() {
+        let s = tls_scenario(
+            "path = \"/\"\nconnections = 16\nclose = true\nclose_rate = 1000\n\
+             tls_resumption = false",
+        );
+        let p = plan(&s, &settings(), 9, 3, None);
+        assert_eq!(p.url, "https://127.0.0.1:9/");
+        let pace = ConnectRate {
+            per_period: 10,
+            period_ms: 10,
+        };
+        assert_eq!(p.connect_rate, Some(pace));
+        // One request per client: as many clients as requests.
+        assert_eq!(
+            (p.connections, p.streams, p.stop),
+            (3_000, 1, Stop::Count(3_000))
+        );
+        assert_eq!(p.rate, None);
+        assert_eq!(p.headers, ["Connection: close"]);
+        // --rate (and --find-max) set the pace; --connections does not apply.
+        let flags = Settings {
+            connections: Some(4),
+            ..settings()
+        };
+        let p = plan(&s, &flags, 9, 2, Some(250.0));
+        assert_eq!(p.connect_rate.map(|r| r.actual_per_sec()), Some(250.0));
+        assert_eq!((p.connections, p.stop), (500, Stop::Count(500)));
     }
 
     #[test]

@@ -336,6 +336,8 @@ mod tests {
             "h1-10k-routes-static",
             "h1-10k-routes-prefix",
             "h1-10k-routes-regex",
+            "h1-tls-small",
+            "h1-tls-handshake",
         ] {
             assert!(
                 names.iter().any(|n| n == name),
@@ -386,6 +388,73 @@ mod tests {
                 scenario.name
             );
         }
+    }
+
+    #[test]
+    fn the_tls_scenarios_speak_tls_to_a_self_signed_tls_listener() {
+        let all = shipped();
+        let tls: Vec<&Scenario> = all.iter().filter(|s| s.load.tls).collect();
+        assert!(
+            tls.len() >= 2,
+            "{:?}",
+            tls.iter().map(|s| &s.name).collect::<Vec<_>>()
+        );
+        for scenario in tls {
+            let table = scenario.squall_table(45_678);
+            assert!(listen_tls(&table), "{}", scenario.name);
+            assert_eq!(scenario.load.scheme(), "https");
+            let certificates = table["certificate"].as_array().expect("[[certificate]]");
+            assert_eq!(certificates.len(), 1, "{}", scenario.name);
+            assert_eq!(certificates[0]["self_signed"].as_bool(), Some(true));
+            let listen = &table["listen"].as_array().expect("listen")[0];
+            assert_eq!(listen["address"].as_str(), Some("127.0.0.1:45678"));
+            assert_eq!(
+                listen["tls"].as_bool(),
+                Some(true),
+                "the port change keeps tls"
+            );
+        }
+        let by_name = |name: &str| {
+            all.iter()
+                .find(|s| s.name == name)
+                .unwrap_or_else(|| panic!("{name} ships"))
+        };
+        let small = by_name("h1-tls-small");
+        assert!(!small.load.close && !small.load.new_client_per_request());
+        let handshake = by_name("h1-tls-handshake");
+        assert!(handshake.load.close && handshake.load.new_client_per_request());
+        assert!(!by_name("h1-small").load.tls);
+        assert_eq!(by_name("h1-small").load.scheme(), "http");
+    }
+
+    #[test]
+    fn tls_in_the_load_and_in_the_listener_must_agree() {
+        let text = |load: &str, listen: &str| {
+            format!(
+                "description = \"d\"\n[load]\npath = \"/\"\nconnections = 1\n{load}\n\
+                 [squall]\nconfig = '''\n[[listen]]\naddress = \"x\"\n{listen}\n'''\n"
+            )
+        };
+        let parse =
+            |load: &str, listen: &str| Scenario::parse("t", &text(load, listen), Path::new("."));
+        let tls = parse("tls = true", "tls = true").expect("valid");
+        assert!(tls.load.tls && tls.load.tls_resumption);
+        assert!(!tls.load.new_client_per_request());
+        let err = parse("tls = true", "").expect_err("a cleartext listener");
+        assert!(format!("{err:#}").contains("must agree"), "{err:#}");
+        assert!(parse("", "tls = true").is_err());
+        assert!(parse("tls = false", "tls = false").is_ok());
+        let full = parse(
+            "tls = true\nclose = true\ntls_resumption = false",
+            "tls = true",
+        )
+        .expect("valid");
+        assert!(full.load.new_client_per_request());
+        // Without TLS or without close there is no session to resume.
+        let err = parse("tls = true\ntls_resumption = false", "tls = true").expect_err("close");
+        assert!(format!("{err:#}").contains("tls_resumption"), "{err:#}");
+        assert!(parse("close = true\ntls_resumption = false", "").is_err());
+        assert!(parse("tls = \"yes\"", "tls = true").is_err());
     }
 
     #[test]

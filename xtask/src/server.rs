@@ -147,7 +147,11 @@ impl Server {
         let stdout = String::from_utf8_lossy(&output.stdout);
         if !output.status.success() {
             let stderr = String::from_utf8_lossy(&output.stderr);
-            bail!("curl failed ({}): {}", output.status, crate::util::last_line(&stderr));
+            bail!(
+                "curl failed ({}): {}",
+                output.status,
+                crate::util::last_line(&stderr)
+            );
         }
         stdout
             .trim()
@@ -260,11 +264,17 @@ mod tests {
     #[test]
     fn the_tls_probe_is_curl_without_verification() {
         let args = curl_probe_args("https://127.0.0.1:9/a", Duration::from_secs(5));
-        assert_eq!(args.last().map(String::as_str), Some("https://127.0.0.1:9/a"));
+        assert_eq!(
+            args.last().map(String::as_str),
+            Some("https://127.0.0.1:9/a")
+        );
         for flag in ["--insecure", "--http1.1", "--noproxy"] {
             assert!(args.iter().any(|a| a == flag), "{flag} in {args:?}");
         }
-        let limit = args.iter().position(|a| a == "--max-time").expect("a time limit");
+        let limit = args
+            .iter()
+            .position(|a| a == "--max-time")
+            .expect("a time limit");
         assert_eq!(args[limit + 1], "5");
     }
 
