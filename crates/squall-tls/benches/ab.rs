@@ -77,30 +77,36 @@ fn main() {
 
     println!("{rounds} interleaved rounds; per operation: best / median batch");
     for (name, batch, run) in &mut cases {
-        let mut times = vec![Vec::new(); ENGINES.len()];
-        for _ in 0..rounds {
-            for &engine in ENGINES {
-                let start = Instant::now();
-                let mut inside = Duration::ZERO;
-                let mut all_inside = true;
-                for _ in 0..*batch {
-                    match run(engine) {
-                        Some(d) => inside += d,
-                        None => all_inside = false,
-                    }
-                }
-                let total = if all_inside { inside } else { start.elapsed() };
-                times[engine as usize].push(total / *batch as u32);
-            }
-        }
-        let mut line = format!("{name:>28}:");
-        for &engine in ENGINES {
-            let t = &mut times[engine as usize];
-            t.sort();
-            line += &format!("  {engine:?} {} / {}", fmt(t[0]), fmt(t[t.len() / 2]));
-        }
-        println!("{line}");
+        println!("{name:>28}:{}", measure(rounds, *batch, run));
     }
+}
+
+/// Times `rounds` batches of `batch` runs per engine, alternating engines every batch, and
+/// formats the best and median batch of each.
+fn measure(rounds: usize, batch: usize, run: &mut dyn FnMut(Engine) -> Option<Duration>) -> String {
+    let mut times = vec![Vec::new(); ENGINES.len()];
+    for _ in 0..rounds {
+        for &engine in ENGINES {
+            let start = Instant::now();
+            let mut inside = Duration::ZERO;
+            let mut all_inside = true;
+            for _ in 0..batch {
+                match run(engine) {
+                    Some(d) => inside += d,
+                    None => all_inside = false,
+                }
+            }
+            let total = if all_inside { inside } else { start.elapsed() };
+            times[engine as usize].push(total / batch as u32);
+        }
+    }
+    let mut line = String::new();
+    for &engine in ENGINES {
+        let t = &mut times[engine as usize];
+        t.sort();
+        line += &format!("  {engine:?} {} / {}", fmt(t[0]), fmt(t[t.len() / 2]));
+    }
+    line
 }
 
 fn fmt(d: Duration) -> String {

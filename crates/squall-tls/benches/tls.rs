@@ -9,6 +9,8 @@
 //!
 //! The client's share of the work is the same for both engines, so differences between
 //! engines are differences in the server. Run with `cargo bench -p squall-tls --bench tls`.
+//! On a machine shared with other builds, criterion's one-engine-then-the-other runs drift
+//! by tens of percent; `benches/ab.rs` interleaves the engines and is the one to decide by.
 
 #[path = "../tests/common/mod.rs"]
 mod common;

@@ -15,30 +15,35 @@ use crate::unbuffered::Unbuffered;
 
 /// Which rustls API a [`TlsConn`] runs on. Both pass the same tests; the API is the same.
 ///
-/// Measured with `cargo bench -p squall-tls --bench ab` (in memory, time inside the server's
-/// calls, best of 60 interleaved batches, on this shared 2-core EPYC VM):
+/// Measured with `cargo bench -p squall-tls --bench ab` (in memory; time inside the server's
+/// calls, except handshakes, which count both sides; best of 80 interleaved batches, on this
+/// shared 2-core EPYC VM; repeated runs agree within ~5%, medians tell the same story):
 ///
 /// | operation                            | Buffered | Unbuffered |
 /// |--------------------------------------|----------|------------|
-/// | full TLS 1.3 handshake (both sides)  | 381 µs   | 372 µs     |
-/// | resumed handshake (both sides)       | 306 µs   | 307 µs     |
-/// | 40-byte request in, 13-byte response | 0.74 µs  | 0.74 µs    |
-/// | one 16 KiB record out                | 5.50 µs  | 5.68 µs    |
-/// | one 16 KiB record in                 | 6.39 µs  | 5.79 µs    |
+/// | full TLS 1.3 handshake (both sides)  | 466 µs   | 476 µs     |
+/// | resumed handshake (both sides)       | 311 µs   | 310 µs     |
+/// | 40-byte request in, 13-byte response | 0.71 µs  | 0.75 µs    |
+/// | one 16 KiB record out                | 5.39 µs  | 5.61 µs    |
+/// | one 16 KiB record in                 | 6.42 µs  | 5.93 µs    |
 ///
-/// A tie within noise except for input, where the unbuffered engine saves rustls's 4 KiB
-/// reads into its own buffer (10% on full records); on output it pays for zeroing the
-/// space it encrypts into (we forbid `unsafe`), a few percent. Unbuffered is the default:
-/// it wins where it differs, its receive buffer is ours to bound and release, and it is the
-/// API through which rustls plans true in-place decryption (and through which the worker
-/// could one day hand over its receive buffer to decrypt in place).
+/// A tie on handshakes and small exchanges. On input the unbuffered engine is ~8-10% faster
+/// (rustls's buffered reader copies into its own buffer 4 KiB per read and retries the
+/// deframer after each); on output it is ~4% slower, the cost of zeroing the space it
+/// encrypts into (we forbid `unsafe`). Unbuffered is the default, as the issue prefers when
+/// the numbers tie: its receive buffer is ours to bound and release ([`TlsConn::shrink`]),
+/// and it is the API through which rustls plans true in-place decryption, and through
+/// which the worker could later lend its receive buffer to decrypt in place. Flip
+/// `#[default]` if `xtask bench` says otherwise.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Engine {
     /// `rustls::ServerConnection`: ciphertext is copied into rustls's own deframer buffer,
     /// plaintext out of its queue, and records to send out of its queue.
     Buffered,
     /// `rustls::unbuffered::UnbufferedServerConnection`: records are decrypted in place in
-    /// our receive buffer and encrypted straight into `out`.
+    /// our receive buffer, and written into `out` without a send queue in between. (rustls
+    /// 0.23 still copies plaintext into a queue of its own on the way in, and encrypts into
+    /// a temporary on the way out.)
     #[default]
     Unbuffered,
 }
@@ -185,6 +190,14 @@ impl TlsConn {
         if let Err(err) = dispatch!(&mut self.engine, e => e.close(out)) {
             self.failed = Some(err);
         }
+    }
+
+    /// Gives back memory an idle connection does not need: the receive buffer, if it is
+    /// empty and grew past 4 KiB (after a large record). Call it when the connection goes
+    /// idle (e.g. when arming the keep-alive timer with no input pending); not after every
+    /// read, where freeing and re-allocating a record-sized buffer costs more than it saves.
+    pub fn shrink(&mut self) {
+        dispatch!(&mut self.engine, e => e.shrink());
     }
 
     /// True until the handshake completes: until then `alpn()` and `sni()` may be unknown and

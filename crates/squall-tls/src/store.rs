@@ -61,7 +61,9 @@ pub struct CertSpec {
 pub const SESSION_CACHE_ENTRIES_MAX: usize = 65_536;
 
 /// Everything loaded once per config (or reload): the certificates behind an SNI resolver,
-/// the shared ticket key and the TLS 1.2 session cache. `Send + Sync`.
+/// the shared ticket key and the TLS 1.2 session cache. `Send + Sync`; cloning is cheap and
+/// shares everything.
+#[derive(Clone, Debug)]
 pub struct TlsStore {
     /// A complete config with an empty ALPN list; each acceptor clones it and sets its own.
     base: Arc<ServerConfig>,

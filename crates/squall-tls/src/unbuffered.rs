@@ -2,7 +2,10 @@
 //!
 //! rustls keeps no ciphertext buffer here: we own `incoming`, rustls deframes and decrypts
 //! records in place inside it and tells us how many bytes to discard from its front. Records
-//! to send are encoded or encrypted straight into the caller's `out`.
+//! to send go into the caller's `out` as rustls produces them, with no send queue between.
+//! (rustls 0.23 still copies each decrypted record into its own plaintext queue, and
+//! encrypts into a temporary it then copies to `out`; its `ReadTraffic` has a TODO to
+//! decrypt in place, which this engine would get without changes.)
 //!
 //! The API is a state machine: each `process_tls_records` call returns one state to handle
 //! (plaintext to read, a handshake record to encode, data to transmit, blocked for more
@@ -46,10 +49,11 @@ const RECORD_PLAIN_BYTES: usize = 16_384;
 const RECORD_OVERHEAD_BYTES: usize = 32;
 /// Room for a close_notify alert record (at most 5 + 8 + 2 + 16 bytes).
 const ALERT_RECORD_BYTES: usize = 64;
-/// Capacity `incoming` may keep while empty. An idle keep-alive connection should not pin a
-/// full record's worth of memory (10,000 idle clients × 18 KiB is 180 MiB); re-allocating
-/// for the next large record costs far less than decrypting it.
-const IDLE_KEEP_BYTES: usize = 1 << 20;
+/// Capacity `incoming` may keep through [`Unbuffered::shrink`]. An idle keep-alive
+/// connection should not pin a full record's worth of memory (10,000 idle clients × 18 KiB
+/// is 180 MiB), but freeing it after every read makes malloc churn (measured: glibc then
+/// trims and regrows its heap, +5 µs per 16 KiB record), so the worker decides when.
+const IDLE_KEEP_BYTES: usize = 4096;
 /// After an error, how many queued records we pull out (the alert, and anything queued
 /// before it) before giving up.
 const FLUSH_RECORDS_MAX: usize = 16;
@@ -114,15 +118,22 @@ impl Unbuffered {
         }
         if self.peer_closed {
             // "Any data received after a closure alert has been received MUST be ignored."
-            // (RFC 8446 §6.1)
-            self.incoming.clear();
+            // (RFC 8446 §6.1) Nothing more will come: free the buffer.
+            self.incoming = BytesMut::new();
         }
+        Ok(())
+    }
+
+    /// Frees `incoming` if it is empty and its allocation is larger than `IDLE_KEEP_BYTES`.
+    pub(crate) fn shrink(&mut self) {
         // `advance` hides the consumed front of the allocation from `capacity()`;
         // `try_reclaim` (no copy: nothing is left) tells whether the allocation is large.
         if self.incoming.is_empty() && self.incoming.try_reclaim(IDLE_KEEP_BYTES + 1) {
             self.incoming = BytesMut::new();
         }
-        Ok(())
+        if self.stashed_plain.is_empty() {
+            self.stashed_plain = BytesMut::new();
+        }
     }
 
     pub(crate) fn write_plain(&mut self, data: &[u8], out: &mut BytesMut) -> Result<(), TlsError> {
@@ -169,7 +180,7 @@ impl Unbuffered {
     ) -> Result<(), TlsError> {
         loop {
             let status = self.conn.process_tls_records(&mut self.incoming);
-            let mut discard = status.discard;
+            let discard = status.discard;
             let state = match status.state {
                 Ok(state) => state,
                 Err(err) => {
@@ -178,56 +189,12 @@ impl Unbuffered {
                     return Err(TlsError::from_rustls(err));
                 }
             };
-            let done = match state {
-                ConnectionState::ReadTraffic(mut traffic) => {
-                    while let Some(record) = traffic.next_record() {
-                        let record = record.map_err(TlsError::from_rustls)?;
-                        discard += record.discard;
-                        plain.extend_from_slice(record.payload);
-                    }
-                    false
-                }
-                ConnectionState::EncodeTlsData(mut encode) => {
-                    encode_into(&mut encode, out)?;
-                    false
-                }
-                // The records are in `out` already; the caller sends them.
-                ConnectionState::TransmitTlsData(transmit) => {
-                    transmit.done();
-                    false
-                }
-                ConnectionState::PeerClosed => {
-                    self.peer_closed = true;
-                    false
-                }
-                ConnectionState::WriteTraffic(mut traffic) => {
-                    match want {
-                        Want::Read => {}
-                        Want::Write(data) => encrypt_into(&mut traffic, data, out)?,
-                        Want::Close => close_into(&mut traffic, out)?,
-                    }
-                    true
-                }
-                ConnectionState::BlockedHandshake | ConnectionState::Closed => {
-                    if !matches!(want, Want::Read) {
-                        // `TlsConn` only writes after the handshake and before close, so
-                        // rustls must have offered `WriteTraffic`; never drop data silently.
-                        let msg = "tls: connection not ready for application data";
-                        return Err(TlsError::new(ErrorKind::Internal, msg));
-                    }
-                    true
-                }
-                ConnectionState::ReadEarlyData(_) => {
-                    // `max_early_data_size` is 0, so rustls never accepts early data.
-                    let msg = "tls: early data offered, but 0-RTT is off";
-                    return Err(TlsError::new(ErrorKind::PeerMisbehaved, msg));
-                }
-                _ => {
-                    let msg = "tls: unknown state from rustls::unbuffered";
-                    return Err(TlsError::new(ErrorKind::Internal, msg));
-                }
-            };
-            self.incoming.advance(discard);
+            if matches!(state, ConnectionState::PeerClosed) {
+                self.peer_closed = true;
+            }
+            // rustls's contract: handle the state, then discard, then call again.
+            let (more_discard, done) = handle_state(state, &want, plain, out)?;
+            self.incoming.advance(discard + more_discard);
             if done {
                 return Ok(());
             }
@@ -293,6 +260,64 @@ impl Unbuffered {
             "stash holds one pump's output"
         );
     }
+}
+
+/// Does what one state asks. Returns the extra bytes to discard (from records read) and
+/// whether the pump is done: blocked on input, or `want` fulfilled.
+fn handle_state(
+    state: ConnectionState<'_, '_, ServerConnectionData>,
+    want: &Want<'_>,
+    plain: &mut BytesMut,
+    out: &mut BytesMut,
+) -> Result<(usize, bool), TlsError> {
+    let mut discard = 0;
+    let done = match state {
+        ConnectionState::ReadTraffic(mut traffic) => {
+            while let Some(record) = traffic.next_record() {
+                let record = record.map_err(TlsError::from_rustls)?;
+                discard += record.discard;
+                plain.extend_from_slice(record.payload);
+            }
+            false
+        }
+        ConnectionState::EncodeTlsData(mut encode) => {
+            encode_into(&mut encode, out)?;
+            false
+        }
+        // The records are in `out` already; the caller sends them.
+        ConnectionState::TransmitTlsData(transmit) => {
+            transmit.done();
+            false
+        }
+        ConnectionState::PeerClosed => false, // noted by the caller
+        ConnectionState::WriteTraffic(mut traffic) => {
+            match want {
+                Want::Read => {}
+                Want::Write(data) => encrypt_into(&mut traffic, data, out)?,
+                Want::Close => close_into(&mut traffic, out)?,
+            }
+            true
+        }
+        ConnectionState::BlockedHandshake | ConnectionState::Closed => {
+            if !matches!(want, Want::Read) {
+                // `TlsConn` only writes after the handshake and before close, so rustls must
+                // have offered `WriteTraffic`; never drop data silently.
+                let msg = "tls: connection not ready for application data";
+                return Err(TlsError::new(ErrorKind::Internal, msg));
+            }
+            true
+        }
+        ConnectionState::ReadEarlyData(_) => {
+            // `max_early_data_size` is 0, so rustls never accepts early data.
+            let msg = "tls: early data offered, but 0-RTT is off";
+            return Err(TlsError::new(ErrorKind::PeerMisbehaved, msg));
+        }
+        _ => {
+            let msg = "tls: unknown state from rustls::unbuffered";
+            return Err(TlsError::new(ErrorKind::Internal, msg));
+        }
+    };
+    Ok((discard, done))
 }
 
 /// Appends a handshake (or alert) record that rustls has ready.

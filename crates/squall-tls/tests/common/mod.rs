@@ -267,6 +267,8 @@ impl Pair {
                 .server
                 .read_tls(piece, &mut self.server_plain, &mut out);
             self.server.check_invariants();
+            // As an idle worker would: it must never lose a partial record.
+            self.server.shrink();
             self.to_client.extend_from_slice(&out);
             if let Err(err) = result {
                 self.server_err = Some(err);

@@ -597,7 +597,12 @@ impl Worker {
             Phase::Open if conn.head_in_progress() => {
                 conn.head_started.unwrap_or(conn.last_activity) + limits.header_timeout
             }
-            Phase::Open => conn.last_activity + limits.idle_timeout,
+            Phase::Open => {
+                if conn.is_idle() {
+                    conn.shrink_idle();
+                }
+                conn.last_activity + limits.idle_timeout
+            }
         };
         conn.deadline = deadline;
         if conn.timer_due.is_none_or(|due| deadline < due) {
