@@ -295,3 +295,98 @@ async fn hyper_over_rustls_with_pem_files() {
         assert_eq!(&body[..], b"Hello, world!");
     }
 }
+
+/// Makes a self-signed leaf certificate for `name` with the openssl CLI.
+fn openssl_cert(dir: &std::path::Path, name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let (cert, key) = (
+        dir.join(format!("{name}.pem")),
+        dir.join(format!("{name}.key")),
+    );
+    let status = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args(["-nodes", "-days", "2", "-subj", &format!("/CN={name}")])
+        .args(["-addext", &format!("subjectAltName=DNS:{name}")])
+        .args(["-addext", "basicConstraints=critical,CA:FALSE", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stderr(Stdio::null())
+        .status()
+        .expect("openssl req");
+    assert!(status.success());
+    (cert, key)
+}
+
+/// SIGHUP with new certificate files: new handshakes get the new certificate, a connection
+/// established before keeps working.
+#[test]
+fn sighup_reloads_certificates_for_new_handshakes() {
+    let dir = TempDir::new();
+    let (cert, key) = openssl_cert(dir.path(), "reload.test");
+    let live_cert = dir.path().join("live.pem");
+    let live_key = dir.path().join("live.key");
+    std::fs::copy(&cert, &live_cert).unwrap();
+    std::fs::copy(&key, &live_key).unwrap();
+    let config = tls_config().replace(
+        "[[certificate]]\nhosts = [\"a.test\"]\nself_signed = true",
+        &format!(
+            "[[certificate]]\nhosts = [\"reload.test\"]\ncert = {live_cert:?}\nkey = {live_key:?}"
+        ),
+    );
+    let squall = Squall::start(&config);
+    let before = leaf_pem(&s_client(&squall, &["-servername", "reload.test"]));
+    assert_eq!(before, leaf_pem(&std::fs::read_to_string(&cert).unwrap()));
+
+    // A connection opened before the reload, kept open across it.
+    let addr = squall.tls_addr.unwrap().to_string();
+    let mut kept = Command::new("openssl")
+        .args([
+            "s_client",
+            "-connect",
+            &addr,
+            "-servername",
+            "reload.test",
+            "-quiet",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut kept_in = kept.stdin.take().unwrap();
+    kept_in
+        .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+
+    let (new_cert, new_key) = openssl_cert(dir.path(), "reload.test");
+    std::fs::copy(&new_cert, &live_cert).unwrap();
+    std::fs::copy(&new_key, &live_key).unwrap();
+    squall.signal(libc::SIGHUP);
+    assert!(
+        squall.wait_log("configuration reloaded", 1, Duration::from_secs(5)),
+        "{}",
+        squall.log()
+    );
+    let after = leaf_pem(&s_client(&squall, &["-servername", "reload.test"]));
+    assert_eq!(
+        after,
+        leaf_pem(&std::fs::read_to_string(&new_cert).unwrap())
+    );
+    assert_ne!(before, after);
+
+    // The old connection still answers, then closes on request.
+    kept_in
+        .write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    drop(kept_in);
+    let out = wait_output(kept);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.matches("Hello, world!").count(), 2, "{text}");
+}
