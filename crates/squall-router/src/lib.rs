@@ -1,5 +1,5 @@
 //! squall-router: virtual hosts and routes, compiled once from a spec and then matched per
-//! request without allocating.
+//! request, in the common case without allocating.
 //!
 //! The proxy translates `[[vhost]]` and `[[vhost.route]]` from the config into [`VhostSpec`]s
 //! (this crate knows nothing of `squall-config`, by the crate dependency rule) and builds a

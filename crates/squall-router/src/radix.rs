@@ -2,7 +2,7 @@
 //!
 //! Prefix routes use it for nginx's longest-prefix `location`, and the regex index uses it for
 //! the literal prefixes of anchored regexes. A lookup walks the path once, comparing each edge
-//! label with `starts_with`, so it costs at most the path length whatever the number of keys:
+//! label with the path, so it costs at most the path length whatever the number of keys:
 //! the property that lets 10,000 prefix routes cost what 10 do. Keys are plain bytes compared
 //! exactly, as nginx compares `location` strings.
 
@@ -82,22 +82,7 @@ impl<V> RadixTree<V> {
 
     /// Calls `visit` with the value of every key that is a prefix of `path`, shortest first.
     pub(crate) fn for_each_prefix(&self, path: &[u8], mut visit: impl FnMut(&V)) {
-        let mut node = &self.nodes[0];
-        let mut pos = 0;
-        loop {
-            if let Some(value) = &node.value {
-                visit(value);
-            }
-            let Some(&byte) = path.get(pos) else { return };
-            let Some(child) = node.child(byte) else {
-                return;
-            };
-            node = &self.nodes[child as usize];
-            if !path[pos..].starts_with(&node.label) {
-                return;
-            }
-            pos += node.label.len();
-        }
+        self.walk(path, |_, value| visit(value));
     }
 
     /// The first `Some` that `try_value` returns, trying the values of keys that are prefixes of
@@ -108,28 +93,35 @@ impl<V> RadixTree<V> {
         mut try_value: impl FnMut(&'t V) -> Option<R>,
     ) -> Option<R> {
         let mut on_path = SmallBuf::new();
-        let mut node = 0usize;
-        let mut pos = 0;
-        loop {
-            if self.nodes[node].value.is_some() {
-                on_path.push(node as u32);
-            }
-            let Some(&byte) = path.get(pos) else { break };
-            let Some(child) = self.nodes[node].child(byte) else {
-                break;
-            };
-            let label = &self.nodes[child as usize].label;
-            if !path[pos..].starts_with(label) {
-                break;
-            }
-            pos += label.len();
-            node = child as usize;
-        }
+        self.walk(path, |node, _| on_path.push(node));
         on_path
             .as_slice()
             .iter()
             .rev()
             .find_map(|&n| try_value(self.nodes[n as usize].value.as_ref()?))
+    }
+
+    /// Follows `path` down the tree, calling `visit` with each node that holds a value (its key
+    /// is a prefix of `path`), shortest key first.
+    fn walk<'t>(&'t self, path: &[u8], mut visit: impl FnMut(u32, &'t V)) {
+        let mut node = 0u32;
+        let mut pos = 0;
+        loop {
+            let current = &self.nodes[node as usize];
+            if let Some(value) = &current.value {
+                visit(node, value);
+            }
+            let Some(&byte) = path.get(pos) else { return };
+            let Some(child) = current.child(byte) else {
+                return;
+            };
+            let label = &self.nodes[child as usize].label;
+            if !path[pos..].starts_with(label) {
+                return;
+            }
+            pos += label.len();
+            node = child;
+        }
     }
 
     fn add_child(&mut self, parent: usize, label: &[u8]) -> usize {
