@@ -15,6 +15,17 @@
 //!   §6.5.2), checked before emitting or allocating each field: see [`Decoder`].
 //! - The encoder's indexing policy is in [`Indexing`].
 //!
+//! # Limits
+//!
+//! - Header list: the caller's `max_header_list_size` per block, counted as RFC 9113 §6.5.2
+//!   does, before a field is emitted or its strings allocated. There is no separate string
+//!   limit: a string is bounded by what is left of that budget, or, for a literal with
+//!   incremental indexing (which must reach the table whatever the budget), by the block.
+//! - Dynamic table: [`DYNAMIC_TABLE_BYTES_DEFAULT`] to start; the decoder refuses size updates
+//!   above [`Decoder::set_max_table_size_limit`], the encoder never uses more than
+//!   [`EncoderConfig::table_bytes_max`].
+//! - Integers: at most [`INTEGER_MAX`], in at most five continuation bytes.
+//!
 //! # Example
 //!
 //! ```

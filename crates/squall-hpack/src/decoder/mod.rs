@@ -1,19 +1,6 @@
 //! The HPACK decoder (RFC 7541 §3, §6): turns a complete header block into fields, keeping
-//! the dynamic table in step with the peer's encoder.
-//!
-//! # Bounded by the header list size
-//!
-//! A block of a few bytes can name a large dynamic table entry thousands of times (an "HPACK
-//! bomb"). So the caller passes its SETTINGS_MAX_HEADER_LIST_SIZE and the decoder counts every
-//! field as RFC 9113 §6.5.2 does (name + value + 32 bytes) *before* emitting it or allocating
-//! its strings. Past the limit it stops emitting and allocating for the rest of the block, but
-//! still parses it to the end and applies its table insertions, because the encoder has
-//! applied them too: the stream is refused, the connection keeps a consistent table.
-//!
-//! Strings are capped by the remaining budget while they are decoded, so an oversized literal
-//! is skipped without being allocated. The one exception is a literal with incremental
-//! indexing, which must reach the table even if the list is over its limit; its allocation is
-//! bounded by the block itself (a Huffman string decodes to at most 8/5 of its length).
+//! the dynamic table in step with the peer's encoder. How it resists "HPACK bombs" is told
+//! on [`Decoder`].
 
 mod table;
 
@@ -26,6 +13,21 @@ use table::DynamicTable;
 
 /// The decoding half of an HPACK context: one per connection, fed every header block the
 /// peer sends, in order.
+///
+/// # Bounded by the header list size
+///
+/// A block of a few bytes can name a large dynamic table entry thousands of times (an "HPACK
+/// bomb"). So the caller passes its SETTINGS_MAX_HEADER_LIST_SIZE and the decoder counts every
+/// field as RFC 9113 §6.5.2 does (name + value + 32 bytes) *before* emitting it or allocating
+/// its strings. Past the limit it stops emitting and allocating for the rest of the block, but
+/// still parses it to the end and applies its table insertions, because the encoder has
+/// applied them too: the stream is refused, the connection keeps a consistent table.
+///
+/// Strings are capped by the remaining budget while they are decoded, so an oversized literal
+/// is skipped without being allocated. The one exception is a literal with incremental
+/// indexing, which must reach the table even if the list is over its limit; its allocation is
+/// bounded by the block itself (a Huffman string decodes to at most 8/5 of its length).
+///
 /// Cloning copies the table's entries by reference count, not their bytes.
 #[derive(Debug, Clone)]
 pub struct Decoder {

@@ -21,7 +21,7 @@ use bytes::BytesMut;
 use crate::static_table::{self, StaticMatch};
 use crate::{DYNAMIC_TABLE_BYTES_DEFAULT, huffman, integer};
 use policy::{Decision, Indexing};
-use table::{EncoderTable, Hashes};
+use table::EncoderTable;
 
 /// Settings of an [`Encoder`]; [`EncoderConfig::default`] suits HTTP/2.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +77,8 @@ impl Encoder {
         Self::with_config(EncoderConfig::default())
     }
 
+    /// An encoder for a peer whose decoder starts at `config.peer_table_bytes`. When our
+    /// `table_bytes_max` is smaller, the first block starts with a size update saying so.
     pub fn with_config(config: EncoderConfig) -> Self {
         let mut encoder = Self {
             config,
@@ -166,20 +168,25 @@ impl Encoder {
             return;
         }
         let decision = policy::decide(indexing, name, value, sensitive, self.table.max_size());
-        // Hashing is the costliest step left, so we hash only what a lookup needs. Only a
-        // field the policy indexes can be in the dynamic table (a field the policy skips was
-        // never inserted; after a table size change the 3/4 rule may differ, and a miss then
-        // costs compression, not correctness). A name the static table has needs no lookup.
-        let hashes = (decision == Decision::Index).then(|| Hashes::of(name, value));
-        if let Some(index) = hashes.and_then(|h| self.table.find_field(name, value, h)) {
-            Self::indexed(index, out);
-            return;
+        // Hashing is the costliest step left, so we hash only for a lookup that can succeed.
+        // Only a field the policy indexes can be in the dynamic table (a field the policy
+        // skips was never inserted; after a table size change the 3/4 rule may differ, and a
+        // miss then costs compression, not correctness). A name the static table has needs no
+        // lookup.
+        let mut name_hash = None;
+        if decision == Decision::Index {
+            let hash = table::name_hash(name);
+            name_hash = Some(hash);
+            if let Some(index) = self.table.find_field(name, value, hash) {
+                Self::indexed(index, out);
+                return;
+            }
         }
         let name_index = match in_static {
             StaticMatch::Field(index) | StaticMatch::Name(index) => Some(index),
             StaticMatch::None => {
-                let name_hash = hashes.map_or_else(|| table::name_hash(name), |h| h.name);
-                self.table.find_name(name, name_hash)
+                let hash = *name_hash.get_or_insert_with(|| table::name_hash(name));
+                self.table.find_name(name, hash)
             }
         };
         let representation = match decision {
@@ -188,10 +195,11 @@ impl Encoder {
             Decision::NeverIndex => NEVER_INDEXED,
         };
         self.literal(representation, name_index, name, value, out);
-        if let Some(hashes) = hashes {
+        if decision == Decision::Index {
             // After writing: the name index above may point at an entry this evicts, which
             // the decoder resolves before inserting too (RFC 7541 §4.4).
-            self.table.insert(name, value, hashes);
+            let hash = name_hash.unwrap_or_else(|| table::name_hash(name));
+            self.table.insert(name, value, hash);
         }
     }
 

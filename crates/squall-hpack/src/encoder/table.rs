@@ -11,6 +11,10 @@
 //! Eviction is oldest first, so when an entry leaves, any newer entry with the same hash is
 //! still present: the map keeps pointing at it, and we remove a key only when it names the
 //! entry being evicted.
+//!
+//! A field is looked up by name first: when the newest entry of that name has the same value
+//! (a repeated `user-agent` or `cookie`, the common case) one `memcmp` confirms it, and the
+//! value, often hundreds of bytes, is never hashed. Only otherwise is the whole field hashed.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -34,7 +38,8 @@ pub(crate) struct EncoderTable {
 struct Entry {
     bytes: Box<[u8]>,
     name_len: usize,
-    hashes: Hashes,
+    name_hash: u64,
+    field_hash: u64,
 }
 
 impl Entry {
@@ -51,28 +56,15 @@ impl Entry {
     }
 }
 
-/// The hashes of a field's name and of the whole field.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Hashes {
-    pub(crate) name: u64,
-    field: u64,
-}
-
-impl Hashes {
-    pub(crate) fn of(name: &[u8], value: &[u8]) -> Self {
-        let name_hash = name_hash(name);
-        // The name's length goes in between, so that ("ab", "c") and ("a", "bc") differ.
-        let field = hash(mix(name_hash, name.len() as u64), value);
-        Self {
-            name: name_hash,
-            field,
-        }
-    }
-}
-
-/// The hash of a name alone, as [`EncoderTable::find_name`] wants it.
+/// The hash of a name, the key of [`EncoderTable::find_name`] and [`EncoderTable::find_field`].
 pub(crate) fn name_hash(name: &[u8]) -> u64 {
     hash(SEED, name)
+}
+
+/// The hash of a whole field, from its name's hash. The name's length goes in between, so
+/// that ("ab", "c") and ("a", "bc") differ.
+fn field_hash(name_hash: u64, name: &[u8], value: &[u8]) -> u64 {
+    hash(mix(name_hash, name.len() as u64), value)
 }
 
 impl EncoderTable {
@@ -95,9 +87,16 @@ impl EncoderTable {
         self.entries.iter().map(|e| (e.name(), e.value()))
     }
 
-    /// The HPACK index of `name: value`, if the table holds it.
-    pub(crate) fn find_field(&self, name: &[u8], value: &[u8], hashes: Hashes) -> Option<usize> {
-        let position = self.position(self.by_field.get(&hashes.field)?);
+    /// The HPACK index of `name: value`, if the table holds it; `name_hash` is
+    /// [`name_hash`]`(name)`.
+    pub(crate) fn find_field(&self, name: &[u8], value: &[u8], name_hash: u64) -> Option<usize> {
+        let newest = self.position(self.by_name.get(&name_hash)?);
+        let entry = &self.entries[newest];
+        if entry.name() == name && entry.value() == value {
+            return Some(newest + STATIC_TABLE_LEN + 1);
+        }
+        // An older entry of the same name may hold the value.
+        let position = self.position(self.by_field.get(&field_hash(name_hash, name, value))?);
         let entry = &self.entries[position];
         (entry.name() == name && entry.value() == value).then_some(position + STATIC_TABLE_LEN + 1)
     }
@@ -110,24 +109,27 @@ impl EncoderTable {
 
     /// Adds a field as the decoder will (RFC 7541 §4.4): evicting the oldest entries, or
     /// emptying the table when the field is larger than all of it.
-    pub(crate) fn insert(&mut self, name: &[u8], value: &[u8], hashes: Hashes) {
+    pub(crate) fn insert(&mut self, name: &[u8], value: &[u8], name_hash: u64) {
         let size = entry_size(name.len(), value.len());
         if size > self.max_size {
             self.evict_to(0);
             return;
         }
         self.evict_to(self.max_size - size);
+        let field_hash = field_hash(name_hash, name, value);
         let bytes = [name, value].concat().into_boxed_slice();
+        let name_len = name.len();
         self.entries.push_front(Entry {
             bytes,
-            name_len: name.len(),
-            hashes,
+            name_len,
+            name_hash,
+            field_hash,
         });
         self.size += size;
         let seq = self.inserted;
         self.inserted += 1;
-        self.by_field.insert(hashes.field, seq);
-        self.by_name.insert(hashes.name, seq);
+        self.by_field.insert(field_hash, seq);
+        self.by_name.insert(name_hash, seq);
     }
 
     /// Applies a size update we are sending (RFC 7541 §4.3).
@@ -142,14 +144,19 @@ impl EncoderTable {
         assert_eq!(sum, self.size);
         assert!(self.size <= self.max_size);
         for (&hash, seq) in &self.by_field {
-            assert_eq!(self.entries[self.position(seq)].hashes.field, hash);
+            assert_eq!(self.entries[self.position(seq)].field_hash, hash);
         }
         for (&hash, seq) in &self.by_name {
-            assert_eq!(self.entries[self.position(seq)].hashes.name, hash);
+            assert_eq!(self.entries[self.position(seq)].name_hash, hash);
         }
         for entry in &self.entries {
-            assert!(self.by_field.contains_key(&entry.hashes.field));
-            assert!(self.by_name.contains_key(&entry.hashes.name));
+            assert_eq!(entry.name_hash, name_hash(entry.name()));
+            assert_eq!(
+                entry.field_hash,
+                field_hash(entry.name_hash, entry.name(), entry.value())
+            );
+            assert!(self.by_field.contains_key(&entry.field_hash));
+            assert!(self.by_name.contains_key(&entry.name_hash));
         }
     }
 
@@ -167,11 +174,11 @@ impl EncoderTable {
             // size > 0 means an entry, as in the decoder's table.
             let entry = self.entries.pop_back().expect("size > 0 means an entry");
             self.size -= entry.size();
-            if self.by_field.get(&entry.hashes.field) == Some(&seq) {
-                self.by_field.remove(&entry.hashes.field);
+            if self.by_field.get(&entry.field_hash) == Some(&seq) {
+                self.by_field.remove(&entry.field_hash);
             }
-            if self.by_name.get(&entry.hashes.name) == Some(&seq) {
-                self.by_name.remove(&entry.hashes.name);
+            if self.by_name.get(&entry.name_hash) == Some(&seq) {
+                self.by_name.remove(&entry.name_hash);
             }
         }
     }
@@ -223,15 +230,14 @@ mod tests {
 
     fn insert(table: &mut EncoderTable, name: &str, value: &str) {
         let (n, v) = (name.as_bytes(), value.as_bytes());
-        table.insert(n, v, Hashes::of(n, v));
+        table.insert(n, v, name_hash(n));
         table.check_invariants();
     }
 
     fn find(table: &EncoderTable, name: &str, value: &str) -> (Option<usize>, Option<usize>) {
         let (n, v) = (name.as_bytes(), value.as_bytes());
-        let hashes = Hashes::of(n, v);
         (
-            table.find_field(n, v, hashes),
+            table.find_field(n, v, name_hash(n)),
             table.find_name(n, name_hash(n)),
         )
     }
@@ -256,13 +262,9 @@ mod tests {
     }
 
     #[test]
-    fn name_hash_is_the_name_part_of_hashes() {
-        assert_eq!(name_hash(b"server"), Hashes::of(b"server", b"squall").name);
-    }
-
-    #[test]
     fn split_point_changes_the_hash() {
-        assert_ne!(Hashes::of(b"ab", b"c"), Hashes::of(b"a", b"bc"));
-        assert_ne!(Hashes::of(b"", b""), Hashes::of(b"", b"\0"));
+        let hash = |n: &[u8], v: &[u8]| field_hash(name_hash(n), n, v);
+        assert_ne!(hash(b"ab", b"c"), hash(b"a", b"bc"));
+        assert_ne!(hash(b"", b""), hash(b"", b"\0"));
     }
 }

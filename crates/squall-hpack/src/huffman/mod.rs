@@ -5,7 +5,7 @@
 //!
 //! Encoding packs each octet's code into a 64-bit accumulator and flushes whole bytes; the
 //! last byte is padded with the most significant bits of EOS (ones). Decoding runs the
-//! table-driven state machine of [`decode_table`], four bits per lookup, with no per-bit loop.
+//! table-driven state machine of `decode_table.rs`, four bits per lookup, with no per-bit loop.
 
 mod codes;
 mod decode_table;
