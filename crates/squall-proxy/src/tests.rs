@@ -174,6 +174,9 @@ fn every_redirect_variable_the_config_accepts_is_expanded() {
     for name in squall_config::REDIRECT_VARIABLES {
         let parts = handler::parse_location(&format!("${name}"));
         assert_eq!(parts.len(), 1, "${name}");
-        assert!(!matches!(parts[0], handler::LocationPart::Literal(_)), "${name} is not expanded");
+        assert!(
+            !matches!(parts[0], handler::LocationPart::Literal(_)),
+            "${name} is not expanded"
+        );
     }
 }
