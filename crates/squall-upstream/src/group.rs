@@ -14,6 +14,8 @@
 //! 3. Probes: [`Group::due_checks`] on a timer ([`Group::next_check_at`]), then
 //!    [`Group::record_check`] with each probe's result.
 
+mod balance;
+
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -72,6 +74,14 @@ pub struct Group {
     policy: health::Policy,
     check_interval: Option<Duration>,
     servers: Vec<Server>,
+    /// What the balancers read for every server on every pick, apart from the rest so that a
+    /// pass over 64 servers reads 1 KiB (`balance.rs`). Parallel to `servers`.
+    hot: Vec<balance::Hot>,
+    /// Servers marked down; while it is zero and nothing is excluded, the balancers skip the
+    /// per-server eligibility test.
+    down_count: usize,
+    /// `sum(weight)`, what a smooth round over every server hands back.
+    weight_total: i64,
     /// Built only for `ConsistentHash`.
     ring: Option<Ring>,
     /// Where round robin looks first.
@@ -82,9 +92,6 @@ pub struct Group {
 struct Server {
     spec: ServerSpec,
     health: Health,
-    in_flight: u32,
-    /// Smooth weighted round robin's running weight (nginx's `current_weight`).
-    current: i64,
     /// When the next probe is due (ignored without an active check).
     next_check: Instant,
     stats: ServerStats,
@@ -112,8 +119,6 @@ impl Group {
             .map(|(i, s)| Server {
                 spec: *s,
                 health: Health::new(&policy, now),
-                in_flight: 0,
-                current: 0,
                 next_check: first_check(now, check_interval, seed, i),
                 stats: ServerStats::default(),
             })
@@ -126,6 +131,13 @@ impl Group {
             policy,
             check_interval,
             cursor: (crate::hash::mix64(seed) % servers.len() as u64) as usize,
+            hot: spec
+                .servers
+                .iter()
+                .map(|s| balance::Hot::new(s.weight))
+                .collect(),
+            down_count: 0,
+            weight_total: spec.servers.iter().map(|s| i64::from(s.weight)).sum(),
             servers,
             ring,
         })
@@ -165,7 +177,7 @@ impl Group {
 
     /// Requests of this worker now out on `id`.
     pub fn in_flight(&self, id: ServerId) -> u32 {
-        self.servers.get(id.index()).map_or(0, |s| s.in_flight)
+        self.hot.get(id.index()).map_or(0, |h| h.in_flight)
     }
 
     pub fn stats(&self, id: ServerId) -> ServerStats {
@@ -176,7 +188,7 @@ impl Group {
 
     /// Servers not marked down, for a "healthy servers" gauge.
     pub fn up_count(&self) -> usize {
-        self.servers.iter().filter(|s| !s.health.is_down()).count()
+        self.servers.len() - self.down_count
     }
 
     /// Chooses a server for a request, or `None` when none may take it.
@@ -207,29 +219,23 @@ impl Group {
         };
         let server = &mut self.servers[index];
         server.health.on_pick(now);
-        server.in_flight = server.in_flight.saturating_add(1);
         server.stats.picks += 1;
+        let hot = &mut self.hot[index];
+        hot.in_flight = hot.in_flight.saturating_add(1);
         Some(ServerId(index as u32))
     }
 
     /// Ends a picked request: one call per successful [`Group::pick`]. A retry on the same
     /// server over a fresh connection ([`crate::Retry::SameServer`]) is still the same pick.
     pub fn report(&mut self, id: ServerId, outcome: Outcome, now: Instant) {
-        let policy = self.policy;
-        let Some(server) = self.servers.get_mut(id.index()) else {
+        let Some(hot) = self.hot.get_mut(id.index()) else {
             return;
         };
-        server.in_flight = server.in_flight.saturating_sub(1);
+        hot.in_flight = hot.in_flight.saturating_sub(1);
         match outcome {
-            Outcome::Success => {
-                server.stats.successes += 1;
-                server.stats.ups += u64::from(server.health.success(&policy, false, now));
-            }
-            Outcome::Failure => {
-                server.stats.failures += 1;
-                server.stats.downs += u64::from(server.health.failure(&policy, now));
-            }
-            Outcome::Neutral => server.health.neutral(now),
+            Outcome::Success => self.health_event(id, Event::Success, now),
+            Outcome::Failure => self.health_event(id, Event::Failure, now),
+            Outcome::Neutral => self.servers[id.index()].health.neutral(now),
         }
     }
 
@@ -252,16 +258,13 @@ impl Group {
 
     /// A probe's result: `ok` is a 2xx/3xx answer within the timeout.
     pub fn record_check(&mut self, id: ServerId, ok: bool, now: Instant) {
-        let policy = self.policy;
-        let Some(server) = self.servers.get_mut(id.index()) else {
-            return;
-        };
-        if ok {
-            server.stats.probes_ok += 1;
-            server.stats.ups += u64::from(server.health.success(&policy, true, now));
-        } else {
-            server.stats.probes_failed += 1;
-            server.stats.downs += u64::from(server.health.failure(&policy, now));
+        if id.index() < self.servers.len() {
+            let event = if ok {
+                Event::ProbeOk
+            } else {
+                Event::ProbeFailed
+            };
+            self.health_event(id, event, now);
         }
     }
 
@@ -269,7 +272,11 @@ impl Group {
     pub fn check_invariants(&self) {
         assert!(!self.servers.is_empty() && self.servers.len() <= SERVERS_MAX);
         assert!(self.cursor < self.servers.len());
-        for server in &self.servers {
+        assert_eq!(self.hot.len(), self.servers.len());
+        let down = self.servers.iter().filter(|s| s.health.is_down()).count();
+        assert_eq!(self.down_count, down, "down_count follows the transitions");
+        for (server, hot) in self.servers.iter().zip(&self.hot) {
+            assert_eq!(hot.weight, i64::from(server.spec.weight));
             server.health.check_invariants(&self.policy);
             assert!(
                 server.stats.ups <= server.stats.downs,
@@ -286,124 +293,51 @@ impl Group {
         }
         // Each smooth round adds `total` among the candidates and takes it back from the
         // winner, so the running weights always sum to zero.
-        assert_eq!(self.servers.iter().map(|s| s.current).sum::<i64>(), 0);
+        assert_eq!(self.hot.iter().map(|h| h.current).sum::<i64>(), 0);
+        assert_eq!(
+            self.hot.iter().map(|h| h.weight).sum::<i64>(),
+            self.weight_total
+        );
         match &self.ring {
             Some(ring) => ring.check_shape(),
             None => assert_ne!(self.balance, Balance::ConsistentHash),
         }
     }
 
-    fn eligible(&self, index: usize, now: Instant, exclude: &[ServerId]) -> bool {
-        !exclude.contains(&ServerId(index as u32))
-            && self.servers[index].health.admits(&self.policy, now)
-    }
-
-    /// The next eligible server after the last one picked.
-    fn pick_round_robin(&mut self, now: Instant, exclude: &[ServerId]) -> Option<usize> {
-        let n = self.servers.len();
-        let index = (0..n)
-            .map(|step| (self.cursor + step) % n)
-            .find(|&i| self.eligible(i, now, exclude))?;
-        self.cursor = (index + 1) % n;
-        Some(index)
-    }
-
-    /// nginx's smooth weighted round robin (`ngx_http_upstream_get_peer`): every eligible
-    /// server's `current` grows by its weight, the largest wins and gives back the total. Over
-    /// `sum(weights)` picks each server wins `weight` times, spread out (5,1,1 gives
-    /// a a b a c a a, not a a a a a b c). Ineligible servers keep their `current`.
-    fn pick_weighted(&mut self, now: Instant, exclude: &[ServerId]) -> Option<usize> {
-        self.smooth_among(|group, i| group.eligible(i, now, exclude))
-    }
-
-    /// nginx's `least_conn`: the fewest in-flight requests per unit of weight
-    /// (`a.in_flight × b.weight < b.in_flight × a.weight`); ties by smooth weighted round
-    /// robin among the tied servers, so an idle group still honours the weights.
-    fn pick_least_conn(&mut self, now: Instant, exclude: &[ServerId]) -> Option<usize> {
-        let mut best: Option<(usize, Load)> = None;
-        let mut tied = 0usize;
-        for i in 0..self.servers.len() {
-            if !self.eligible(i, now, exclude) {
-                continue;
-            }
-            let load = load(&self.servers[i]);
-            match best {
-                Some((_, b)) if load > b => {}
-                Some((_, b)) if load == b => tied += 1,
-                _ => {
-                    best = Some((i, load));
-                    tied = 1;
-                }
-            }
+    /// Feeds one health event to server `id` (in range) and keeps the counts in step.
+    fn health_event(&mut self, id: ServerId, event: Event, now: Instant) {
+        let policy = self.policy;
+        let server = &mut self.servers[id.index()];
+        let stats = &mut server.stats;
+        let (came_up, went_down) = match event {
+            Event::Success => (server.health.success(&policy, false, now), false),
+            Event::ProbeOk => (server.health.success(&policy, true, now), false),
+            Event::Failure | Event::ProbeFailed => (false, server.health.failure(&policy, now)),
+        };
+        match event {
+            Event::Success => stats.successes += 1,
+            Event::Failure => stats.failures += 1,
+            Event::ProbeOk => stats.probes_ok += 1,
+            Event::ProbeFailed => stats.probes_failed += 1,
         }
-        let (index, least) = best?;
-        if tied == 1 {
-            return Some(index);
+        if came_up {
+            stats.ups += 1;
+            self.down_count -= 1;
         }
-        self.smooth_among(|group, i| {
-            group.eligible(i, now, exclude) && load(&group.servers[i]) == least
-        })
+        if went_down {
+            stats.downs += 1;
+            self.down_count += 1;
+        }
     }
+}
 
-    /// The ring owner of `key` or, if it may not take the request, the owner of the next
-    /// point along the ring that may. A server's points are scattered around the ring, so its
-    /// keys spread over all the others while it is down instead of piling onto one neighbour.
-    fn pick_hash(&mut self, key: u64, now: Instant, exclude: &[ServerId]) -> Option<usize> {
-        let ring = self.ring.as_ref()?;
-        let start = ring.start(crate::hash::mix64(key));
-        let mut seen = BitSet::default();
-        for step in 0..ring.len() {
-            let index = ring.owner_after(start, step);
-            if seen.contains(index) {
-                continue;
-            }
-            if self.eligible(index, now, exclude) {
-                return Some(index);
-            }
-            seen.insert(index);
-            if seen.len == self.servers.len() {
-                break;
-            }
-        }
-        None
-    }
-
-    /// When no server is admitted at all (not merely all excluded), [`AllDown`] decides.
-    fn pick_all_down(&self, now: Instant, exclude: &[ServerId]) -> Option<usize> {
-        if self.all_down == AllDown::Fail {
-            return None;
-        }
-        if self
-            .servers
-            .iter()
-            .any(|s| s.health.admits(&self.policy, now))
-        {
-            return None;
-        }
-        (0..self.servers.len())
-            .filter(|&i| !exclude.contains(&ServerId(i as u32)))
-            .min_by_key(|&i| (self.servers[i].health.last_failure(), i))
-    }
-
-    /// One round of smooth weighted round robin among the servers `include` accepts.
-    fn smooth_among(&mut self, include: impl Fn(&Group, usize) -> bool) -> Option<usize> {
-        let mut best: Option<usize> = None;
-        let mut total: i64 = 0;
-        for i in 0..self.servers.len() {
-            if !include(self, i) {
-                continue;
-            }
-            let weight = i64::from(self.servers[i].spec.weight);
-            self.servers[i].current += weight;
-            total += weight;
-            if best.is_none_or(|b| self.servers[i].current > self.servers[b].current) {
-                best = Some(i);
-            }
-        }
-        let best = best?;
-        self.servers[best].current -= total;
-        Some(best)
-    }
+/// What a report or probe result says, for [`Group::health_event`].
+#[derive(Clone, Copy)]
+enum Event {
+    Success,
+    Failure,
+    ProbeOk,
+    ProbeFailed,
 }
 
 /// Iterator of [`Group::due_checks`].
@@ -434,41 +368,6 @@ impl Iterator for DueChecks<'_> {
     }
 }
 
-/// A server's load for `least_conn`, comparable across weights without division:
-/// `in_flight / weight` as the fraction compared by cross-multiplication.
-fn load(server: &Server) -> Load {
-    Load {
-        in_flight: u64::from(server.in_flight),
-        weight: u64::from(server.spec.weight),
-    }
-}
-
-#[derive(Clone, Copy)]
-struct Load {
-    in_flight: u64,
-    weight: u64,
-}
-
-impl Ord for Load {
-    fn cmp(&self, other: &Load) -> std::cmp::Ordering {
-        (self.in_flight * other.weight).cmp(&(other.in_flight * self.weight))
-    }
-}
-
-impl PartialOrd for Load {
-    fn partial_cmp(&self, other: &Load) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl PartialEq for Load {
-    fn eq(&self, other: &Load) -> bool {
-        self.cmp(other) == std::cmp::Ordering::Equal
-    }
-}
-
-impl Eq for Load {}
-
 /// The first probe of server `index`: somewhere in the first interval, at a point fixed by
 /// the seed, so probes from different workers and to different servers spread out.
 fn first_check(now: Instant, interval: Option<Duration>, seed: u64, index: usize) -> Instant {
@@ -480,38 +379,3 @@ fn first_check(now: Instant, interval: Option<Duration>, seed: u64, index: usize
     let fraction = (h >> 11) as f64 / (1u64 << 53) as f64;
     health::after(now, interval.mul_f64(fraction))
 }
-
-/// A set of server indices on the stack (`SERVERS_MAX` bits), so a pick never allocates.
-#[derive(Clone)]
-struct BitSet {
-    words: [u64; SERVERS_MAX / 64],
-    len: usize,
-}
-
-impl Default for BitSet {
-    fn default() -> Self {
-        BitSet {
-            words: [0; SERVERS_MAX / 64],
-            len: 0,
-        }
-    }
-}
-
-impl BitSet {
-    fn insert(&mut self, i: usize) {
-        let (word, bit) = (i / 64, 1u64 << (i % 64));
-        if self.words[word] & bit == 0 {
-            self.words[word] |= bit;
-            self.len += 1;
-        }
-    }
-
-    fn contains(&self, i: usize) -> bool {
-        self.words[i / 64] & (1u64 << (i % 64)) != 0
-    }
-}
-
-const _: () = assert!(
-    SERVERS_MAX.is_multiple_of(64),
-    "BitSet words cover SERVERS_MAX exactly"
-);

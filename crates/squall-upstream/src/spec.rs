@@ -236,7 +236,9 @@ pub enum AllDown {
     /// failing every request until back-offs run out turns a blip into an outage. nginx
     /// likewise forgets all failures when every peer is down ("mark them as live for quick
     /// recovery" in `ngx_http_upstream_round_robin.c`, answering only that one request with 502),
-    /// and Envoy routes to all hosts below its panic threshold.
+    /// and Envoy routes to all hosts below its panic threshold. It also makes a one-server
+    /// group behave as nginx's, which never marks a lone server down: every request still
+    /// reaches it, and the failures only show in the counters.
     #[default]
     PickLeastRecentlyFailed,
     /// Return `None`, and the proxy answers 502 at once (issue 6's wording). Right when an
