@@ -1,5 +1,5 @@
 //! Counters, one padded block per worker so that counting never bounces a cache line between
-//! cores; readers (the stop log now, the admin endpoint later) sum the blocks.
+//! cores; readers (the admin endpoint, the stop log) read every block.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -40,6 +40,11 @@ impl Metrics {
     /// The block of worker `id`.
     pub fn worker(&self, id: usize) -> &WorkerCounters {
         &self.workers[id % self.workers.len()]
+    }
+
+    /// Every worker's block, in worker order.
+    pub fn workers(&self) -> &[WorkerCounters] {
+        &self.workers
     }
 
     /// The sum of one counter over all workers.

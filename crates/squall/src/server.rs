@@ -121,6 +121,9 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
     // Registered before any worker starts, so a stop signal arriving during start-up is kept.
     let mut signals = Signals::new([SIGHUP, SIGINT, SIGTERM, SIGUSR1])?;
     let listeners = bind_all(&config, count)?;
+    if let Some(admin) = &config.admin {
+        crate::admin::start(admin.listen, metrics.clone())?;
+    }
     let workers = spawn_workers(count, listeners, &runtime)?;
     info!(
         workers = count,

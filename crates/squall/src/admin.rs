@@ -1,0 +1,179 @@
+//! The admin listener (`[admin] listen`): `GET /metrics` in the Prometheus text format and
+//! `GET /healthz`, served by one plain thread off the request path.
+//!
+//! Why a blocking thread and not a worker: the endpoint is scraped every few seconds from
+//! loopback, so it needs no io_uring, and keeping it out of the workers means a stuck scrape can
+//! never delay a client. Each admin connection is bounded in time and size, and answered with
+//! `Connection: close`. The counters are written by hand in the text format (version 0.0.4)
+//! rather than through `prometheus-client`: they already live in per-worker padded atomics, and
+//! encoding them is a loop.
+
+use std::fmt::Write as _;
+use std::io::{Read as _, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing::{debug, info};
+
+use crate::metrics::{Counter, Metrics, WorkerCounters};
+
+/// Time a scraper has to send its request and read the answer.
+const IO_TIMEOUT: Duration = Duration::from_secs(5);
+/// Largest request head the admin endpoint reads.
+const REQUEST_BYTES_MAX: usize = 8 * 1024;
+
+/// Binds the admin address (a start-up failure if taken) and serves it on its own thread.
+pub fn start(address: SocketAddr, metrics: Arc<Metrics>) -> anyhow::Result<()> {
+    let listener = TcpListener::bind(address)
+        .map_err(|e| anyhow::anyhow!("cannot listen on {address} (admin): {e}"))?;
+    info!("admin endpoint on http://{}", listener.local_addr()?);
+    std::thread::Builder::new()
+        .name("squall-admin".into())
+        .spawn(move || {
+            for stream in listener.incoming().flatten() {
+                if let Err(e) = serve(stream, &metrics) {
+                    debug!("admin connection: {e}");
+                }
+            }
+        })?;
+    Ok(())
+}
+
+fn serve(mut stream: TcpStream, metrics: &Metrics) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(IO_TIMEOUT))?;
+    stream.set_write_timeout(Some(IO_TIMEOUT))?;
+    let mut head = Vec::with_capacity(512);
+    let mut chunk = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < REQUEST_BYTES_MAX {
+        let n = stream.read(&mut chunk)?;
+        if n == 0 {
+            return Ok(());
+        }
+        head.extend_from_slice(&chunk[..n]);
+    }
+    let line = head.split(|&b| b == b'\r').next().unwrap_or_default();
+    let (status, content_type, body) = match line {
+        b"GET /metrics HTTP/1.1" | b"GET /metrics HTTP/1.0" => {
+            ("200 OK", "text/plain; version=0.0.4", render(metrics))
+        }
+        b"GET /healthz HTTP/1.1" | b"GET /healthz HTTP/1.0" => {
+            ("200 OK", "text/plain", "ok\n".to_owned())
+        }
+        _ => ("404 Not Found", "text/plain", "404 Not Found\n".to_owned()),
+    };
+    let response = format!(
+        "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\
+         connection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(response.as_bytes())
+}
+
+/// Reads one counter out of a worker's block.
+type Read = fn(&WorkerCounters) -> &Counter;
+
+/// One counter family: name, help text, and how to read it from a worker's block.
+type Family = (&'static str, &'static str, Read);
+
+const FAMILIES: &[Family] = &[
+    (
+        "squall_connections_accepted_total",
+        "Client connections accepted.",
+        |w| &w.connections_accepted,
+    ),
+    (
+        "squall_bad_requests_total",
+        "Requests refused as malformed, too large or too slow.",
+        |w| &w.bad_requests,
+    ),
+    (
+        "squall_timeouts_total",
+        "Connections closed by an idle, send or linger timeout.",
+        |w| &w.timeouts,
+    ),
+    (
+        "squall_accept_pauses_total",
+        "Times accepting paused for lack of file descriptors.",
+        |w| &w.accept_pauses,
+    ),
+    (
+        "squall_tls_errors_total",
+        "TLS connections ended by a TLS error.",
+        |w| &w.tls_errors,
+    ),
+];
+
+/// Response classes and their counters.
+const CLASSES: &[(&str, Read)] = &[
+    ("2xx", |w| &w.responses_2xx),
+    ("3xx", |w| &w.responses_3xx),
+    ("4xx", |w| &w.responses_4xx),
+    ("5xx", |w| &w.responses_5xx),
+];
+
+/// The Prometheus text exposition of every counter, one series per worker.
+pub fn render(metrics: &Metrics) -> String {
+    let mut out = String::with_capacity(2048);
+    let _ = writeln!(
+        out,
+        "# HELP squall_build_info Version and commit of this build."
+    );
+    let _ = writeln!(out, "# TYPE squall_build_info gauge");
+    let _ = writeln!(
+        out,
+        "squall_build_info{{version=\"{}\",commit=\"{}\"}} 1",
+        env!("CARGO_PKG_VERSION"),
+        env!("SQUALL_COMMIT")
+    );
+    let _ = writeln!(out, "# HELP squall_workers Worker threads.");
+    let _ = writeln!(out, "# TYPE squall_workers gauge");
+    let _ = writeln!(out, "squall_workers {}", metrics.workers().len());
+    let _ = writeln!(
+        out,
+        "# HELP squall_responses_total Responses sent, by status class."
+    );
+    let _ = writeln!(out, "# TYPE squall_responses_total counter");
+    for (id, worker) in metrics.workers().iter().enumerate() {
+        for (class, counter) in CLASSES {
+            let value = counter(worker).get();
+            let _ = writeln!(
+                out,
+                "squall_responses_total{{worker=\"{id}\",class=\"{class}\"}} {value}"
+            );
+        }
+    }
+    for (name, help, counter) in FAMILIES {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} counter");
+        for (id, worker) in metrics.workers().iter().enumerate() {
+            let _ = writeln!(out, "{name}{{worker=\"{id}\"}} {}", counter(worker).get());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_every_family_per_worker() {
+        let metrics = Metrics::new(2);
+        metrics
+            .worker(1)
+            .count_bad_request(http::StatusCode::BAD_REQUEST);
+        metrics.worker(0).connections_accepted.inc();
+        let text = render(&metrics);
+        assert!(text.contains("squall_workers 2\n"));
+        assert!(text.contains("squall_responses_total{worker=\"1\",class=\"4xx\"} 1\n"));
+        assert!(text.contains("squall_bad_requests_total{worker=\"1\"} 1\n"));
+        assert!(text.contains("squall_connections_accepted_total{worker=\"0\"} 1\n"));
+        assert!(text.contains("# TYPE squall_tls_errors_total counter\n"));
+        // Every sample line is `name{labels} value` or `name value`.
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let (_, value) = line.rsplit_once(' ').unwrap();
+            assert!(value.parse::<u64>().is_ok(), "{line}");
+        }
+    }
+}

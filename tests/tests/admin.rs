@@ -1,0 +1,65 @@
+//! The admin listener: Prometheus metrics that count what clients did, and a health check.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+
+use squall_e2e::{Squall, hello_config, is_closed, read_response, roundtrip};
+
+/// The admin address Squall logged.
+fn admin_addr(squall: &Squall) -> SocketAddr {
+    let log = squall.log();
+    let at = log
+        .find("admin endpoint on http://")
+        .expect("admin address in the log");
+    let rest = &log[at + "admin endpoint on http://".len()..];
+    rest.lines().next().unwrap().trim().parse().unwrap()
+}
+
+fn admin_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: admin\r\n\r\n").unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    let status = text[9..12].parse().unwrap();
+    let body = text.split_once("\r\n\r\n").unwrap().1.to_owned();
+    (status, body)
+}
+
+#[test]
+fn metrics_count_good_and_bad_requests() {
+    let squall = Squall::start(&hello_config("[admin]\nlisten = \"127.0.0.2:0\""));
+    let admin = admin_addr(&squall);
+    let mut good = squall.connect();
+    for _ in 0..3 {
+        assert_eq!(
+            roundtrip(&mut good, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n").status,
+            200
+        );
+    }
+    let mut bad = squall.connect();
+    bad.write_all(b"GET /a HTTP/1.1\r\nHost: x\r\nX: a\x00b\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response(&mut bad).unwrap().status, 400);
+    assert!(is_closed(&mut bad));
+
+    let (status, metrics) = admin_get(admin, "/metrics");
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains("squall_responses_total{worker=\"0\",class=\"2xx\"} 3\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("squall_responses_total{worker=\"0\",class=\"4xx\"} 1\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("squall_bad_requests_total{worker=\"0\"} 1\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("squall_connections_accepted_total{worker=\"0\"} 2\n"),
+        "{metrics}"
+    );
+    assert_eq!(admin_get(admin, "/healthz"), (200, "ok\n".to_owned()));
+    assert_eq!(admin_get(admin, "/nope").0, 404);
+}
