@@ -6,6 +6,7 @@ mod cli;
 mod date;
 mod listener;
 mod metrics;
+mod notify;
 mod server;
 mod timer;
 mod tls;

@@ -1,7 +1,9 @@
 //! Counters, one padded block per worker so that counting never bounces a cache line between
 //! cores; readers (the admin endpoint, the stop log) read every block.
 
+use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 /// Every worker's counters.
 #[derive(Debug)]
@@ -22,6 +24,14 @@ pub struct WorkerCounters {
     pub timeouts: Counter,
     pub accept_pauses: Counter,
     pub tls_errors: Counter,
+    /// When the worker's event loop last turned, in ms since start (for the watchdog).
+    pub heartbeat_ms: AtomicU64,
+}
+
+/// The clock heartbeats are read against: milliseconds since the first call.
+pub fn heartbeat_now_ms() -> u64 {
+    static START: LazyLock<Instant> = LazyLock::new(Instant::now);
+    u64::try_from(START.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
 /// A monotonically increasing count, written by one worker.
@@ -54,6 +64,12 @@ impl Metrics {
 }
 
 impl WorkerCounters {
+    /// Records that the event loop turned.
+    pub fn beat(&self) {
+        self.heartbeat_ms
+            .store(heartbeat_now_ms(), Ordering::Relaxed);
+    }
+
     pub fn count_response(&self, status: http::StatusCode) {
         match status.as_u16() {
             200..=299 => self.responses_2xx.inc(),

@@ -130,7 +130,8 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
         "squall {} ready: all workers listening",
         env!("CARGO_PKG_VERSION")
     );
-    let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
+    crate::notify::ready(&format!("serving with {count} workers"));
+    crate::notify::start_watchdog(metrics.clone());
 
     let config_path = path.map(PathBuf::from);
     for signal in signals.forever() {
@@ -142,7 +143,7 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
     }
     let drain = config.server.drain_timeout;
     info!("stopping: draining connections for up to {drain:?}");
-    let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
+    crate::notify::stopping("draining connections");
     let deadline = Instant::now() + drain;
     for w in &workers {
         let _ = w.control.send(Control::Drain { deadline });
@@ -230,7 +231,7 @@ fn spawn_workers(
 
 /// SIGHUP: validate the file again and hand the workers a new runtime, or keep the old one.
 fn reload(path: Option<&Path>, workers: &[WorkerHandle], current: &mut Arc<Runtime>) {
-    let _ = sd_notify::notify(&[sd_notify::NotifyState::Reloading]);
+    crate::notify::reloading();
     let runtime = load(path)
         .map_err(anyhow::Error::msg)
         .and_then(|config| Runtime::new(&config, current.metrics.clone(), Some(current)));
@@ -243,8 +244,11 @@ fn reload(path: Option<&Path>, workers: &[WorkerHandle], current: &mut Arc<Runti
                 w.waker.wake();
             }
             info!("reload: new configuration applied to new requests (listeners unchanged)");
+            crate::notify::ready("serving; configuration reloaded");
         }
-        Err(e) => error!("reload refused, keeping the running configuration:\n{e:#}"),
+        Err(e) => {
+            error!("reload refused, keeping the running configuration:\n{e:#}");
+            crate::notify::ready("serving; last reload refused (see the log)");
+        }
     }
-    let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
 }

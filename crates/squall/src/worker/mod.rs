@@ -174,6 +174,7 @@ impl Worker {
             }
             self.expire_timers();
             self.retry_accept();
+            self.runtime.metrics.worker(self.id).beat();
         }
     }
 

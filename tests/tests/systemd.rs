@@ -1,0 +1,54 @@
+//! The sd_notify protocol as systemd sees it: a datagram socket in NOTIFY_SOCKET receives
+//! READY, the watchdog pings, RELOADING/READY around a reload, and STOPPING.
+
+use std::os::unix::net::UnixDatagram;
+use std::time::{Duration, Instant};
+
+use squall_e2e::{Squall, TempDir, hello_config};
+
+/// Receives datagrams until one contains `needle`, for at most `timeout`.
+fn wait_for(socket: &UnixDatagram, needle: &str, timeout: Duration) -> String {
+    let deadline = Instant::now() + timeout;
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while Instant::now() < deadline {
+        if let Ok(n) = socket.recv(&mut buf) {
+            let message = String::from_utf8_lossy(&buf[..n]).into_owned();
+            if message.contains(needle) {
+                return message;
+            }
+            seen.push(message);
+        }
+    }
+    panic!("no {needle:?} within {timeout:?}; got {seen:?}");
+}
+
+#[test]
+fn ready_watchdog_reload_and_stop_are_notified() {
+    let dir = TempDir::new();
+    let path = dir.path().join("notify.sock");
+    let socket = UnixDatagram::bind(&path).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let mut squall = Squall::start_with(&hello_config(""), |command| {
+        command
+            .env("NOTIFY_SOCKET", &path)
+            .env("WATCHDOG_USEC", "400000");
+    });
+    let ready = wait_for(&socket, "READY=1", Duration::from_secs(5));
+    assert!(ready.contains("STATUS=serving with 1 workers"), "{ready}");
+    // Pinged every 200 ms while the worker turns: several within a second.
+    for _ in 0..3 {
+        wait_for(&socket, "WATCHDOG=1", Duration::from_secs(1));
+    }
+    squall.signal(libc::SIGHUP);
+    let reloading = wait_for(&socket, "RELOADING=1", Duration::from_secs(5));
+    assert!(reloading.contains("MONOTONIC_USEC="), "{reloading}");
+    let ready = wait_for(&socket, "READY=1", Duration::from_secs(5));
+    assert!(ready.contains("configuration reloaded"), "{ready}");
+    squall.signal(libc::SIGTERM);
+    wait_for(&socket, "STOPPING=1", Duration::from_secs(5));
+    let status = squall.wait_exit(Duration::from_secs(5)).expect("exits");
+    assert!(status.success());
+}
