@@ -233,28 +233,7 @@ async fn hyper_over_rustls_with_pem_files() {
     use rustls_pki_types::{CertificateDer, ServerName};
 
     let dir = TempDir::new();
-    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
-    let status = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-        ])
-        .args(["-nodes", "-days", "2", "-subj", "/CN=pem.test"])
-        // A leaf, not a CA: rustls refuses a CA certificate used as the server's own.
-        .args(["-addext", "subjectAltName=DNS:pem.test"])
-        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
-        .args(["-addext", "extendedKeyUsage=serverAuth", "-keyout"])
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .stderr(Stdio::null())
-        .status()
-        .expect("openssl req");
-    assert!(status.success());
+    let (cert, key) = openssl_cert(dir.path(), "pem.test");
     let config = tls_config().replace(
         "[[certificate]]\nhosts = [\"a.test\"]\nself_signed = true",
         &format!(

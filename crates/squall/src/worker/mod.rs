@@ -687,6 +687,11 @@ impl Worker {
                 self.ring.close(fd, KIND_LISTENER << KIND_SHIFT);
             }
         }
+        self.close_idle();
+    }
+
+    /// Closes every open connection with no request in progress and nothing left to send.
+    fn close_idle(&mut self) {
         let idle: Vec<usize> = self
             .conns
             .iter()
@@ -719,15 +724,7 @@ impl Worker {
             return true;
         }
         // Connections that became idle since the drain began close now.
-        let idle: Vec<usize> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| c.phase == Phase::Open && c.is_idle())
-            .map(|(i, _)| i)
-            .collect();
-        for index in idle {
-            self.close_now(index);
-        }
+        self.close_idle();
         self.conns.is_empty()
     }
 }
