@@ -1,0 +1,393 @@
+//! The frame decoder: bytes in, one [`Frame`] out at a time (RFC 9113 §4, §6).
+//!
+//! It checks everything a single frame can break on its own: lengths, stream identifiers,
+//! padding, flags and SETTINGS values. What needs the connection's history (CONTINUATION
+//! following HEADERS, stream states, windows) is the connection's job, not this one's.
+
+use bytes::{Buf, Bytes, BytesMut};
+
+use crate::error::{ErrorCode, FrameError};
+use crate::frame::{
+    FRAME_HEADER_BYTES, FRAME_PAYLOAD_BYTES_DEFAULT, FRAME_PAYLOAD_BYTES_LIMIT, Frame, Priority,
+    STREAM_ID_MASK, SettingId, Settings, StreamId, WINDOW_BYTES_MAX, flag, kind,
+};
+
+/// Cuts frames off the front of a receive buffer.
+///
+/// The only state is our SETTINGS_MAX_FRAME_SIZE, so the caller never holds more than
+/// `9 + max_frame_size` bytes of a frame: a longer length is refused as soon as the 9-byte
+/// header is in, before its payload arrives.
+#[derive(Debug, Clone)]
+pub struct FrameDecoder {
+    max_frame_size: u32,
+}
+
+impl FrameDecoder {
+    /// A decoder accepting payloads of up to `max_frame_size` bytes, clamped to
+    /// 16,384..=16,777,215 (RFC 9113 §6.5.2).
+    pub fn new(max_frame_size: u32) -> Self {
+        let mut decoder = Self {
+            max_frame_size: FRAME_PAYLOAD_BYTES_DEFAULT,
+        };
+        decoder.set_max_frame_size(max_frame_size);
+        decoder
+    }
+
+    /// The largest payload accepted.
+    pub fn max_frame_size(&self) -> u32 {
+        self.max_frame_size
+    }
+
+    /// Changes the largest payload accepted, clamped to 16,384..=16,777,215 (RFC 9113
+    /// §6.5.2). Raise it once the peer has acknowledged our new SETTINGS_MAX_FRAME_SIZE,
+    /// not before: until then the peer may still use the old limit (§6.5.3).
+    pub fn set_max_frame_size(&mut self, max_frame_size: u32) {
+        debug_assert!(
+            (FRAME_PAYLOAD_BYTES_DEFAULT..=FRAME_PAYLOAD_BYTES_LIMIT).contains(&max_frame_size),
+            "max_frame_size {max_frame_size} out of range"
+        );
+        self.max_frame_size =
+            max_frame_size.clamp(FRAME_PAYLOAD_BYTES_DEFAULT, FRAME_PAYLOAD_BYTES_LIMIT);
+    }
+
+    /// Takes one frame off the front of `buf`.
+    ///
+    /// `Ok(None)`: the frame is not complete; read more and call again. `Err`: the frame broke
+    /// RFC 9113. Its bytes are consumed (so after a stream error the next frame can be
+    /// decoded), except for a length above `max_frame_size`, whose payload is never waited
+    /// for: that is a connection error and the connection must close.
+    pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
+        let Some(head) = Head::parse(buf) else {
+            return Ok(None);
+        };
+        // RFC 9113 §4.2: a frame above SETTINGS_MAX_FRAME_SIZE is a FRAME_SIZE_ERROR. We
+        // cannot tell which stream it belongs to for sure, so it ends the connection.
+        if head.len > self.max_frame_size {
+            return Err(FrameError::connection(
+                ErrorCode::FrameSizeError,
+                "frame longer than SETTINGS_MAX_FRAME_SIZE",
+            ));
+        }
+        let len = head.len as usize;
+        if buf.len() < FRAME_HEADER_BYTES + len {
+            return Ok(None);
+        }
+        buf.advance(FRAME_HEADER_BYTES);
+        // Zero-copy: the payload shares the receive buffer's allocation.
+        let payload = buf.split_to(len).freeze();
+        parse_payload(&head, payload).map(Some)
+    }
+}
+
+/// The fixed 9-byte frame header (RFC 9113 §4.1).
+#[derive(Debug, Clone, Copy)]
+struct Head {
+    len: u32,
+    ty: u8,
+    flags: u8,
+    stream_id: StreamId,
+}
+
+impl Head {
+    /// Reads the header without consuming it; `None` until 9 bytes are in.
+    fn parse(buf: &[u8]) -> Option<Self> {
+        let b: &[u8; FRAME_HEADER_BYTES] = buf.get(..FRAME_HEADER_BYTES)?.try_into().ok()?;
+        Some(Self {
+            len: u32::from_be_bytes([0, b[0], b[1], b[2]]),
+            ty: b[3],
+            flags: b[4],
+            // RFC 9113 §4.1: the reserved bit "MUST be ignored when receiving".
+            stream_id: u32::from_be_bytes([b[5], b[6], b[7], b[8]]) & STREAM_ID_MASK,
+        })
+    }
+
+    fn has(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
+
+    /// RFC 9113 §6: frames that belong to a stream are a PROTOCOL_ERROR on stream 0.
+    fn require_stream(&self, reason: &'static str) -> Result<(), FrameError> {
+        if self.stream_id == 0 {
+            return Err(FrameError::connection(ErrorCode::ProtocolError, reason));
+        }
+        Ok(())
+    }
+
+    /// RFC 9113 §6: frames that concern the connection are a PROTOCOL_ERROR on a stream.
+    fn require_connection(&self, reason: &'static str) -> Result<(), FrameError> {
+        if self.stream_id != 0 {
+            return Err(FrameError::connection(ErrorCode::ProtocolError, reason));
+        }
+        Ok(())
+    }
+
+    /// A fixed payload length, else a connection FRAME_SIZE_ERROR.
+    fn require_len(&self, len: u32, reason: &'static str) -> Result<(), FrameError> {
+        if self.len != len {
+            return Err(FrameError::connection(ErrorCode::FrameSizeError, reason));
+        }
+        Ok(())
+    }
+}
+
+fn parse_payload(head: &Head, payload: Bytes) -> Result<Frame, FrameError> {
+    match head.ty {
+        kind::DATA => parse_data(head, payload),
+        kind::HEADERS => parse_headers(head, payload),
+        kind::PRIORITY => parse_priority(head, &payload),
+        kind::RST_STREAM => parse_rst_stream(head, &payload),
+        kind::SETTINGS => parse_settings(head, &payload),
+        kind::PUSH_PROMISE => parse_push_promise(head),
+        kind::PING => parse_ping(head, &payload),
+        kind::GOAWAY => parse_goaway(head, payload),
+        kind::WINDOW_UPDATE => parse_window_update(head, &payload),
+        kind::CONTINUATION => parse_continuation(head, payload),
+        // RFC 9113 §4.1, §5.5: unknown types "MUST be ignored and discarded".
+        ty => Ok(Frame::Unknown {
+            ty,
+            stream_id: head.stream_id,
+        }),
+    }
+}
+
+/// RFC 9113 §6.1.
+fn parse_data(head: &Head, mut payload: Bytes) -> Result<Frame, FrameError> {
+    head.require_stream("DATA on stream 0")?;
+    let pad_len = take_pad_len(head, &mut payload)?;
+    strip_padding(&mut payload, pad_len)?;
+    Ok(Frame::Data {
+        stream_id: head.stream_id,
+        data: payload,
+        end_stream: head.has(flag::END_STREAM),
+        flow_len: head.len,
+    })
+}
+
+/// RFC 9113 §6.2: Pad Length, then priority fields, fragment, Padding.
+fn parse_headers(head: &Head, mut payload: Bytes) -> Result<Frame, FrameError> {
+    head.require_stream("HEADERS on stream 0")?;
+    let pad_len = take_pad_len(head, &mut payload)?;
+    let priority = if head.has(flag::PRIORITY) {
+        // RFC 9113 §4.2: too small for mandatory fields; a field block frame, so the
+        // whole connection.
+        let Some(fields) = payload.get(..5) else {
+            return Err(FrameError::connection(
+                ErrorCode::FrameSizeError,
+                "HEADERS too short for its priority fields",
+            ));
+        };
+        let priority = read_priority(fields);
+        payload.advance(5);
+        Some(priority)
+    } else {
+        None
+    };
+    strip_padding(&mut payload, pad_len)?;
+    Ok(Frame::Headers {
+        stream_id: head.stream_id,
+        block: payload,
+        end_stream: head.has(flag::END_STREAM),
+        end_headers: head.has(flag::END_HEADERS),
+        priority,
+    })
+}
+
+/// RFC 9113 §6.3.
+fn parse_priority(head: &Head, payload: &[u8]) -> Result<Frame, FrameError> {
+    head.require_stream("PRIORITY on stream 0")?;
+    if payload.len() != 5 {
+        // §6.3: a length other than 5 is a *stream* error.
+        return Err(FrameError::stream(
+            head.stream_id,
+            ErrorCode::FrameSizeError,
+            "PRIORITY length is not 5",
+        ));
+    }
+    Ok(Frame::Priority {
+        stream_id: head.stream_id,
+        priority: read_priority(payload),
+    })
+}
+
+/// RFC 9113 §6.4.
+fn parse_rst_stream(head: &Head, payload: &[u8]) -> Result<Frame, FrameError> {
+    head.require_stream("RST_STREAM on stream 0")?;
+    head.require_len(4, "RST_STREAM length is not 4")?;
+    Ok(Frame::RstStream {
+        stream_id: head.stream_id,
+        code: read_u32(payload).into(),
+    })
+}
+
+/// RFC 9113 §6.5.
+fn parse_settings(head: &Head, payload: &[u8]) -> Result<Frame, FrameError> {
+    head.require_connection("SETTINGS on a stream")?;
+    if head.has(flag::ACK) {
+        head.require_len(0, "SETTINGS ACK with a payload")?;
+        return Ok(Frame::Settings(Settings {
+            ack: true,
+            params: Vec::new(),
+        }));
+    }
+    if !payload.len().is_multiple_of(6) {
+        return Err(FrameError::connection(
+            ErrorCode::FrameSizeError,
+            "SETTINGS length is not a multiple of 6",
+        ));
+    }
+    let mut params = Vec::with_capacity(payload.len() / 6);
+    for entry in payload.chunks_exact(6) {
+        let id = u16::from_be_bytes([entry[0], entry[1]]);
+        let value = read_u32(&entry[2..]);
+        // §6.5.2: "An endpoint that receives a SETTINGS frame with any unknown or
+        // unsupported identifier MUST ignore that setting."
+        let Some(id) = SettingId::from_u16(id) else {
+            continue;
+        };
+        validate_setting(id, value)?;
+        params.push((id, value));
+    }
+    Ok(Frame::Settings(Settings { ack: false, params }))
+}
+
+/// The value rules of RFC 9113 §6.5.2.
+fn validate_setting(id: SettingId, value: u32) -> Result<(), FrameError> {
+    let (code, reason) = match id {
+        SettingId::EnablePush if value > 1 => (
+            ErrorCode::ProtocolError,
+            "SETTINGS_ENABLE_PUSH is not 0 or 1",
+        ),
+        SettingId::InitialWindowSize if value > WINDOW_BYTES_MAX => (
+            ErrorCode::FlowControlError,
+            "SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1",
+        ),
+        SettingId::MaxFrameSize
+            if !(FRAME_PAYLOAD_BYTES_DEFAULT..=FRAME_PAYLOAD_BYTES_LIMIT).contains(&value) =>
+        {
+            (
+                ErrorCode::ProtocolError,
+                "SETTINGS_MAX_FRAME_SIZE out of range",
+            )
+        }
+        _ => return Ok(()),
+    };
+    Err(FrameError::connection(code, reason))
+}
+
+/// RFC 9113 §6.6, §8.4: clients never push, so a server treats PUSH_PROMISE as a connection
+/// PROTOCOL_ERROR. The frame is consumed first, like any other.
+fn parse_push_promise(head: &Head) -> Result<Frame, FrameError> {
+    head.require_stream("PUSH_PROMISE on stream 0")?;
+    Err(FrameError::connection(
+        ErrorCode::ProtocolError,
+        "PUSH_PROMISE received by a server",
+    ))
+}
+
+/// RFC 9113 §6.7.
+fn parse_ping(head: &Head, payload: &[u8]) -> Result<Frame, FrameError> {
+    head.require_connection("PING on a stream")?;
+    let Ok(data) = <[u8; 8]>::try_from(payload) else {
+        return Err(FrameError::connection(
+            ErrorCode::FrameSizeError,
+            "PING length is not 8",
+        ));
+    };
+    Ok(Frame::Ping {
+        ack: head.has(flag::ACK),
+        data,
+    })
+}
+
+/// RFC 9113 §6.8.
+fn parse_goaway(head: &Head, mut payload: Bytes) -> Result<Frame, FrameError> {
+    head.require_connection("GOAWAY on a stream")?;
+    if payload.len() < 8 {
+        return Err(FrameError::connection(
+            ErrorCode::FrameSizeError,
+            "GOAWAY shorter than 8",
+        ));
+    }
+    let last_stream_id = read_u32(&payload) & STREAM_ID_MASK;
+    let code = read_u32(&payload[4..]).into();
+    payload.advance(8);
+    Ok(Frame::GoAway {
+        last_stream_id,
+        code,
+        debug: payload,
+    })
+}
+
+/// RFC 9113 §6.9.
+fn parse_window_update(head: &Head, payload: &[u8]) -> Result<Frame, FrameError> {
+    head.require_len(4, "WINDOW_UPDATE length is not 4")?;
+    let increment = read_u32(payload) & STREAM_ID_MASK;
+    if increment == 0 {
+        // §6.9: a zero increment is a stream error on a stream, a connection error on the
+        // connection's window.
+        let reason = "WINDOW_UPDATE increment of 0";
+        return Err(match head.stream_id {
+            0 => FrameError::connection(ErrorCode::ProtocolError, reason),
+            id => FrameError::stream(id, ErrorCode::ProtocolError, reason),
+        });
+    }
+    Ok(Frame::WindowUpdate {
+        stream_id: head.stream_id,
+        increment,
+    })
+}
+
+/// RFC 9113 §6.10.
+fn parse_continuation(head: &Head, payload: Bytes) -> Result<Frame, FrameError> {
+    head.require_stream("CONTINUATION on stream 0")?;
+    Ok(Frame::Continuation {
+        stream_id: head.stream_id,
+        block: payload,
+        end_headers: head.has(flag::END_HEADERS),
+    })
+}
+
+/// Takes the Pad Length byte when the PADDED flag is set (RFC 9113 §6.1, §6.2).
+fn take_pad_len(head: &Head, payload: &mut Bytes) -> Result<usize, FrameError> {
+    if !head.has(flag::PADDED) {
+        return Ok(0);
+    }
+    // RFC 9113 §4.2: too small to hold its mandatory Pad Length field.
+    let Some(&pad_len) = payload.first() else {
+        return Err(FrameError::connection(
+            ErrorCode::FrameSizeError,
+            "PADDED frame without a Pad Length",
+        ));
+    };
+    payload.advance(1);
+    Ok(usize::from(pad_len))
+}
+
+/// Drops `pad_len` bytes of Padding from the end. RFC 9113 §6.1, §6.2: padding as long as
+/// the whole payload or longer is a connection PROTOCOL_ERROR. Padding content is not
+/// checked: "MAY treat ... as a connection error", and nobody gains from it.
+fn strip_padding(payload: &mut Bytes, pad_len: usize) -> Result<(), FrameError> {
+    if pad_len > payload.len() {
+        return Err(FrameError::connection(
+            ErrorCode::ProtocolError,
+            "padding longer than the payload",
+        ));
+    }
+    payload.truncate(payload.len() - pad_len);
+    Ok(())
+}
+
+/// E flag, 31-bit dependency, weight (RFC 9113 §6.3). `fields` is at least 5 bytes.
+fn read_priority(fields: &[u8]) -> Priority {
+    let word = read_u32(fields);
+    Priority {
+        exclusive: word & !STREAM_ID_MASK != 0,
+        dependency: word & STREAM_ID_MASK,
+        weight: fields[4],
+    }
+}
+
+/// A big-endian u32 from the first four bytes; callers checked the length.
+fn read_u32(b: &[u8]) -> u32 {
+    u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+}
