@@ -63,3 +63,39 @@ fn metrics_count_good_and_bad_requests() {
     assert_eq!(admin_get(admin, "/healthz"), (200, "ok\n".to_owned()));
     assert_eq!(admin_get(admin, "/nope").0, 404);
 }
+
+#[test]
+fn reloads_are_counted_and_healthz_fails_while_draining() {
+    let mut squall = Squall::start(&hello_config("[admin]\nlisten = \"127.0.0.2:0\""));
+    let admin = admin_addr(&squall);
+    squall.rewrite_config("[server]\nworkerz = 1\n");
+    squall.signal(libc::SIGHUP);
+    assert!(squall.wait_log("reload refused", 1, std::time::Duration::from_secs(5)));
+    let (_, metrics) = admin_get(admin, "/metrics");
+    assert!(
+        metrics.contains("squall_reloads_total{result=\"failed\"} 1\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("squall_reloads_total{result=\"ok\"} 0\n"),
+        "{metrics}"
+    );
+
+    // An in-flight request keeps the drain going while the health check is asked.
+    let mut busy = squall.connect();
+    busy.write_all(b"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n")
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert_eq!(admin_get(admin, "/healthz").0, 200);
+    squall.signal(libc::SIGTERM);
+    assert!(squall.wait_log("stopping", 1, std::time::Duration::from_secs(5)));
+    assert_eq!(admin_get(admin, "/healthz"), (503, "draining\n".to_owned()));
+    busy.write_all(b"ok").unwrap();
+    assert_eq!(read_response(&mut busy).unwrap().status, 200);
+    assert!(
+        squall
+            .wait_exit(std::time::Duration::from_secs(5))
+            .unwrap()
+            .success()
+    );
+}

@@ -58,7 +58,15 @@ fn serve(mut stream: TcpStream, metrics: &Metrics) -> std::io::Result<()> {
             ("200 OK", "text/plain; version=0.0.4", render(metrics))
         }
         b"GET /healthz HTTP/1.1" | b"GET /healthz HTTP/1.0" => {
-            ("200 OK", "text/plain", "ok\n".to_owned())
+            if metrics.draining.load(std::sync::atomic::Ordering::Relaxed) {
+                (
+                    "503 Service Unavailable",
+                    "text/plain",
+                    "draining\n".to_owned(),
+                )
+            } else {
+                ("200 OK", "text/plain", "ok\n".to_owned())
+            }
         }
         _ => ("404 Not Found", "text/plain", "404 Not Found\n".to_owned()),
     };
@@ -129,6 +137,14 @@ pub fn render(metrics: &Metrics) -> String {
     let _ = writeln!(out, "# HELP squall_workers Worker threads.");
     let _ = writeln!(out, "# TYPE squall_workers gauge");
     let _ = writeln!(out, "squall_workers {}", metrics.workers().len());
+    let _ = writeln!(
+        out,
+        "# HELP squall_reloads_total Configuration reloads by result."
+    );
+    let _ = writeln!(out, "# TYPE squall_reloads_total counter");
+    let (ok, failed) = (metrics.reloads_ok.get(), metrics.reloads_failed.get());
+    let _ = writeln!(out, "squall_reloads_total{{result=\"ok\"}} {ok}");
+    let _ = writeln!(out, "squall_reloads_total{{result=\"failed\"}} {failed}");
     let _ = writeln!(
         out,
         "# HELP squall_responses_total Responses sent, by status class."

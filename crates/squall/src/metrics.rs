@@ -2,13 +2,18 @@
 //! cores; readers (the admin endpoint, the stop log) read every block.
 
 use std::sync::LazyLock;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 /// Every worker's counters.
 #[derive(Debug)]
 pub struct Metrics {
     workers: Box<[WorkerCounters]>,
+    /// Set when a graceful stop begins: `/healthz` fails so load balancers move traffic away.
+    pub draining: AtomicBool,
+    /// Reloads applied and refused since start.
+    pub reloads_ok: Counter,
+    pub reloads_failed: Counter,
 }
 
 /// One worker's counters, alone on its cache lines (128 bytes covers adjacent-line prefetch).
@@ -44,6 +49,9 @@ impl Metrics {
             workers: (0..workers.max(1))
                 .map(|_| WorkerCounters::default())
                 .collect(),
+            draining: AtomicBool::new(false),
+            reloads_ok: Counter::default(),
+            reloads_failed: Counter::default(),
         }
     }
 

@@ -143,6 +143,9 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
     }
     let drain = config.server.drain_timeout;
     info!("stopping: draining connections for up to {drain:?}");
+    metrics
+        .draining
+        .store(true, std::sync::atomic::Ordering::Relaxed);
     crate::notify::stopping("draining connections");
     let deadline = Instant::now() + drain;
     for w in &workers {
@@ -239,6 +242,7 @@ fn reload(path: Option<&Path>, workers: &[WorkerHandle], current: &mut Arc<Runti
         Ok(runtime) => {
             let runtime = Arc::new(runtime);
             *current = runtime.clone();
+            current.metrics.reloads_ok.inc();
             for w in workers {
                 let _ = w.control.send(Control::Reload(runtime.clone()));
                 w.waker.wake();
@@ -248,6 +252,7 @@ fn reload(path: Option<&Path>, workers: &[WorkerHandle], current: &mut Arc<Runti
         }
         Err(e) => {
             error!("reload refused, keeping the running configuration:\n{e:#}");
+            current.metrics.reloads_failed.inc();
             crate::notify::ready("serving; last reload refused (see the log)");
         }
     }
