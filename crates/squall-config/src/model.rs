@@ -59,6 +59,7 @@ pub struct Config {
     pub server: Server,
     /// `None` when the file has no `[admin]` section: no admin listener is started.
     pub admin: Option<Admin>,
+    pub log: Log,
     /// At least one, addresses unique.
     pub listen: Vec<Listen>,
     /// In file order; the first is the default for clients that send no or an unknown SNI.
@@ -75,6 +76,11 @@ impl Config {
     /// Makes relative certificate paths relative to `base` (the config file's directory), as an
     /// operator expects when the config and its keys sit side by side.
     pub fn resolve_paths(&mut self, base: &Path) {
+        if let Some(access) = &mut self.log.access
+            && access.is_relative()
+        {
+            *access = base.join(&*access);
+        }
         for certificate in &mut self.certificate {
             if let CertSource::Files { cert, key } = &mut certificate.source {
                 for path in [cert, key] {
@@ -126,6 +132,13 @@ impl Workers {
             Workers::Count(n) => n,
         }
     }
+}
+
+/// `[log]`: where request logs go (process logs go to stderr, see `SQUALL_LOG`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Log {
+    /// The access log file, one line per request; `None`: no access log.
+    pub access: Option<PathBuf>,
 }
 
 /// `[admin]`: the metrics and health endpoint.

@@ -29,6 +29,8 @@ pub(crate) struct RawConfig {
     pub server: RawServer,
     pub admin: Option<RawAdmin>,
     #[serde(default)]
+    pub log: RawLog,
+    #[serde(default)]
     pub listen: Vec<Spanned<RawListen>>,
     #[serde(default)]
     pub certificate: Vec<Spanned<RawCertificate>>,
@@ -47,6 +49,12 @@ pub(crate) struct RawConfig {
 pub(crate) struct RawServer {
     pub workers: Option<Val>,
     pub drain_timeout: Option<Val>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawLog {
+    pub access: Option<Str>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -47,6 +47,7 @@ fn contract_example_parses() {
         Err(e) => panic!("{e}"),
     };
     let expected = Config {
+        log: Log::default(),
         server: Server {
             workers: Workers::Auto,
             drain_timeout: secs(10),
@@ -116,6 +117,7 @@ fn contract_example_parses() {
 fn defaults_of_a_minimal_file() {
     let config = parse("[[listen]]\naddress = \"[::1]:80\"\n", "min.toml").unwrap();
     let expected = Config {
+        log: Log::default(),
         server: Server {
             workers: Workers::Auto,
             drain_timeout: secs(10),

@@ -110,6 +110,11 @@ const FAMILIES: &[Family] = &[
         "TLS connections ended by a TLS error.",
         |w| &w.tls_errors,
     ),
+    (
+        "squall_access_log_dropped_total",
+        "Access log lines dropped because the logger fell behind.",
+        |w| &w.access_log_dropped,
+    ),
 ];
 
 /// Response classes and their counters.

@@ -1,6 +1,7 @@
 //! The `squall` binary: command line, start-up, signals; the workers live in [`worker`].
 #![forbid(unsafe_code)]
 
+mod access_log;
 mod admin;
 mod cli;
 mod date;

@@ -29,6 +29,7 @@ pub struct WorkerCounters {
     pub timeouts: Counter,
     pub accept_pauses: Counter,
     pub tls_errors: Counter,
+    pub access_log_dropped: Counter,
     /// When the worker's event loop last turned, in ms since start (for the watchdog).
     pub heartbeat_ms: AtomicU64,
 }
@@ -98,6 +99,10 @@ impl Counter {
     /// it correct should two threads ever share a block.
     pub fn inc(&self) {
         self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
     }
 
     pub fn get(&self) -> u64 {

@@ -124,7 +124,11 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
     if let Some(admin) = &config.admin {
         crate::admin::start(admin.listen, metrics.clone())?;
     }
-    let workers = spawn_workers(count, listeners, &runtime)?;
+    let access_log = match &config.log.access {
+        Some(path) => Some(crate::access_log::start(path)?),
+        None => None,
+    };
+    let workers = spawn_workers(count, listeners, &runtime, access_log.as_ref())?;
     info!(
         workers = count,
         "squall {} ready: all workers listening",
@@ -137,7 +141,12 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
     for signal in signals.forever() {
         match signal {
             SIGHUP => reload(config_path.as_deref(), &workers, &mut runtime),
-            SIGUSR1 => info!("SIGUSR1: no access log file is configured; nothing to reopen"),
+            SIGUSR1 => match &access_log {
+                Some(tx) => {
+                    let _ = tx.send(crate::access_log::Message::Reopen);
+                }
+                None => info!("SIGUSR1: no access log file is configured; nothing to reopen"),
+            },
             _ => break,
         }
     }
@@ -197,6 +206,7 @@ fn spawn_workers(
     count: usize,
     listeners: Vec<Vec<std::os::fd::OwnedFd>>,
     runtime: &Arc<Runtime>,
+    access_log: Option<&Sender<crate::access_log::Message>>,
 ) -> anyhow::Result<Vec<WorkerHandle>> {
     let cores = core_affinity::get_core_ids().unwrap_or_default();
     let (ready_tx, ready_rx) = crossbeam_channel::bounded(count);
@@ -212,6 +222,7 @@ fn spawn_workers(
             control: receiver,
             waker: waker.clone(),
             ready: ready_tx.clone(),
+            access_log: access_log.cloned(),
         };
         let thread = std::thread::Builder::new()
             .name(format!("squall-w{id}"))

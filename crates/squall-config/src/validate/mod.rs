@@ -38,6 +38,7 @@ pub(crate) fn config(raw: &RawConfig, r: &mut Report) -> Config {
     Config {
         server: server(&raw.server, r),
         admin,
+        log: log(&raw.log, r),
         listen,
         certificate,
         limits: limits(&raw.limits, r),
@@ -45,6 +46,21 @@ pub(crate) fn config(raw: &RawConfig, r: &mut Report) -> Config {
         upstream,
         vhost,
     }
+}
+
+fn log(raw: &RawLog, r: &mut Report) -> Log {
+    let access = raw.access.as_ref().and_then(|path| {
+        if path.get_ref().is_empty() {
+            r.error(
+                &path.span(),
+                "access: an empty path; leave the key out for no access log",
+            );
+            None
+        } else {
+            Some(std::path::PathBuf::from(path.get_ref()))
+        }
+    });
+    Log { access }
 }
 
 fn server(raw: &RawServer, r: &mut Report) -> Server {

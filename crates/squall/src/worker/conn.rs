@@ -52,6 +52,10 @@ pub struct Conn {
     pub head_started: Option<Instant>,
     /// True until the first request head has begun (a new connection's wait counts as a head).
     pub fresh: bool,
+    /// The client's address, read at accept only when the access log needs it.
+    pub peer: Option<std::net::SocketAddr>,
+    /// When the head of the request being answered began to arrive (for the access log).
+    pub request_started: Instant,
     /// When the connection was accepted.
     pub accepted_at: Instant,
     /// Last time bytes arrived or a send completed.
@@ -87,6 +91,8 @@ impl Conn {
             blocked: false,
             head_started: None,
             fresh: true,
+            peer: None,
+            request_started: now,
             accepted_at: now,
             last_activity: now,
             deadline: now,

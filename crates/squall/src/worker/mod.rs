@@ -21,6 +21,7 @@ use squall_tls::TlsConn;
 use squall_uring::{Completion, OpId, RecvBuf, Ring, RingConfig, Waker};
 use tracing::{debug, info, warn};
 
+use crate::access_log;
 use crate::date::DateCache;
 use crate::metrics::WorkerCounters;
 use crate::server::{Control, Runtime};
@@ -63,6 +64,8 @@ pub struct Setup {
     pub waker: Waker,
     /// Reports set-up success or the reason for failure to the main thread.
     pub ready: Sender<Result<(), String>>,
+    /// The access log's logger thread, when `[log] access` is set.
+    pub access_log: Option<Sender<access_log::Message>>,
 }
 
 struct Listener {
@@ -90,6 +93,8 @@ struct Worker {
     accept_retry_at: Option<Instant>,
     /// When running out of descriptors was last logged.
     pause_logged_at: Option<Instant>,
+    /// This worker's batch of access log lines, when the access log is on.
+    log: Option<access_log::Batch>,
 }
 
 /// Runs a worker until it has drained after a stop.
@@ -126,11 +131,15 @@ pub fn run(setup: Setup) {
         drain_deadline: None,
         accept_retry_at: None,
         pause_logged_at: None,
+        log: setup.access_log.map(|tx| access_log::Batch::new(tx, now)),
     };
     worker.start(setup.listeners);
     let _ = setup.ready.send(Ok(()));
     if let Err(e) = worker.event_loop() {
         warn!(worker = worker.id, "event loop failed: {e}");
+    }
+    if let Some(log) = &mut worker.log {
+        log.flush(worker.runtime.metrics.worker(worker.id));
     }
     debug!(worker = worker.id, "stopped");
 }
@@ -174,7 +183,11 @@ impl Worker {
             }
             self.expire_timers();
             self.retry_accept();
-            self.runtime.metrics.worker(self.id).beat();
+            let counters = self.runtime.metrics.worker(self.id);
+            counters.beat();
+            if let Some(log) = &mut self.log {
+                log.tick(self.now, counters);
+            }
         }
     }
 
@@ -314,7 +327,15 @@ impl Worker {
             .and_then(Option::as_ref);
         let tls = acceptor.map(|acceptor| Box::new(TlsConn::new(acceptor)));
         let raw = fd.as_raw_fd();
-        let conn = Conn::new(fd, generation, decoder, tls, self.now);
+        let mut conn = Conn::new(fd, generation, decoder, tls, self.now);
+        if self.log.is_some() {
+            // One getpeername per connection, paid only when the access log is on.
+            let fd = conn.fd.as_ref().expect("a new connection has its socket");
+            conn.peer = SockRef::from(fd)
+                .peer_addr()
+                .ok()
+                .and_then(|a| a.as_socket());
+        }
         let index = self.conns.insert(conn);
         let token = conn_token(index, generation);
         let conn = &mut self.conns[index];
@@ -410,7 +431,7 @@ impl Worker {
             }
             match conn.decoder.decode(&mut conn.rbuf) {
                 Ok(Some(Event::Head(head))) => {
-                    conn.head_started = None;
+                    conn.request_started = conn.head_started.take().unwrap_or(self.now);
                     if head.expect_continue {
                         squall_h1::encode_continue(&mut conn.out);
                     }
@@ -423,10 +444,21 @@ impl Worker {
                         .request
                         .take()
                         .expect("the codec ends only a started request");
+                    let before = conn.out.len();
                     let outcome = runtime
                         .service
                         .respond(&head, date, draining, &mut conn.out);
                     counters.count_response(outcome.status);
+                    let sent = conn.out.len() - before;
+                    log_request(
+                        &mut self.log,
+                        conn,
+                        Some(&head),
+                        outcome.status,
+                        sent,
+                        self.now,
+                        counters,
+                    );
                     if !outcome.keep_alive {
                         conn.close_after = true;
                     }
@@ -441,8 +473,20 @@ impl Worker {
                         "bad request: {e}"
                     );
                     counters.count_bad_request(status);
+                    let before = conn.out.len();
                     squall_h1::encode_error(status, date, &mut conn.out);
                     conn.close_after = true;
+                    let sent = conn.out.len() - before;
+                    let head = conn.request.take();
+                    log_request(
+                        &mut self.log,
+                        conn,
+                        head.as_ref(),
+                        status,
+                        sent,
+                        self.now,
+                        counters,
+                    );
                 }
             }
         }
@@ -727,6 +771,32 @@ impl Worker {
         self.close_idle();
         self.conns.is_empty()
     }
+}
+
+/// Adds a request's line to the access log, when there is one.
+fn log_request(
+    log: &mut Option<access_log::Batch>,
+    conn: &Conn,
+    head: Option<&squall_h1::RequestHead>,
+    status: http::StatusCode,
+    bytes: usize,
+    now: Instant,
+    counters: &WorkerCounters,
+) {
+    let Some(log) = log else { return };
+    let started = if head.is_some() {
+        conn.request_started
+    } else {
+        conn.head_started.unwrap_or(now)
+    };
+    let entry = access_log::Entry {
+        peer: conn.peer,
+        head,
+        status: status.as_u16(),
+        bytes,
+        elapsed: now.saturating_duration_since(started),
+    };
+    log.push(&entry, SystemTime::now(), counters);
 }
 
 /// Takes received bytes into the connection: as they are, or through TLS. A TLS failure leaves
