@@ -111,6 +111,16 @@ const FAMILIES: &[Family] = &[
         |w| &w.tls_errors,
     ),
     (
+        "squall_limit_connections_total",
+        "Connections refused by limits.connections_per_ip_max.",
+        |w| &w.limit_connections,
+    ),
+    (
+        "squall_limit_requests_total",
+        "Requests refused with 429 by limits.request_rate.",
+        |w| &w.limit_requests,
+    ),
+    (
         "squall_access_log_dropped_total",
         "Access log lines dropped because the logger fell behind.",
         |w| &w.access_log_dropped,

@@ -4,6 +4,7 @@
 mod access_log;
 mod admin;
 mod cli;
+mod clients;
 mod date;
 mod listener;
 mod metrics;

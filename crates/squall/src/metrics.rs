@@ -30,6 +30,8 @@ pub struct WorkerCounters {
     pub accept_pauses: Counter,
     pub tls_errors: Counter,
     pub access_log_dropped: Counter,
+    pub limit_connections: Counter,
+    pub limit_requests: Counter,
     /// When the worker's event loop last turned, in ms since start (for the watchdog).
     pub heartbeat_ms: AtomicU64,
 }

@@ -26,6 +26,8 @@ pub struct Runtime {
     pub limits: ConnLimits,
     /// Shared by every generation of the runtime, so counters survive reloads.
     pub metrics: Arc<Metrics>,
+    /// Per-client-address limits from `[limits]`.
+    pub client_limits: crate::clients::ClientLimits,
     /// Certificates and one TLS acceptor per `[[listen]]`, in config order.
     pub tls: Tls,
 }
@@ -66,6 +68,7 @@ impl Runtime {
                 idle_timeout: limits.idle_timeout,
             },
             metrics,
+            client_limits: crate::clients::ClientLimits::from_config(&config.limits),
             tls: Tls::load(config, previous_store)?,
         })
     }
@@ -128,7 +131,8 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
         Some(path) => Some(crate::access_log::start(path)?),
         None => None,
     };
-    let workers = spawn_workers(count, listeners, &runtime, access_log.as_ref())?;
+    let clients = Arc::new(crate::clients::ClientTable::new());
+    let workers = spawn_workers(count, listeners, &runtime, access_log.as_ref(), &clients)?;
     info!(
         workers = count,
         "squall {} ready: all workers listening",
@@ -207,6 +211,7 @@ fn spawn_workers(
     listeners: Vec<Vec<std::os::fd::OwnedFd>>,
     runtime: &Arc<Runtime>,
     access_log: Option<&Sender<crate::access_log::Message>>,
+    clients: &Arc<crate::clients::ClientTable>,
 ) -> anyhow::Result<Vec<WorkerHandle>> {
     let cores = core_affinity::get_core_ids().unwrap_or_default();
     let (ready_tx, ready_rx) = crossbeam_channel::bounded(count);
@@ -223,6 +228,7 @@ fn spawn_workers(
             waker: waker.clone(),
             ready: ready_tx.clone(),
             access_log: access_log.cloned(),
+            clients: clients.clone(),
         };
         let thread = std::thread::Builder::new()
             .name(format!("squall-w{id}"))

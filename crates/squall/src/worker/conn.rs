@@ -54,6 +54,8 @@ pub struct Conn {
     pub fresh: bool,
     /// The client's address, read at accept only when the access log needs it.
     pub peer: Option<std::net::SocketAddr>,
+    /// The address counted in the client table at accept, to uncount at close.
+    pub counted_ip: Option<std::net::IpAddr>,
     /// When the head of the request being answered began to arrive (for the access log).
     pub request_started: Instant,
     /// When the connection was accepted.
@@ -92,6 +94,7 @@ impl Conn {
             head_started: None,
             fresh: true,
             peer: None,
+            counted_ip: None,
             request_started: now,
             accepted_at: now,
             last_activity: now,

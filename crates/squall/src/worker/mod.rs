@@ -22,6 +22,7 @@ use squall_uring::{Completion, OpId, RecvBuf, Ring, RingConfig, Waker};
 use tracing::{debug, info, warn};
 
 use crate::access_log;
+use crate::clients::{ClientLimits, ClientTable};
 use crate::date::DateCache;
 use crate::metrics::WorkerCounters;
 use crate::server::{Control, Runtime};
@@ -66,6 +67,8 @@ pub struct Setup {
     pub ready: Sender<Result<(), String>>,
     /// The access log's logger thread, when `[log] access` is set.
     pub access_log: Option<Sender<access_log::Message>>,
+    /// Per-client-address counts, shared by every worker.
+    pub clients: Arc<ClientTable>,
 }
 
 struct Listener {
@@ -95,6 +98,7 @@ struct Worker {
     pause_logged_at: Option<Instant>,
     /// This worker's batch of access log lines, when the access log is on.
     log: Option<access_log::Batch>,
+    clients: Arc<ClientTable>,
 }
 
 /// Runs a worker until it has drained after a stop.
@@ -132,6 +136,7 @@ pub fn run(setup: Setup) {
         accept_retry_at: None,
         pause_logged_at: None,
         log: setup.access_log.map(|tx| access_log::Batch::new(tx, now)),
+        clients: setup.clients,
     };
     worker.start(setup.listeners);
     let _ = setup.ready.send(Ok(()));
@@ -328,13 +333,25 @@ impl Worker {
         let tls = acceptor.map(|acceptor| Box::new(TlsConn::new(acceptor)));
         let raw = fd.as_raw_fd();
         let mut conn = Conn::new(fd, generation, decoder, tls, self.now);
-        if self.log.is_some() {
-            // One getpeername per connection, paid only when the access log is on.
+        let limits = self.runtime.client_limits;
+        if self.log.is_some() || limits.any() {
+            // One getpeername per connection, paid only when a log or a limit needs it.
             let fd = conn.fd.as_ref().expect("a new connection has its socket");
             conn.peer = SockRef::from(fd)
                 .peer_addr()
                 .ok()
                 .and_then(|a| a.as_socket());
+        }
+        if let (true, Some(peer)) = (limits.any(), conn.peer) {
+            if !self
+                .clients
+                .open(peer.ip(), limits.connections_max, self.now)
+            {
+                debug!(worker = self.id, %peer, "connections_per_ip_max reached: refused");
+                self.runtime.metrics.worker(self.id).limit_connections.inc();
+                return; // dropping `conn` closes the socket
+            }
+            conn.counted_ip = Some(peer.ip());
         }
         let index = self.conns.insert(conn);
         let token = conn_token(index, generation);
@@ -432,6 +449,25 @@ impl Worker {
             match conn.decoder.decode(&mut conn.rbuf) {
                 Ok(Some(Event::Head(head))) => {
                     conn.request_started = conn.head_started.take().unwrap_or(self.now);
+                    if over_rate(&self.clients, runtime.client_limits, conn, self.now) {
+                        let status = http::StatusCode::TOO_MANY_REQUESTS;
+                        counters.limit_requests.inc();
+                        counters.count_response(status);
+                        let before = conn.out.len();
+                        squall_h1::encode_error(status, date, &mut conn.out);
+                        let sent = conn.out.len() - before;
+                        log_request(
+                            &mut self.log,
+                            conn,
+                            Some(&head),
+                            status,
+                            sent,
+                            self.now,
+                            counters,
+                        );
+                        conn.close_after = true;
+                        continue;
+                    }
                     if head.expect_continue {
                         squall_h1::encode_continue(&mut conn.out);
                     }
@@ -620,7 +656,10 @@ impl Worker {
         };
         conn.check_invariants();
         if conn.phase == Phase::Closed && conn.ops == 0 {
-            self.conns.remove(index);
+            let conn = self.conns.remove(index);
+            if let Some(ip) = conn.counted_ip {
+                self.clients.close(ip);
+            }
             if self.listeners.iter().any(|l| l.paused_since.is_some()) {
                 self.resume_accepting();
             }
@@ -770,6 +809,14 @@ impl Worker {
         // Connections that became idle since the drain began close now.
         self.close_idle();
         self.conns.is_empty()
+    }
+}
+
+/// True when the client of `conn` is over `limits.request_rate` (and so gets 429).
+fn over_rate(clients: &ClientTable, limits: ClientLimits, conn: &Conn, now: Instant) -> bool {
+    match (limits.rate, conn.peer) {
+        (Some(rate), Some(peer)) => !clients.allow_request(peer.ip(), rate, now),
+        _ => false,
     }
 }
 

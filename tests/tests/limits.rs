@@ -1,0 +1,65 @@
+//! Per-client-address limits: connections_per_ip_max and request_rate/request_burst.
+
+use std::io::Write;
+use std::time::Duration;
+
+use squall_e2e::{Squall, hello_config, is_closed, read_response, roundtrip};
+
+#[test]
+fn connections_over_the_per_address_limit_are_refused() {
+    let squall = Squall::start(&hello_config("[limits]\nconnections_per_ip_max = 3"));
+    let mut open: Vec<_> = (0..3).map(|_| squall.connect()).collect();
+    for stream in &mut open {
+        assert_eq!(
+            roundtrip(stream, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n").status,
+            200
+        );
+    }
+    let mut fourth = squall.connect();
+    let _ = fourth.write_all(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(is_closed(&mut fourth), "the fourth connection is refused");
+    // Closing one frees a place (the close is noticed asynchronously: retry briefly).
+    drop(open.pop());
+    let mut served = false;
+    for _ in 0..50 {
+        let mut again = squall.connect();
+        let _ = again.write_all(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
+        if read_response_or_none(&mut again).is_some_and(|status| status == 200) {
+            served = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        served,
+        "a place freed by a close is given to a new connection"
+    );
+}
+
+fn read_response_or_none(stream: &mut std::net::TcpStream) -> Option<u16> {
+    let mut probe = [0u8; 1];
+    match stream.peek(&mut probe) {
+        Ok(1) => read_response(stream).map(|r| r.status),
+        _ => None,
+    }
+}
+
+#[test]
+fn requests_over_the_rate_get_429() {
+    let config = hello_config("[limits]\nrequest_rate = 1\nrequest_burst = 5");
+    let squall = Squall::start(&config);
+    let mut stream = squall.connect();
+    for i in 0..5 {
+        let r = roundtrip(&mut stream, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(r.status, 200, "request {i} is within the burst");
+    }
+    let r = roundtrip(&mut stream, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(r.status, 429);
+    assert!(is_closed(&mut stream));
+    // A new connection from the same address shares the same empty bucket.
+    let mut again = squall.connect();
+    assert_eq!(
+        roundtrip(&mut again, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n").status,
+        429
+    );
+}
