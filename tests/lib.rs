@@ -101,7 +101,10 @@ impl Squall {
     /// Replaces the config file (for reload tests); `ADDR` is replaced by the bound address.
     pub fn rewrite_config(&self, config: &str) {
         let text = config.replace("ADDR", &self.addr.to_string());
-        std::fs::write(&self.config_path, text).expect("rewrite config");
+        // Write then rename, as an operator's deploy does: a reload never reads half a file.
+        let staging = self.config_path.with_extension("toml.new");
+        std::fs::write(&staging, text).expect("write config");
+        std::fs::rename(&staging, &self.config_path).expect("replace config");
     }
 
     /// Waits up to `timeout` for `needle` to appear in the log `count` times in all.

@@ -50,3 +50,61 @@ fn sighup_swaps_routes_and_keeps_connections() {
         "B"
     );
 }
+
+/// Twenty reloads in a second under continuous keep-alive and new-connection load: no request
+/// fails, and the last file wins.
+#[test]
+fn a_reload_storm_under_load_loses_nothing_and_ends_on_the_last_config() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    let config = |n: usize| hello_config("").replace("body = \"A\"", &format!("body = \"v{n}\""));
+    let squall = Squall::start(&config(0));
+    let addr = squall.addr;
+    let stop = Arc::new(AtomicBool::new(false));
+    let served = Arc::new(AtomicUsize::new(0));
+    let load: Vec<_> = (0..4)
+        .map(|t| {
+            let (stop, served) = (stop.clone(), served.clone());
+            std::thread::spawn(move || {
+                let mut stream = std::net::TcpStream::connect(addr).unwrap();
+                stream
+                    .set_read_timeout(Some(Duration::from_secs(10)))
+                    .unwrap();
+                let mut n = 0usize;
+                while !stop.load(Ordering::Relaxed) && n < 200_000 {
+                    // Every fourth request on a new connection, the rest keep-alive.
+                    if t == 0 && n % 4 == 0 {
+                        stream = std::net::TcpStream::connect(addr).unwrap();
+                        stream
+                            .set_read_timeout(Some(Duration::from_secs(10)))
+                            .unwrap();
+                    }
+                    let r = roundtrip(&mut stream, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
+                    assert_eq!(r.status, 200, "request {n} of thread {t}");
+                    assert!(r.body_text().starts_with('v'), "{}", r.body_text());
+                    n += 1;
+                }
+                served.fetch_add(n, Ordering::Relaxed);
+            })
+        })
+        .collect();
+    for n in 1..=20 {
+        squall.rewrite_config(&config(n));
+        squall.signal(libc::SIGHUP);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Signals may coalesce; the last one read the last file.
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    for thread in load {
+        thread.join().expect("no load thread saw a failure");
+    }
+    assert!(served.load(Ordering::Relaxed) > 100, "the load ran");
+    let mut fresh = squall.connect();
+    assert_eq!(
+        roundtrip(&mut fresh, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n").body_text(),
+        "v20"
+    );
+    assert!(!squall.log().contains("reload refused"), "{}", squall.log());
+}
