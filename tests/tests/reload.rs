@@ -74,7 +74,7 @@ fn a_reload_storm_under_load_loses_nothing_and_ends_on_the_last_config() {
                 let mut n = 0usize;
                 while !stop.load(Ordering::Relaxed) && n < 200_000 {
                     // Every fourth request on a new connection, the rest keep-alive.
-                    if t == 0 && n % 4 == 0 {
+                    if t == 0 && n.is_multiple_of(4) {
                         stream = std::net::TcpStream::connect(addr).unwrap();
                         stream
                             .set_read_timeout(Some(Duration::from_secs(10)))
