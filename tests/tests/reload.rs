@@ -108,3 +108,68 @@ fn a_reload_storm_under_load_loses_nothing_and_ends_on_the_last_config() {
     );
     assert!(!squall.log().contains("reload refused"), "{}", squall.log());
 }
+
+/// The address the log last reported listening on for `host`.
+fn logged_address(squall: &Squall, host: &str) -> std::net::SocketAddr {
+    let log = squall.log();
+    let needle = format!("listening on http://{host}:");
+    let at = log
+        .rfind(&needle)
+        .unwrap_or_else(|| panic!("no {needle} in:\n{log}"));
+    let rest = &log[at + "listening on http://".len()..];
+    rest.lines().next().unwrap().trim().parse().unwrap()
+}
+
+#[test]
+fn sighup_opens_added_listeners_and_closes_removed_ones() {
+    let squall = Squall::start(&hello_config(""));
+    let first = squall.addr;
+    let mut kept = squall.connect();
+    assert_eq!(
+        roundtrip(&mut kept, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n").status,
+        200
+    );
+
+    let both = hello_config("[[listen]]\naddress = \"127.0.0.2:0\"").replace("ADDR", "127.0.0.1:0");
+    squall.rewrite_config(&both);
+    squall.signal(libc::SIGHUP);
+    assert!(
+        squall.wait_log("configuration reloaded", 1, Duration::from_secs(5)),
+        "{}",
+        squall.log()
+    );
+    let second = logged_address(&squall, "127.0.0.2");
+    let mut added = std::net::TcpStream::connect(second).unwrap();
+    assert_eq!(
+        roundtrip(&mut added, "GET /b HTTP/1.1\r\nHost: x\r\n\r\n").body_text(),
+        "B"
+    );
+
+    squall.rewrite_config(&hello_config("").replace("ADDR", "127.0.0.2:0"));
+    squall.signal(libc::SIGHUP);
+    assert!(
+        squall.wait_log("configuration reloaded", 2, Duration::from_secs(5)),
+        "{}",
+        squall.log()
+    );
+    assert!(
+        squall.log().contains("no longer listening on 127.0.0.1:0"),
+        "{}",
+        squall.log()
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        std::net::TcpStream::connect(first).is_err(),
+        "the removed listener is closed"
+    );
+    // A connection it accepted before goes on; the kept listener still serves.
+    assert_eq!(
+        roundtrip(&mut kept, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n").status,
+        200
+    );
+    let mut again = std::net::TcpStream::connect(second).unwrap();
+    assert_eq!(
+        roundtrip(&mut again, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n").status,
+        200
+    );
+}

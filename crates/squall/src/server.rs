@@ -1,6 +1,7 @@
 //! Start-up, the control thread and signals: load the config, bind, start the workers, then turn
 //! SIGHUP into a reload and SIGTERM/SIGINT into a graceful drain.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -41,8 +42,15 @@ pub struct ConnLimits {
 
 /// Messages from the control thread to a worker.
 pub enum Control {
-    Reload(Arc<Runtime>),
-    Drain { deadline: Instant },
+    /// A new runtime for new requests, and the listeners to open and to close.
+    Reload {
+        runtime: Arc<Runtime>,
+        add: Vec<(SocketAddr, std::os::fd::OwnedFd)>,
+        remove: Vec<SocketAddr>,
+    },
+    Drain {
+        deadline: Instant,
+    },
 }
 
 impl Runtime {
@@ -124,6 +132,7 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
     // Registered before any worker starts, so a stop signal arriving during start-up is kept.
     let mut signals = Signals::new([SIGHUP, SIGINT, SIGTERM, SIGUSR1])?;
     let listeners = bind_all(&config, count)?;
+    let mut listening: Vec<SocketAddr> = config.listen.iter().map(|l| l.address).collect();
     if let Some(admin) = &config.admin {
         crate::admin::start(admin.listen, metrics.clone())?;
     }
@@ -144,7 +153,12 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let config_path = path.map(PathBuf::from);
     for signal in signals.forever() {
         match signal {
-            SIGHUP => reload(config_path.as_deref(), &workers, &mut runtime),
+            SIGHUP => reload(
+                config_path.as_deref(),
+                &workers,
+                &mut runtime,
+                &mut listening,
+            ),
             SIGUSR1 => match &access_log {
                 Some(tx) => {
                     let _ = tx.send(crate::access_log::Message::Reopen);
@@ -185,9 +199,19 @@ fn worker_count(config: &Config) -> usize {
 
 /// Binds every `[[listen]]` once per worker. The first socket of an address fixes the port, so
 /// `:0` (tests) gives all workers the same ephemeral port; its address is logged.
-fn bind_all(config: &Config, workers: usize) -> anyhow::Result<Vec<Vec<std::os::fd::OwnedFd>>> {
-    let mut per_worker: Vec<Vec<_>> = (0..workers).map(|_| Vec::new()).collect();
-    for listen in &config.listen {
+fn bind_all(config: &Config, workers: usize) -> anyhow::Result<PerWorker> {
+    bind_listeners(config.listen.iter(), workers)
+}
+
+/// Sockets for each worker, each with the address it was configured as.
+type PerWorker = Vec<Vec<(SocketAddr, std::os::fd::OwnedFd)>>;
+
+fn bind_listeners<'a>(
+    listens: impl Iterator<Item = &'a squall_config::Listen>,
+    workers: usize,
+) -> anyhow::Result<PerWorker> {
+    let mut per_worker: PerWorker = (0..workers).map(|_| Vec::new()).collect();
+    for listen in listens {
         let first = listener::bind(listen.address)
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", listen.address))?;
         let local = socket2::SockRef::from(&first)
@@ -196,11 +220,11 @@ fn bind_all(config: &Config, workers: usize) -> anyhow::Result<Vec<Vec<std::os::
             .ok_or_else(|| anyhow::anyhow!("listener {} has no IP address", listen.address))?;
         let scheme = if listen.tls { "https" } else { "http" };
         info!("listening on {scheme}://{local}");
-        per_worker[0].push(first);
+        per_worker[0].push((listen.address, first));
         for sockets in per_worker.iter_mut().skip(1) {
             let fd = listener::bind(local)
                 .map_err(|e| anyhow::anyhow!("cannot listen on {local}: {e}"))?;
-            sockets.push(fd);
+            sockets.push((listen.address, fd));
         }
     }
     Ok(per_worker)
@@ -208,7 +232,7 @@ fn bind_all(config: &Config, workers: usize) -> anyhow::Result<Vec<Vec<std::os::
 
 fn spawn_workers(
     count: usize,
-    listeners: Vec<Vec<std::os::fd::OwnedFd>>,
+    listeners: PerWorker,
     runtime: &Arc<Runtime>,
     access_log: Option<&Sender<crate::access_log::Message>>,
     clients: &Arc<crate::clients::ClientTable>,
@@ -250,21 +274,52 @@ fn spawn_workers(
 }
 
 /// SIGHUP: validate the file again and hand the workers a new runtime, or keep the old one.
-fn reload(path: Option<&Path>, workers: &[WorkerHandle], current: &mut Arc<Runtime>) {
+fn reload(
+    path: Option<&Path>,
+    workers: &[WorkerHandle],
+    current: &mut Arc<Runtime>,
+    listening: &mut Vec<SocketAddr>,
+) {
     crate::notify::reloading();
-    let runtime = load(path)
-        .map_err(anyhow::Error::msg)
-        .and_then(|config| Runtime::new(&config, current.metrics.clone(), Some(current)));
-    match runtime {
-        Ok(runtime) => {
+    let prepared = load(path).map_err(anyhow::Error::msg).and_then(|config| {
+        let runtime = Runtime::new(&config, current.metrics.clone(), Some(current))?;
+        // Bind the new listeners before anything changes: a port in use refuses the reload.
+        let added = config
+            .listen
+            .iter()
+            .filter(|l| !listening.contains(&l.address));
+        let add = bind_listeners(added, workers.len())?;
+        let remove: Vec<SocketAddr> = listening
+            .iter()
+            .filter(|a| !config.listen.iter().any(|l| l.address == **a))
+            .copied()
+            .collect();
+        Ok((
+            runtime,
+            add,
+            remove,
+            config.listen.iter().map(|l| l.address).collect(),
+        ))
+    });
+    match prepared {
+        Ok((runtime, add, remove, now_listening)) => {
             let runtime = Arc::new(runtime);
             *current = runtime.clone();
+            *listening = now_listening;
             current.metrics.reloads_ok.inc();
-            for w in workers {
-                let _ = w.control.send(Control::Reload(runtime.clone()));
+            for address in &remove {
+                info!("reload: no longer listening on {address}");
+            }
+            for (w, add) in workers.iter().zip(add) {
+                let message = Control::Reload {
+                    runtime: runtime.clone(),
+                    add,
+                    remove: remove.clone(),
+                };
+                let _ = w.control.send(message);
                 w.waker.wake();
             }
-            info!("reload: new configuration applied to new requests (listeners unchanged)");
+            info!("reload: new configuration applied to new requests");
             crate::notify::ready("serving; configuration reloaded");
         }
         Err(e) => {

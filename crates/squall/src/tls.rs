@@ -2,6 +2,8 @@
 //!
 //! The binary is where the config and the TLS layer meet (neither crate knows the other).
 
+use std::net::SocketAddr;
+
 use squall_config::{CertSource, Certificate, Config, Protocol};
 use squall_tls::{Acceptor, Alpn, CertSpec, KeySource, TlsStore};
 use tracing::warn;
@@ -9,7 +11,8 @@ use tracing::warn;
 /// The certificate store and one acceptor per `[[listen]]` (None for cleartext listeners).
 pub struct Tls {
     pub store: Option<TlsStore>,
-    pub acceptors: Vec<Option<Acceptor>>,
+    /// Per `[[listen]]` address (as configured): its acceptor, or None for cleartext.
+    pub acceptors: Vec<(SocketAddr, Option<Acceptor>)>,
 }
 
 impl Tls {
@@ -33,11 +36,22 @@ impl Tls {
             .listen
             .iter()
             .map(|listen| {
-                let store = store.as_ref().filter(|_| listen.tls)?;
-                Some(store.acceptor(&alpn(&listen.protocols)))
+                let acceptor = store
+                    .as_ref()
+                    .filter(|_| listen.tls)
+                    .map(|store| store.acceptor(&alpn(&listen.protocols)));
+                (listen.address, acceptor)
             })
             .collect();
         Ok(Tls { store, acceptors })
+    }
+
+    /// The acceptor of the listener configured as `address`; None for cleartext ones.
+    pub fn acceptor(&self, address: SocketAddr) -> Option<&Acceptor> {
+        self.acceptors
+            .iter()
+            .find(|(a, _)| *a == address)
+            .and_then(|(_, acceptor)| acceptor.as_ref())
     }
 }
 

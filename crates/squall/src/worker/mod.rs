@@ -8,6 +8,7 @@
 mod conn;
 
 use std::io;
+use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -59,7 +60,8 @@ fn conn_token(index: usize, generation: u32) -> u64 {
 pub struct Setup {
     pub id: usize,
     pub core: Option<core_affinity::CoreId>,
-    pub listeners: Vec<OwnedFd>,
+    /// Listening sockets with the address each was configured as (`127.0.0.1:0` stays so).
+    pub listeners: Vec<(SocketAddr, OwnedFd)>,
     pub runtime: Arc<Runtime>,
     pub control: Receiver<Control>,
     pub waker: Waker,
@@ -72,6 +74,8 @@ pub struct Setup {
 }
 
 struct Listener {
+    /// The `[[listen]]` address this socket serves, as configured.
+    address: SocketAddr,
     fd: Option<OwnedFd>,
     accept: Option<OpId>,
     /// Set while accepting is paused for lack of descriptors.
@@ -161,17 +165,35 @@ fn ring_error(e: &io::Error) -> String {
 }
 
 impl Worker {
-    fn start(&mut self, listeners: Vec<OwnedFd>) {
+    fn start(&mut self, listeners: Vec<(SocketAddr, OwnedFd)>) {
         self.ring.poll_waker(&self.waker, KIND_WAKER << KIND_SHIFT);
-        for fd in listeners {
+        self.add_listeners(listeners);
+    }
+
+    /// Starts accepting on new listening sockets (at start-up and from a reload).
+    fn add_listeners(&mut self, listeners: Vec<(SocketAddr, OwnedFd)>) {
+        for (address, fd) in listeners {
             self.listeners.push(Listener {
+                address,
                 fd: Some(fd),
                 accept: None,
                 paused_since: None,
             });
+            self.arm_accept(self.listeners.len() - 1);
         }
-        for index in 0..self.listeners.len() {
-            self.arm_accept(index);
+    }
+
+    /// Stops accepting on the listeners configured as `address` and closes their sockets;
+    /// connections they accepted go on. The entries stay, so accept tokens keep their index.
+    fn remove_listener(&mut self, address: SocketAddr) {
+        for listener in self.listeners.iter_mut().filter(|l| l.address == address) {
+            if let Some(op) = listener.accept.take() {
+                self.ring.cancel(op, KIND_LISTENER << KIND_SHIFT);
+            }
+            if let Some(fd) = listener.fd.take() {
+                self.ring.close(fd, KIND_LISTENER << KIND_SHIFT);
+            }
+            listener.paused_since = None;
         }
     }
 
@@ -324,12 +346,7 @@ impl Worker {
         self.next_generation = self.next_generation.wrapping_add(1);
         let generation = self.next_generation;
         let decoder = RequestDecoder::new(self.runtime.h1_limits);
-        let acceptor = self
-            .runtime
-            .tls
-            .acceptors
-            .get(listener)
-            .and_then(Option::as_ref);
+        let acceptor = self.runtime.tls.acceptor(self.listeners[listener].address);
         let tls = acceptor.map(|acceptor| Box::new(TlsConn::new(acceptor)));
         let raw = fd.as_raw_fd();
         let mut conn = Conn::new(fd, generation, decoder, tls, self.now);
@@ -748,9 +765,17 @@ impl Worker {
     fn on_control(&mut self) {
         while let Ok(message) = self.control.try_recv() {
             match message {
-                Control::Reload(runtime) => {
+                Control::Reload {
+                    runtime,
+                    add,
+                    remove,
+                } => {
                     info!(worker = self.id, "configuration reloaded");
                     self.runtime = runtime;
+                    for address in remove {
+                        self.remove_listener(address);
+                    }
+                    self.add_listeners(add);
                 }
                 Control::Drain { deadline } => self.begin_drain(deadline),
             }
