@@ -6,7 +6,9 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
-use squall_config::{Action, Route, RouteMatch, Vhost};
+use std::sync::Arc;
+
+use squall_config::{Action, HeaderEdits, Route, RouteMatch, Upstream, Vhost};
 use squall_h1::{RequestFraming, RequestHead, ResponseHead, encode_response_head};
 use squall_router::{Pattern, RouteSpec, VhostSpec};
 
@@ -27,8 +29,18 @@ pub enum Handler {
         status: StatusCode,
         location: Vec<LocationPart>,
     },
-    /// A route whose feature this build does not have yet (proxying to upstreams): 502.
-    Unavailable { feature: &'static str },
+    /// Forward to an upstream group; the worker runs the exchange.
+    Proxy(Arc<ProxyRoute>),
+}
+
+/// What a `proxy = "NAME"` route needs at request time.
+#[derive(Debug)]
+pub struct ProxyRoute {
+    /// Index of the group in the config's `[[upstream]]` list.
+    pub upstream: usize,
+    /// Header edits on the way to the origin and on the way back.
+    pub request_headers: HeaderEdits,
+    pub response_headers: HeaderEdits,
 }
 
 /// A piece of a redirect target: literal text or a variable filled from the request.
@@ -80,11 +92,11 @@ impl Handler {
                 write_response(*status, &headers, body.as_bytes(), framing, date, out);
                 *status
             }
-            Handler::Unavailable { feature } => {
-                let body = format!("502 Bad Gateway: {feature} is not available in this build\n");
+            // The worker forwards these; answering one here is a routing bug, so say 502.
+            Handler::Proxy(_) => {
                 let status = StatusCode::BAD_GATEWAY;
                 let headers = text_headers(&[]);
-                write_response(status, &headers, body.as_bytes(), framing, date, out);
+                write_response(status, &headers, b"502 Bad Gateway\n", framing, date, out);
                 status
             }
         }
@@ -92,14 +104,18 @@ impl Handler {
 }
 
 /// Turns one configured vhost into the router's spec.
-pub(crate) fn vhost_spec(vhost: &Vhost) -> VhostSpec<Handler> {
+pub(crate) fn vhost_spec(vhost: &Vhost, upstreams: &[Upstream]) -> VhostSpec<Handler> {
     VhostSpec {
         hosts: vhost.hosts.clone(),
-        routes: vhost.routes.iter().map(route_spec).collect(),
+        routes: vhost
+            .routes
+            .iter()
+            .map(|r| route_spec(r, upstreams))
+            .collect(),
     }
 }
 
-fn route_spec(route: &Route) -> RouteSpec<Handler> {
+fn route_spec(route: &Route, upstreams: &[Upstream]) -> RouteSpec<Handler> {
     let pattern = match &route.matcher {
         RouteMatch::Exact(p) => Pattern::Exact(p.clone()),
         RouteMatch::Prefix(p) => Pattern::Prefix(p.clone()),
@@ -110,11 +126,12 @@ fn route_spec(route: &Route) -> RouteSpec<Handler> {
         pattern,
         methods: route.methods.clone(),
         headers: route.headers.clone(),
-        action: handler(&route.action),
+        action: handler(route, upstreams),
     }
 }
 
-fn handler(action: &Action) -> Handler {
+fn handler(route: &Route, upstreams: &[Upstream]) -> Handler {
+    let action = &route.action;
     match action {
         Action::Respond {
             status,
@@ -133,9 +150,15 @@ fn handler(action: &Action) -> Handler {
             status: *status,
             location: parse_location(location),
         },
-        Action::Proxy { .. } => Handler::Unavailable {
-            feature: "proxying to upstreams",
-        },
+        Action::Proxy { upstream } => Handler::Proxy(Arc::new(ProxyRoute {
+            // Validation guarantees the name exists; 0 is never reached for a valid config.
+            upstream: upstreams
+                .iter()
+                .position(|u| &u.name == upstream)
+                .unwrap_or(0),
+            request_headers: route.request_headers.clone(),
+            response_headers: route.response_headers.clone(),
+        })),
     }
 }
 

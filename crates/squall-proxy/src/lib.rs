@@ -18,7 +18,7 @@ use squall_config::Config;
 use squall_h1::RequestHead;
 use squall_router::{RouteRequest, Router};
 
-pub use handler::{Handler, LocationPart};
+pub use handler::{Handler, LocationPart, ProxyRoute};
 
 /// Why a config could not be turned into a service.
 #[derive(Debug, thiserror::Error)]
@@ -44,12 +44,37 @@ pub struct Outcome {
 impl Service {
     /// Compiles the vhosts and routes of `config`.
     pub fn new(config: &Config) -> Result<Service, BuildError> {
-        let vhosts = config.vhost.iter().map(handler::vhost_spec).collect();
+        let vhosts = config
+            .vhost
+            .iter()
+            .map(|v| handler::vhost_spec(v, &config.upstream))
+            .collect();
         let router = Router::new(vhosts)?;
         Ok(Service {
             router,
             not_found: Handler::not_found(),
         })
+    }
+
+    /// Where `head` goes: a proxy route's group, or `None` for a route answered here.
+    pub fn proxy_route(&self, head: &RequestHead) -> Option<&std::sync::Arc<ProxyRoute>> {
+        match self.handler(head) {
+            Handler::Proxy(route) => Some(route),
+            _ => None,
+        }
+    }
+
+    fn handler(&self, head: &RequestHead) -> &Handler {
+        let request = RouteRequest {
+            host: head.host(),
+            method: &head.method,
+            path: head.uri.path(),
+            headers: &head.headers,
+        };
+        match self.router.route(&request) {
+            Some(matched) => matched.action,
+            None => &self.not_found,
+        }
     }
 
     /// Appends the complete response to `head` to `out`.
@@ -63,16 +88,7 @@ impl Service {
         close: bool,
         out: &mut BytesMut,
     ) -> Outcome {
-        let request = RouteRequest {
-            host: head.host(),
-            method: &head.method,
-            path: head.uri.path(),
-            headers: &head.headers,
-        };
-        let handler = match self.router.route(&request) {
-            Some(matched) => matched.action,
-            None => &self.not_found,
-        };
+        let handler = self.handler(head);
         let mut framing = head.framing();
         framing.keep_alive &= !close;
         let status = handler.write(head, framing, date, out);

@@ -131,9 +131,15 @@ fn block_route_answers_its_status() {
 }
 
 #[test]
-fn proxy_route_without_upstream_support_is_a_502() {
-    let (outcome, _) = respond("GET /app/x HTTP/1.1\r\nHost: a\r\n\r\n", false);
-    assert_eq!(outcome.status, StatusCode::BAD_GATEWAY);
+fn proxy_routes_name_their_upstream_and_local_ones_do_not() {
+    let service = service();
+    let route = service.proxy_route(&head("GET /app/x HTTP/1.1\r\nHost: a\r\n\r\n"));
+    assert_eq!(route.map(|r| r.upstream), Some(0));
+    assert!(
+        service
+            .proxy_route(&head("GET / HTTP/1.1\r\nHost: a\r\n\r\n"))
+            .is_none()
+    );
 }
 
 #[test]

@@ -27,6 +27,8 @@ pub struct Runtime {
     pub limits: ConnLimits,
     /// Shared by every generation of the runtime, so counters survive reloads.
     pub metrics: Arc<Metrics>,
+    /// The `[[upstream]]` groups, in config order; each worker builds its own state from them.
+    pub upstreams: Vec<squall_upstream::UpstreamSpec>,
     /// Per-client-address limits from `[limits]`.
     pub client_limits: crate::clients::ClientLimits,
     /// Certificates and one TLS acceptor per `[[listen]]`, in config order.
@@ -77,9 +79,36 @@ impl Runtime {
             },
             metrics,
             client_limits: crate::clients::ClientLimits::from_config(&config.limits),
+            upstreams: config.upstream.iter().map(upstream_spec).collect(),
             tls: Tls::load(config, previous_store)?,
         })
     }
+}
+
+/// The upstream crate's view of one `[[upstream]]`. Active health checks are not sent yet, so
+/// passive health (real traffic) is the only signal: a configured `health_check` is not
+/// handed on, or down servers would wait for probes that never come.
+fn upstream_spec(upstream: &squall_config::Upstream) -> squall_upstream::UpstreamSpec {
+    use squall_config::Balance as C;
+    use squall_upstream::Balance as U;
+    let balance = match upstream.balance {
+        C::RoundRobin => U::RoundRobin,
+        C::Weighted => U::Weighted,
+        C::ConsistentHash => U::ConsistentHash,
+        C::LeastConn => U::LeastConn,
+    };
+    let servers = upstream
+        .servers
+        .iter()
+        .map(|s| squall_upstream::ServerSpec {
+            address: s.address,
+            weight: s.weight,
+        })
+        .collect();
+    let mut spec = squall_upstream::UpstreamSpec::new(upstream.name.clone(), servers, balance);
+    spec.connect_timeout = upstream.connect_timeout;
+    spec.response_timeout = upstream.response_timeout;
+    spec
 }
 
 struct WorkerHandle {

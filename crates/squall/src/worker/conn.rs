@@ -42,6 +42,8 @@ pub struct Conn {
     pub send: Option<OpId>,
     /// Operations queued or in flight (receive, send, close): the slot is freed at zero.
     pub ops: u32,
+    /// The proxied request in progress, if any (one at a time: later ones wait in `rbuf`).
+    pub exchange: Option<Box<super::proxy::Exchange>>,
     /// A request head whose body is still arriving; answered at its end.
     pub request: Option<RequestHead>,
     /// Decoding stopped for good: close once `out` is sent (Connection: close, an error).
@@ -89,6 +91,7 @@ impl Conn {
             send: None,
             ops: 0,
             request: None,
+            exchange: None,
             close_after: false,
             blocked: false,
             head_started: None,
@@ -110,6 +113,7 @@ impl Conn {
     /// True when no request is in progress and nothing is left to send: safe to close at once.
     pub fn is_idle(&self) -> bool {
         self.request.is_none()
+            && self.exchange.is_none()
             && self.rbuf.is_empty()
             && self.decoder.is_between_messages()
             && self.unsent_bytes() == 0
@@ -142,7 +146,9 @@ impl Conn {
 
     /// True when part of a request head has arrived and the head is not complete.
     pub fn head_in_progress(&self) -> bool {
-        self.request.is_none() && !(self.rbuf.is_empty() && self.decoder.is_between_messages())
+        self.request.is_none()
+            && self.exchange.is_none()
+            && !(self.rbuf.is_empty() && self.decoder.is_between_messages())
     }
 
     /// Checks the relations the worker relies on; called by tests and debug builds.

@@ -6,6 +6,8 @@
 //! [`Runtime`].
 
 mod conn;
+mod forward;
+mod proxy;
 
 use std::io;
 use std::net::SocketAddr;
@@ -51,6 +53,7 @@ const KIND_SHIFT: u32 = 62;
 const KIND_CONN: u64 = 0;
 const KIND_LISTENER: u64 = 1;
 const KIND_WAKER: u64 = 2;
+const KIND_ORIGIN: u64 = 3;
 
 fn conn_token(index: usize, generation: u32) -> u64 {
     (u64::from(generation) << 32) | index as u64
@@ -103,6 +106,10 @@ struct Worker {
     /// This worker's batch of access log lines, when the access log is on.
     log: Option<access_log::Batch>,
     clients: Arc<ClientTable>,
+    /// Connections to origin servers, busy or pooled.
+    origins: Slab<proxy::Origin>,
+    /// This worker's balancing, health and pool state per upstream group.
+    upstreams: proxy::Upstreams,
 }
 
 /// Runs a worker until it has drained after a stop.
@@ -141,7 +148,13 @@ pub fn run(setup: Setup) {
         pause_logged_at: None,
         log: setup.access_log.map(|tx| access_log::Batch::new(tx, now)),
         clients: setup.clients,
+        origins: Slab::new(),
+        upstreams: proxy::Upstreams {
+            groups: Vec::new(),
+            generation: 0,
+        },
     };
+    worker.rebuild_upstreams();
     worker.start(setup.listeners);
     let _ = setup.ready.send(Ok(()));
     if let Err(e) = worker.event_loop() {
@@ -168,6 +181,37 @@ impl Worker {
     fn start(&mut self, listeners: Vec<(SocketAddr, OwnedFd)>) {
         self.ring.poll_waker(&self.waker, KIND_WAKER << KIND_SHIFT);
         self.add_listeners(listeners);
+    }
+
+    /// Builds this worker's upstream state from the runtime's groups. On a reload the old
+    /// pooled connections close (their group may be gone); busy ones finish their exchange
+    /// and then close instead of going back to a pool.
+    fn rebuild_upstreams(&mut self) {
+        let seed = self.id as u64;
+        let groups: Result<Vec<_>, _> = self
+            .runtime
+            .upstreams
+            .iter()
+            .map(|spec| squall_upstream::Upstream::new(spec, self.now, seed))
+            .collect();
+        // Validation makes an error here unreachable; if it happens, proxy routes answer 502.
+        self.upstreams.groups = groups.unwrap_or_else(|e| {
+            warn!(
+                worker = self.id,
+                "upstreams: {e}; proxy routes will answer 502"
+            );
+            Vec::new()
+        });
+        self.upstreams.generation += 1;
+        let idle: Vec<usize> = self
+            .origins
+            .iter()
+            .filter(|(_, o)| o.state == proxy::OriginState::Idle)
+            .map(|(i, _)| i)
+            .collect();
+        for index in idle {
+            self.close_origin(index);
+        }
     }
 
     /// Starts accepting on new listening sockets (at start-up and from a reload).
@@ -210,6 +254,7 @@ impl Worker {
             }
             self.expire_timers();
             self.retry_accept();
+            self.expire_pools();
             let counters = self.runtime.metrics.worker(self.id);
             counters.beat();
             if let Some(log) = &mut self.log {
@@ -250,13 +295,22 @@ impl Worker {
                 token,
                 result,
                 more,
+            } if token >> KIND_SHIFT == KIND_ORIGIN => self.on_origin_recv(token, result, more),
+            Completion::Recv {
+                token,
+                result,
+                more,
             } => self.on_recv(token, result, more),
-            Completion::Send { token, result, buf } => self.on_send(token, result, buf),
-            Completion::Close { token, .. } => {
-                if token >> KIND_SHIFT == KIND_CONN {
-                    self.op_done(token);
-                }
+            Completion::Send { token, result, buf } if token >> KIND_SHIFT == KIND_ORIGIN => {
+                self.on_origin_send(token, result, buf);
             }
+            Completion::Send { token, result, buf } => self.on_send(token, result, buf),
+            Completion::Connect { token, result } => self.on_origin_connect(token, result),
+            Completion::Close { token, .. } => match token >> KIND_SHIFT {
+                KIND_CONN => self.op_done(token),
+                KIND_ORIGIN => self.on_origin_close(token),
+                _ => {}
+            },
             Completion::Wake { more, .. } => {
                 if !more {
                     self.ring.poll_waker(&self.waker, KIND_WAKER << KIND_SHIFT);
@@ -264,7 +318,7 @@ impl Worker {
                 self.on_control();
             }
             // Origin connections (connect, writev) arrive with the proxy.
-            Completion::Writev { .. } | Completion::Connect { .. } | Completion::Cancel { .. } => {}
+            Completion::Writev { .. } | Completion::Cancel { .. } => {}
         }
     }
 
@@ -343,7 +397,8 @@ impl Worker {
         if let Err(e) = SockRef::from(&fd).set_tcp_nodelay(true) {
             debug!(worker = self.id, "TCP_NODELAY: {e}");
         }
-        self.next_generation = self.next_generation.wrapping_add(1);
+        // 30 bits: the top two bits of a token say what it belongs to.
+        self.next_generation = (self.next_generation + 1) & 0x3FFF_FFFF;
         let generation = self.next_generation;
         let decoder = RequestDecoder::new(self.runtime.h1_limits);
         let acceptor = self.runtime.tls.acceptor(self.listeners[listener].address);
@@ -351,8 +406,9 @@ impl Worker {
         let raw = fd.as_raw_fd();
         let mut conn = Conn::new(fd, generation, decoder, tls, self.now);
         let limits = self.runtime.client_limits;
-        if self.log.is_some() || limits.any() {
-            // One getpeername per connection, paid only when a log or a limit needs it.
+        if self.log.is_some() || limits.any() || !self.runtime.upstreams.is_empty() {
+            // One getpeername per connection, paid only when a log, a limit or the
+            // X-Forwarded-For of a proxied request needs it.
             let fd = conn.fd.as_ref().expect("a new connection has its socket");
             conn.peer = SockRef::from(fd)
                 .peer_addr()
@@ -454,7 +510,12 @@ impl Worker {
         let date = self.date.get();
         let draining = self.drain_deadline.is_some();
         let conn = &mut self.conns[index];
+        let mut start_exchange = false;
         while !conn.close_after && conn.phase == Phase::Open {
+            // A proxied request is answered before the next pipelined one is read.
+            if conn.exchange.as_ref().is_some_and(|e| e.request_complete) {
+                break;
+            }
             if conn.unsent_bytes() >= OUT_HIGH_BYTES {
                 conn.blocked = true;
                 break;
@@ -488,10 +549,35 @@ impl Worker {
                     if head.expect_continue {
                         squall_h1::encode_continue(&mut conn.out);
                     }
+                    if let Some(route) = runtime.service.proxy_route(&head) {
+                        conn.exchange = Some(Box::new(proxy::Exchange::new(head, route.clone())));
+                        start_exchange = true;
+                        continue;
+                    }
                     conn.request = Some(head);
                 }
-                // `respond` routes do not read bodies; the bytes are dropped as they arrive.
-                Ok(Some(Event::Data(_))) => {}
+                // A proxied request's body goes to its origin, framed as it came; `respond`
+                // routes do not read bodies, so the bytes are dropped as they arrive.
+                Ok(Some(Event::Data(data))) => {
+                    if let Some(exchange) = conn.exchange.as_mut() {
+                        if exchange.head.body == squall_h1::BodyKind::Chunked {
+                            squall_h1::encode_chunk(&data, &mut exchange.body);
+                        } else {
+                            exchange.body.extend_from_slice(&data);
+                        }
+                        if exchange.body.len() >= OUT_HIGH_BYTES {
+                            conn.blocked = true;
+                            break;
+                        }
+                    }
+                }
+                Ok(Some(Event::End { .. })) if conn.exchange.is_some() => {
+                    let exchange = conn.exchange.as_mut().expect("checked by the guard");
+                    if exchange.head.body == squall_h1::BodyKind::Chunked {
+                        squall_h1::encode_last_chunk(None, &mut exchange.body);
+                    }
+                    exchange.request_complete = true;
+                }
                 Ok(Some(Event::End { .. })) => {
                     let head = conn
                         .request
@@ -552,8 +638,14 @@ impl Worker {
             self.close_now(index);
             return;
         }
+        let has_exchange = conn.exchange.is_some();
         self.flush(index);
         self.update_deadline(index);
+        if start_exchange {
+            self.assign_origin(index);
+        } else if has_exchange {
+            self.pump_body(index);
+        }
     }
 
     // ---- sending ----
@@ -613,6 +705,10 @@ impl Worker {
                     self.flush(index);
                     self.update_deadline(index);
                 }
+                // A proxied response paused for this client reads on once it has drained.
+                if self.conns[index].unsent_bytes() < OUT_HIGH_BYTES / 2 {
+                    self.resume_origin(index);
+                }
             }
             Err(e) => {
                 debug!(worker = self.id, conn = index, "send: {e}");
@@ -642,6 +738,9 @@ impl Worker {
 
     /// Cancels the connection's operations and queues the close of its socket.
     fn close_now(&mut self, index: usize) {
+        if self.conns[index].exchange.is_some() {
+            self.abort_exchange(index);
+        }
         let conn = &mut self.conns[index];
         if conn.phase == Phase::Closed {
             return;
@@ -717,6 +816,10 @@ impl Worker {
         let mut fired = std::mem::take(&mut self.fired);
         self.timers.expire(self.now, &mut fired);
         for entry in fired.drain(..) {
+            if entry.key >> KIND_SHIFT == KIND_ORIGIN {
+                self.on_origin_timer(entry.key, entry.due);
+                continue;
+            }
             let Some(index) = self.conn_index(entry.key) else {
                 continue;
             };
@@ -772,6 +875,7 @@ impl Worker {
                 } => {
                     info!(worker = self.id, "configuration reloaded");
                     self.runtime = runtime;
+                    self.rebuild_upstreams();
                     for address in remove {
                         self.remove_listener(address);
                     }

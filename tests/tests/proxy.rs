@@ -1,0 +1,411 @@
+//! Proxy routes against real origins: tiny hyper servers started by the test.
+
+use std::convert::Infallible;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use squall_e2e::{Squall, read_response, roundtrip};
+
+/// A hyper origin on a loopback port, counting the connections it accepted.
+struct Origin {
+    addr: SocketAddr,
+    connections: Arc<AtomicUsize>,
+}
+
+async fn handle(
+    name: &'static str,
+    req: http::Request<Incoming>,
+) -> Result<http::Response<Full<Bytes>>, Infallible> {
+    let path = req.uri().path().to_owned();
+    let forwarded = req
+        .headers()
+        .get("x-forwarded-for")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let method = req.method().clone();
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let text = match path.as_str() {
+        "/p/slow" => {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            "slow".to_owned()
+        }
+        "/p/big" => {
+            return Ok(http::Response::new(Full::new(Bytes::from(vec![
+                b'x';
+                1 << 20
+            ]))));
+        }
+        "/p/huge" => {
+            let body = Bytes::from(vec![b'y'; 16 << 20]);
+            return Ok(http::Response::new(Full::new(body)));
+        }
+        _ => format!(
+            "{name} {method} {path} body={} xff={}",
+            body.len(),
+            forwarded.unwrap_or_default()
+        ),
+    };
+    Ok(http::Response::builder()
+        .header("x-origin", name)
+        .body(Full::new(Bytes::from(text)))
+        .unwrap())
+}
+
+fn start_origin(name: &'static str) -> Origin {
+    let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    std_listener.set_nonblocking(true).unwrap();
+    let addr = std_listener.local_addr().unwrap();
+    let connections = Arc::new(AtomicUsize::new(0));
+    let counter = connections.clone();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(std_listener).unwrap();
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |req| handle(name, req));
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+    });
+    Origin { addr, connections }
+}
+
+fn proxy_config(servers: &[SocketAddr]) -> String {
+    let servers: Vec<String> = servers
+        .iter()
+        .map(|a| format!("{{ address = \"{a}\" }}"))
+        .collect();
+    format!(
+        r#"[server]
+workers = 1
+
+[[listen]]
+address = "ADDR"
+
+[[upstream]]
+name = "app"
+servers = [{}]
+connect_timeout = "1s"
+response_timeout = "1s"
+
+[[vhost]]
+hosts = ["*"]
+
+[[vhost.route]]
+prefix = "/p/"
+proxy = "app"
+response_headers = {{ set = {{ "x-via" = "squall" }} }}
+
+[[vhost.route]]
+exact = "/local"
+respond = {{ status = 200, body = "local" }}
+"#,
+        servers.join(", ")
+    )
+}
+
+#[test]
+fn get_and_post_are_forwarded_with_keep_alive_to_the_origin() {
+    let origin = start_origin("o1");
+    let squall = Squall::start(&proxy_config(&[origin.addr]));
+    let mut client = squall.connect();
+    for i in 0..10 {
+        let r = roundtrip(
+            &mut client,
+            &format!("GET /p/a{i}?q=1 HTTP/1.1\r\nHost: x\r\n\r\n"),
+        );
+        assert_eq!(r.status, 200, "request {i}");
+        assert_eq!(
+            r.body_text(),
+            format!("o1 GET /p/a{i} body=0 xff=127.0.0.1")
+        );
+        assert_eq!(r.header("x-origin"), Some("o1"));
+        assert_eq!(
+            r.header("x-via"),
+            Some("squall"),
+            "route response edits apply"
+        );
+    }
+    let post = "POST /p/up HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello";
+    assert_eq!(
+        roundtrip(&mut client, post).body_text(),
+        "o1 POST /p/up body=5 xff=127.0.0.1"
+    );
+    let chunked = "PUT /p/up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n4\r\ndefg\r\n0\r\n\r\n";
+    assert_eq!(
+        roundtrip(&mut client, chunked).body_text(),
+        "o1 PUT /p/up body=7 xff=127.0.0.1"
+    );
+    // Local routes still answer locally on the same connection.
+    assert_eq!(
+        roundtrip(&mut client, "GET /local HTTP/1.1\r\nHost: x\r\n\r\n").body_text(),
+        "local"
+    );
+    assert_eq!(
+        origin.connections.load(Ordering::Relaxed),
+        1,
+        "one pooled origin connection"
+    );
+}
+
+#[test]
+fn pipelined_proxied_requests_come_back_in_order() {
+    let origin = start_origin("o1");
+    let squall = Squall::start(&proxy_config(&[origin.addr]));
+    let mut client = squall.connect();
+    let batch = "GET /p/1 HTTP/1.1\r\nHost: x\r\n\r\nGET /local HTTP/1.1\r\nHost: x\r\n\r\nGET /p/2 HTTP/1.1\r\nHost: x\r\n\r\n";
+    client.write_all(batch.as_bytes()).unwrap();
+    let bodies: Vec<String> = (0..3)
+        .map(|_| read_response(&mut client).unwrap().body_text())
+        .collect();
+    assert_eq!(
+        bodies,
+        [
+            "o1 GET /p/1 body=0 xff=127.0.0.1",
+            "local",
+            "o1 GET /p/2 body=0 xff=127.0.0.1"
+        ]
+    );
+}
+
+#[test]
+fn a_large_body_streams_through_intact() {
+    let origin = start_origin("o1");
+    let squall = Squall::start(&proxy_config(&[origin.addr]));
+    let mut client = squall.connect();
+    let r = roundtrip(&mut client, "GET /p/big HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body.len(), 1 << 20);
+    assert!(r.body.iter().all(|b| *b == b'x'));
+}
+
+#[test]
+fn two_servers_share_the_load() {
+    let (a, b) = (start_origin("a"), start_origin("b"));
+    let squall = Squall::start(&proxy_config(&[a.addr, b.addr]));
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..6 {
+        let mut client = squall.connect();
+        let r = roundtrip(
+            &mut client,
+            "GET /p/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        );
+        seen.insert(r.header("x-origin").unwrap().to_owned());
+    }
+    assert_eq!(seen.into_iter().collect::<Vec<_>>(), ["a", "b"]);
+}
+
+#[test]
+fn an_origin_that_refuses_gets_502_and_a_slow_one_504() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = closed.local_addr().unwrap();
+    drop(closed);
+    let squall = Squall::start(&proxy_config(&[dead]));
+    let mut client = squall.connect();
+    let started = Instant::now();
+    assert_eq!(
+        roundtrip(&mut client, "GET /p/x HTTP/1.1\r\nHost: x\r\n\r\n").status,
+        502
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "refused is answered at once"
+    );
+
+    let origin = start_origin("o1");
+    let squall = Squall::start(&proxy_config(&[origin.addr]));
+    let mut client = squall.connect();
+    let started = Instant::now();
+    assert_eq!(
+        roundtrip(&mut client, "GET /p/slow HTTP/1.1\r\nHost: x\r\n\r\n").status,
+        504
+    );
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_millis(2900),
+        "{waited:?}"
+    );
+}
+
+/// An origin written by hand, for framings and failures hyper would not produce: each
+/// connection answers requests with `respond(request_head)` and closes after `close_after`.
+fn raw_origin(respond: fn(&str) -> String, close_after: usize) -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(64) {
+            let Ok(mut stream) = stream else { return };
+            std::thread::spawn(move || {
+                use std::io::Read;
+                stream
+                    .set_read_timeout(Some(Duration::from_secs(5)))
+                    .unwrap();
+                for _ in 0..close_after {
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") {
+                        if stream.read(&mut byte).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        head.push(byte[0]);
+                    }
+                    let text = String::from_utf8_lossy(&head).into_owned();
+                    if stream.write_all(respond(&text).as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn chunked_and_bodiless_responses_are_reframed_for_the_client() {
+    let origin = raw_origin(
+        |head| {
+            if head.starts_with("HEAD") {
+                "HTTP/1.1 200 OK\r\nContent-Length: 42\r\n\r\n".to_owned()
+            } else if head.contains("/p/empty") {
+                "HTTP/1.1 204 No Content\r\n\r\n".to_owned()
+            } else {
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n".to_owned()
+            }
+        },
+        100,
+    );
+    let squall = Squall::start(&proxy_config(&[origin]));
+    let mut client = squall.connect();
+    // Chunked from the origin, chunked to the client; our reader needs a length, so ask 1.0.
+    client
+        .write_all(b"GET /p/c HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        .unwrap();
+    let mut text = Vec::new();
+    std::io::Read::read_to_end(&mut client, &mut text).unwrap();
+    let text = String::from_utf8_lossy(&text);
+    assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+    assert!(
+        text.ends_with("\r\n\r\nhello world"),
+        "HTTP/1.0 gets the body until close: {text}"
+    );
+
+    let mut client = squall.connect();
+    client
+        .write_all(b"HEAD /p/h HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        std::io::Read::read_exact(&mut client, &mut byte).unwrap();
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).to_lowercase();
+    assert!(head.contains("content-length: 42\r\n"), "{head}");
+    // No body followed the HEAD response: the next response starts right away.
+    assert_eq!(
+        roundtrip(&mut client, "GET /p/empty HTTP/1.1\r\nHost: x\r\n\r\n").status,
+        204
+    );
+    assert_eq!(
+        roundtrip(&mut client, "GET /local HTTP/1.1\r\nHost: x\r\n\r\n").body_text(),
+        "local"
+    );
+}
+
+#[test]
+fn a_slow_reader_gets_a_large_body_intact() {
+    let origin = start_origin("o1");
+    let squall = Squall::start(&proxy_config(&[origin.addr]));
+    let mut client = squall.connect();
+    client
+        .write_all(b"GET /p/huge HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    // Read slowly, so that Squall must pause the origin rather than buffer the whole body.
+    let mut reader = SlowReader {
+        inner: client,
+        chunk: 64 * 1024,
+    };
+    let r = read_response(&mut reader).unwrap();
+    assert_eq!(
+        r.body.len(),
+        16 << 20,
+        "status {} {}",
+        r.status,
+        squall.log()
+    );
+    assert!(r.body.iter().all(|b| *b == b'y'));
+    assert!(
+        squall.log().contains("origin paused"),
+        "the origin was paused: {}",
+        squall.log()
+    );
+}
+
+struct SlowReader {
+    inner: std::net::TcpStream,
+    chunk: usize,
+}
+
+impl std::io::Read for SlowReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        std::thread::sleep(Duration::from_micros(500));
+        let n = buf.len().min(self.chunk);
+        self.inner.read(&mut buf[..n])
+    }
+}
+
+#[test]
+fn origins_closing_keep_alive_connections_and_clients_leaving_early_are_survived() {
+    // The origin closes every connection after one response: pooled connections go stale.
+    let origin = raw_origin(
+        |_| "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".to_owned(),
+        1,
+    );
+    let squall = Squall::start(&proxy_config(&[origin]));
+    let mut client = squall.connect();
+    for i in 0..5 {
+        let r = roundtrip(&mut client, "GET /p/x HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(
+            (r.status, r.body_text()),
+            (200, "ok".to_owned()),
+            "request {i}"
+        );
+    }
+    // A client that leaves in the middle of a large response.
+    let big = start_origin("o1");
+    let squall = Squall::start(&proxy_config(&[big.addr]));
+    for _ in 0..3 {
+        let mut early = squall.connect();
+        early
+            .write_all(b"GET /p/big HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut some = [0u8; 1000];
+        std::io::Read::read_exact(&mut early, &mut some).unwrap();
+        drop(early);
+    }
+    let mut client = squall.connect();
+    let r = roundtrip(&mut client, "GET /p/after HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(r.body_text(), "o1 GET /p/after body=0 xff=127.0.0.1");
+}
