@@ -24,6 +24,15 @@ async fn handle(
     req: http::Request<Incoming>,
 ) -> Result<http::Response<Full<Bytes>>, Infallible> {
     let path = req.uri().path().to_owned();
+    if req.uri().path() == "/p/headers" {
+        let mut seen: Vec<String> = req
+            .headers()
+            .iter()
+            .map(|(n, v)| format!("{n}: {}", v.to_str().unwrap_or("?")))
+            .collect();
+        seen.sort();
+        return Ok(http::Response::new(Full::new(Bytes::from(seen.join("\n")))));
+    }
     let forwarded = req
         .headers()
         .get("x-forwarded-for")
@@ -408,4 +417,52 @@ fn origins_closing_keep_alive_connections_and_clients_leaving_early_are_survived
     let mut client = squall.connect();
     let r = roundtrip(&mut client, "GET /p/after HTTP/1.1\r\nHost: x\r\n\r\n");
     assert_eq!(r.body_text(), "o1 GET /p/after body=0 xff=127.0.0.1");
+}
+
+#[test]
+fn hop_by_hop_fields_are_dropped_and_forwarding_fields_added() {
+    let origin = start_origin("o1");
+    let squall = Squall::start(&proxy_config(&[origin.addr]));
+    let mut client = squall.connect();
+    let request = "GET /p/headers HTTP/1.1\r\nHost: example.test\r\nConnection: keep-alive, x-secret\r\n\
+                   X-Secret: 1\r\nKeep-Alive: timeout=5\r\nTE: trailers\r\nX-Forwarded-For: 10.0.0.9\r\n\
+                   Via: 1.0 edge\r\nX-Kept: yes\r\n\r\n";
+    let seen = roundtrip(&mut client, request).body_text();
+    for absent in ["x-secret:", "keep-alive:", "te:", "upgrade:"] {
+        assert!(
+            !seen.contains(absent),
+            "{absent} must not reach the origin:\n{seen}"
+        );
+    }
+    for present in [
+        "host: example.test",
+        "x-kept: yes",
+        "x-forwarded-for: 10.0.0.9, 127.0.0.1",
+        "x-forwarded-proto: http",
+        "forwarded: for=127.0.0.1;proto=http",
+        "via: 1.0 edge, 1.1 squall",
+    ] {
+        assert!(
+            seen.lines().any(|l| l == present),
+            "{present} missing:\n{seen}"
+        );
+    }
+}
+
+#[test]
+fn a_refusing_server_fails_over_to_the_other() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = closed.local_addr().unwrap();
+    drop(closed);
+    let live = start_origin("live");
+    let squall = Squall::start(&proxy_config(&[dead, live.addr]));
+    for i in 0..6 {
+        let mut client = squall.connect();
+        let r = roundtrip(
+            &mut client,
+            "POST /p/x HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi",
+        );
+        assert_eq!(r.status, 200, "request {i} fails over");
+        assert_eq!(r.header("x-origin"), Some("live"));
+    }
 }

@@ -111,6 +111,16 @@ const FAMILIES: &[Family] = &[
         |w| &w.tls_errors,
     ),
     (
+        "squall_upstream_connects_total",
+        "Connections opened to origin servers.",
+        |w| &w.upstream_connects,
+    ),
+    (
+        "squall_upstream_reuses_total",
+        "Proxied requests sent on a pooled keep-alive origin connection.",
+        |w| &w.upstream_reuses,
+    ),
+    (
         "squall_limit_connections_total",
         "Connections refused by limits.connections_per_ip_max.",
         |w| &w.limit_connections,

@@ -31,6 +31,9 @@ pub struct WorkerCounters {
     pub tls_errors: Counter,
     pub access_log_dropped: Counter,
     pub limit_connections: Counter,
+    /// Origin connections opened, and requests that reused a pooled one.
+    pub upstream_connects: Counter,
+    pub upstream_reuses: Counter,
     pub limit_requests: Counter,
     /// When the worker's event loop last turned, in ms since start (for the watchdog).
     pub heartbeat_ms: AtomicU64,

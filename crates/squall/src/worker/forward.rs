@@ -67,6 +67,7 @@ impl Worker {
             if let Some(e) = self.conns[client].exchange.as_mut() {
                 e.origin = Some(token);
             }
+            self.runtime.metrics.worker(self.id).upstream_reuses.inc();
             self.write_request(index);
             return;
         }
@@ -125,6 +126,7 @@ impl Worker {
         });
         let token = origin_token(index, generation);
         self.ring.connect(raw, address, token);
+        self.runtime.metrics.worker(self.id).upstream_connects.inc();
         self.conns[client]
             .exchange
             .as_mut()

@@ -170,13 +170,35 @@ pub fn encode_request(
         raw.put_slice(peer.ip().to_string().as_bytes());
         raw.put_slice(b"\r\n");
     }
+    let proto = if tls { "https" } else { "http" };
     if !headers.contains_key("x-forwarded-proto") {
-        raw.put_slice(if tls {
-            b"x-forwarded-proto: https\r\n"
-        } else {
-            b"x-forwarded-proto: http\r\n"
-        });
+        raw.put_slice(b"x-forwarded-proto: ");
+        raw.put_slice(proto.as_bytes());
+        raw.put_slice(b"\r\n");
     }
+    // RFC 7239 `Forwarded` and RFC 9110 §7.6.3 `Via`, appended to what earlier proxies said.
+    if let Some(peer) = peer {
+        let prior = headers.remove(header::FORWARDED);
+        raw.put_slice(b"forwarded: ");
+        if let Some(prior) = prior {
+            raw.put_slice(prior.as_bytes());
+            raw.put_slice(b", ");
+        }
+        match peer.ip() {
+            std::net::IpAddr::V4(ip) => raw.put_slice(format!("for={ip}").as_bytes()),
+            std::net::IpAddr::V6(ip) => raw.put_slice(format!("for=\"[{ip}]\"").as_bytes()),
+        }
+        raw.put_slice(b";proto=");
+        raw.put_slice(proto.as_bytes());
+        raw.put_slice(b"\r\n");
+    }
+    let prior_via = headers.remove(header::VIA);
+    raw.put_slice(b"via: ");
+    if let Some(prior) = prior_via {
+        raw.put_slice(prior.as_bytes());
+        raw.put_slice(b", ");
+    }
+    raw.put_slice(b"1.1 squall\r\n");
     let host = head
         .headers
         .get(header::HOST)
