@@ -108,6 +108,10 @@ fn upstream_spec(upstream: &squall_config::Upstream) -> squall_upstream::Upstrea
     let mut spec = squall_upstream::UpstreamSpec::new(upstream.name.clone(), servers, balance);
     spec.connect_timeout = upstream.connect_timeout;
     spec.response_timeout = upstream.response_timeout;
+    // A worker needs one origin connection per request it has in flight to a server; keeping
+    // fewer idle than that closes and reopens connections under steady load (measured: with
+    // 32, 64 keep-alive clients through one worker cost 1.3× nginx's CPU per request).
+    spec.pool.idle_max = 256;
     spec
 }
 
