@@ -81,6 +81,11 @@ pub fn main(args: &BenchArgs) -> Result<ExitCode> {
         .unwrap_or_else(|| repo.join("target/bench").join(&stamp));
     fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let builds = builds(args, &repo)?;
+    // Proxy scenarios share one origin, started before any run and stopped on return.
+    let _origin = match scenarios.iter().find_map(|s| s.origin.as_ref()) {
+        Some(origin) => Some(crate::origin::start(&origin.body, args.load_cpu, &out)?),
+        None => None,
+    };
     let settings = Settings {
         duration_secs: args.duration,
         warmup_secs: args.warmup,

@@ -13,6 +13,7 @@ mod cli;
 mod find_max;
 mod h2load;
 mod nginx;
+mod origin;
 mod report;
 mod run;
 mod scenario;

@@ -26,6 +26,8 @@ pub struct Scenario {
     pub load: Load,
     /// Squall's config with routes generated but the listen address not yet set.
     config: Table,
+    /// The local origin this scenario's proxy routes need, if any.
+    pub origin: Option<OriginSection>,
 }
 
 /// How h2load loads the server.
@@ -98,6 +100,16 @@ struct ScenarioFile {
     description: String,
     load: Load,
     squall: SquallSection,
+    /// A local origin for `proxy` routes (their server address is written `ORIGIN`).
+    #[serde(default)]
+    origin: Option<OriginSection>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OriginSection {
+    /// What the origin answers every request with (status 200).
+    pub body: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -159,6 +171,7 @@ impl Scenario {
             description: file.description,
             load: file.load,
             config,
+            origin: file.origin,
         })
     }
 
@@ -169,6 +182,9 @@ impl Scenario {
             for listen in listens.iter_mut().filter_map(Value::as_table_mut) {
                 listen.insert("address".into(), Value::String(format!("127.0.0.1:{port}")));
             }
+        }
+        if let Some(origin) = crate::origin::address() {
+            replace_origin(&mut config, origin);
         }
         config
     }
@@ -237,6 +253,23 @@ fn validate_load(load: &Load) -> Result<()> {
         "load.tls_resumption = false needs tls = true and close = true"
     );
     Ok(())
+}
+
+/// Writes the origin's address into every upstream server named `ORIGIN`.
+fn replace_origin(config: &mut Table, origin: std::net::SocketAddr) {
+    let Some(Value::Array(upstreams)) = config.get_mut("upstream") else {
+        return;
+    };
+    for upstream in upstreams.iter_mut().filter_map(Value::as_table_mut) {
+        let Some(Value::Array(servers)) = upstream.get_mut("servers") else {
+            continue;
+        };
+        for server in servers.iter_mut().filter_map(Value::as_table_mut) {
+            if server.get("address").and_then(Value::as_str) == Some("ORIGIN") {
+                server.insert("address".into(), Value::String(origin.to_string()));
+            }
+        }
+    }
 }
 
 fn listens(config: &Table) -> usize {
