@@ -8,7 +8,7 @@ use squall_e2e::{Squall, hello_config, read_response};
 const CONNECTIONS: usize = 10_000;
 
 /// Raises this test process's descriptor limit to its hard limit (with prlimit, as the test
-/// crate has no unsafe code) and returns it.
+/// crate forbids `unsafe_code`) and returns it.
 fn raise_own_nofile() -> usize {
     let pid = std::process::id().to_string();
     let out = Command::new("prlimit")

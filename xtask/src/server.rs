@@ -176,7 +176,7 @@ impl Server {
     /// SIGKILL if that takes longer than [`STOP_TIMEOUT`].
     pub fn stop(mut self) -> Result<ExitStatus> {
         let pid = self.pid().to_string();
-        // `kill` the program, because the libc call would need `unsafe`, which xtask forbids.
+        // `kill` the program, because the libc call would break xtask's `forbid(unsafe_code)`.
         let _ = Command::new("kill").args(["-TERM", &pid]).status();
         let deadline = Instant::now() + STOP_TIMEOUT;
         while Instant::now() < deadline {

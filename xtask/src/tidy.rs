@@ -18,7 +18,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use toml::{Table, Value};
 
-/// The only crate allowed `unsafe`, and the only one the binary alone may depend on.
+/// The only crate without `forbid(unsafe_code)`, and the only one the binary alone may depend on.
 const URING: &str = "squall-uring";
 /// The binary crate, the one package under `crates/` allowed to depend on `squall-uring`.
 const BINARY: &str = "squall";
@@ -73,7 +73,7 @@ pub fn check_repo(root: &Path) -> Result<Vec<String>> {
                 .with_context(|| format!("reading {}", crate_root.display()))?;
             if !forbids_unsafe(&text) {
                 problems.push(format!(
-                    "{}: no #![forbid(unsafe_code)] (only {URING} may use unsafe)",
+                    "{}: no #![forbid(unsafe_code)] (only {URING} may go without it)",
                     crate_root.display()
                 ));
             }

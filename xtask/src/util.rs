@@ -32,7 +32,7 @@ pub fn free_port() -> Result<u16> {
 }
 
 /// Clock ticks per second, the unit of utime/stime in `/proc/PID/stat`. Asked of `getconf`
-/// because `sysconf` would need `unsafe`, which this crate forbids.
+/// because `sysconf` would break this crate's `forbid(unsafe_code)`.
 pub fn clock_ticks() -> Result<f64> {
     let output = Command::new("getconf")
         .arg("CLK_TCK")

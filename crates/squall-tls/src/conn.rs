@@ -30,7 +30,7 @@ use crate::unbuffered::Unbuffered;
 /// A tie on handshakes and small exchanges. On input the unbuffered engine is ~8-10% faster
 /// (rustls's buffered reader copies into its own buffer 4 KiB per read and retries the
 /// deframer after each); on output it is ~4% slower, the cost of zeroing the space it
-/// encrypts into (we forbid `unsafe`). Unbuffered is the default, as the issue prefers when
+/// encrypts into (we `forbid(unsafe_code)`). Unbuffered is the default, as the issue prefers when
 /// the numbers tie: its receive buffer is ours to bound and release ([`TlsConn::shrink`]),
 /// and it is the API through which rustls plans true in-place decryption, and through
 /// which the worker could later lend its receive buffer to decrypt in place. Flip

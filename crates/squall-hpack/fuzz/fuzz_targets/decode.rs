@@ -7,7 +7,7 @@
 //! fresh decoder unchanged (sensitive flags included).
 //!
 //! (No `#![forbid(unsafe_code)]` here: `fuzz_target!` expands to a `#[no_mangle]` entry point,
-//! which that lint counts as unsafe. This crate is outside the workspace and its tidy check.)
+//! which that lint counts against `unsafe_code`. This crate is outside the workspace and its tidy check.)
 #![no_main]
 
 use bytes::BytesMut;

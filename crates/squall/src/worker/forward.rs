@@ -191,13 +191,12 @@ impl Worker {
 
     /// Moves buffered request body bytes of the client's exchange to its origin.
     pub(super) fn pump_body(&mut self, client: usize) {
-        let Some(exchange) = self.conns[client].exchange.as_mut() else {
+        let token = self.conns[client].exchange.as_ref().and_then(|e| e.origin);
+        // The generation check matters: a slot freed and reused must not get this body.
+        let Some(index) = token.and_then(|t| self.origin_index(t)) else {
             return;
         };
-        let Some(index) = exchange.origin.and_then(|t| {
-            let i = (t & 0xFFFF_FFFF) as usize;
-            self.origins.get(i).map(|_| i)
-        }) else {
+        let Some(exchange) = self.conns[client].exchange.as_mut() else {
             return;
         };
         let origin = &mut self.origins[index];
