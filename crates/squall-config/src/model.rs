@@ -258,7 +258,19 @@ pub struct Cache {
     pub memory: u64,
     /// Client networks allowed to send PURGE.
     pub purge_allow: Vec<IpNet>,
+    /// Larger responses are passed through, never stored.
+    pub object_bytes_max: u64,
+    /// Add `X-Cache: HIT|MISS|STALE|REVALIDATED` to responses of cached routes.
+    pub x_cache: bool,
+    /// How long a request waits for another's fetch of the same object before it goes to the
+    /// origin itself (as nginx's `proxy_cache_lock_timeout`).
+    pub coalesce_timeout: Duration,
 }
+
+/// `cache.object_bytes_max` when absent.
+pub const CACHE_OBJECT_BYTES_MAX_DEFAULT: u64 = 16 * 1024 * 1024;
+/// `cache.coalesce_timeout` when absent.
+pub const CACHE_COALESCE_TIMEOUT_DEFAULT: Duration = Duration::from_secs(5);
 
 impl Cache {
     /// `cache.purge_allow` when absent: loopback only, so PURGE is never open by accident.
@@ -275,6 +287,9 @@ impl Default for Cache {
         Cache {
             memory: CACHE_MEMORY_DEFAULT,
             purge_allow: Cache::purge_allow_default(),
+            object_bytes_max: CACHE_OBJECT_BYTES_MAX_DEFAULT,
+            x_cache: true,
+            coalesce_timeout: CACHE_COALESCE_TIMEOUT_DEFAULT,
         }
     }
 }

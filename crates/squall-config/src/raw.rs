@@ -98,6 +98,9 @@ pub(crate) struct RawLimits {
 pub(crate) struct RawCache {
     pub memory: Option<Val>,
     pub purge_allow: Option<List<String>>,
+    pub object_bytes_max: Option<Val>,
+    pub x_cache: Option<Spanned<bool>>,
+    pub coalesce_timeout: Option<Val>,
 }
 
 #[derive(Debug, Deserialize)]

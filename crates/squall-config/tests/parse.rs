@@ -142,6 +142,9 @@ fn defaults_of_a_minimal_file() {
         cache: Cache {
             memory: 1 << 30,
             purge_allow: vec!["127.0.0.1/32".parse().unwrap(), "::1/128".parse().unwrap()],
+            object_bytes_max: 16 << 20,
+            x_cache: true,
+            coalesce_timeout: secs(5),
         },
         upstream: Vec::new(),
         vhost: Vec::new(),
@@ -184,6 +187,9 @@ connections_per_ip_max = 100
 [cache]
 memory = "256MiB"
 purge_allow = ["10.0.0.0/8", "192.0.2.7", "fd00::/8"]
+object_bytes_max = "2MiB"
+x_cache = false
+coalesce_timeout = "750ms"
 
 [[upstream]]
 name = "app"
@@ -273,6 +279,14 @@ fn every_option() {
             request_burst: Some(1000),
             connections_per_ip_max: Some(100),
         }
+    );
+    assert_eq!(
+        (
+            config.cache.object_bytes_max,
+            config.cache.x_cache,
+            config.cache.coalesce_timeout
+        ),
+        (2 << 20, false, Duration::from_millis(750))
     );
     let purge: Vec<String> = config
         .cache

@@ -372,25 +372,41 @@ fn limits(raw: &RawLimits, r: &mut Report) -> Limits {
 
 fn cache(raw: &RawCache, r: &mut Report) -> Cache {
     let memory = size_or(r, "memory", raw.memory.as_ref(), CACHE_MEMORY_DEFAULT);
-    let Some(list) = &raw.purge_allow else {
-        return Cache {
-            memory,
-            purge_allow: Cache::purge_allow_default(),
-        };
-    };
-    let mut purge_allow = Vec::new();
-    for item in list.get_ref() {
-        match item.get_ref().parse() {
-            Ok(net) => purge_allow.push(net),
-            Err(e) => r.error(
-                &item.span(),
-                format!("bad network {:?}: {e}", item.get_ref()),
-            ),
+    let object_bytes_max = size_or(
+        r,
+        "object_bytes_max",
+        raw.object_bytes_max.as_ref(),
+        CACHE_OBJECT_BYTES_MAX_DEFAULT,
+    );
+    let coalesce_timeout = timeout_or(
+        r,
+        "coalesce_timeout",
+        raw.coalesce_timeout.as_ref(),
+        CACHE_COALESCE_TIMEOUT_DEFAULT,
+    );
+    let x_cache = raw.x_cache.as_ref().is_none_or(|v| *v.get_ref());
+    let purge_allow = match &raw.purge_allow {
+        None => Cache::purge_allow_default(),
+        Some(list) => {
+            let mut nets = Vec::new();
+            for item in list.get_ref() {
+                match item.get_ref().parse() {
+                    Ok(net) => nets.push(net),
+                    Err(e) => r.error(
+                        &item.span(),
+                        format!("bad network {:?}: {e}", item.get_ref()),
+                    ),
+                }
+            }
+            nets
         }
-    }
+    };
     Cache {
         memory,
         purge_allow,
+        object_bytes_max,
+        x_cache,
+        coalesce_timeout,
     }
 }
 

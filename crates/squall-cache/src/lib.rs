@@ -1,0 +1,80 @@
+//! squall-cache: RFC 9111 shared-cache policy as pure functions of `now`, the sharded
+//! byte-bounded response store with SIEVE eviction, and the in-flight table for request
+//! coalescing.
+//!
+//! Sans-IO: no sockets, no threads, no clock. Every time comes in as an argument
+//! (`request_time`, `response_time`, `now`), so the policy is a table of inputs and outputs and
+//! the tests replay it with a fake clock.
+//!
+//! # How the proxy uses it
+//! 1. [`lookup_policy`]: GET and HEAD [`Lookup::Use`] the cache, every other method bypasses
+//!    it (and, if [`invalidates`] says so for its response, [`Store::purge`]s the URL).
+//! 2. [`Store::lookup`] by [`CacheKey`] and the request headers (Vary). On a hit,
+//!    [`Entry::state`] says serve, serve stale while revalidating, or revalidate first; a
+//!    conditional client request may get a 304 ([`not_modified`]).
+//! 3. On a miss, [`InFlight::join`]: the leader fetches, followers wait. The leader asks
+//!    [`storable`] and, if allowed, [`Store::insert`]s an [`Entry`], then
+//!    [`InFlight::finish`]es and wakes the followers, who look up again.
+//! 4. Revalidation sends [`revalidation_headers`]; a 304 goes through [`freshen`] into a new
+//!    entry that replaces the old one (entries are immutable).
+//!
+//! # RFC 9111 choices
+//! Where the RFC leaves room this crate takes the stricter reading, because a shared cache
+//! that stores wrongly serves one user's response to another, while one that declines only
+//! costs an origin round trip.
+//! - Only responses to GET are stored; a HEAD is answered from a stored GET response (one key
+//!   class for both). 206 and 304 are never stored, nor statuses without a registered reason
+//!   phrase (the cache must "understand" the status, §3).
+//! - Heuristic freshness (§4.2.2) only from the route's `cache_ttl` (`default_ttl`), and only
+//!   for heuristically cacheable statuses (200, 203, 204, 300, 301, 308, 404, 405, 410, 414,
+//!   501) or `public` responses. No Last-Modified 10% heuristic: CONFIG.md promises that
+//!   nothing is stored whose freshness cannot be established unless `cache_ttl` says so.
+//! - `private` and `private="field"` both prevent storing (storing with the fields removed is
+//!   allowed but easy to get wrong). `no-cache` and `no-cache="field"` both mean "store, but
+//!   revalidate every time".
+//! - `Set-Cookie` prevents storing (as Varnish does by default): a cookie meant for one client
+//!   must not be replayed to others.
+//! - `Authorization` in the request allows storing only with public, s-maxage or
+//!   must-revalidate (§3.5).
+//! - `Vary: *`, or a Vary member that is not a field name, prevents storing.
+//! - Request `no-store` prevents storing the response but a stored one may still answer it
+//!   (§5.2.1.5 only forbids storing).
+//! - `must-understand` is ignored, so a no-store beside it still prevents storing.
+//! - Response `Pragma: no-cache` without Cache-Control is read as `no-cache` (§5.4 defines it
+//!   only for requests; HTTP/1.0 origins use it to mean "don't cache").
+//! - Repeated or invalid directive values take the most conservative reading: the smallest
+//!   max-age/s-maxage/max-stale/stale-* value, an unreadable max-age is 0 (stale, §4.2.1), an
+//!   invalid or repeated Expires means already expired (§5.3). Invalid Date or Age is ignored.
+//! - A response that is unusable from the start (stale on arrival or no-cache, with no
+//!   validator and no stale window) is not stored ([`NotStorable::Expired`]).
+//! - A stale entry is served only inside its `stale-while-revalidate` or `stale-if-error`
+//!   window (RFC 5861) or the client's `max-stale`, never merely because the origin is down
+//!   (§4.2.4 allows more); never with `must-revalidate`, `proxy-revalidate`, `s-maxage` or
+//!   `no-cache`.
+//! - `immutable` (RFC 8246) entries are not revalidated during their lifetime even when the
+//!   client sends `no-cache` or `max-age=0` (a browser reload), sparing the origin.
+//! - Vary'd request values are normalised only where it is safe: lines joined with `", "` and
+//!   trimmed; `Accept*` token lists also lowercased and respaced. `Cookie` and others keep
+//!   their case, since there `a=B` and `a=b` are different users.
+//! - Conditional requests: If-None-Match (weak comparison, `*`) decides alone; If-Modified-Since
+//!   only without it and only against a stored Last-Modified (not Date).
+#![forbid(unsafe_code)]
+
+mod directives;
+mod entry;
+mod inflight;
+mod key;
+mod policy;
+mod sieve;
+mod store;
+mod validate;
+
+pub use entry::{ENTRY_OVERHEAD_BYTES, Entry, EntryState, HEADER_OVERHEAD_BYTES, normalize_header};
+pub use inflight::{InFlight, Join, Ticket, WAITERS_PER_KEY_MAX};
+pub use key::CacheKey;
+pub use policy::{
+    Freshness, Lookup, NotStorable, RequestCacheControl, corrected_initial_age,
+    heuristically_cacheable, invalidates, lookup_policy, request_cache_control, storable,
+};
+pub use store::{NODE_OVERHEAD_BYTES, Store, StoreStats, VARIANTS_PER_KEY_MAX};
+pub use validate::{Exchange, Freshened, freshen, not_modified, revalidation_headers};
