@@ -13,6 +13,9 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use squall_e2e::{Squall, read_response, roundtrip};
 
+#[path = "support/h2_client.rs"]
+mod h2_client;
+
 /// A hyper origin on a loopback port, counting the connections it accepted.
 struct Origin {
     addr: SocketAddr,
@@ -112,6 +115,7 @@ workers = 1
 
 [[listen]]
 address = "ADDR"
+protocols = ["http1", "h2c"]
 
 [[upstream]]
 name = "app"
@@ -465,4 +469,91 @@ fn a_refusing_server_fails_over_to_the_other() {
         assert_eq!(r.status, 200, "request {i} fails over");
         assert_eq!(r.header("x-origin"), Some("live"));
     }
+}
+
+/// HTTP/2 clients reach the same origins: one connection's streams fan out over several origin
+/// connections, request bodies and large responses flow under HTTP/2 flow control, and origin
+/// failures become 502/504 on their stream only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_clients_are_proxied_stream_by_stream() {
+    let origin = start_origin("o1");
+    let squall = Squall::start(&proxy_config(&[origin.addr]));
+    let client = h2_client::h2c(squall.addr).await;
+    let base = format!("http://{}", squall.addr);
+
+    let reply = h2_client::fetch(&client, "GET", &format!("{base}/p/x?q=1"), None).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.headers["x-origin"], "o1");
+    assert_eq!(reply.headers["x-via"], "squall");
+    let text = String::from_utf8(reply.body).unwrap();
+    assert!(
+        text.starts_with("o1 GET /p/x body=0 xff=127.0.0.1"),
+        "{text}"
+    );
+
+    // A body of unknown length goes to the HTTP/1.1 origin chunked, and arrives whole.
+    let upload = Bytes::from(vec![b'u'; 3 << 20]);
+    let reply = h2_client::fetch(&client, "POST", &format!("{base}/p/up"), Some(upload)).await;
+    assert_eq!(reply.status, 200);
+    let text = String::from_utf8(reply.body).unwrap();
+    assert!(
+        text.starts_with(&format!("o1 POST /p/up body={}", 3 << 20)),
+        "{text}"
+    );
+
+    let reply = h2_client::fetch(&client, "GET", &format!("{base}/p/big"), None).await;
+    assert_eq!(reply.body.len(), 1 << 20);
+    let reply = h2_client::fetch(&client, "HEAD", &format!("{base}/p/x"), None).await;
+    assert_eq!(reply.status, 200);
+    assert!(reply.body.is_empty());
+
+    // Many streams at once, mixed with local routes.
+    let mut tasks = Vec::new();
+    for i in 0..64 {
+        let client = client.clone();
+        let uri = match i % 3 {
+            0 => format!("{base}/p/n{i}"),
+            1 => format!("{base}/local"),
+            _ => format!("{base}/p/big"),
+        };
+        tasks.push(tokio::spawn(async move {
+            let reply = h2_client::fetch(&client, "GET", &uri, None).await;
+            (i, reply.status, reply.body)
+        }));
+    }
+    for task in tasks {
+        let (i, status, body) = task.await.unwrap();
+        assert_eq!(status, 200, "stream {i}");
+        match i % 3 {
+            0 => assert!(body.starts_with(format!("o1 GET /p/n{i} ").as_bytes())),
+            1 => assert_eq!(body, b"local"),
+            _ => assert_eq!(body.len(), 1 << 20),
+        }
+    }
+
+    // A slow origin: 504 on that stream; the connection goes on.
+    let reply = h2_client::fetch(&client, "GET", &format!("{base}/p/slow"), None).await;
+    assert_eq!(reply.status, 504);
+    let reply = h2_client::fetch(&client, "GET", &format!("{base}/local"), None).await;
+    assert_eq!(reply.status, 200);
+}
+
+#[tokio::test]
+async fn http2_gets_502_when_the_origin_refuses() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = closed.local_addr().unwrap();
+    drop(closed);
+    let squall = Squall::start(&proxy_config(&[addr]));
+    let client = h2_client::h2c(squall.addr).await;
+    let reply =
+        h2_client::fetch(&client, "GET", &format!("http://{}/p/x", squall.addr), None).await;
+    assert_eq!(reply.status, 502);
+    let reply = h2_client::fetch(
+        &client,
+        "GET",
+        &format!("http://{}/local", squall.addr),
+        None,
+    )
+    .await;
+    assert_eq!(reply.status, 200);
 }

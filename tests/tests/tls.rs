@@ -4,7 +4,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use squall_e2e::{Squall, TempDir, is_closed};
+use squall_e2e::{Squall, TempDir, is_closed, openssl_cert};
 
 /// Two self-signed certificates chosen by SNI (the first is the default) and a TLS listener.
 fn tls_config() -> String {
@@ -273,34 +273,6 @@ async fn hyper_over_rustls_with_pem_files() {
         let body = response.into_body().collect().await.unwrap().to_bytes();
         assert_eq!(&body[..], b"Hello, world!");
     }
-}
-
-/// Makes a self-signed leaf certificate for `name` with the openssl CLI.
-fn openssl_cert(dir: &std::path::Path, name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
-    let (cert, key) = (
-        dir.join(format!("{name}.pem")),
-        dir.join(format!("{name}.key")),
-    );
-    let status = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-        ])
-        .args(["-nodes", "-days", "2", "-subj", &format!("/CN={name}")])
-        .args(["-addext", &format!("subjectAltName=DNS:{name}")])
-        .args(["-addext", "basicConstraints=critical,CA:FALSE", "-keyout"])
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .stderr(Stdio::null())
-        .status()
-        .expect("openssl req");
-    assert!(status.success());
-    (cert, key)
 }
 
 /// SIGHUP with new certificate files: new handshakes get the new certificate, a connection

@@ -1,43 +1,114 @@
-//! squall-h2: HTTP/2 (RFC 9113), sans-IO. For now, the frame layer.
+//! squall-h2: HTTP/2 (RFC 9113) for a server, sans-IO: the frame layer, and above it the
+//! connection and stream state machines.
+//!
+//! # Frame layer
 //!
 //! The client connection preface ([`PREFACE`], [`match_preface`], RFC 9113 §3.4), a frame
-//! decoder ([`FrameDecoder`]) and encoders (`encode_*`) for every frame type of §6. No
-//! sockets, no clock: bytes in, [`Frame`]s out; frames in, bytes appended to a buffer.
-//!
-//! The decoder is a server's: it rejects PUSH_PROMISE (§8.4). It checks what one frame can
+//! decoder ([`FrameDecoder`]) and encoders (`encode_*`) for every frame type of §6. The
+//! decoder is a server's: it rejects PUSH_PROMISE (§8.4). It checks what one frame can
 //! break by itself (length, stream id, padding, flags, SETTINGS values) and says for each
-//! error whether it ends a stream or the connection ([`ErrorScope`], §5.4). The connection
-//! and stream state machines, flow control and HPACK (`squall-hpack`) sit above it.
+//! error whether it ends a stream or the connection ([`ErrorScope`], §5.4).
 //!
-//! # Limits
+//! # Connection layer
 //!
-//! - Frame payload: the decoder's `max_frame_size` (our SETTINGS_MAX_FRAME_SIZE, 16,384 to
-//!   start, §6.5.2). A longer length is refused from the 9-byte header alone, so a caller
-//!   never buffers more than `9 + max_frame_size` bytes of one frame.
-//! - Sent frames: [`encode_headers`] splits blocks at the peer's max frame size; DATA
-//!   payloads are sized by the caller, who knows the windows.
+//! [`Connection`] is one server connection: bytes and `Instant`s in, [`Event`]s and bytes
+//! to send out. No sockets, no threads, no clock.
+//!
+//! - Input: [`Connection::recv`] takes whole frames from a buffer (the preface first) and
+//!   runs the stream states of §5.1, HPACK (`squall-hpack`), header block assembly (§6.10),
+//!   request validation (§8.2, §8.3.1) and receive flow control (§6.9). Connection errors
+//!   queue a GOAWAY and return [`ConnError`]; stream errors queue RST_STREAM.
+//! - Events: [`Connection::poll_event`] gives requests, body data, trailers and resets.
+//!   Body data keeps its flow-control window until [`Connection::release_capacity`], so a
+//!   slow application slows the client; window goes back in WINDOW_UPDATEs of at least half
+//!   a window. A stream reset before its request was polled never reaches the application.
+//! - Output: `send_headers`, `send_data`, `send_trailers` and `reset_stream` queue the
+//!   response; [`Connection::poll_output`] emits control frames and header blocks first,
+//!   then DATA round-robin over streams, one frame per turn, within the peer's windows and
+//!   SETTINGS_MAX_FRAME_SIZE. DATA payloads are slices of the application's `Bytes`
+//!   (copied only below 1 KiB); HPACK blocks leave in the order they were encoded.
+//! - Answered by the connection itself, without the application: 431 (header list over
+//!   SETTINGS_MAX_HEADER_LIST_SIZE), 414 (`:path` too long), 413 (body over the limit, by
+//!   content-length or counted; reset with CANCEL instead if the response has begun), 501
+//!   (a well-formed CONNECT: Squall is not a forward proxy). Streams over
+//!   SETTINGS_MAX_CONCURRENT_STREAMS, or opened after a GOAWAY, get REFUSED_STREAM.
+//! - Time: [`Connection::next_deadline`] and [`Connection::on_timer`] detect stalled send
+//!   windows.
+//!
+//! # Limits and defaults ([`ServerConfig`])
+//!
+//! | Limit | Default | Exceeded |
+//! |---|---|---|
+//! | concurrent streams | 128 | RST_STREAM(REFUSED_STREAM) |
+//! | stream / connection receive window | 1 MiB / 16 MiB | FLOW_CONTROL_ERROR |
+//! | frame payload received | 16,384 | GOAWAY(FRAME_SIZE_ERROR) |
+//! | header list | 16 KiB | 431 |
+//! | HPACK table | 4,096 | GOAWAY(COMPRESSION_ERROR) |
+//! | `:path` / body | 8 KiB / 16 MiB | 414 / 413 |
+//! | streams reset (by the peer, refused, or malformed) per 10 s | 200 | GOAWAY(ENHANCE_YOUR_CALM) |
+//! | SETTINGS, PING, PRIORITY, RST_STREAM, useless WINDOW_UPDATE per 10 s | 1,000 | same |
+//! | WINDOW_UPDATEs below 1 KiB per 10 s | 1,000 | same |
+//! | empty DATA / HEADERS / CONTINUATION per 10 s | 100 | same |
+//! | CONTINUATION frames per block / block bytes | 32 / 2 × header list | same |
+//! | answers (ACKs, RST_STREAM, WINDOW_UPDATE) the peer leaves unread | 64 KiB | same |
+//! | send window closed with data queued | 30 s | RST_STREAM(CANCEL); connection: GOAWAY(ENHANCE_YOUR_CALM) |
+//!
+//! Memory per connection is bounded by these: the event queue holds a few entries per
+//! stream (body data waits in per-stream inboxes within the receive windows, small frames
+//! copied together), closed streams are remembered up to 256, a partial header block up
+//! to its byte limit, and a caller's receive buffer never needs more than one frame.
 //!
 //! # Example
 //!
 //! ```
-//! use bytes::BytesMut;
-//! use squall_h2::{Frame, FrameDecoder, encode_ping};
+//! use std::time::Instant;
 //!
-//! let mut buf = BytesMut::new();
-//! encode_ping(&mut buf, false, *b"12345678");
-//! let mut decoder = FrameDecoder::new(16_384);
-//! let frame = decoder.decode(&mut buf).unwrap();
-//! assert_eq!(frame, Some(Frame::Ping { ack: false, data: *b"12345678" }));
-//! assert!(buf.is_empty());
+//! use bytes::{Bytes, BytesMut};
+//! use squall_h2::{Connection, Event, ServerConfig, PREFACE, encode_headers, encode_settings};
+//!
+//! let now = Instant::now();
+//! let mut conn = Connection::new(ServerConfig::default(), now);
+//!
+//! // A client: preface, SETTINGS, and GET / as an HPACK block.
+//! let mut input = BytesMut::from(&PREFACE[..]);
+//! encode_settings(&mut input, &[]);
+//! let mut block = BytesMut::new();
+//! squall_hpack::Encoder::new().encode(
+//!     [
+//!         (&b":method"[..], &b"GET"[..], false),
+//!         (b":scheme", b"https", false),
+//!         (b":authority", b"example.com", false),
+//!         (b":path", b"/", false),
+//!     ],
+//!     &mut block,
+//! );
+//! encode_headers(&mut input, 1, true, &block, 16_384);
+//!
+//! conn.recv(&mut input, now).unwrap();
+//! let Some(Event::Request { stream_id, request }) = conn.poll_event() else {
+//!     panic!("a request");
+//! };
+//! assert_eq!(request.path, "/");
+//! conn.send_headers(stream_id, 200, [(&b"content-type"[..], &b"text/plain"[..])], false)
+//!     .unwrap();
+//! conn.send_data(stream_id, Bytes::from_static(b"hello"), true).unwrap();
+//! let mut out = Vec::new();
+//! conn.poll_output(64 * 1024, |piece| out.push(piece));
+//! assert!(!out.is_empty());
+//! assert!(conn.is_idle());
 //! ```
 
 #![forbid(unsafe_code)]
 
+mod conn;
 mod decode;
 mod encode;
 mod error;
 mod frame;
 
+pub use conn::{
+    ConnError, Connection, Event, FloodKind, Request, ServerConfig, Stats, StreamClosed,
+};
 pub use decode::FrameDecoder;
 pub use encode::{
     encode_data_header, encode_goaway, encode_headers, encode_ping, encode_priority,

@@ -22,6 +22,8 @@ pub enum Handler {
     Static {
         status: StatusCode,
         raw_headers: Bytes,
+        /// The same headers as name/value pairs, for codecs that encode their own (HTTP/2).
+        fields: Fields,
         body: Bytes,
     },
     /// A redirect whose Location may name request variables.
@@ -41,6 +43,10 @@ pub struct ProxyRoute {
     /// Header edits on the way to the origin and on the way back.
     pub request_headers: HeaderEdits,
     pub response_headers: HeaderEdits,
+    /// `cache = true`: responses are stored and served per RFC 9111.
+    pub cache: bool,
+    /// `cache_ttl`: freshness for responses that state none.
+    pub cache_ttl: Option<std::time::Duration>,
 }
 
 /// A piece of a redirect target: literal text or a variable filled from the request.
@@ -53,7 +59,7 @@ pub enum LocationPart {
     RequestUri,
     /// `$uri`: the path alone.
     Uri,
-    /// `$scheme`: `http` (TLS listeners arrive with the TLS work).
+    /// `$scheme`: `http`, or `https` on a TLS listener.
     Scheme,
 }
 
@@ -63,10 +69,11 @@ impl Handler {
         static_text(StatusCode::NOT_FOUND, "404 Not Found\n")
     }
 
-    /// Writes the whole response and returns its status.
+    /// Writes the whole HTTP/1.x response and returns its status.
     pub(crate) fn write(
         &self,
         head: &RequestHead,
+        scheme: &str,
         framing: RequestFraming,
         date: &[u8],
         out: &mut BytesMut,
@@ -76,6 +83,7 @@ impl Handler {
                 status,
                 raw_headers,
                 body,
+                ..
             } => {
                 write_response(*status, raw_headers, body, framing, date, out);
                 *status
@@ -84,11 +92,9 @@ impl Handler {
                 let mut headers = BytesMut::with_capacity(256);
                 headers.put_slice(SERVER_LINE);
                 headers.put_slice(b"content-type: text/plain\r\nlocation: ");
-                for part in location {
-                    expand(part, head, &mut headers);
-                }
+                expand_location(location, head, scheme, &mut headers);
                 headers.put_slice(b"\r\n");
-                let body = status.canonical_reason().unwrap_or("Redirect");
+                let body = redirect_body(*status);
                 write_response(*status, &headers, body.as_bytes(), framing, date, out);
                 *status
             }
@@ -96,11 +102,69 @@ impl Handler {
             Handler::Proxy(_) => {
                 let status = StatusCode::BAD_GATEWAY;
                 let headers = text_headers(&[]);
-                write_response(status, &headers, b"502 Bad Gateway\n", framing, date, out);
+                write_response(status, &headers, BAD_GATEWAY_BODY, framing, date, out);
                 status
             }
         }
     }
+
+    /// The response as status, fields and body, for a codec that encodes its own head.
+    pub(crate) fn reply(&self, head: &RequestHead, scheme: &str) -> Reply {
+        match self {
+            Handler::Static {
+                status,
+                fields,
+                body,
+                ..
+            } => Reply {
+                status: *status,
+                fields: fields.clone(),
+                body: body.clone(),
+            },
+            Handler::Redirect { status, location } => {
+                let mut target = BytesMut::with_capacity(128);
+                expand_location(location, head, scheme, &mut target);
+                let mut fields = text_fields(&[]).to_vec();
+                fields.push((Bytes::from_static(b"location"), target.freeze()));
+                Reply {
+                    status: *status,
+                    fields: fields.into(),
+                    body: Bytes::from_static(redirect_body(*status).as_bytes()),
+                }
+            }
+            Handler::Proxy(_) => Reply {
+                status: StatusCode::BAD_GATEWAY,
+                fields: text_fields(&[]),
+                body: Bytes::from_static(BAD_GATEWAY_BODY),
+            },
+        }
+    }
+}
+
+const BAD_GATEWAY_BODY: &[u8] = b"502 Bad Gateway\n";
+
+fn redirect_body(status: StatusCode) -> &'static str {
+    status.canonical_reason().unwrap_or("Redirect")
+}
+
+fn expand_location(
+    location: &[LocationPart],
+    head: &RequestHead,
+    scheme: &str,
+    out: &mut BytesMut,
+) {
+    for part in location {
+        expand(part, head, scheme, out);
+    }
+}
+
+/// A response as status, header fields and body (see [`crate::Service::reply`]).
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: StatusCode,
+    /// Without Date and Content-Length, which the codec adds.
+    pub fields: Fields,
+    pub body: Bytes,
 }
 
 /// Turns one configured vhost into the router's spec.
@@ -140,6 +204,7 @@ fn handler(route: &Route, upstreams: &[Upstream]) -> Handler {
         } => Handler::Static {
             status: *status,
             raw_headers: text_headers(headers),
+            fields: text_fields(headers),
             body: Bytes::copy_from_slice(body.as_bytes()),
         },
         Action::Block { status } => {
@@ -158,6 +223,8 @@ fn handler(route: &Route, upstreams: &[Upstream]) -> Handler {
                 .unwrap_or(0),
             request_headers: route.request_headers.clone(),
             response_headers: route.response_headers.clone(),
+            cache: route.cache,
+            cache_ttl: route.cache_ttl,
         })),
     }
 }
@@ -166,8 +233,31 @@ fn static_text(status: StatusCode, body: &str) -> Handler {
     Handler::Static {
         status,
         raw_headers: text_headers(&[]),
+        fields: text_fields(&[]),
         body: Bytes::copy_from_slice(body.as_bytes()),
     }
+}
+
+/// Header fields as (lowercase name, value) pairs, shared by every response that uses them.
+pub type Fields = Arc<[(Bytes, Bytes)]>;
+
+/// [`text_headers`] as pairs: the Server field, a text content-type unless configured, and the
+/// configured headers.
+fn text_fields(headers: &[(HeaderName, HeaderValue)]) -> Fields {
+    let mut fields = vec![(Bytes::from_static(b"server"), Bytes::from_static(b"squall"))];
+    if !headers.iter().any(|(n, _)| n == http::header::CONTENT_TYPE) {
+        fields.push((
+            Bytes::from_static(b"content-type"),
+            Bytes::from_static(b"text/plain"),
+        ));
+    }
+    for (name, value) in headers {
+        fields.push((
+            Bytes::copy_from_slice(name.as_str().as_bytes()),
+            Bytes::copy_from_slice(value.as_bytes()),
+        ));
+    }
+    fields.into()
 }
 
 /// Encodes the Server line, the configured headers, and a text content-type unless configured.
@@ -241,7 +331,7 @@ pub(crate) fn parse_location(location: &str) -> Vec<LocationPart> {
     parts
 }
 
-fn expand(part: &LocationPart, head: &RequestHead, out: &mut BytesMut) {
+fn expand(part: &LocationPart, head: &RequestHead, scheme: &str, out: &mut BytesMut) {
     match part {
         LocationPart::Literal(s) => out.put_slice(s.as_bytes()),
         LocationPart::Host => out.put_slice(head.host().unwrap_or("").as_bytes()),
@@ -250,6 +340,6 @@ fn expand(part: &LocationPart, head: &RequestHead, out: &mut BytesMut) {
             out.put_slice(uri.as_bytes());
         }
         LocationPart::Uri => out.put_slice(head.uri.path().as_bytes()),
-        LocationPart::Scheme => out.put_slice(b"http"),
+        LocationPart::Scheme => out.put_slice(scheme.as_bytes()),
     }
 }

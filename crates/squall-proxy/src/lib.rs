@@ -18,7 +18,7 @@ use squall_config::Config;
 use squall_h1::RequestHead;
 use squall_router::{RouteRequest, Router};
 
-pub use handler::{Handler, LocationPart, ProxyRoute};
+pub use handler::{Fields, Handler, LocationPart, ProxyRoute, Reply};
 
 /// Why a config could not be turned into a service.
 #[derive(Debug, thiserror::Error)]
@@ -79,11 +79,13 @@ impl Service {
 
     /// Appends the complete response to `head` to `out`.
     ///
-    /// `date` is the current IMF-fixdate; `close` forces `Connection: close` (the worker is
-    /// draining or the connection has served its quota).
+    /// `scheme` is `http` or `https` (for redirects' `$scheme`); `date` is the current
+    /// IMF-fixdate; `close` forces `Connection: close` (the worker is draining or the
+    /// connection has served its quota).
     pub fn respond(
         &self,
         head: &RequestHead,
+        scheme: &str,
         date: &[u8],
         close: bool,
         out: &mut BytesMut,
@@ -91,11 +93,17 @@ impl Service {
         let handler = self.handler(head);
         let mut framing = head.framing();
         framing.keep_alive &= !close;
-        let status = handler.write(head, framing, date, out);
+        let status = handler.write(head, scheme, framing, date, out);
         Outcome {
             status,
             keep_alive: framing.keep_alive,
         }
+    }
+
+    /// The response to `head` as status, fields and body, for HTTP/2, which encodes its own
+    /// head: the same route, the same answer as [`Service::respond`] gives HTTP/1.x.
+    pub fn reply(&self, head: &RequestHead, scheme: &str) -> Reply {
+        self.handler(head).reply(head, scheme)
     }
 }
 

@@ -27,6 +27,10 @@ prefix = "/old/"
 redirect = { status = 301, location = "https://$host$request_uri" }
 
 [[vhost.route]]
+prefix = "/same/"
+redirect = { status = 302, location = "$scheme://$host$uri" }
+
+[[vhost.route]]
 prefix = "/admin/"
 block = 403
 
@@ -55,7 +59,7 @@ fn head(raw: &str) -> RequestHead {
 
 fn respond(raw: &str, close: bool) -> (Outcome, String) {
     let mut out = BytesMut::new();
-    let outcome = service().respond(&head(raw), DATE, close, &mut out);
+    let outcome = service().respond(&head(raw), "http", DATE, close, &mut out);
     (outcome, String::from_utf8(out.to_vec()).unwrap())
 }
 
@@ -184,5 +188,48 @@ fn every_redirect_variable_the_config_accepts_is_expanded() {
             !matches!(parts[0], handler::LocationPart::Literal(_)),
             "${name} is not expanded"
         );
+    }
+}
+
+#[test]
+fn scheme_variable_follows_the_listener() {
+    let service = service();
+    let request = head("GET /same/p?q HTTP/1.1\r\nHost: ex.test\r\n\r\n");
+    for scheme in ["http", "https"] {
+        let mut out = BytesMut::new();
+        service.respond(&request, scheme, DATE, false, &mut out);
+        let text = String::from_utf8(out.to_vec()).unwrap();
+        let expected = format!("\r\nlocation: {scheme}://ex.test/same/p\r\n");
+        assert!(text.contains(&expected), "{text}");
+    }
+}
+
+/// `reply` (HTTP/2) and `respond` (HTTP/1.x) give the same status, fields and body.
+#[test]
+fn reply_matches_respond_for_every_kind_of_route() {
+    let service = service();
+    for raw in [
+        "GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+        "GET /nope HTTP/1.1\r\nHost: a\r\n\r\n",
+        "GET /old/x?y=1 HTTP/1.1\r\nHost: ex.test\r\n\r\n",
+        "GET /admin/x HTTP/1.1\r\nHost: a\r\n\r\n",
+        "GET /app/x HTTP/1.1\r\nHost: a\r\n\r\n",
+    ] {
+        let request = head(raw);
+        let mut out = BytesMut::new();
+        let outcome = service.respond(&request, "https", DATE, false, &mut out);
+        let text = String::from_utf8(out.to_vec()).unwrap();
+        let reply = service.reply(&request, "https");
+        assert_eq!(reply.status, outcome.status, "{raw}");
+        let body = std::str::from_utf8(&reply.body).unwrap();
+        assert!(text.ends_with(body), "{raw}: {text} vs {body}");
+        for (name, value) in reply.fields.iter() {
+            let line = format!(
+                "\r\n{}: {}\r\n",
+                std::str::from_utf8(name).unwrap(),
+                std::str::from_utf8(value).unwrap()
+            );
+            assert!(text.contains(&line), "{raw}: {line:?} missing in {text}");
+        }
     }
 }

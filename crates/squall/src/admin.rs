@@ -131,6 +131,61 @@ const FAMILIES: &[Family] = &[
         |w| &w.limit_requests,
     ),
     (
+        "squall_h2_connections_total",
+        "Client connections that speak HTTP/2 (ALPN h2 or h2c prior knowledge).",
+        |w| &w.h2_connections,
+    ),
+    (
+        "squall_h2_streams_total",
+        "HTTP/2 streams opened by clients.",
+        |w| &w.h2_streams,
+    ),
+    (
+        "squall_h2_resets_received_total",
+        "HTTP/2 streams reset by clients (RST_STREAM).",
+        |w| &w.h2_resets_received,
+    ),
+    (
+        "squall_h2_floods_total",
+        "HTTP/2 connections ended with GOAWAY(ENHANCE_YOUR_CALM) by a flood limit.",
+        |w| &w.h2_floods,
+    ),
+    (
+        "squall_h2_protocol_errors_total",
+        "HTTP/2 connections ended with GOAWAY for a protocol error.",
+        |w| &w.h2_protocol_errors,
+    ),
+    (
+        "squall_cache_hits_total",
+        "Requests answered from a fresh cache entry (or 304 from one).",
+        |w| &w.cache_hits,
+    ),
+    (
+        "squall_cache_misses_total",
+        "Requests on cached routes fetched from the origin (misses and revalidations).",
+        |w| &w.cache_misses,
+    ),
+    (
+        "squall_cache_stale_total",
+        "Requests answered with a stale entry (stale-while-revalidate, stale-if-error).",
+        |w| &w.cache_stale,
+    ),
+    (
+        "squall_cache_coalesced_total",
+        "Requests that waited for another request's fetch of the same object.",
+        |w| &w.cache_coalesced,
+    ),
+    (
+        "squall_cache_stores_total",
+        "Responses stored in the cache.",
+        |w| &w.cache_stores,
+    ),
+    (
+        "squall_cache_purged_total",
+        "Cache entries removed by PURGE.",
+        |w| &w.cache_purges,
+    ),
+    (
         "squall_access_log_dropped_total",
         "Access log lines dropped because the logger fell behind.",
         |w| &w.access_log_dropped,
@@ -159,6 +214,39 @@ pub fn render(metrics: &Metrics) -> String {
         env!("CARGO_PKG_VERSION"),
         env!("SQUALL_COMMIT")
     );
+    if let Some(store) = metrics.cache_store() {
+        let stats = store.stats();
+        for (name, kind, help, value) in [
+            (
+                "squall_cache_bytes",
+                "gauge",
+                "Bytes held by cache entries (headers, bodies, bookkeeping).",
+                stats.bytes as u64,
+            ),
+            (
+                "squall_cache_memory_limit_bytes",
+                "gauge",
+                "cache.memory: the bound on squall_cache_bytes.",
+                store.memory_limit() as u64,
+            ),
+            (
+                "squall_cache_entries",
+                "gauge",
+                "Responses (variants) in the cache.",
+                stats.entries as u64,
+            ),
+            (
+                "squall_cache_evictions_total",
+                "counter",
+                "Entries evicted to stay within cache.memory.",
+                stats.evictions,
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} {kind}");
+            let _ = writeln!(out, "{name} {value}");
+        }
+    }
     let _ = writeln!(out, "# HELP squall_workers Worker threads.");
     let _ = writeln!(out, "# TYPE squall_workers gauge");
     let _ = writeln!(out, "squall_workers {}", metrics.workers().len());

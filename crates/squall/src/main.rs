@@ -3,6 +3,7 @@
 
 mod access_log;
 mod admin;
+mod cache;
 mod cli;
 mod clients;
 mod date;

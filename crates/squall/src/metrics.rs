@@ -14,6 +14,8 @@ pub struct Metrics {
     /// Reloads applied and refused since start.
     pub reloads_ok: Counter,
     pub reloads_failed: Counter,
+    /// The cache store of the current runtime, for its gauges.
+    cache: std::sync::RwLock<Option<std::sync::Arc<squall_cache::Store>>>,
 }
 
 /// One worker's counters, alone on its cache lines (128 bytes covers adjacent-line prefetch).
@@ -35,6 +37,22 @@ pub struct WorkerCounters {
     pub upstream_connects: Counter,
     pub upstream_reuses: Counter,
     pub limit_requests: Counter,
+    /// HTTP/2: connections, streams, resets by clients, connections ended for a flood or a
+    /// protocol error.
+    pub h2_connections: Counter,
+    pub h2_streams: Counter,
+    pub h2_resets_received: Counter,
+    pub h2_floods: Counter,
+    pub h2_protocol_errors: Counter,
+    /// Cache: answered from a fresh entry; fetched from the origin (misses and
+    /// revalidations); answered stale; parked behind another fetch; responses stored;
+    /// entries removed by PURGE.
+    pub cache_hits: Counter,
+    pub cache_misses: Counter,
+    pub cache_stale: Counter,
+    pub cache_coalesced: Counter,
+    pub cache_stores: Counter,
+    pub cache_purges: Counter,
     /// When the worker's event loop last turned, in ms since start (for the watchdog).
     pub heartbeat_ms: AtomicU64,
 }
@@ -58,7 +76,17 @@ impl Metrics {
             draining: AtomicBool::new(false),
             reloads_ok: Counter::default(),
             reloads_failed: Counter::default(),
+            cache: std::sync::RwLock::new(None),
         }
+    }
+
+    /// Makes `store` the cache whose gauges `/metrics` shows.
+    pub fn set_cache_store(&self, store: std::sync::Arc<squall_cache::Store>) {
+        *self.cache.write().unwrap_or_else(|e| e.into_inner()) = Some(store);
+    }
+
+    pub fn cache_store(&self) -> Option<std::sync::Arc<squall_cache::Store>> {
+        self.cache.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// The block of worker `id`.

@@ -33,6 +33,12 @@ pub struct Runtime {
     pub client_limits: crate::clients::ClientLimits,
     /// Certificates and one TLS acceptor per `[[listen]]`, in config order.
     pub tls: Tls,
+    /// The protocols each `[[listen]]` address serves.
+    pub protocols: Vec<(SocketAddr, crate::worker::Protocols)>,
+    /// Settings and flood limits of every HTTP/2 connection.
+    pub h2: squall_h2::ServerConfig,
+    /// The response cache; kept across reloads that keep its size.
+    pub cache: Arc<crate::cache::Cache>,
 }
 
 /// Connection timeouts from `[limits]`.
@@ -53,6 +59,8 @@ pub enum Control {
     Drain {
         deadline: Instant,
     },
+    /// A fetch that a request of this worker waited for has ended.
+    CacheReady(crate::worker::ClientToken),
 }
 
 impl Runtime {
@@ -63,6 +71,12 @@ impl Runtime {
         previous: Option<&Runtime>,
     ) -> anyhow::Result<Runtime> {
         let previous_store = previous.and_then(|r| r.tls.store.as_ref());
+        let cache = crate::cache::Cache::new(
+            &config.cache,
+            metrics.workers().len(),
+            previous.map(|r| &r.cache),
+        );
+        metrics.set_cache_store(cache.store.clone());
         let limits = &config.limits;
         let h1_limits = squall_h1::Limits {
             header_bytes_max: usize::try_from(limits.header_bytes_max).unwrap_or(usize::MAX),
@@ -81,7 +95,29 @@ impl Runtime {
             client_limits: crate::clients::ClientLimits::from_config(&config.limits),
             upstreams: config.upstream.iter().map(upstream_spec).collect(),
             tls: Tls::load(config, previous_store)?,
+            protocols: config
+                .listen
+                .iter()
+                .map(|l| {
+                    (
+                        l.address,
+                        crate::worker::Protocols::from_config(&l.protocols),
+                    )
+                })
+                .collect(),
+            h2: h2_config(limits),
+            cache,
         })
+    }
+}
+
+/// HTTP/2 settings from `[limits]`: the head, target and body bounds are HTTP/1.1's.
+fn h2_config(limits: &squall_config::Limits) -> squall_h2::ServerConfig {
+    squall_h2::ServerConfig {
+        max_header_list_size: u32::try_from(limits.header_bytes_max).unwrap_or(u32::MAX),
+        max_path_bytes: usize::try_from(limits.uri_bytes_max).unwrap_or(usize::MAX),
+        max_body_bytes: limits.body_bytes_max,
+        ..squall_h2::ServerConfig::default()
     }
 }
 
@@ -273,9 +309,22 @@ fn spawn_workers(
     let cores = core_affinity::get_core_ids().unwrap_or_default();
     let (ready_tx, ready_rx) = crossbeam_channel::bounded(count);
     let mut workers = Vec::with_capacity(count);
-    for (id, sockets) in listeners.into_iter().enumerate() {
+    // Every worker's channel and waker first: each worker may wake requests on any other.
+    let mut channels = Vec::with_capacity(count);
+    for _ in 0..count {
         let (control, receiver) = crossbeam_channel::unbounded();
-        let waker = Waker::new()?;
+        channels.push((control, receiver, Waker::new()?));
+    }
+    let peers: Arc<[crate::cache::Peer]> = channels
+        .iter()
+        .map(|(control, _, waker)| crate::cache::Peer {
+            control: control.clone(),
+            waker: waker.clone(),
+        })
+        .collect();
+    for ((id, sockets), (control, receiver, waker)) in
+        listeners.into_iter().enumerate().zip(channels)
+    {
         let setup = worker::Setup {
             id,
             core: (!cores.is_empty()).then(|| cores[id % cores.len()]),
@@ -286,6 +335,7 @@ fn spawn_workers(
             ready: ready_tx.clone(),
             access_log: access_log.cloned(),
             clients: clients.clone(),
+            peers: peers.clone(),
         };
         let thread = std::thread::Builder::new()
             .name(format!("squall-w{id}"))

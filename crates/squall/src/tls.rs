@@ -70,14 +70,21 @@ fn spec((index, certificate): (usize, &Certificate)) -> CertSpec {
     }
 }
 
-/// ALPN offered on a TLS listener. HTTP/2 is not served yet, so `h2` is not advertised: a
-/// client offering only `h2` gets `no_application_protocol` rather than a protocol we cannot
-/// speak. HTTP/1.1 is always offered so clients without ALPN-less fallback still connect.
+/// ALPN offered on a TLS listener: its `protocols`, in the configured order of preference
+/// (`h2c` has no ALPN id and is skipped). A listener whose list names neither `h2` nor `http1`
+/// offers HTTP/1.1, so that a client always has a protocol to speak.
 fn alpn(protocols: &[Protocol]) -> Vec<Alpn> {
-    if protocols.iter().any(|p| matches!(p, Protocol::H2)) {
-        warn!(
-            "a TLS listener lists h2: HTTP/2 is not available in this build yet; offering http/1.1"
-        );
+    let offered: Vec<Alpn> = protocols
+        .iter()
+        .filter_map(|p| match p {
+            Protocol::H2 => Some(Alpn::H2),
+            Protocol::Http1 => Some(Alpn::Http1),
+            Protocol::H2c => None,
+        })
+        .collect();
+    if offered.is_empty() {
+        vec![Alpn::Http1]
+    } else {
+        offered
     }
-    vec![Alpn::Http1]
 }

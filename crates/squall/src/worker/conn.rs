@@ -46,6 +46,10 @@ pub struct Conn {
     pub exchange: Option<Box<super::proxy::Exchange>>,
     /// A request head whose body is still arriving; answered at its end.
     pub request: Option<RequestHead>,
+    /// The cached route of `request`, which goes to the cache at the request's end.
+    pub cached_route: Option<std::sync::Arc<squall_proxy::ProxyRoute>>,
+    /// A request waiting for another's origin fetch of the same object (see `cache.rs`).
+    pub parked: Option<Box<super::cache::Parked>>,
     /// Decoding stopped for good: close once `out` is sent (Connection: close, an error).
     pub close_after: bool,
     /// Decoding paused because `out` is full; resumed when a send completes.
@@ -54,6 +58,11 @@ pub struct Conn {
     pub head_started: Option<Instant>,
     /// True until the first request head has begun (a new connection's wait counts as a head).
     pub fresh: bool,
+    /// The protocols the listener serves, and whether this connection has chosen one.
+    pub protocols: super::h2::Protocols,
+    pub selected: bool,
+    /// The HTTP/2 connection, once the client chose HTTP/2; boxed, as HTTP/1.1 is common.
+    pub h2: Option<Box<super::h2::H2>>,
     /// The client's address, read at accept only when the access log needs it.
     pub peer: Option<std::net::SocketAddr>,
     /// The address counted in the client table at accept, to uncount at close.
@@ -91,11 +100,16 @@ impl Conn {
             send: None,
             ops: 0,
             request: None,
+            cached_route: None,
+            parked: None,
             exchange: None,
             close_after: false,
             blocked: false,
             head_started: None,
             fresh: true,
+            protocols: super::h2::Protocols::default(),
+            selected: false,
+            h2: None,
             peer: None,
             counted_ip: None,
             request_started: now,
@@ -112,8 +126,10 @@ impl Conn {
 
     /// True when no request is in progress and nothing is left to send: safe to close at once.
     pub fn is_idle(&self) -> bool {
-        self.request.is_none()
+        self.h2.as_ref().is_none_or(|h2| h2.is_idle())
+            && self.request.is_none()
             && self.exchange.is_none()
+            && self.parked.is_none()
             && self.rbuf.is_empty()
             && self.decoder.is_between_messages()
             && self.unsent_bytes() == 0
@@ -146,8 +162,10 @@ impl Conn {
 
     /// True when part of a request head has arrived and the head is not complete.
     pub fn head_in_progress(&self) -> bool {
-        self.request.is_none()
+        self.h2.is_none()
+            && self.request.is_none()
             && self.exchange.is_none()
+            && self.parked.is_none()
             && !(self.rbuf.is_empty() && self.decoder.is_between_messages())
     }
 

@@ -11,8 +11,24 @@ use squall_upstream::{AttemptFailure, Checkin, ConnId, Outcome, Retry, UpstreamE
 use squall_uring::RecvBuf;
 use tracing::debug;
 
-use super::proxy::{self, Origin, OriginState};
+use super::cache;
+use super::proxy::{self, Client, ClientToken, Exchange, Origin, OriginState};
 use super::{KIND_ORIGIN, KIND_SHIFT, OUT_HIGH_BYTES, Worker, conn_token};
+
+/// The exchange of `client` in the connection slab (a free function, so that the origins can
+/// be borrowed beside it).
+fn exchange_in(conns: &mut slab::Slab<super::conn::Conn>, client: Client) -> Option<&mut Exchange> {
+    let conn = conns.get_mut(client.index)?;
+    if client.stream == 0 {
+        conn.exchange.as_deref_mut()
+    } else {
+        conn.h2
+            .as_mut()?
+            .exchanges
+            .get_mut(&client.stream)
+            .map(|e| &mut **e)
+    }
+}
 
 /// Token of an origin connection: kind bits, 30 bits of generation, the slab index.
 pub(super) fn origin_token(index: usize, generation: u32) -> u64 {
@@ -27,10 +43,41 @@ impl Worker {
         (origin.generation & 0x3FFF_FFFF == generation).then_some(index)
     }
 
+    /// The client an origin connection works for, if it is still there.
+    pub(super) fn origin_client(&self, index: usize) -> Option<Client> {
+        let client = self.origins[index].client?;
+        let conn = self.conn_index(client.token)?;
+        Some(Client {
+            index: conn,
+            stream: client.stream,
+        })
+    }
+
+    fn client_token(&self, client: Client) -> ClientToken {
+        ClientToken {
+            token: conn_token(client.index, self.conns[client.index].generation),
+            stream: client.stream,
+        }
+    }
+
+    /// The exchange of `client`: the connection's, or its HTTP/2 stream's.
+    pub(super) fn exchange_mut(&mut self, client: Client) -> Option<&mut Exchange> {
+        exchange_in(&mut self.conns, client)
+    }
+
+    fn take_exchange(&mut self, client: Client) -> Option<Box<Exchange>> {
+        let conn = &mut self.conns[client.index];
+        if client.stream == 0 {
+            conn.exchange.take()
+        } else {
+            conn.h2.as_mut()?.exchanges.remove(&client.stream)
+        }
+    }
+
     /// Gives the client's current exchange an origin connection: pooled, or a new connect.
-    pub(super) fn assign_origin(&mut self, client: usize) {
+    pub(super) fn assign_origin(&mut self, client: Client) {
         let now = self.now;
-        let (upstream, key, tried) = match self.conns[client].exchange.as_ref() {
+        let (upstream, key, tried) = match self.exchange_mut(client) {
             Some(e) => {
                 let key = squall_upstream::key_hash(e.head.uri.path().as_bytes());
                 (e.upstream, key, e.tried.clone())
@@ -46,12 +93,12 @@ impl Worker {
             self.fail_exchange(client, UpstreamErrorClass::ConnectFailed, false);
             return;
         };
-        if let Some(e) = self.conns[client].exchange.as_mut() {
+        if let Some(e) = self.exchange_mut(client) {
             e.server = Some(server);
             e.attempts += 1;
             e.tried.push(server);
         }
-        let client_token = conn_token(client, self.conns[client].generation);
+        let client_token = self.client_token(client);
         // A pooled connection is ready to use (LIFO: the one most likely still open).
         while let Some(ConnId(token)) = self.upstreams.groups[upstream].pool.checkout(server, now) {
             let Some(index) = self.origin_index(token) else {
@@ -64,7 +111,7 @@ impl Worker {
             origin.state = OriginState::Busy;
             origin.reused = true;
             origin.client = Some(client_token);
-            if let Some(e) = self.conns[client].exchange.as_mut() {
+            if let Some(e) = self.exchange_mut(client) {
                 e.origin = Some(token);
             }
             self.runtime.metrics.worker(self.id).upstream_reuses.inc();
@@ -86,7 +133,7 @@ impl Worker {
 
     fn connect_origin(
         &mut self,
-        client: usize,
+        client: Client,
         upstream: usize,
         server: squall_upstream::ServerId,
         address: std::net::SocketAddr,
@@ -95,10 +142,8 @@ impl Worker {
         self.next_generation = (self.next_generation + 1) & 0x3FFF_FFFF;
         let generation = self.next_generation;
         let connect_timeout = self.upstreams.groups[upstream].connect_timeout;
-        let method = self.conns[client]
-            .exchange
-            .as_ref()
-            .map(|e| e.head.method.clone());
+        let method = self.exchange_mut(client).map(|e| e.head.method.clone());
+        let client_token = self.client_token(client);
         let decoder = squall_h1::ResponseDecoder::new(
             proxy::response_limits(),
             &method.unwrap_or(http::Method::GET),
@@ -118,7 +163,7 @@ impl Worker {
             recv: None,
             send: None,
             ops: 1,
-            client: Some(conn_token(client, self.conns[client].generation)),
+            client: Some(client_token),
             reused: false,
             paused: false,
             deadline: self.now + connect_timeout,
@@ -127,11 +172,9 @@ impl Worker {
         let token = origin_token(index, generation);
         self.ring.connect(raw, address, token);
         self.runtime.metrics.worker(self.id).upstream_connects.inc();
-        self.conns[client]
-            .exchange
-            .as_mut()
-            .expect("assigned")
-            .origin = Some(token);
+        if let Some(e) = self.exchange_mut(client) {
+            e.origin = Some(token);
+        }
         self.arm_origin_timer(index);
     }
 
@@ -163,18 +206,17 @@ impl Worker {
 
     /// Writes the request head and whatever body is buffered to a ready origin connection.
     fn write_request(&mut self, index: usize) {
-        let Some(client) = self.origins[index].client.and_then(|t| self.conn_index(t)) else {
+        let Some(client) = self.origin_client(index) else {
             self.close_origin(index);
             return;
         };
         let response_timeout = self.upstreams.groups[self.origins[index].upstream].response_timeout;
-        let conn = &mut self.conns[client];
-        let tls = conn.tls.is_some();
-        let peer = conn.peer;
-        let exchange = conn
-            .exchange
-            .as_mut()
-            .expect("a busy origin serves an exchange");
+        let conn = &self.conns[client.index];
+        let (tls, peer) = (conn.tls.is_some(), conn.peer);
+        let Some(exchange) = exchange_in(&mut self.conns, client) else {
+            self.close_origin(index);
+            return;
+        };
         let origin = &mut self.origins[index];
         // A new connection's decoder was armed when it was made; a pooled one is re-armed.
         if origin.decoder.is_idle() {
@@ -185,27 +227,49 @@ impl Worker {
         exchange.body.clear();
         exchange.request_sent = true;
         origin.deadline = self.now + response_timeout;
+        self.release_body(client);
         self.arm_origin_timer(index);
         self.flush_origin(index);
     }
 
     /// Moves buffered request body bytes of the client's exchange to its origin.
-    pub(super) fn pump_body(&mut self, client: usize) {
-        let token = self.conns[client].exchange.as_ref().and_then(|e| e.origin);
+    pub(super) fn pump_body(&mut self, client: Client) {
+        let token = self.exchange_mut(client).and_then(|e| e.origin);
         // The generation check matters: a slot freed and reused must not get this body.
         let Some(index) = token.and_then(|t| self.origin_index(t)) else {
             return;
         };
-        let Some(exchange) = self.conns[client].exchange.as_mut() else {
+        let Some(exchange) = exchange_in(&mut self.conns, client) else {
             return;
         };
+        if exchange.body.is_empty() {
+            return;
+        }
         let origin = &mut self.origins[index];
-        if origin.state != OriginState::Busy || exchange.body.is_empty() {
+        if origin.state != OriginState::Busy {
             return;
         }
         origin.out.extend_from_slice(&exchange.body);
         exchange.body.clear();
+        self.release_body(client);
         self.flush_origin(index);
+    }
+
+    /// HTTP/2: gives the window of request body bytes that moved on to the origin back to the
+    /// client, so it may send more.
+    fn release_body(&mut self, client: Client) {
+        if client.stream == 0 {
+            return;
+        }
+        let Some(exchange) = self.exchange_mut(client) else {
+            return;
+        };
+        let released = std::mem::take(&mut exchange.unreleased);
+        if released > 0
+            && let Some(h2) = self.conns[client.index].h2.as_mut()
+        {
+            h2.conn.release_capacity(client.stream, released);
+        }
     }
 
     fn flush_origin(&mut self, index: usize) {
@@ -237,11 +301,12 @@ impl Worker {
             Ok(_) => {
                 self.flush_origin(index);
                 // The client may have been paused on a full upload buffer.
-                if let Some(client) = self.origins[index].client.and_then(|t| self.conn_index(t))
-                    && self.conns[client].blocked
+                if let Some(client) = self.origin_client(index)
+                    && client.stream == 0
+                    && self.conns[client.index].blocked
                 {
-                    self.conns[client].blocked = false;
-                    self.process(client);
+                    self.conns[client.index].blocked = false;
+                    self.process(client.index);
                 }
             }
             Err(e) => {
@@ -323,7 +388,7 @@ impl Worker {
 
     /// Decodes what the origin sent and writes it to the client, re-framed.
     fn forward_response(&mut self, index: usize, eof: bool) {
-        let Some(client) = self.origins[index].client.and_then(|t| self.conn_index(t)) else {
+        let Some(client) = self.origin_client(index) else {
             self.close_origin(index);
             return;
         };
@@ -337,7 +402,7 @@ impl Worker {
             match event {
                 Ok(Some(ResponseEvent::Interim(_))) => {}
                 Ok(Some(ResponseEvent::Head(head))) => self.forward_head(client, &head),
-                Ok(Some(ResponseEvent::Data(data))) => self.forward_data(client, &data),
+                Ok(Some(ResponseEvent::Data(data))) => self.forward_data(client, data),
                 Ok(Some(ResponseEvent::End { .. })) => {
                     self.finish_exchange(client, index);
                     return;
@@ -362,14 +427,24 @@ impl Worker {
         let response_timeout = self.upstreams.groups[self.origins[index].upstream].response_timeout;
         self.origins[index].deadline = self.now + response_timeout;
         self.arm_origin_timer(index);
-        self.flush(client);
+        let waiting = if client.stream == 0 {
+            self.flush(client.index);
+            self.conns[client.index].unsent_bytes()
+        } else {
+            self.pump_h2(client.index);
+            self.conns[client.index]
+                .h2
+                .as_ref()
+                .map_or(0, |h2| h2.conn.queued_data(client.stream))
+        };
         // A client slow to read: stop reading the origin until it catches up.
-        if self.conns[client].unsent_bytes() >= OUT_HIGH_BYTES {
+        if waiting >= OUT_HIGH_BYTES && self.origins[index].state == OriginState::Busy {
             let origin = &mut self.origins[index];
             if !origin.paused {
                 debug!(
                     worker = self.id,
-                    conn = client,
+                    conn = client.index,
+                    stream = client.stream,
                     "client reads slowly: origin paused"
                 );
                 origin.paused = true;
@@ -381,15 +456,65 @@ impl Worker {
         }
     }
 
-    fn forward_head(&mut self, client: usize, head: &squall_h1::OriginHead) {
-        let conn = &mut self.conns[client];
+    fn forward_head(&mut self, client: Client, head: &squall_h1::OriginHead) {
+        let may_keep_alive = self.drain_deadline.is_none();
+        let date = self.date.get();
+        let Some(exchange) = exchange_in(&mut self.conns, client) else {
+            return;
+        };
+        let mut headers = proxy::response_headers(&head.headers, &exchange.route);
+        let body_len = proxy::client_body_len(head);
+        exchange.response_started = true;
+        exchange.status = head.status;
+        if let Some(fill) = exchange.fill.as_mut() {
+            let action = cache::on_head(
+                fill,
+                &exchange.head.method,
+                &exchange.head.headers,
+                head.status,
+                &head.headers,
+                &mut headers,
+                body_len,
+            );
+            if let cache::HeadAction::Answered(entry, label) = action {
+                exchange.answered = true;
+                exchange.ended_at_head = true;
+                let request = exchange.head.clone();
+                let cache = fill.cache.clone();
+                self.serve_entry(client, &request, &entry, label, &cache);
+                return;
+            }
+        }
+        let conn = &mut self.conns[client.index];
+        if client.stream != 0 {
+            let Some(h2) = conn.h2.as_mut() else { return };
+            let Some(exchange) = h2.exchanges.get_mut(&client.stream) else {
+                return;
+            };
+            let no_body = exchange.head.method == http::Method::HEAD
+                || matches!(head.body, squall_h1::ResponseBody::Absent)
+                || matches!(head.body, squall_h1::ResponseBody::Length(0));
+            exchange.ended_at_head = no_body;
+            let length = body_len.map(|n| n.to_string());
+            let fields = headers
+                .iter()
+                .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()))
+                .chain([(&b"date"[..], date)])
+                .chain(
+                    length
+                        .as_deref()
+                        .map(|l| (&b"content-length"[..], l.as_bytes())),
+                );
+            let _ = h2
+                .conn
+                .send_headers(client.stream, head.status.as_u16(), fields, no_body);
+            return;
+        }
         let Some(exchange) = conn.exchange.as_mut() else {
             return;
         };
-        let headers = proxy::response_headers(&head.headers, &exchange.route);
-        let body_len = proxy::client_body_len(head);
         let mut framing = exchange.head.framing();
-        framing.keep_alive &= self.drain_deadline.is_none();
+        framing.keep_alive &= may_keep_alive;
         let decided = squall_h1::response_framing(head.status, body_len, framing);
         let response = squall_h1::ResponseHead {
             status: head.status,
@@ -398,52 +523,91 @@ impl Worker {
             body_len,
         };
         let before = conn.out.len();
-        squall_h1::encode_response_head(&response, framing, self.date.get(), &mut conn.out);
+        squall_h1::encode_response_head(&response, framing, date, &mut conn.out);
         exchange.bytes_to_client += conn.out.len() - before;
-        exchange.response_started = true;
-        exchange.status = head.status;
         exchange.chunked_to_client = decided.body == squall_h1::ResponseBody::Chunked;
         exchange.client_keep_alive = decided.keep_alive;
     }
 
-    fn forward_data(&mut self, client: usize, data: &[u8]) {
-        let conn = &mut self.conns[client];
+    fn forward_data(&mut self, client: Client, data: Bytes) {
+        let Some(exchange) = self.exchange_mut(client) else {
+            return;
+        };
+        if exchange.answered {
+            return;
+        }
+        if let Some(fill) = exchange.fill.as_mut() {
+            cache::on_data(fill, &data);
+        }
+        let conn = &mut self.conns[client.index];
+        if client.stream != 0 {
+            let Some(h2) = conn.h2.as_mut() else { return };
+            let Some(exchange) = h2.exchanges.get_mut(&client.stream) else {
+                return;
+            };
+            if exchange.ended_at_head {
+                return;
+            }
+            exchange.bytes_to_client += data.len();
+            let _ = h2.conn.send_data(client.stream, data, false);
+            return;
+        }
         let Some(exchange) = conn.exchange.as_mut() else {
             return;
         };
         let before = conn.out.len();
         if exchange.chunked_to_client {
-            squall_h1::encode_chunk(data, &mut conn.out);
+            squall_h1::encode_chunk(&data, &mut conn.out);
         } else if exchange.head.method != http::Method::HEAD {
-            conn.out.extend_from_slice(data);
+            conn.out.extend_from_slice(&data);
         }
         exchange.bytes_to_client += conn.out.len() - before;
     }
 
     /// The response ended: pool the origin, log, and let the client go on.
-    fn finish_exchange(&mut self, client: usize, index: usize) {
-        let conn = &mut self.conns[client];
-        let Some(mut exchange) = conn.exchange.take() else {
+    fn finish_exchange(&mut self, client: Client, index: usize) {
+        let Some(mut exchange) = self.take_exchange(client) else {
             return;
         };
-        if exchange.chunked_to_client {
-            squall_h1::encode_last_chunk(None, &mut conn.out);
-        }
-        if !exchange.client_keep_alive || !exchange.request_complete {
-            conn.close_after = true;
+        self.settle_cache(&mut exchange);
+        let conn = &mut self.conns[client.index];
+        if exchange.answered {
+            // Answered (and logged) from the cache already; the origin's body was dropped.
+        } else if client.stream != 0 {
+            if !exchange.ended_at_head
+                && let Some(h2) = conn.h2.as_mut()
+            {
+                let _ = h2.conn.send_data(client.stream, Bytes::new(), true);
+            }
+            if !exchange.request_complete
+                && let Some(h2) = conn.h2.as_mut()
+            {
+                // The response is whole; the rest of the request is not needed (RFC 9113 §8.1).
+                h2.conn
+                    .reset_stream(client.stream, squall_h2::ErrorCode::NoError);
+            }
+        } else {
+            if exchange.chunked_to_client {
+                squall_h1::encode_last_chunk(None, &mut conn.out);
+            }
+            if !exchange.client_keep_alive || !exchange.request_complete {
+                conn.close_after = true;
+            }
         }
         let counters = self.runtime.metrics.worker(self.id);
-        counters.count_response(exchange.status);
-        let bytes = std::mem::take(&mut exchange.bytes_to_client);
-        super::log_request(
-            &mut self.log,
-            conn,
-            Some(&exchange.head),
-            exchange.status,
-            bytes,
-            self.now,
-            counters,
-        );
+        if !exchange.answered {
+            counters.count_response(exchange.status);
+            let bytes = std::mem::take(&mut exchange.bytes_to_client);
+            super::log_request(
+                &mut self.log,
+                conn,
+                Some(&exchange.head),
+                exchange.status,
+                bytes,
+                self.now,
+                counters,
+            );
+        }
         let origin = &mut self.origins[index];
         origin.client = None;
         let reusable = origin.decoder.is_idle() && origin.rbuf.is_empty() && !origin.paused;
@@ -468,20 +632,41 @@ impl Worker {
         } else {
             self.close_origin(index);
         }
-        self.process(client);
+        if client.stream == 0 {
+            self.process(client.index);
+        } else {
+            self.pump_h2(client.index);
+        }
+    }
+
+    /// Stores a completed response, and purges the URL after a successful unsafe method.
+    fn settle_cache(&mut self, exchange: &mut Exchange) {
+        if let Some(fill) = exchange.fill.as_mut()
+            && !exchange.answered
+            && cache::on_end(fill, &exchange.head.headers)
+        {
+            self.runtime.metrics.worker(self.id).cache_stores.inc();
+        }
+        if let Some((cache, key)) = exchange.invalidate.take()
+            && squall_cache::invalidates(&exchange.head.method, exchange.status)
+        {
+            cache.store.purge(&key);
+        }
+        // Dropping the fill ends its leadership and wakes the requests parked behind it.
+        exchange.fill = None;
     }
 
     /// An origin connection failed before or during a response: retry, answer 502/504, or
     /// cut the client connection if the response had started.
     fn origin_failed(&mut self, index: usize, class: UpstreamErrorClass) {
-        let client = self.origins[index].client.and_then(|t| self.conn_index(t));
+        let client = self.origin_client(index);
         let reused = self.origins[index].reused;
         let current = self.origins[index].upstream_generation == self.upstreams.generation;
         let (upstream, server) = (self.origins[index].upstream, self.origins[index].server);
         self.origins[index].client = None;
         self.close_origin(index);
         let Some(client) = client else { return };
-        let Some(exchange) = self.conns[client].exchange.as_mut() else {
+        let Some(exchange) = self.exchange_mut(client) else {
             return;
         };
         exchange.origin = None;
@@ -500,7 +685,10 @@ impl Worker {
                 .report(server, class.outcome(reused), self.now);
         }
         match decision {
-            Retry::SameServer | Retry::OtherServer if !exchange.response_started => {
+            Retry::SameServer | Retry::OtherServer if !failure.response_started => {
+                let Some(exchange) = self.exchange_mut(client) else {
+                    return;
+                };
                 if decision == Retry::SameServer {
                     // A stale pooled connection: same server, fresh connection, same attempt.
                     exchange.tried.retain(|s| *s != server);
@@ -509,22 +697,19 @@ impl Worker {
                 exchange.request_sent = false;
                 self.assign_origin(client);
             }
-            _ => {
-                let started = exchange.response_started;
-                self.fail_exchange(client, class, started);
-            }
+            _ => self.fail_exchange(client, class, failure.response_started),
         }
     }
 
-    /// Ends the exchange with an error response (or cuts the connection mid-response).
+    /// Ends the exchange with an error response (or cuts the response off mid-way: the whole
+    /// HTTP/1.x connection, or the one HTTP/2 stream).
     pub(super) fn fail_exchange(
         &mut self,
-        client: usize,
+        client: Client,
         class: UpstreamErrorClass,
         response_started: bool,
     ) {
-        let conn = &mut self.conns[client];
-        let Some(exchange) = conn.exchange.take() else {
+        let Some(exchange) = self.take_exchange(client) else {
             return;
         };
         if let Some(token) = exchange.origin
@@ -533,13 +718,40 @@ impl Worker {
             self.origins[index].client = None;
             self.close_origin(index);
         }
-        let conn = &mut self.conns[client];
-        if response_started {
-            // The client has part of a response: the only honest end is a cut connection.
-            self.close_now(client);
+        // stale-if-error: a stored entry may answer instead of the error.
+        if !response_started
+            && let Some(fill) = exchange.fill.as_ref()
+            && let Some(stale) = cache::stale_for_error(fill, &exchange.head.headers)
+        {
+            let cache = fill.cache.clone();
+            self.runtime.metrics.worker(self.id).cache_stale.inc();
+            self.serve_entry(client, &exchange.head, &stale, cache::Label::Stale, &cache);
+            if client.stream == 0 {
+                self.process(client.index);
+            } else {
+                self.pump_h2(client.index);
+            }
             return;
         }
         let status = StatusCode::from_u16(class.status()).unwrap_or(StatusCode::BAD_GATEWAY);
+        if client.stream != 0 {
+            if response_started {
+                if let Some(h2) = self.conns[client.index].h2.as_mut() {
+                    h2.conn
+                        .reset_stream(client.stream, squall_h2::ErrorCode::InternalError);
+                }
+            } else {
+                self.answer_h2_error(client.index, client.stream, status, Some(&exchange.head));
+            }
+            self.pump_h2(client.index);
+            return;
+        }
+        if response_started {
+            // The client has part of a response: the only honest end is a cut connection.
+            self.close_now(client.index);
+            return;
+        }
+        let conn = &mut self.conns[client.index];
         let counters = self.runtime.metrics.worker(self.id);
         counters.count_response(status);
         let before = conn.out.len();
@@ -555,12 +767,13 @@ impl Worker {
             self.now,
             counters,
         );
-        self.flush(client);
+        self.flush(client.index);
     }
 
-    /// The client went away mid-exchange: the origin connection cannot be reused.
-    pub(super) fn abort_exchange(&mut self, client: usize) {
-        let Some(exchange) = self.conns[client].exchange.take() else {
+    /// The client (or its HTTP/2 stream) went away mid-exchange: the origin connection cannot
+    /// be reused.
+    pub(super) fn abort_exchange(&mut self, client: Client) {
+        let Some(exchange) = self.take_exchange(client) else {
             return;
         };
         if let Some(token) = exchange.origin
@@ -579,8 +792,8 @@ impl Worker {
     }
 
     /// Resumes reading a paused origin once its client has drained.
-    pub(super) fn resume_origin(&mut self, client: usize) {
-        let Some(token) = self.conns[client].exchange.as_ref().and_then(|e| e.origin) else {
+    pub(super) fn resume_origin(&mut self, client: Client) {
+        let Some(token) = self.exchange_mut(client).and_then(|e| e.origin) else {
             return;
         };
         let Some(index) = self.origin_index(token) else {

@@ -5,8 +5,10 @@
 //! Nothing blocks and nothing is shared with other workers on this path but the read-only
 //! [`Runtime`].
 
+mod cache;
 mod conn;
 mod forward;
+mod h2;
 mod proxy;
 
 use std::io;
@@ -31,6 +33,8 @@ use crate::metrics::WorkerCounters;
 use crate::server::{Control, Runtime};
 use crate::timer::{Entry, TimerWheel};
 use conn::{Conn, Phase};
+pub use h2::Protocols;
+pub use proxy::ClientToken;
 
 /// Output buffered for one connection beyond which decoding pauses until a send completes: a
 /// client pipelining thousands of requests without reading cannot grow our memory.
@@ -74,6 +78,8 @@ pub struct Setup {
     pub access_log: Option<Sender<access_log::Message>>,
     /// Per-client-address counts, shared by every worker.
     pub clients: Arc<ClientTable>,
+    /// Every worker's control channel and waker, to wake requests parked on the cache.
+    pub peers: Arc<[crate::cache::Peer]>,
 }
 
 struct Listener {
@@ -106,6 +112,7 @@ struct Worker {
     /// This worker's batch of access log lines, when the access log is on.
     log: Option<access_log::Batch>,
     clients: Arc<ClientTable>,
+    peers: Arc<[crate::cache::Peer]>,
     /// Connections to origin servers, busy or pooled.
     origins: Slab<proxy::Origin>,
     /// This worker's balancing, health and pool state per upstream group.
@@ -148,6 +155,7 @@ pub fn run(setup: Setup) {
         pause_logged_at: None,
         log: setup.access_log.map(|tx| access_log::Batch::new(tx, now)),
         clients: setup.clients,
+        peers: setup.peers,
         origins: Slab::new(),
         upstreams: proxy::Upstreams {
             groups: Vec::new(),
@@ -405,6 +413,7 @@ impl Worker {
         let tls = acceptor.map(|acceptor| Box::new(TlsConn::new(acceptor)));
         let raw = fd.as_raw_fd();
         let mut conn = Conn::new(fd, generation, decoder, tls, self.now);
+        conn.protocols = self.listener_protocols(listener);
         let limits = self.runtime.client_limits;
         if self.log.is_some() || limits.any() || !self.runtime.upstreams.is_empty() {
             // One getpeername per connection, paid only when a log, a limit or the
@@ -503,8 +512,87 @@ impl Worker {
         self.op_done_at(index);
     }
 
-    /// Decodes and answers every complete request in the receive buffer, in order.
+    /// The protocols listener `listener` serves (HTTP/1.1 for one no longer configured).
+    fn listener_protocols(&self, listener: usize) -> Protocols {
+        let address = self.listeners[listener].address;
+        self.runtime
+            .protocols
+            .iter()
+            .find(|(a, _)| *a == address)
+            .map_or(
+                Protocols {
+                    http1: true,
+                    ..Protocols::default()
+                },
+                |(_, p)| *p,
+            )
+    }
+
+    /// Answers what the connection received, in the protocol it speaks.
     fn process(&mut self, index: usize) {
+        if self.conns[index].h2.is_some() {
+            self.process_h2(index);
+            return;
+        }
+        if !self.conns[index].selected {
+            match h2::select(&self.conns[index]) {
+                h2::Selection::Undecided => {
+                    // The TLS handshake's records, or nothing yet.
+                    self.flush(index);
+                    self.update_deadline(index);
+                    return;
+                }
+                h2::Selection::H2 => {
+                    self.conns[index].selected = true;
+                    self.start_h2(index);
+                    self.process_h2(index);
+                    return;
+                }
+                h2::Selection::Http1 => self.conns[index].selected = true,
+                h2::Selection::Refused => {
+                    debug!(worker = self.id, conn = index, "protocol not served here");
+                    self.runtime.metrics.worker(self.id).bad_requests.inc();
+                    self.close_now(index);
+                    return;
+                }
+            }
+        }
+        self.process_h1(index);
+    }
+
+    /// Decodes and answers every complete HTTP/1.x request in the receive buffer, in order.
+    fn process_h1(&mut self, index: usize) {
+        // A request for the cache stops the decoding loop (the cache needs the whole worker);
+        // when the cache answered it, decoding goes on with the next pipelined request.
+        while let Some((head, route)) = self.decode_h1(index) {
+            let begun = self.begin_cached(proxy::Client::h1(index), head, route);
+            if begun != cache::Begun::Answered {
+                break;
+            }
+        }
+        let conn = &mut self.conns[index];
+        if conn.phase != Phase::Open {
+            return;
+        }
+        if conn.blocked && conn.rbuf.len() > RBUF_BLOCKED_MAX_BYTES {
+            debug!(
+                worker = self.id,
+                conn = index,
+                "client sends without reading: closing"
+            );
+            self.close_now(index);
+            return;
+        }
+        self.flush(index);
+        self.update_deadline(index);
+    }
+
+    /// The decoding loop of `process_h1`: answers `respond` routes and starts exchanges, and
+    /// returns a complete request for a cached route, to be begun by the caller.
+    fn decode_h1(
+        &mut self,
+        index: usize,
+    ) -> Option<(squall_h1::RequestHead, Arc<squall_proxy::ProxyRoute>)> {
         let runtime = &self.runtime;
         let counters = runtime.metrics.worker(self.id);
         let date = self.date.get();
@@ -513,7 +601,7 @@ impl Worker {
         let mut start_exchange = false;
         while !conn.close_after && conn.phase == Phase::Open {
             // A proxied request is answered before the next pipelined one is read.
-            if conn.exchange.as_ref().is_some_and(|e| e.request_complete) {
+            if conn.exchange.as_ref().is_some_and(|e| e.request_complete) || conn.parked.is_some() {
                 break;
             }
             if conn.unsent_bytes() >= OUT_HIGH_BYTES {
@@ -550,7 +638,18 @@ impl Worker {
                         squall_h1::encode_continue(&mut conn.out);
                     }
                     if let Some(route) = runtime.service.proxy_route(&head) {
-                        conn.exchange = Some(Box::new(proxy::Exchange::new(head, route.clone())));
+                        if route.cache && head.body == squall_h1::BodyKind::Empty {
+                            // To the cache at the request's end (next event).
+                            conn.cached_route = Some(route.clone());
+                            conn.request = Some(head);
+                            continue;
+                        }
+                        let mut exchange = Box::new(proxy::Exchange::new(head, route.clone()));
+                        if route.cache && !exchange.head.method.is_safe() {
+                            let key = cache::key_of(&exchange.head, scheme(conn));
+                            exchange.invalidate = Some((runtime.cache.clone(), key));
+                        }
+                        conn.exchange = Some(exchange);
                         start_exchange = true;
                         continue;
                     }
@@ -583,10 +682,14 @@ impl Worker {
                         .request
                         .take()
                         .expect("the codec ends only a started request");
+                    if let Some(route) = conn.cached_route.take() {
+                        return Some((head, route));
+                    }
                     let before = conn.out.len();
-                    let outcome = runtime
-                        .service
-                        .respond(&head, date, draining, &mut conn.out);
+                    let outcome =
+                        runtime
+                            .service
+                            .respond(&head, scheme(conn), date, draining, &mut conn.out);
                     counters.count_response(outcome.status);
                     let sent = conn.out.len() - before;
                     log_request(
@@ -629,23 +732,13 @@ impl Worker {
                 }
             }
         }
-        if conn.blocked && conn.rbuf.len() > RBUF_BLOCKED_MAX_BYTES {
-            debug!(
-                worker = self.id,
-                conn = index,
-                "client sends without reading: closing"
-            );
-            self.close_now(index);
-            return;
-        }
         let has_exchange = conn.exchange.is_some();
-        self.flush(index);
-        self.update_deadline(index);
         if start_exchange {
-            self.assign_origin(index);
+            self.assign_origin(proxy::Client::h1(index));
         } else if has_exchange {
-            self.pump_body(index);
+            self.pump_body(proxy::Client::h1(index));
         }
+        None
     }
 
     // ---- sending ----
@@ -698,7 +791,9 @@ impl Worker {
             }
             Ok(_) => {
                 conn.last_activity = self.now;
-                if conn.blocked {
+                if conn.h2.is_some() {
+                    self.pump_h2(index);
+                } else if conn.blocked {
                     conn.blocked = false;
                     self.process(index);
                 } else {
@@ -707,7 +802,7 @@ impl Worker {
                 }
                 // A proxied response paused for this client reads on once it has drained.
                 if self.conns[index].unsent_bytes() < OUT_HIGH_BYTES / 2 {
-                    self.resume_origin(index);
+                    self.resume_origin(proxy::Client::h1(index));
                 }
             }
             Err(e) => {
@@ -739,7 +834,15 @@ impl Worker {
     /// Cancels the connection's operations and queues the close of its socket.
     fn close_now(&mut self, index: usize) {
         if self.conns[index].exchange.is_some() {
-            self.abort_exchange(index);
+            self.abort_exchange(proxy::Client::h1(index));
+        }
+        let streams: Vec<u32> = self.conns[index]
+            .h2
+            .as_ref()
+            .map(|h2| h2.exchanges.keys().copied().collect())
+            .unwrap_or_default();
+        for stream in streams {
+            self.abort_exchange(proxy::Client { index, stream });
         }
         let conn = &mut self.conns[index];
         if conn.phase == Phase::Closed {
@@ -801,7 +904,18 @@ impl Worker {
                 if conn.is_idle() {
                     conn.shrink_idle();
                 }
-                conn.last_activity + limits.idle_timeout
+                let idle = conn.last_activity + limits.idle_timeout;
+                // HTTP/2's own timers (streams stalled on a zero window), and requests parked
+                // behind another's fetch.
+                let h2 = conn.h2.as_ref();
+                [
+                    h2.and_then(|h2| h2.conn.next_deadline()),
+                    conn.parked.as_ref().map(|p| p.until),
+                    h2.and_then(|h2| h2.parked.values().map(|p| p.until).min()),
+                ]
+                .into_iter()
+                .flatten()
+                .fold(idle, Instant::min)
             }
         };
         conn.deadline = deadline;
@@ -841,8 +955,27 @@ impl Worker {
     }
 
     fn on_deadline(&mut self, index: usize) {
+        if self.conns[index].phase == Phase::Open {
+            self.unpark_expired(index);
+        }
         let conn = &mut self.conns[index];
         let metrics = self.runtime.metrics.worker(self.id);
+        if conn.phase == Phase::Open
+            && (conn.parked.is_some() || conn.exchange.is_some())
+            && conn.last_activity + self.runtime.limits.idle_timeout > self.now
+        {
+            self.update_deadline(index);
+            return;
+        }
+        if let Some(h2) = conn.h2.as_mut()
+            && conn.phase == Phase::Open
+            && conn.last_activity + self.runtime.limits.idle_timeout > self.now
+        {
+            // Not idle: an HTTP/2 timer (a stalled stream) is due.
+            h2.conn.on_timer(self.now);
+            self.pump_h2(index);
+            return;
+        }
         if conn.phase == Phase::Open && conn.send.is_none() && conn.head_in_progress() {
             // Slowloris: part of a head arrived, the rest did not come in time.
             debug!(worker = self.id, conn = index, "request header timeout");
@@ -882,6 +1015,14 @@ impl Worker {
                     self.add_listeners(add);
                 }
                 Control::Drain { deadline } => self.begin_drain(deadline),
+                Control::CacheReady(client) => {
+                    if let Some(index) = self.conn_index(client.token) {
+                        self.unpark(proxy::Client {
+                            index,
+                            stream: client.stream,
+                        });
+                    }
+                }
             }
         }
     }
@@ -900,6 +1041,16 @@ impl Worker {
             }
         }
         self.close_idle();
+        // HTTP/2 connections with streams in progress finish them after a GOAWAY.
+        let busy: Vec<usize> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.phase == Phase::Open && c.h2.is_some())
+            .map(|(i, _)| i)
+            .collect();
+        for index in busy {
+            self.go_away_h2(index);
+        }
     }
 
     /// Closes every open connection with no request in progress and nothing left to send.
@@ -939,6 +1090,11 @@ impl Worker {
         self.close_idle();
         self.conns.is_empty()
     }
+}
+
+/// The scheme requests on `conn` arrived with.
+fn scheme(conn: &Conn) -> &'static str {
+    if conn.tls.is_some() { "https" } else { "http" }
 }
 
 /// True when the client of `conn` is over `limits.request_rate` (and so gets 429).

@@ -58,8 +58,8 @@ pub struct Origin {
     pub recv: Option<OpId>,
     pub send: Option<OpId>,
     pub ops: u32,
-    /// The client connection token this origin works for, while busy.
-    pub client: Option<u64>,
+    /// The client this origin works for, while busy.
+    pub client: Option<ClientToken>,
     /// Came out of the pool (a close before any response byte is then a stale connection).
     pub reused: bool,
     /// The receive was cancelled because the client is slow to read.
@@ -74,7 +74,29 @@ impl Origin {
     }
 }
 
-/// A request being forwarded, owned by its client connection.
+/// Whom an exchange answers: an HTTP/1.x connection (stream 0), or one stream of an HTTP/2
+/// connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Client {
+    pub index: usize,
+    pub stream: u32,
+}
+
+impl Client {
+    pub fn h1(index: usize) -> Client {
+        Client { index, stream: 0 }
+    }
+}
+
+/// A [`Client`] as an origin remembers it: with the connection's generation, so that a slot
+/// freed and reused is never mistaken for the client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientToken {
+    pub token: u64,
+    pub stream: u32,
+}
+
+/// A request being forwarded, owned by its client connection (HTTP/1.x) or stream (HTTP/2).
 pub struct Exchange {
     pub head: RequestHead,
     pub route: Arc<ProxyRoute>,
@@ -98,6 +120,18 @@ pub struct Exchange {
     pub client_keep_alive: bool,
     pub status: StatusCode,
     pub bytes_to_client: usize,
+    /// HTTP/2: the response ended with its HEADERS frame (no body follows).
+    pub ended_at_head: bool,
+    /// HTTP/2: request body bytes received and not yet given back to the client's window
+    /// (given back as they move on to the origin, so the window bounds what waits here).
+    pub unreleased: usize,
+    /// On a cached route: the response may be stored (see `cache.rs`).
+    pub fill: Option<Box<super::cache::Fill>>,
+    /// On a cached route, for unsafe methods: the URL to purge if the response succeeds.
+    pub invalidate: Option<(std::sync::Arc<crate::cache::Cache>, squall_cache::CacheKey)>,
+    /// The client was answered from the cache after all (a revalidation's 304, or a stale
+    /// entry for an origin error): the origin's response is read and dropped.
+    pub answered: bool,
 }
 
 impl Exchange {
@@ -118,6 +152,11 @@ impl Exchange {
             client_keep_alive: true,
             status: StatusCode::BAD_GATEWAY,
             bytes_to_client: 0,
+            ended_at_head: false,
+            unreleased: 0,
+            fill: None,
+            invalidate: None,
+            answered: false,
         }
     }
 

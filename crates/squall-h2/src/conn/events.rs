@@ -1,0 +1,165 @@
+//! The queue of events for the application, and the per-stream inboxes of request body.
+//!
+//! Body data does not sit in the event queue frame by frame: a peer sending one-byte DATA
+//! frames would make one event per byte of window. Each stream has an [`Inbox`] instead,
+//! where small frames are copied together, and the queue holds one marker per inbox.
+//! So the queue stays within a few entries per stream and the inboxes within the
+//! flow-control windows.
+
+use std::collections::VecDeque;
+
+use bytes::{Bytes, BytesMut};
+
+use super::Connection;
+use super::stream::AppState;
+use super::types::{Event, Request};
+use crate::error::ErrorCode;
+use crate::frame::StreamId;
+
+/// Data frames shorter than this are copied into the inbox's tail rather than kept as
+/// their own `Bytes`: it bounds the pieces per stream to about two per KiB of window.
+const DATA_COPY_BYTES_MAX: usize = 1024;
+/// The tail is handed out once it reaches this size.
+const INBOX_TAIL_BYTES_MAX: usize = 16 * 1024;
+
+/// An event waiting for the application.
+#[derive(Debug)]
+pub(crate) enum Queued {
+    Request(StreamId, Box<Request>),
+    /// The stream's inbox has data (or its end) to hand out.
+    Data(StreamId),
+    Trailers(StreamId, http::HeaderMap),
+    Reset(StreamId, ErrorCode),
+}
+
+impl Queued {
+    fn stream_id(&self) -> StreamId {
+        match self {
+            Self::Request(id, _) | Self::Data(id) | Self::Trailers(id, _) | Self::Reset(id, _) => {
+                *id
+            }
+        }
+    }
+}
+
+/// Request body received and not yet handed out.
+#[derive(Debug, Default)]
+pub(crate) struct Inbox {
+    chunks: VecDeque<Bytes>,
+    tail: BytesMut,
+    /// END_STREAM arrived after the data in here.
+    end: bool,
+}
+
+impl Inbox {
+    fn push(&mut self, data: Bytes) {
+        if data.len() < DATA_COPY_BYTES_MAX {
+            self.tail.extend_from_slice(&data);
+            if self.tail.len() >= INBOX_TAIL_BYTES_MAX {
+                self.chunks.push_back(self.tail.split().freeze());
+            }
+        } else {
+            if !self.tail.is_empty() {
+                self.chunks.push_back(self.tail.split().freeze());
+            }
+            self.chunks.push_back(data);
+        }
+    }
+
+    /// The next piece, and whether it is the last one.
+    fn pop(&mut self) -> (Bytes, bool) {
+        let data = match self.chunks.pop_front() {
+            Some(chunk) => chunk,
+            None => self.tail.split().freeze(),
+        };
+        (data, self.end && self.is_empty())
+    }
+
+    fn is_empty(&self) -> bool {
+        self.chunks.is_empty() && self.tail.is_empty()
+    }
+
+    pub(crate) fn pieces(&self) -> usize {
+        self.chunks.len() + usize::from(!self.tail.is_empty())
+    }
+}
+
+impl Connection {
+    /// The next event for the application, in the order the peer's frames arrived (per
+    /// stream; body data of a stream may come ahead of other streams' later events).
+    pub fn poll_event(&mut self) -> Option<Event> {
+        loop {
+            let event = match self.events.pop_front()? {
+                Queued::Request(stream_id, request) => {
+                    // A stream reset before its request was polled took its events along,
+                    // so the stream is there; skipping is only a safety net.
+                    let Some(stream) = self.streams.get_mut(&stream_id) else {
+                        continue;
+                    };
+                    stream.app = AppState::Delivered;
+                    Event::Request {
+                        stream_id,
+                        request: *request,
+                    }
+                }
+                Queued::Data(stream_id) => match self.pop_data(stream_id) {
+                    Some(event) => event,
+                    None => continue,
+                },
+                Queued::Trailers(stream_id, headers) => Event::Trailers { stream_id, headers },
+                Queued::Reset(stream_id, code) => Event::Reset { stream_id, code },
+            };
+            return Some(event);
+        }
+    }
+
+    /// One piece of a stream's inbox; the marker goes back to the front while more is left.
+    fn pop_data(&mut self, stream_id: StreamId) -> Option<Event> {
+        let inbox = self.inboxes.get_mut(&stream_id)?;
+        let (data, end_stream) = inbox.pop();
+        if inbox.is_empty() {
+            self.inboxes.remove(&stream_id);
+        } else {
+            self.events.push_front(Queued::Data(stream_id));
+        }
+        Some(Event::Data {
+            stream_id,
+            data,
+            end_stream,
+        })
+    }
+
+    pub(super) fn push_request(&mut self, stream_id: StreamId, request: Request) {
+        self.events
+            .push_back(Queued::Request(stream_id, Box::new(request)));
+    }
+
+    /// Adds body data (possibly empty, when only `end_stream` is news) to a stream's inbox.
+    pub(super) fn push_data(&mut self, stream_id: StreamId, data: Bytes, end_stream: bool) {
+        if data.is_empty() && !end_stream {
+            return;
+        }
+        let inbox = self.inboxes.entry(stream_id).or_default();
+        let was_queued = !inbox.is_empty() || inbox.end;
+        inbox.push(data);
+        inbox.end |= end_stream;
+        if !was_queued {
+            self.events.push_back(Queued::Data(stream_id));
+        }
+    }
+
+    pub(super) fn push_trailers(&mut self, stream_id: StreamId, headers: http::HeaderMap) {
+        self.events.push_back(Queued::Trailers(stream_id, headers));
+    }
+
+    /// A stream is gone: drops its undelivered body, and tells the application if it knew
+    /// the stream, else removes every trace of it from the queue (a rapid reset costs the
+    /// application nothing).
+    pub(super) fn forget_events(&mut self, stream_id: StreamId, app: AppState, code: ErrorCode) {
+        self.inboxes.remove(&stream_id);
+        match app {
+            AppState::Delivered => self.events.push_back(Queued::Reset(stream_id, code)),
+            AppState::Queued => self.events.retain(|q| q.stream_id() != stream_id),
+        }
+    }
+}

@@ -1,0 +1,290 @@
+//! Header blocks from the peer: HEADERS and CONTINUATION joined (RFC 9113 §6.2, §6.10),
+//! decoded with HPACK, then opening a stream with a request or ending one with trailers.
+
+use bytes::{Bytes, BytesMut};
+use squall_hpack::Field;
+
+use super::recv::Step;
+use super::request::{self, HeadError};
+use super::stream::{Closed, SendState, Stream};
+use super::types::FloodKind;
+use super::{Connection, Lookup, Notify};
+use crate::error::ErrorCode;
+use crate::frame::{Priority, StreamId};
+
+/// A header block whose END_HEADERS has not arrived yet.
+#[derive(Debug)]
+pub(crate) struct PartialBlock {
+    pub stream_id: StreamId,
+    end_stream: bool,
+    /// §5.3.1: the HEADERS made the stream depend on itself.
+    self_dependent: bool,
+    /// The block opens a new stream (else: trailers, or a block to decode and ignore).
+    new_stream: bool,
+    /// The HEADERS fragment; most blocks are only this, and then nothing is copied.
+    first: Bytes,
+    /// CONTINUATION fragments, with `first` copied in front once the first arrives.
+    joined: BytesMut,
+    continuations: u32,
+}
+
+impl PartialBlock {
+    pub(crate) fn len(&self) -> usize {
+        if self.joined.is_empty() {
+            self.first.len()
+        } else {
+            self.joined.len()
+        }
+    }
+
+    fn append(&mut self, fragment: &[u8]) {
+        if self.joined.is_empty() {
+            self.joined.extend_from_slice(&self.first);
+        }
+        self.joined.extend_from_slice(fragment);
+    }
+
+    fn into_block(self) -> Bytes {
+        if self.joined.is_empty() {
+            self.first
+        } else {
+            self.joined.freeze()
+        }
+    }
+}
+
+impl Connection {
+    /// §6.2. Which stream states accept a header block is decided here, before the block
+    /// is buffered; connection errors need not wait for the rest of it.
+    pub(super) fn on_headers(
+        &mut self,
+        id: StreamId,
+        block: Bytes,
+        end_stream: bool,
+        end_headers: bool,
+        priority: Option<Priority>,
+    ) -> Step {
+        if block.is_empty() {
+            self.count(FloodKind::EmptyFrames)?;
+        }
+        let new_stream = id % 2 == 1 && id > self.highest_stream_id;
+        if new_stream {
+            self.highest_stream_id = id;
+        } else {
+            self.check_block_stream(id)?;
+        }
+        self.block = Some(PartialBlock {
+            stream_id: id,
+            end_stream,
+            self_dependent: priority.is_some_and(|p| p.dependency == id),
+            new_stream,
+            first: block,
+            joined: BytesMut::new(),
+            continuations: 0,
+        });
+        if end_headers {
+            return self.end_block();
+        }
+        Ok(())
+    }
+
+    /// A HEADERS on a stream that is not new: trailers on an open stream, or late on one
+    /// we reset (decoded, then ignored); else a connection error.
+    fn check_block_stream(&mut self, id: StreamId) -> Step {
+        let (code, reason) = match self.lookup(id) {
+            Lookup::Active | Lookup::Closed(Closed::ResetByUs) => return Ok(()),
+            // §5.1.1: client streams are odd and each new one is higher than the last.
+            Lookup::Idle | Lookup::Closed(Closed::Forgotten) => (
+                ErrorCode::ProtocolError,
+                "HEADERS on an even or decreasing stream id",
+            ),
+            Lookup::Closed(Closed::Normally | Closed::ResetByPeer) => {
+                (ErrorCode::StreamClosed, "HEADERS on a closed stream")
+            }
+        };
+        Err(self.fail(code, reason, None))
+    }
+
+    /// §6.10.
+    pub(super) fn on_continuation(&mut self, id: StreamId, fragment: Bytes, end: bool) -> Step {
+        let Some(block) = &self.block else {
+            let reason = "CONTINUATION without a header block";
+            return Err(self.fail(ErrorCode::ProtocolError, reason, None));
+        };
+        debug_assert_eq!(block.stream_id, id, "on_frame checks the stream");
+        let frames = block.continuations + 1;
+        let bytes = block.len() + fragment.len();
+        if fragment.is_empty() {
+            self.count(FloodKind::EmptyFrames)?;
+        }
+        if frames > self.config.max_continuation_frames {
+            let reason = "too many CONTINUATION frames";
+            return Err(self.flood(FloodKind::Continuation, reason));
+        }
+        if bytes > self.config.header_block_bytes_max() {
+            let reason = "header block too large";
+            return Err(self.flood(FloodKind::Continuation, reason));
+        }
+        if let Some(block) = &mut self.block {
+            block.continuations = frames;
+            block.append(&fragment);
+        }
+        if end {
+            return self.end_block();
+        }
+        Ok(())
+    }
+
+    /// The block is complete: decode it (always, so the HPACK table stays in step with
+    /// the peer's, §4.3), then act on it.
+    fn end_block(&mut self) -> Step {
+        let Some(partial) = self.block.take() else {
+            return Ok(());
+        };
+        let (id, end_stream) = (partial.stream_id, partial.end_stream);
+        let (new_stream, self_dependent) = (partial.new_stream, partial.self_dependent);
+        let fields = self.decode_block(&partial.into_block())?;
+        if new_stream {
+            return self.open_stream(id, fields, end_stream, self_dependent);
+        }
+        match self.streams.get(&id) {
+            Some(stream) if stream.recv_open => self.on_trailers(id, fields, end_stream),
+            // §5.1 half-closed (remote).
+            Some(_) => self.stream_error(id, ErrorCode::StreamClosed),
+            // Reset by us: §5.1 says to ignore it.
+            None => Ok(()),
+        }
+    }
+
+    /// The block's fields; `None` when the list is over our SETTINGS_MAX_HEADER_LIST_SIZE
+    /// (the decoder is still in step); other HPACK errors end the connection.
+    fn decode_block(&mut self, block: &[u8]) -> Result<Option<Vec<Field>>, super::ConnError> {
+        let mut fields = Vec::new();
+        let limit = self.config.max_header_list_size as usize;
+        match self
+            .hpack_in
+            .decode(block, limit, |field| fields.push(field))
+        {
+            Ok(()) => Ok(Some(fields)),
+            Err(error) if error.is_compression_error() => {
+                let reason = "HPACK block cannot be decoded";
+                Err(self.fail(ErrorCode::CompressionError, reason, None))
+            }
+            Err(_) => Ok(None),
+        }
+    }
+
+    fn open_stream(
+        &mut self,
+        id: StreamId,
+        fields: Option<Vec<Field>>,
+        end_stream: bool,
+        self_dependent: bool,
+    ) -> Step {
+        let full = self.streams.len() >= self.config.max_concurrent_streams as usize;
+        if self.goaway_sent || self.peer_goaway || full {
+            return self.refuse(id);
+        }
+        self.last_processed = id;
+        self.stats.streams_opened += 1;
+        if self_dependent {
+            return self.stream_error(id, ErrorCode::ProtocolError);
+        }
+        // §8.2.2 allows a 431 for a list over the limit (the decoder kept its table).
+        let Some(fields) = fields else {
+            return self.answer(id, 431, end_stream);
+        };
+        match request::parse_request(fields, end_stream, self.limits) {
+            Ok(request) => {
+                let recv_window = self.local_initial_window();
+                let send_window = i64::from(self.peer_initial_window);
+                let mut stream = Stream::new(!end_stream, recv_window, send_window);
+                stream.content_length = request.content_length;
+                self.streams.insert(id, stream);
+                self.push_request(id, request);
+                Ok(())
+            }
+            Err(HeadError::Malformed(_)) => self.malformed(id),
+            Err(HeadError::Answer(status)) => self.answer(id, status, end_stream),
+        }
+    }
+
+    /// REFUSED_STREAM (§8.7): not processed, safe for the client to retry elsewhere.
+    fn refuse(&mut self, id: StreamId) -> Step {
+        self.stats.streams_refused += 1;
+        self.send_rst(id, ErrorCode::RefusedStream);
+        self.closed.insert(id, Closed::ResetByUs);
+        self.count(FloodKind::RapidReset)
+    }
+
+    /// A request the connection answers itself, before the application ever sees it.
+    /// If the client is still sending, RST_STREAM(NO_ERROR) asks it to stop (§8.1).
+    fn answer(&mut self, id: StreamId, status: u16, end_stream: bool) -> Step {
+        self.count_answer(status);
+        self.encode_head(id, status, std::iter::empty(), true);
+        if end_stream {
+            self.closed.insert(id, Closed::Normally);
+        } else {
+            self.send_rst(id, ErrorCode::NoError);
+            self.closed.insert(id, Closed::ResetByUs);
+        }
+        Ok(())
+    }
+
+    /// §8.1: trailers end the stream, carry no pseudo-header field, and complete the body
+    /// that content-length announced.
+    fn on_trailers(&mut self, id: StreamId, fields: Option<Vec<Field>>, end: bool) -> Step {
+        if !end {
+            return self.malformed(id);
+        }
+        let Some(fields) = fields else {
+            return self.reject_started(id, 431);
+        };
+        let headers = match request::parse_trailers(fields) {
+            Ok(headers) => headers,
+            Err(HeadError::Malformed(_)) => return self.malformed(id),
+            Err(HeadError::Answer(status)) => return self.reject_started(id, status),
+        };
+        let Some(stream) = self.streams.get_mut(&id) else {
+            return Ok(());
+        };
+        if stream
+            .content_length
+            .is_some_and(|n| n != stream.body_bytes)
+        {
+            return self.malformed(id);
+        }
+        stream.recv_open = false;
+        self.push_trailers(id, headers);
+        self.close_if_done(id);
+        Ok(())
+    }
+
+    /// A request the application has (or has queued) that the connection must stop: a
+    /// body or trailers over the limits. Answered with `status` if no response has begun,
+    /// else reset with CANCEL; the application gets [`super::Event::Reset`] either way.
+    pub(super) fn reject_started(&mut self, id: StreamId, status: u16) -> Step {
+        let Some(stream) = self.streams.get(&id) else {
+            return Ok(());
+        };
+        if stream.send != SendState::Idle {
+            self.reset(id, ErrorCode::Cancel);
+            return Ok(());
+        }
+        self.count_answer(status);
+        self.encode_head(id, status, std::iter::empty(), true);
+        self.send_rst(id, ErrorCode::NoError);
+        self.remove_stream(id, Closed::ResetByUs, Notify::App(ErrorCode::NoError));
+        Ok(())
+    }
+
+    fn count_answer(&mut self, status: u16) {
+        let counter = match status {
+            413 => &mut self.stats.answered_413,
+            414 => &mut self.stats.answered_414,
+            431 => &mut self.stats.answered_431,
+            _ => &mut self.stats.answered_501,
+        };
+        *counter += 1;
+    }
+}

@@ -1,0 +1,346 @@
+//! The server side of an HTTP/2 connection (RFC 9113): connection and stream state
+//! machines, flow control in both directions, HPACK, request validation and flood limits,
+//! sans-IO. Bytes and instants in; events, and bytes to send, out.
+//!
+//! - `recv.rs`: frames from the peer, by type; stream states and receive flow control.
+//! - `send.rs`: the application's responses, and the output scheduler (send flow control).
+//! - `events.rs`: the event queue and request body inboxes.
+//! - `request.rs`: request head validation, pure.
+//! - `stream.rs`, `flood.rs`, `config.rs`, `types.rs`: the pieces.
+
+mod body;
+mod config;
+mod events;
+mod flood;
+mod headers;
+mod lifecycle;
+mod recv;
+mod request;
+mod send;
+mod stream;
+mod types;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::Instant;
+
+use bytes::BytesMut;
+use squall_hpack::{DYNAMIC_TABLE_BYTES_DEFAULT, Decoder, Encoder};
+
+pub use config::ServerConfig;
+pub use types::{ConnError, Event, FloodKind, Request, Stats, StreamClosed};
+
+use crate::decode::FrameDecoder;
+use crate::encode::{encode_goaway, encode_settings, encode_window_update};
+use crate::error::ErrorCode;
+use crate::frame::{
+    FRAME_PAYLOAD_BYTES_DEFAULT, SettingId, StreamId, WINDOW_BYTES_INITIAL, WINDOW_BYTES_MAX,
+};
+use events::{Inbox, Queued};
+use flood::Floods;
+use lifecycle::{Lookup, Notify};
+use request::HeadLimits;
+use stream::{ClosedStreams, Stream};
+
+/// One server connection. See the crate docs for the limits it enforces.
+#[derive(Debug)]
+pub struct Connection {
+    config: ServerConfig,
+    limits: HeadLimits,
+    /// The latest instant passed in: when a stall that starts in a call without `now`
+    /// (a send, an output poll) is taken to have started.
+    now: Instant,
+
+    // Input.
+    preface_done: bool,
+    /// The peer's first frame, a SETTINGS, has arrived (RFC 9113 §3.4).
+    settings_seen: bool,
+    frames: FrameDecoder,
+    hpack_in: Decoder,
+    /// A header block waiting for its CONTINUATION frames (§6.10).
+    block: Option<recv::PartialBlock>,
+
+    // Settings.
+    /// The peer acknowledged our SETTINGS, so our values bind it (§6.5.3).
+    settings_acked: bool,
+    peer_max_frame_size: u32,
+    peer_initial_window: u32,
+    hpack_out: Encoder,
+
+    // Streams.
+    streams: BTreeMap<StreamId, Stream>,
+    closed: ClosedStreams,
+    /// The highest client stream id seen: every higher odd id is idle (§5.1.1).
+    highest_stream_id: StreamId,
+    /// The highest stream id we opened or answered: GOAWAY's last stream id (§6.8).
+    last_processed: StreamId,
+
+    // Flow control.
+    conn_send_window: i64,
+    conn_recv_window: i64,
+    /// Connection window the application (or discarding) gave back, not yet announced.
+    conn_recv_owed: u64,
+
+    // Output.
+    /// Frames to send, in order: control frames, HEADERS, and each DATA frame header just
+    /// before its payload leaves. Every HPACK block passes through here in encoding order.
+    out: BytesMut,
+    /// Bytes in `out` that answer the peer's frames (ACKs, RST_STREAM, WINDOW_UPDATE)
+    /// since it was last drained: what a peer that sends but does not read makes us keep.
+    reply_bytes: usize,
+    /// Streams with something to send, in round-robin order.
+    ready: VecDeque<StreamId>,
+    queued_total: usize,
+    conn_stalled_since: Option<Instant>,
+    /// Scratch for encoding header blocks.
+    block_buf: BytesMut,
+
+    // Application.
+    events: VecDeque<Queued>,
+    inboxes: HashMap<StreamId, Inbox>,
+
+    floods: Floods,
+    stats: Stats,
+    goaway_sent: bool,
+    peer_goaway: bool,
+    error: Option<ConnError>,
+}
+
+impl Connection {
+    /// A connection whose first output is our SETTINGS and the WINDOW_UPDATE that raises the
+    /// connection window (RFC 9113 §3.4: the server preface).
+    pub fn new(config: ServerConfig, now: Instant) -> Self {
+        let config = config.sanitized();
+        let limits = HeadLimits {
+            path_bytes_max: config.max_path_bytes,
+            body_bytes_max: config.max_body_bytes,
+        };
+        let mut hpack_in = Decoder::new(DYNAMIC_TABLE_BYTES_DEFAULT);
+        // Until the peer acknowledges, it may use either the default or our value (§6.5.3).
+        hpack_in.set_max_table_size_limit(
+            DYNAMIC_TABLE_BYTES_DEFAULT.max(config.header_table_size as usize),
+        );
+        let mut conn = Self {
+            limits,
+            now,
+            preface_done: false,
+            settings_seen: false,
+            frames: FrameDecoder::new(config.max_frame_size),
+            hpack_in,
+            block: None,
+            settings_acked: false,
+            peer_max_frame_size: FRAME_PAYLOAD_BYTES_DEFAULT,
+            peer_initial_window: WINDOW_BYTES_INITIAL,
+            hpack_out: Encoder::new(),
+            streams: BTreeMap::new(),
+            closed: ClosedStreams::default(),
+            highest_stream_id: 0,
+            last_processed: 0,
+            conn_send_window: i64::from(WINDOW_BYTES_INITIAL),
+            conn_recv_window: i64::from(config.connection_window_size),
+            conn_recv_owed: 0,
+            out: BytesMut::new(),
+            reply_bytes: 0,
+            ready: VecDeque::new(),
+            queued_total: 0,
+            conn_stalled_since: None,
+            block_buf: BytesMut::new(),
+            events: VecDeque::new(),
+            inboxes: HashMap::new(),
+            floods: Floods::new(config.flood_window, now),
+            stats: Stats::default(),
+            goaway_sent: false,
+            peer_goaway: false,
+            error: None,
+            config,
+        };
+        conn.queue_preface();
+        conn
+    }
+
+    fn queue_preface(&mut self) {
+        let c = &self.config;
+        encode_settings(
+            &mut self.out,
+            &[
+                (SettingId::HeaderTableSize, c.header_table_size),
+                (SettingId::MaxConcurrentStreams, c.max_concurrent_streams),
+                (SettingId::InitialWindowSize, c.initial_window_size),
+                (SettingId::MaxFrameSize, c.max_frame_size),
+                (SettingId::MaxHeaderListSize, c.max_header_list_size),
+            ],
+        );
+        // `sanitized` keeps the connection window at least 65,535.
+        let raise = c.connection_window_size - WINDOW_BYTES_INITIAL;
+        if raise > 0 {
+            encode_window_update(&mut self.out, 0, raise);
+        }
+    }
+
+    /// Graceful shutdown: GOAWAY with `code` and the highest stream id processed; new
+    /// streams are refused, open ones finish. Later calls do nothing.
+    pub fn go_away(&mut self, code: ErrorCode) {
+        if self.goaway_sent || self.error.is_some() {
+            return;
+        }
+        self.goaway_sent = true;
+        encode_goaway(&mut self.out, self.last_processed, code, &[]);
+    }
+
+    /// True when the connection is over: after GOAWAY (ours or the peer's) or an error,
+    /// with no stream left and all output taken. The caller closes the socket.
+    pub fn is_finished(&self) -> bool {
+        if self.error.is_some() {
+            return self.out.is_empty();
+        }
+        (self.goaway_sent || self.peer_goaway) && self.streams.is_empty() && self.out.is_empty()
+    }
+
+    /// Streams open or half-closed: requests not yet answered, or not yet fully received.
+    pub fn open_streams(&self) -> usize {
+        self.streams.len()
+    }
+
+    /// No stream, no event and no output: an idle timeout may close the connection.
+    pub fn is_idle(&self) -> bool {
+        self.streams.is_empty() && self.events.is_empty() && !self.has_output()
+    }
+
+    /// Counters since the last call.
+    pub fn take_stats(&mut self) -> Stats {
+        std::mem::take(&mut self.stats)
+    }
+
+    /// The error that ended the connection, if one did.
+    pub fn last_error(&self) -> Option<&ConnError> {
+        self.error.as_ref()
+    }
+
+    /// When [`Connection::on_timer`] wants to be called next: the earliest stall deadline.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        if self.error.is_some() {
+            return None;
+        }
+        let timeout = self.config.stall_timeout;
+        self.streams
+            .values()
+            .filter_map(|s| s.stalled_since)
+            .chain(self.conn_stalled_since)
+            .min()
+            .map(|since| since + timeout)
+    }
+
+    /// Resets streams whose send window stayed closed for `stall_timeout` (CANCEL), and
+    /// ends the connection (GOAWAY ENHANCE_YOUR_CALM) if its own window did.
+    pub fn on_timer(&mut self, now: Instant) {
+        self.now = self.now.max(now);
+        if self.error.is_some() {
+            return;
+        }
+        self.refresh_stalls();
+        let timeout = self.config.stall_timeout;
+        let expired = |since: Option<Instant>| since.is_some_and(|s| s + timeout <= now);
+        let stalled: Vec<StreamId> = (self.streams.iter())
+            .filter(|(_, s)| expired(s.stalled_since))
+            .map(|(&id, _)| id)
+            .collect();
+        for id in stalled {
+            self.stats.stalls += 1;
+            self.reset(id, ErrorCode::Cancel);
+        }
+        if expired(self.conn_stalled_since) {
+            self.stats.stalls += 1;
+            self.fail(
+                ErrorCode::EnhanceYourCalm,
+                "connection send window stalled",
+                Some(FloodKind::Stall),
+            );
+        }
+    }
+
+    /// Marks and unmarks stalls: data queued and no window to send it.
+    fn refresh_stalls(&mut self) {
+        let now = self.now;
+        for stream in self.streams.values_mut() {
+            stream.stalled_since = match stream.is_stalled() {
+                true => Some(stream.stalled_since.unwrap_or(now)),
+                false => None,
+            };
+        }
+        let conn_stalled = self.queued_total > 0 && self.conn_send_window <= 0;
+        self.conn_stalled_since = match conn_stalled {
+            true => Some(self.conn_stalled_since.unwrap_or(now)),
+            false => None,
+        };
+    }
+
+    /// A connection error (RFC 9113 §5.4.1): GOAWAY with `code`, and everything that could
+    /// still produce output or events dropped. Returns the error; only the first counts.
+    fn fail(
+        &mut self,
+        code: ErrorCode,
+        reason: &'static str,
+        flood: Option<FloodKind>,
+    ) -> ConnError {
+        if let Some(error) = self.error {
+            return error;
+        }
+        let error = ConnError {
+            code,
+            reason,
+            flood,
+        };
+        self.error = Some(error);
+        match flood {
+            Some(kind) => self.stats.flood = Some(kind),
+            None => self.stats.protocol_errors += 1,
+        }
+        self.streams.clear();
+        self.ready.clear();
+        self.queued_total = 0;
+        self.conn_stalled_since = None;
+        self.events.clear();
+        self.inboxes.clear();
+        self.block = None;
+        encode_goaway(&mut self.out, self.last_processed, code, &[]);
+        error
+    }
+
+    /// Asserts the connection's invariants; tests call it after every step (STYLE §7).
+    #[doc(hidden)]
+    pub fn check_invariants(&self) {
+        let max = i64::from(WINDOW_BYTES_MAX);
+        assert!(self.conn_send_window <= max);
+        assert!(self.conn_recv_window <= max && self.conn_recv_window >= 0);
+        assert!(self.streams.len() <= self.config.max_concurrent_streams as usize);
+        assert!(self.closed.len() <= stream::CLOSED_STREAMS_REMEMBERED_MAX);
+        let queued: usize = self.streams.values().map(|s| s.queued_bytes).sum();
+        assert_eq!(queued, self.queued_total);
+        for (&id, stream) in &self.streams {
+            assert!(id % 2 == 1 && id <= self.highest_stream_id);
+            assert!(stream.send_window <= max);
+            assert_eq!(
+                stream.queue.iter().map(|b| b.len()).sum::<usize>(),
+                stream.queued_bytes
+            );
+            assert_eq!(stream.in_ready, self.ready.contains(&id), "stream {id}");
+            assert!(!stream.is_closed(), "closed stream {id} kept");
+        }
+        assert!(self.ready.len() <= self.streams.len());
+        // One Request, one data marker, one Trailers and one Reset per stream at most, plus
+        // Resets of streams gone since the last poll, bounded by the reset budget.
+        let bound = 4 * self.config.max_concurrent_streams as usize
+            + 2 * self.config.max_resets_per_window as usize
+            + 16;
+        assert!(self.events.len() <= bound, "{} events", self.events.len());
+        for inbox in self.inboxes.values() {
+            let window = self.config.initial_window_size.max(WINDOW_BYTES_INITIAL) as usize;
+            assert!(inbox.pieces() <= 2 * window / 1024 + 2);
+        }
+        if let Some(block) = &self.block {
+            assert!(block.len() <= self.config.header_block_bytes_max());
+        }
+        if self.error.is_some() {
+            assert!(self.streams.is_empty() && self.ready.is_empty() && self.events.is_empty());
+        }
+    }
+}

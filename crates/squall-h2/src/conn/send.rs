@@ -1,0 +1,377 @@
+//! Responses from the application, and the output scheduler.
+//!
+//! Output leaves in this order: everything in `out` (control frames and header blocks, in
+//! the order they were queued), then DATA, one frame per stream in turn (round-robin), as
+//! the peer's windows and SETTINGS_MAX_FRAME_SIZE allow (RFC 9113 §6.9). A stream's own
+//! frames keep their order: its HEADERS went into `out` before any of its DATA could be
+//! queued, and its trailers wait behind its DATA.
+
+use bytes::{Bytes, BytesMut};
+
+use super::Connection;
+use super::lifecycle::Notify;
+use super::request::is_connection_specific;
+use super::stream::{AppState, Closed, SendEnd, SendState, Stream};
+use super::types::StreamClosed;
+use crate::encode::{encode_data_header, encode_headers, encode_rst_stream};
+use crate::error::ErrorCode;
+use crate::frame::StreamId;
+
+/// DATA payloads shorter than this are copied behind their frame header: one piece for
+/// the caller's writev instead of two, at the price of a small copy.
+const DATA_COPY_BYTES_MAX: usize = 1024;
+
+/// "000" to "999" back to back: `:status` values with a `'static` lifetime, so they can
+/// go through the encoder alongside the caller's borrowed fields.
+static STATUS_DIGITS: [u8; 3000] = {
+    let mut table = [0u8; 3000];
+    let mut i = 0;
+    while i < 1000 {
+        table[3 * i] = b'0' + (i / 100) as u8;
+        table[3 * i + 1] = b'0' + (i / 10 % 10) as u8;
+        table[3 * i + 2] = b'0' + (i % 10) as u8;
+        i += 1;
+    }
+    table
+};
+
+/// What one stream's turn in the scheduler gave.
+enum Turn {
+    /// A frame: its head (or the whole frame) and, for larger DATA, the payload.
+    Sent {
+        head: Bytes,
+        payload: Option<Bytes>,
+        more: bool,
+    },
+    /// DATA is waiting for connection window; the stream keeps its place.
+    WaitConnection,
+    /// Nothing can go until the stream's window opens (or nothing is left).
+    Blocked,
+}
+
+impl Connection {
+    /// Sends the response head: `status` (100..=999) and regular fields with lowercase
+    /// names. Connection-specific fields (§8.2.2) and pseudo-header names are dropped.
+    /// 1xx heads may come first and never end the stream.
+    pub fn send_headers<'a>(
+        &mut self,
+        stream_id: StreamId,
+        status: u16,
+        fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+        end_stream: bool,
+    ) -> Result<(), StreamClosed> {
+        let stream = self.sending_stream(stream_id, SendState::Idle)?;
+        let informational = (100..200).contains(&status);
+        let end_stream = end_stream && !informational;
+        if !informational {
+            stream.send = match end_stream {
+                true => SendState::Done,
+                false => SendState::Open,
+            };
+        }
+        self.encode_head(stream_id, status, fields, end_stream);
+        if end_stream {
+            self.close_if_done(stream_id);
+        }
+        Ok(())
+    }
+
+    /// Queues response body bytes; they leave as DATA frames as windows allow, as slices
+    /// of `data` (copied only below 1 KiB).
+    pub fn send_data(
+        &mut self,
+        stream_id: StreamId,
+        data: Bytes,
+        end_stream: bool,
+    ) -> Result<(), StreamClosed> {
+        let stream = self.sending_stream(stream_id, SendState::Open)?;
+        let len = data.len();
+        if len > 0 {
+            stream.queue.push_back(data);
+            stream.queued_bytes += len;
+        }
+        if end_stream {
+            stream.end = SendEnd::EndStream;
+            stream.send = SendState::Ending;
+        }
+        self.queued_total += len;
+        self.schedule(stream_id);
+        self.refresh_stalls();
+        Ok(())
+    }
+
+    /// Sends trailers, which end the stream, after the DATA queued so far.
+    pub fn send_trailers<'a>(
+        &mut self,
+        stream_id: StreamId,
+        fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+    ) -> Result<(), StreamClosed> {
+        let stream = self.sending_stream(stream_id, SendState::Open)?;
+        if stream.queue.is_empty() {
+            stream.send = SendState::Done;
+            self.encode_trailers(stream_id, fields);
+            self.close_if_done(stream_id);
+            return Ok(());
+        }
+        // Encoded when they go out: HPACK blocks must reach the peer in encoding order.
+        let owned = (fields.into_iter())
+            .map(|(n, v)| (Bytes::copy_from_slice(n), Bytes::copy_from_slice(v)))
+            .collect();
+        stream.end = SendEnd::Trailers(owned);
+        stream.send = SendState::Ending;
+        self.schedule(stream_id);
+        Ok(())
+    }
+
+    /// Resets a stream (RST_STREAM with `code`) at the application's request; its queued
+    /// output and undelivered events go. Unknown or closed streams are left alone.
+    pub fn reset_stream(&mut self, stream_id: StreamId, code: ErrorCode) {
+        if self.error.is_some() || !self.streams.contains_key(&stream_id) {
+            return;
+        }
+        // Not `send_rst`: this is no answer to the peer, so not its output to bound.
+        encode_rst_stream(&mut self.out, stream_id, code);
+        self.stats.resets_sent += 1;
+        self.remove_stream(stream_id, Closed::ResetByUs, Notify::Silently);
+    }
+
+    /// Response data queued on a stream and not yet emitted.
+    pub fn queued_data(&self, stream_id: StreamId) -> usize {
+        self.streams.get(&stream_id).map_or(0, |s| s.queued_bytes)
+    }
+
+    /// Emits pending output in order, up to about `budget` bytes (at least one piece if
+    /// any is pending). Control frames and header blocks come as one `Bytes`; DATA as a
+    /// frame header and a slice of the application's buffer.
+    pub fn poll_output(&mut self, budget: usize, mut emit: impl FnMut(Bytes)) {
+        let mut emitted = 0;
+        if !self.out.is_empty() {
+            let control = self.out.split().freeze();
+            emitted += control.len();
+            emit(control);
+        }
+        self.reply_bytes = 0;
+        self.emit_data(budget, &mut emitted, &mut emit);
+        self.refresh_stalls();
+    }
+
+    /// Whether [`Connection::poll_output`] would emit something now.
+    pub fn has_output(&self) -> bool {
+        if !self.out.is_empty() {
+            return true;
+        }
+        let connection_open = self.conn_send_window > 0;
+        self.ready.iter().any(|id| {
+            self.streams
+                .get(id)
+                .is_some_and(|s| s.sendable() && (connection_open || !s.needs_window()))
+        })
+    }
+
+    /// Round-robin over ready streams, one frame per turn, until the budget is spent or
+    /// every stream left waits for window.
+    fn emit_data(&mut self, budget: usize, emitted: &mut usize, emit: &mut impl FnMut(Bytes)) {
+        let mut waiting = 0;
+        while (*emitted == 0 || *emitted < budget) && waiting < self.ready.len() {
+            let Some(id) = self.ready.pop_front() else {
+                break;
+            };
+            match self.send_frame(id) {
+                Turn::Sent {
+                    head,
+                    payload,
+                    more,
+                } => {
+                    waiting = 0;
+                    *emitted += head.len();
+                    emit(head);
+                    if let Some(payload) = payload {
+                        *emitted += payload.len();
+                        emit(payload);
+                    }
+                    self.requeue(id, more);
+                }
+                Turn::WaitConnection => {
+                    waiting += 1;
+                    self.ready.push_back(id);
+                }
+                Turn::Blocked => self.requeue(id, false),
+            }
+        }
+    }
+
+    /// Puts a stream back at the end of the ready list, or marks it out of it.
+    fn requeue(&mut self, id: StreamId, more: bool) {
+        let Some(stream) = self.streams.get_mut(&id) else {
+            return;
+        };
+        if more {
+            self.ready.push_back(id);
+        } else {
+            stream.in_ready = false;
+        }
+    }
+
+    /// One frame of a stream's send half: DATA, or the end (empty DATA, trailers).
+    fn send_frame(&mut self, id: StreamId) -> Turn {
+        let Some(stream) = self.streams.get_mut(&id) else {
+            return Turn::Blocked;
+        };
+        let Some(front) = stream.queue.front_mut() else {
+            return self.send_end(id);
+        };
+        if stream.send_window <= 0 {
+            return Turn::Blocked;
+        }
+        if self.conn_send_window <= 0 {
+            return Turn::WaitConnection;
+        }
+        let allowed = (stream.send_window)
+            .min(self.conn_send_window)
+            .min(i64::from(self.peer_max_frame_size));
+        // `allowed` is positive: both windows were checked above.
+        let n = front.len().min(allowed as usize);
+        let payload = front.split_to(n);
+        if front.is_empty() {
+            stream.queue.pop_front();
+        }
+        stream.queued_bytes -= n;
+        stream.send_window -= n as i64;
+        self.queued_total -= n;
+        self.conn_send_window -= n as i64;
+        let end = stream.queue.is_empty() && stream.end == SendEnd::EndStream;
+        if end {
+            stream.end = SendEnd::None;
+            stream.send = SendState::Done;
+        }
+        let more = stream.sendable();
+        let (head, payload) = self.data_frame(id, payload, end);
+        if end {
+            self.close_if_done(id);
+        }
+        Turn::Sent {
+            head,
+            payload,
+            more,
+        }
+    }
+
+    /// The end of a send half whose DATA is all out.
+    fn send_end(&mut self, id: StreamId) -> Turn {
+        let Some(stream) = self.streams.get_mut(&id) else {
+            return Turn::Blocked;
+        };
+        let head = match std::mem::take(&mut stream.end) {
+            SendEnd::None => return Turn::Blocked,
+            SendEnd::EndStream => {
+                stream.send = SendState::Done;
+                self.data_frame(id, Bytes::new(), true).0
+            }
+            SendEnd::Trailers(fields) => {
+                stream.send = SendState::Done;
+                self.encode_trailers(id, fields.iter().map(|(n, v)| (&n[..], &v[..])));
+                self.out.split().freeze()
+            }
+        };
+        self.close_if_done(id);
+        Turn::Sent {
+            head,
+            payload: None,
+            more: false,
+        }
+    }
+
+    /// A DATA frame: the header alone plus the payload, or both in one piece when small.
+    fn data_frame(&mut self, id: StreamId, payload: Bytes, end: bool) -> (Bytes, Option<Bytes>) {
+        // At most the peer's max frame size, itself below 2^24.
+        let len = payload.len() as u32;
+        encode_data_header(&mut self.out, id, len, end);
+        if payload.len() < DATA_COPY_BYTES_MAX {
+            self.out.extend_from_slice(&payload);
+            return (self.out.split().freeze(), None);
+        }
+        (self.out.split().freeze(), Some(payload))
+    }
+
+    /// Adds a stream to the ready list if it can send and is not there yet.
+    pub(super) fn schedule(&mut self, id: StreamId) {
+        if let Some(stream) = self.streams.get_mut(&id)
+            && !stream.in_ready
+            && stream.sendable()
+        {
+            stream.in_ready = true;
+            self.ready.push_back(id);
+        }
+    }
+
+    /// The stream, if the application may send on it in state `expected`.
+    fn sending_stream(
+        &mut self,
+        id: StreamId,
+        expected: SendState,
+    ) -> Result<&mut Stream, StreamClosed> {
+        if self.error.is_some() {
+            return Err(StreamClosed);
+        }
+        match self.streams.get_mut(&id) {
+            Some(s) if s.app == AppState::Delivered && s.send == expected => Ok(s),
+            _ => Err(StreamClosed),
+        }
+    }
+
+    /// Encodes a response head into `out`, split at the peer's max frame size.
+    pub(super) fn encode_head<'a>(
+        &mut self,
+        id: StreamId,
+        status: u16,
+        fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+        end_stream: bool,
+    ) {
+        debug_assert!((100..=999).contains(&status), "status {status}");
+        let at = usize::from(status.clamp(100, 999)) * 3;
+        let digits: &'static [u8] = &STATUS_DIGITS[at..at + 3];
+        let mut block = std::mem::take(&mut self.block_buf);
+        let head = std::iter::once((&b":status"[..], digits));
+        let fields = head.chain(regular(fields));
+        self.hpack_out
+            .encode(fields.map(|(n, v)| (n, v, false)), &mut block);
+        encode_headers(
+            &mut self.out,
+            id,
+            end_stream,
+            &block,
+            self.peer_max_frame_size,
+        );
+        self.reuse_block_buf(block);
+    }
+
+    /// Encodes trailers (HEADERS with END_STREAM) into `out`.
+    fn encode_trailers<'a>(
+        &mut self,
+        id: StreamId,
+        fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+    ) {
+        let mut block = std::mem::take(&mut self.block_buf);
+        self.hpack_out
+            .encode(regular(fields).map(|(n, v)| (n, v, false)), &mut block);
+        encode_headers(&mut self.out, id, true, &block, self.peer_max_frame_size);
+        self.reuse_block_buf(block);
+    }
+
+    /// Keeps the scratch buffer unless one huge head made it large.
+    fn reuse_block_buf(&mut self, mut block: BytesMut) {
+        const BLOCK_BUF_BYTES_KEPT_MAX: usize = 16 * 1024;
+        block.clear();
+        if block.capacity() <= BLOCK_BUF_BYTES_KEPT_MAX {
+            self.block_buf = block;
+        }
+    }
+}
+
+/// The fields HTTP/2 can carry in a response: no pseudo-header or connection-specific name.
+fn regular<'a>(
+    fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+) -> impl Iterator<Item = (&'a [u8], &'a [u8])> {
+    (fields.into_iter())
+        .filter(|(name, _)| !name.starts_with(b":") && !is_connection_specific(name))
+}

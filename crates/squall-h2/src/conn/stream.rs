@@ -1,0 +1,170 @@
+//! One stream's state (RFC 9113 §5.1), and the bounded memory of streams that are closed.
+//!
+//! A stream in [`super::Connection`]'s map is open or half-closed; idle streams have no
+//! entry (every id above the highest seen is idle, §5.1.1), and closed ones leave the map
+//! for [`ClosedStreams`], which forgets the oldest.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use crate::frame::StreamId;
+
+/// Where the application is with a stream's request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AppState {
+    /// The request event is queued, not yet polled: the application knows nothing.
+    Queued,
+    /// The application has the request and must be told if the stream goes away.
+    Delivered,
+}
+
+/// The send half of a stream (RFC 9113 §5.1, from our side).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SendState {
+    /// No final response head yet (1xx heads may have gone).
+    Idle,
+    /// The head went; DATA or trailers may follow.
+    Open,
+    /// The end (END_STREAM or trailers) is queued behind DATA.
+    Ending,
+    /// END_STREAM has left: half-closed (local).
+    Done,
+}
+
+/// What ends the send half once its queued DATA is out.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) enum SendEnd {
+    /// Nothing yet.
+    #[default]
+    None,
+    /// END_STREAM on the last DATA frame (an empty one if nothing is queued).
+    EndStream,
+    /// A trailer block; encoded only when it goes out, so HPACK blocks leave in the order
+    /// they were encoded (RFC 9113 §4.3).
+    Trailers(Vec<(Bytes, Bytes)>),
+}
+
+/// An open or half-closed stream.
+#[derive(Debug)]
+pub(crate) struct Stream {
+    /// False once the peer's END_STREAM arrived: half-closed (remote).
+    pub recv_open: bool,
+    /// What the peer may still send on this stream.
+    pub recv_window: i64,
+    /// Bytes the application released (or padding) not yet given back in a WINDOW_UPDATE.
+    pub recv_owed: u64,
+    /// Body bytes handed to the event queue and not yet released by the application.
+    pub unreleased: u64,
+    /// Body bytes received, to check content-length and the body limit.
+    pub body_bytes: u64,
+    pub content_length: Option<u64>,
+    pub app: AppState,
+    pub send: SendState,
+    /// What we may still send: i64, because a SETTINGS change may make it negative (§6.9.2).
+    pub send_window: i64,
+    /// Response body queued for DATA frames, shared with the application's buffers.
+    pub queue: VecDeque<Bytes>,
+    pub queued_bytes: usize,
+    pub end: SendEnd,
+    /// Whether the id is in the connection's ready list.
+    pub in_ready: bool,
+    /// Since when data has been queued with no stream window.
+    pub stalled_since: Option<Instant>,
+}
+
+impl Stream {
+    pub(crate) fn new(recv_open: bool, recv_window: i64, send_window: i64) -> Self {
+        Self {
+            recv_open,
+            recv_window,
+            recv_owed: 0,
+            unreleased: 0,
+            body_bytes: 0,
+            content_length: None,
+            app: AppState::Queued,
+            send: SendState::Idle,
+            send_window,
+            queue: VecDeque::new(),
+            queued_bytes: 0,
+            end: SendEnd::None,
+            in_ready: false,
+            stalled_since: None,
+        }
+    }
+
+    /// Whether the next frame of the send half could go now if the connection window
+    /// allows: DATA needs stream window, an end without DATA does not.
+    pub(crate) fn sendable(&self) -> bool {
+        if self.queue.is_empty() {
+            self.end != SendEnd::None
+        } else {
+            self.send_window > 0
+        }
+    }
+
+    /// Whether the next frame needs connection window.
+    pub(crate) fn needs_window(&self) -> bool {
+        !self.queue.is_empty()
+    }
+
+    /// Queued data that cannot move for lack of stream window.
+    pub(crate) fn is_stalled(&self) -> bool {
+        self.queued_bytes > 0 && self.send_window <= 0
+    }
+
+    /// Both halves are done: the stream is closed (§5.1).
+    pub(crate) fn is_closed(&self) -> bool {
+        !self.recv_open && self.send == SendState::Done
+    }
+}
+
+/// How a stream was closed, which decides what a late frame on it means (§5.1 "closed").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Closed {
+    /// END_STREAM both ways.
+    Normally,
+    /// We sent RST_STREAM (or answered and stopped reading): frames the peer sent before
+    /// seeing it must be ignored.
+    ResetByUs,
+    /// The peer sent RST_STREAM.
+    ResetByPeer,
+    /// Below the highest stream id, but not remembered: never opened, or long closed.
+    Forgotten,
+}
+
+/// Recently closed streams. Ids only ever grow, so the oldest entries matter least; a
+/// frame on a forgotten stream is judged as [`Closed::Forgotten`].
+#[derive(Debug, Default)]
+pub(crate) struct ClosedStreams {
+    ring: VecDeque<(StreamId, Closed)>,
+}
+
+/// Closed streams remembered: two generations of the default 128 concurrent streams.
+pub(crate) const CLOSED_STREAMS_REMEMBERED_MAX: usize = 256;
+
+impl ClosedStreams {
+    pub(crate) fn insert(&mut self, id: StreamId, how: Closed) {
+        if let Some(entry) = self.ring.iter_mut().find(|(i, _)| *i == id) {
+            entry.1 = how;
+            return;
+        }
+        if self.ring.len() == CLOSED_STREAMS_REMEMBERED_MAX {
+            self.ring.pop_front();
+        }
+        self.ring.push_back((id, how));
+    }
+
+    pub(crate) fn get(&self, id: StreamId) -> Closed {
+        self.ring
+            .iter()
+            .rev()
+            .find(|(i, _)| *i == id)
+            .map_or(Closed::Forgotten, |&(_, how)| how)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.ring.len()
+    }
+}

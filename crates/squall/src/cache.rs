@@ -1,0 +1,136 @@
+//! The response cache as the process holds it: one store and one in-flight table shared by
+//! every worker (squall-cache), the `[cache]` settings, and the wake-ups that tell a worker a
+//! request it parked behind another's origin fetch may go on.
+//!
+//! The store outlives reloads: a reload that keeps `cache.memory` keeps every cached object.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_channel::Sender;
+use squall_cache::{InFlight, Store, Ticket};
+use squall_config::IpNet;
+use squall_uring::Waker;
+
+use crate::server::Control;
+use crate::worker::ClientToken;
+
+/// Shards per worker: DESIGN.md asks for at least 4 × workers, so that two workers rarely
+/// want the same lock.
+const SHARDS_PER_WORKER: usize = 8;
+
+/// The largest share of one shard's memory an object may take: one object must not evict a
+/// whole shard.
+const OBJECT_SHARE_OF_SHARD: f64 = 0.5;
+
+/// A request parked behind another request's fetch of the same object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Waiter {
+    pub worker: usize,
+    pub client: ClientToken,
+}
+
+/// `[cache]` at run time.
+pub struct Cache {
+    pub store: Arc<Store>,
+    pub inflight: Arc<InFlight<Waiter>>,
+    pub memory: u64,
+    pub object_bytes_max: usize,
+    pub x_cache: bool,
+    pub coalesce_timeout: Duration,
+    pub purge_allow: Vec<IpNet>,
+}
+
+impl Cache {
+    /// Builds the cache for `config`, keeping `previous`'s store when its size is unchanged.
+    pub fn new(
+        config: &squall_config::Cache,
+        workers: usize,
+        previous: Option<&Arc<Cache>>,
+    ) -> Arc<Cache> {
+        let shards = (workers.max(1) * SHARDS_PER_WORKER).next_power_of_two();
+        let object_bytes_max = usize::try_from(config.object_bytes_max).unwrap_or(usize::MAX);
+        let kept = previous.filter(|p| p.memory == config.memory);
+        let (store, inflight) = match kept {
+            // Keep the objects and the fetches in flight: only settings change.
+            Some(previous) => {
+                return Arc::new(Cache {
+                    store: previous.store.clone(),
+                    inflight: previous.inflight.clone(),
+                    memory: config.memory,
+                    object_bytes_max,
+                    x_cache: config.x_cache,
+                    coalesce_timeout: config.coalesce_timeout,
+                    purge_allow: config.purge_allow.clone(),
+                });
+            }
+            None => (
+                Arc::new(Store::new(
+                    usize::try_from(config.memory).unwrap_or(usize::MAX),
+                    shards,
+                    OBJECT_SHARE_OF_SHARD,
+                )),
+                Arc::new(InFlight::new(shards)),
+            ),
+        };
+        Arc::new(Cache {
+            store,
+            inflight,
+            memory: config.memory,
+            object_bytes_max,
+            x_cache: config.x_cache,
+            coalesce_timeout: config.coalesce_timeout,
+            purge_allow: config.purge_allow.clone(),
+        })
+    }
+
+    /// May a client at `ip` send PURGE?
+    pub fn purge_allowed(&self, ip: std::net::IpAddr) -> bool {
+        self.purge_allow.iter().any(|net| net.contains(ip))
+    }
+}
+
+/// Every worker's control channel and waker, so that any worker can wake a request parked on
+/// another.
+pub struct Peer {
+    pub control: Sender<Control>,
+    pub waker: Waker,
+}
+
+/// The leadership of one fetch: ends (and wakes the requests parked behind it) when dropped,
+/// whatever way the fetch ended, so that no follower is ever stranded.
+pub struct Leader {
+    ticket: Option<Ticket>,
+    cache: Arc<Cache>,
+    peers: Arc<[Peer]>,
+}
+
+impl Leader {
+    pub fn new(ticket: Ticket, cache: Arc<Cache>, peers: Arc<[Peer]>) -> Leader {
+        Leader {
+            ticket: Some(ticket),
+            cache,
+            peers,
+        }
+    }
+}
+
+impl Drop for Leader {
+    fn drop(&mut self) {
+        let Some(ticket) = self.ticket.take() else {
+            return;
+        };
+        for waiter in self.cache.inflight.finish(ticket) {
+            if let Some(peer) = self.peers.get(waiter.worker) {
+                // A worker that is gone has no requests to wake.
+                if peer
+                    .control
+                    .send(Control::CacheReady(waiter.client))
+                    .is_ok()
+                {
+                    peer.waker.wake();
+                }
+            }
+        }
+    }
+}

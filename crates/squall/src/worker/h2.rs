@@ -1,0 +1,568 @@
+//! HTTP/2 connections in the worker: protocol selection, and the glue between `squall-h2`'s
+//! connection (frames, streams, flow control, floods) and the same service that answers
+//! HTTP/1.1.
+//!
+//! A connection becomes HTTP/2 in one of two ways: on a TLS listener, when ALPN chose `h2`; on a
+//! cleartext listener that lists `h2c`, when its first bytes are the client preface ("prior
+//! knowledge", RFC 9113 §3.3). From then on `process` hands its bytes to [`squall_h2::Connection`]
+//! and answers each complete request (head, body, trailers) from the service. Output leaves
+//! through the same `out` buffer and send path as HTTP/1.1, at most `OUT_HIGH_BYTES` at a time:
+//! the h2 connection keeps the rest queued under its flow control until the send completes.
+
+use std::collections::HashMap;
+
+use bytes::{Bytes, BytesMut};
+use http::{HeaderValue, Method, StatusCode, Uri, Version};
+use squall_h1::{BodyKind, RequestHead};
+use squall_h2::{Connection, ErrorCode, Event, Request, StreamId};
+use tracing::debug;
+
+use super::conn::{Conn, Phase};
+use super::proxy::{Client, Exchange};
+use super::{OUT_HIGH_BYTES, Worker, log_request, over_rate};
+
+/// The HTTP/2 side of a connection.
+pub struct H2 {
+    pub conn: Connection,
+    /// Requests whose body or trailers are still arriving: answered at their end, as HTTP/1.1
+    /// answers `respond` routes after the body. Bounded by the streams the connection admits.
+    pending: HashMap<StreamId, RequestHead>,
+    /// Streams forwarded to an origin (`proxy` routes), one exchange each.
+    pub exchanges: HashMap<StreamId, Box<Exchange>>,
+    /// Streams waiting for another request's fetch of the same object.
+    pub parked: HashMap<StreamId, Box<super::cache::Parked>>,
+}
+
+impl H2 {
+    pub fn new(conn: Connection) -> H2 {
+        H2 {
+            conn,
+            pending: HashMap::new(),
+            exchanges: HashMap::new(),
+            parked: HashMap::new(),
+        }
+    }
+
+    pub fn is_idle(&self) -> bool {
+        self.pending.is_empty()
+            && self.exchanges.is_empty()
+            && self.parked.is_empty()
+            && self.conn.is_idle()
+    }
+}
+
+/// Which protocol a new connection will speak, once known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Selection {
+    /// Not decided yet: TLS still handshaking, or too few bytes to tell the preface apart.
+    Undecided,
+    Http1,
+    H2,
+    /// The client speaks a protocol this listener does not serve: close.
+    Refused,
+}
+
+/// Decides the protocol from ALPN (TLS) or the first bytes (cleartext with `h2c`).
+pub fn select(conn: &Conn) -> Selection {
+    if let Some(tls) = &conn.tls {
+        if tls.is_handshaking() {
+            return Selection::Undecided;
+        }
+        return match tls.alpn() {
+            Some(squall_tls::Alpn::H2) => Selection::H2,
+            _ if conn.protocols.http1 => Selection::Http1,
+            // No ALPN and no HTTP/1.1 here: only h2 was offered, so speak it.
+            None if conn.protocols.h2 => Selection::H2,
+            _ => Selection::Refused,
+        };
+    }
+    if !conn.protocols.h2c {
+        return Selection::Http1;
+    }
+    match squall_h2::match_preface(&conn.rbuf) {
+        squall_h2::PrefaceState::Matched => Selection::H2,
+        squall_h2::PrefaceState::Incomplete => Selection::Undecided,
+        squall_h2::PrefaceState::Mismatch if conn.protocols.http1 => Selection::Http1,
+        squall_h2::PrefaceState::Mismatch => Selection::Refused,
+    }
+}
+
+/// The protocols a listener serves, from its `protocols` list.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Protocols {
+    pub http1: bool,
+    pub h2c: bool,
+    pub h2: bool,
+}
+
+impl Protocols {
+    pub fn from_config(protocols: &[squall_config::Protocol]) -> Protocols {
+        use squall_config::Protocol;
+        Protocols {
+            http1: protocols.contains(&Protocol::Http1),
+            h2c: protocols.contains(&Protocol::H2c),
+            h2: protocols.contains(&Protocol::H2),
+        }
+    }
+}
+
+/// Turns a validated HTTP/2 request into the head the router and the proxy know.
+///
+/// The target becomes absolute-form when there is an authority, so `host()` finds it; a Host
+/// field is added from `:authority` for origins that speak HTTP/1.1 (RFC 9113 §8.3.1 lets a
+/// proxy do that). A body of unknown length is `Chunked`: that is how it goes on to HTTP/1.1.
+pub fn request_head(request: Request) -> Option<RequestHead> {
+    let Request {
+        method,
+        scheme,
+        authority,
+        path,
+        mut headers,
+        content_length,
+        end_stream,
+    } = request;
+    let uri = match &authority {
+        Some(authority) if method != Method::OPTIONS || path.as_ref() != b"*" => {
+            let mut target =
+                BytesMut::with_capacity(scheme.len() + 3 + authority.len() + path.len());
+            target.extend_from_slice(&scheme);
+            target.extend_from_slice(b"://");
+            target.extend_from_slice(authority);
+            target.extend_from_slice(&path);
+            Uri::from_maybe_shared(target.freeze()).ok()?
+        }
+        _ => Uri::from_maybe_shared(path).ok()?,
+    };
+    if let Some(authority) = authority
+        && !headers.contains_key(http::header::HOST)
+    {
+        headers.insert(
+            http::header::HOST,
+            HeaderValue::from_maybe_shared(authority).ok()?,
+        );
+    }
+    let body = match (end_stream, content_length) {
+        (true, _) => BodyKind::Empty,
+        (false, Some(n)) => BodyKind::Length(n),
+        (false, None) => BodyKind::Chunked,
+    };
+    Some(RequestHead {
+        method,
+        uri,
+        version: Version::HTTP_2,
+        headers,
+        keep_alive: true,
+        expect_continue: false,
+        body,
+    })
+}
+
+impl Worker {
+    /// Makes connection `index` an HTTP/2 one; its buffered bytes are the client preface on.
+    pub(super) fn start_h2(&mut self, index: usize) {
+        let config = self.runtime.h2.clone();
+        let conn = &mut self.conns[index];
+        conn.fresh = false;
+        conn.h2 = Some(Box::new(H2::new(Connection::new(config, self.now))));
+        self.runtime.metrics.worker(self.id).h2_connections.inc();
+    }
+
+    /// Feeds received bytes to the HTTP/2 connection, answers the requests that completed, and
+    /// hands as much output to the socket as the send path takes.
+    pub(super) fn process_h2(&mut self, index: usize) {
+        let counters = self.runtime.metrics.worker(self.id);
+        let conn = &mut self.conns[index];
+        if conn.phase != Phase::Open {
+            return;
+        }
+        let h2 = conn
+            .h2
+            .as_mut()
+            .expect("process_h2 runs on HTTP/2 connections");
+        if !conn.rbuf.is_empty()
+            && let Err(e) = h2.conn.recv(&mut conn.rbuf, self.now)
+        {
+            {
+                debug!(
+                    worker = self.id,
+                    conn = index,
+                    code = ?e.code,
+                    flood = ?e.flood,
+                    "h2: {}",
+                    e.reason
+                );
+                if e.flood.is_some() {
+                    counters.h2_floods.inc();
+                } else {
+                    counters.h2_protocol_errors.inc();
+                }
+                conn.rbuf.clear();
+            }
+        }
+        while let Some(event) = self.conns[index]
+            .h2
+            .as_mut()
+            .and_then(|h2| h2.conn.poll_event())
+        {
+            self.on_h2_event(index, event);
+        }
+        self.pump_h2(index);
+    }
+
+    fn on_h2_event(&mut self, index: usize, event: Event) {
+        let client = |stream| Client { index, stream };
+        // The request that this event completes, if any.
+        let complete = match event {
+            Event::Request { stream_id, request } => {
+                self.conns[index].request_started = self.now;
+                let end_stream = request.end_stream;
+                let Some(head) = request_head(request) else {
+                    self.answer_h2_error(index, stream_id, StatusCode::BAD_REQUEST, None);
+                    return;
+                };
+                if let Some(route) = self.runtime.service.proxy_route(&head) {
+                    let route = route.clone();
+                    if route.cache && end_stream {
+                        self.begin_cached(client(stream_id), head, route);
+                        return;
+                    }
+                    let mut exchange = Box::new(Exchange::new(head, route));
+                    exchange.request_complete = end_stream;
+                    exchange.invalidate = self.invalidation(index, &exchange);
+                    let h2 = self.h2_mut(index);
+                    h2.exchanges.insert(stream_id, exchange);
+                    self.assign_origin(client(stream_id));
+                    return;
+                }
+                let h2 = self.h2_mut(index);
+                if end_stream {
+                    Some((stream_id, head))
+                } else {
+                    h2.pending.insert(stream_id, head);
+                    None
+                }
+            }
+            Event::Data {
+                stream_id,
+                data,
+                end_stream,
+            } => {
+                let h2 = self.h2_mut(index);
+                if let Some(exchange) = h2.exchanges.get_mut(&stream_id) {
+                    // A proxied body moves on to the origin; its window is given back as it
+                    // leaves (see `release_body`), so the client cannot outrun the origin.
+                    exchange.unreleased += data.len();
+                    frame_body(exchange, &data, end_stream);
+                    self.pump_body(client(stream_id));
+                    return;
+                }
+                // `respond` routes do not read bodies: the bytes are dropped and their window
+                // given back at once, so a client uploading to one is not stalled.
+                h2.conn.release_capacity(stream_id, data.len());
+                end_stream
+                    .then(|| h2.pending.remove(&stream_id).map(|head| (stream_id, head)))
+                    .flatten()
+            }
+            Event::Trailers { stream_id, .. } => {
+                let h2 = self.h2_mut(index);
+                if let Some(exchange) = h2.exchanges.get_mut(&stream_id) {
+                    // Request trailers are not forwarded: HTTP/1.1 origins rarely read them.
+                    frame_body(exchange, &[], true);
+                    self.pump_body(client(stream_id));
+                    return;
+                }
+                h2.pending.remove(&stream_id).map(|head| (stream_id, head))
+            }
+            Event::Reset { stream_id, code } => {
+                debug!(
+                    worker = self.id,
+                    conn = index,
+                    stream_id,
+                    ?code,
+                    "h2: stream reset"
+                );
+                let h2 = self.h2_mut(index);
+                h2.pending.remove(&stream_id);
+                h2.parked.remove(&stream_id);
+                self.abort_exchange(client(stream_id));
+                None
+            }
+        };
+        if let Some((stream_id, head)) = complete {
+            self.answer_h2(index, stream_id, head);
+        }
+    }
+
+    fn h2_mut(&mut self, index: usize) -> &mut H2 {
+        self.conns[index]
+            .h2
+            .as_mut()
+            .expect("HTTP/2 events come from HTTP/2 connections")
+    }
+
+    /// Answers one complete request on stream `stream_id` from the service.
+    fn answer_h2(&mut self, index: usize, stream_id: StreamId, head: RequestHead) {
+        let runtime = &self.runtime;
+        let counters = runtime.metrics.worker(self.id);
+        let conn = &mut self.conns[index];
+        if over_rate(&self.clients, runtime.client_limits, conn, self.now) {
+            counters.limit_requests.inc();
+            self.answer_h2_error(index, stream_id, StatusCode::TOO_MANY_REQUESTS, Some(&head));
+            return;
+        }
+        let scheme = if conn.tls.is_some() { "https" } else { "http" };
+        let reply = runtime.service.reply(&head, scheme);
+        let h2 = conn
+            .h2
+            .as_mut()
+            .expect("answer_h2 runs on HTTP/2 connections");
+        let sent = send_reply(
+            &mut h2.conn,
+            stream_id,
+            reply.status,
+            reply.fields.iter().map(|(n, v)| (&n[..], &v[..])),
+            reply.body,
+            head.method == Method::HEAD,
+            self.date.get(),
+        );
+        counters.count_response(reply.status);
+        log_request(
+            &mut self.log,
+            conn,
+            Some(&head),
+            reply.status,
+            sent,
+            self.now,
+            counters,
+        );
+    }
+
+    /// Answers a request Squall refuses itself (400, 429) with a short text body.
+    pub(super) fn answer_h2_error(
+        &mut self,
+        index: usize,
+        stream_id: StreamId,
+        status: StatusCode,
+        head: Option<&RequestHead>,
+    ) {
+        let counters = self.runtime.metrics.worker(self.id);
+        let conn = &mut self.conns[index];
+        let h2 = conn
+            .h2
+            .as_mut()
+            .expect("answer_h2_error runs on HTTP/2 connections");
+        let reason = status.canonical_reason().unwrap_or("Error");
+        let body = Bytes::from(format!("{} {reason}\n", status.as_u16()));
+        let fields = [
+            (&b"server"[..], &b"squall"[..]),
+            (&b"content-type"[..], &b"text/plain"[..]),
+        ];
+        let sent = send_reply(
+            &mut h2.conn,
+            stream_id,
+            status,
+            fields,
+            body,
+            head.is_some_and(|h| h.method == Method::HEAD),
+            self.date.get(),
+        );
+        if status.is_client_error() && status != StatusCode::TOO_MANY_REQUESTS {
+            counters.count_bad_request(status);
+        }
+        counters.count_response(status);
+        log_request(&mut self.log, conn, head, status, sent, self.now, counters);
+    }
+
+    /// Moves the HTTP/2 connection's output into the send path, up to the output bound, and
+    /// ends the connection once it has nothing more to do.
+    pub(super) fn pump_h2(&mut self, index: usize) {
+        let counters = self.runtime.metrics.worker(self.id);
+        let conn = &mut self.conns[index];
+        let Some(h2) = conn.h2.as_mut() else {
+            return;
+        };
+        // Proxied responses paused for a slow reader read on once their stream has drained.
+        let drained: Vec<StreamId> = h2
+            .exchanges
+            .iter()
+            .filter(|(stream, e)| {
+                e.origin.is_some() && h2.conn.queued_data(**stream) < OUT_HIGH_BYTES / 2
+            })
+            .map(|(stream, _)| *stream)
+            .collect();
+        count_stats(counters, h2.conn.take_stats());
+        let room = OUT_HIGH_BYTES.saturating_sub(conn.out.len() + conn.wire.len());
+        if room > 0 {
+            let out = &mut conn.out;
+            h2.conn
+                .poll_output(room, |piece| out.extend_from_slice(&piece));
+        }
+        if h2.conn.is_finished() {
+            conn.close_after = true;
+        }
+        self.flush(index);
+        self.update_deadline(index);
+        for stream in drained {
+            self.resume_origin(Client { index, stream });
+        }
+    }
+
+    /// Begins a graceful stop of an HTTP/2 connection: GOAWAY, finish the streams it has.
+    pub(super) fn go_away_h2(&mut self, index: usize) {
+        if let Some(h2) = self.conns[index].h2.as_mut() {
+            h2.conn.go_away(ErrorCode::NoError);
+            self.pump_h2(index);
+        }
+    }
+}
+
+/// Adds what the connection counted since the last call to the worker's counters.
+fn count_stats(counters: &crate::metrics::WorkerCounters, stats: squall_h2::Stats) {
+    counters.h2_streams.add(stats.streams_opened);
+    counters.h2_resets_received.add(stats.resets_received);
+    counters.timeouts.add(stats.stalls);
+    // Requests the connection refused itself: malformed ones (reset) and 413/414/431/501.
+    counters.bad_requests.add(stats.malformed_requests);
+    for (count, status) in [
+        (stats.answered_413, StatusCode::PAYLOAD_TOO_LARGE),
+        (stats.answered_414, StatusCode::URI_TOO_LONG),
+        (
+            stats.answered_431,
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+        ),
+        (stats.answered_501, StatusCode::NOT_IMPLEMENTED),
+    ] {
+        for _ in 0..count {
+            counters.count_bad_request(status);
+        }
+    }
+}
+
+/// Frames a piece of an HTTP/2 request body for the origin: as it is when the length is known,
+/// as chunks otherwise, with the last chunk at the end of the stream.
+fn frame_body(exchange: &mut Exchange, data: &[u8], end_stream: bool) {
+    let chunked = exchange.head.body == BodyKind::Chunked;
+    if !data.is_empty() {
+        if chunked {
+            squall_h1::encode_chunk(data, &mut exchange.body);
+        } else {
+            exchange.body.extend_from_slice(data);
+        }
+    }
+    if end_stream {
+        if chunked {
+            squall_h1::encode_last_chunk(None, &mut exchange.body);
+        }
+        exchange.request_complete = true;
+    }
+}
+
+/// Queues a whole response on a stream: HEADERS (with `date` and `content-length`), then the
+/// body as DATA unless the request was HEAD. Returns the body bytes queued, for the log.
+fn send_reply<'a>(
+    conn: &mut Connection,
+    stream_id: StreamId,
+    status: StatusCode,
+    fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+    body: Bytes,
+    is_head: bool,
+    date: &[u8],
+) -> usize {
+    let mut length = itoa_buf(body.len());
+    let length = length.as_bytes();
+    let fields = fields
+        .into_iter()
+        .map(|(n, v): (&'a [u8], &'a [u8])| -> (&[u8], &[u8]) { (n, v) })
+        .chain([(&b"date"[..], date), (&b"content-length"[..], length)]);
+    let no_body = is_head || body.is_empty();
+    if conn
+        .send_headers(stream_id, status.as_u16(), fields, no_body)
+        .is_err()
+    {
+        return 0; // the client reset the stream meanwhile
+    }
+    if no_body {
+        return 0;
+    }
+    let sent = body.len();
+    match conn.send_data(stream_id, body, true) {
+        Ok(()) => sent,
+        Err(_) => 0,
+    }
+}
+
+/// A decimal number without allocating.
+fn itoa_buf(n: usize) -> ItoaBuf {
+    let mut buf = ItoaBuf {
+        bytes: [0; 20],
+        start: 20,
+    };
+    let mut n = n;
+    loop {
+        buf.start -= 1;
+        buf.bytes[buf.start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return buf;
+        }
+    }
+}
+
+struct ItoaBuf {
+    bytes: [u8; 20],
+    start: usize,
+}
+
+impl ItoaBuf {
+    fn as_bytes(&mut self) -> &[u8] {
+        &self.bytes[self.start..]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(authority: Option<&'static str>, path: &'static str, end_stream: bool) -> Request {
+        Request {
+            method: Method::GET,
+            scheme: Bytes::from_static(b"https"),
+            authority: authority.map(|a| Bytes::from_static(a.as_bytes())),
+            path: Bytes::from_static(path.as_bytes()),
+            headers: http::HeaderMap::new(),
+            content_length: None,
+            end_stream,
+        }
+    }
+
+    #[test]
+    fn request_head_has_host_target_and_framing() {
+        let head = request_head(request(Some("ex.test:8443"), "/a?b=1", true)).unwrap();
+        assert_eq!(head.host(), Some("ex.test"));
+        assert_eq!(head.uri.path(), "/a");
+        assert_eq!(head.uri.query(), Some("b=1"));
+        assert_eq!(head.headers[http::header::HOST], "ex.test:8443");
+        assert_eq!(head.body, BodyKind::Empty);
+        assert_eq!(head.version, Version::HTTP_2);
+
+        let head = request_head(request(None, "/x", false)).unwrap();
+        assert_eq!(head.host(), None);
+        assert_eq!(head.body, BodyKind::Chunked);
+        let mut with_length = request(Some("a"), "/", false);
+        with_length.content_length = Some(5);
+        assert_eq!(request_head(with_length).unwrap().body, BodyKind::Length(5));
+    }
+
+    #[test]
+    fn request_head_refuses_a_target_uri_cannot_hold() {
+        assert!(request_head(request(Some("a b"), "/", true)).is_none());
+        assert!(request_head(request(Some("a"), "/\u{7f}", true)).is_none());
+    }
+
+    #[test]
+    fn itoa_writes_decimal() {
+        for n in [0usize, 7, 10, 99, 1234567, usize::MAX] {
+            assert_eq!(itoa_buf(n).as_bytes(), n.to_string().as_bytes());
+        }
+    }
+}
