@@ -239,8 +239,23 @@ impl Response {
     }
 }
 
-/// Reads one response with a Content-Length body. `None` on a clean EOF before any byte.
+/// Reads one response with a Content-Length body (none for 204 and 304, which carry no body
+/// whatever their length says). `None` on a clean EOF before any byte.
 pub fn read_response(stream: &mut impl Read) -> Option<Response> {
+    let mut response = read_response_head(stream)?;
+    if response.status == 204 || response.status == 304 {
+        return Some(response);
+    }
+    let len: usize = response
+        .header("content-length")
+        .map_or(0, |v| v.parse().unwrap());
+    response.body = vec![0; len];
+    stream.read_exact(&mut response.body).expect("read body");
+    Some(response)
+}
+
+/// Reads one response head, and no body: for responses to HEAD.
+pub fn read_response_head(stream: &mut impl Read) -> Option<Response> {
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
@@ -272,17 +287,11 @@ pub fn read_response(stream: &mut impl Read) -> Option<Response> {
             (n.trim().to_owned(), v.trim().to_owned())
         })
         .collect();
-    let mut response = Response {
+    Some(Response {
         status,
         headers,
         body: Vec::new(),
-    };
-    let len: usize = response
-        .header("content-length")
-        .map_or(0, |v| v.parse().unwrap());
-    response.body = vec![0; len];
-    stream.read_exact(&mut response.body).expect("read body");
-    Some(response)
+    })
 }
 
 /// True when the peer closed the connection (EOF, or RST) within the stream's read timeout.
@@ -387,4 +396,24 @@ pub fn openssl_cert(dir: &std::path::Path, name: &str) -> (std::path::PathBuf, s
         .expect("openssl req");
     assert!(status.success());
     (cert, key)
+}
+
+/// The admin address Squall logged.
+pub fn admin_addr(squall: &Squall) -> SocketAddr {
+    let log = squall.log();
+    let at = log
+        .find("admin endpoint on http://")
+        .expect("admin address in the log");
+    let rest = &log[at + "admin endpoint on http://".len()..];
+    rest.lines().next().unwrap().trim().parse().unwrap()
+}
+
+pub fn admin_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: admin\r\n\r\n").unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    let status = text[9..12].parse().unwrap();
+    let body = text.split_once("\r\n\r\n").unwrap().1.to_owned();
+    (status, body)
 }

@@ -1,29 +1,10 @@
 //! The admin listener: Prometheus metrics that count what clients did, and a health check.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::Write;
 
-use squall_e2e::{Squall, hello_config, is_closed, read_response, roundtrip};
-
-/// The admin address Squall logged.
-fn admin_addr(squall: &Squall) -> SocketAddr {
-    let log = squall.log();
-    let at = log
-        .find("admin endpoint on http://")
-        .expect("admin address in the log");
-    let rest = &log[at + "admin endpoint on http://".len()..];
-    rest.lines().next().unwrap().trim().parse().unwrap()
-}
-
-fn admin_get(addr: SocketAddr, path: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: admin\r\n\r\n").unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).unwrap();
-    let status = text[9..12].parse().unwrap();
-    let body = text.split_once("\r\n\r\n").unwrap().1.to_owned();
-    (status, body)
-}
+use squall_e2e::{
+    Squall, admin_addr, admin_get, hello_config, is_closed, read_response, roundtrip,
+};
 
 #[test]
 fn metrics_count_good_and_bad_requests() {

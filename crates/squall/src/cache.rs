@@ -42,42 +42,36 @@ pub struct Cache {
 }
 
 impl Cache {
-    /// Builds the cache for `config`, keeping `previous`'s store when its size is unchanged.
+    /// Builds the cache for `config`, keeping `previous`'s store (its objects and the fetches
+    /// in flight) when its size is unchanged: a reload then changes only settings.
     pub fn new(
         config: &squall_config::Cache,
         workers: usize,
         previous: Option<&Arc<Cache>>,
     ) -> Arc<Cache> {
-        let shards = (workers.max(1) * SHARDS_PER_WORKER).next_power_of_two();
+        let memory = usize::try_from(config.memory).unwrap_or(usize::MAX);
         let object_bytes_max = usize::try_from(config.object_bytes_max).unwrap_or(usize::MAX);
-        let kept = previous.filter(|p| p.memory == config.memory);
-        let (store, inflight) = match kept {
-            // Keep the objects and the fetches in flight: only settings change.
-            Some(previous) => {
-                return Arc::new(Cache {
-                    store: previous.store.clone(),
-                    inflight: previous.inflight.clone(),
-                    memory: config.memory,
-                    object_bytes_max,
-                    x_cache: config.x_cache,
-                    coalesce_timeout: config.coalesce_timeout,
-                    purge_allow: config.purge_allow.clone(),
-                });
+        let (store, inflight) = match previous.filter(|p| p.memory == config.memory) {
+            Some(previous) => (previous.store.clone(), previous.inflight.clone()),
+            None => {
+                // Each shard must hold a few large objects: a small cache gets fewer shards
+                // (a 1 MiB cache, 4 of 256 KiB) rather than refusing every 100 KiB object.
+                let mut shards = (workers.max(1) * SHARDS_PER_WORKER).next_power_of_two();
+                while shards > 1 && memory / shards < object_bytes_max.min(memory / 4) {
+                    shards /= 2;
+                }
+                (
+                    Arc::new(Store::new(memory, shards, OBJECT_SHARE_OF_SHARD)),
+                    Arc::new(InFlight::new(shards)),
+                )
             }
-            None => (
-                Arc::new(Store::new(
-                    usize::try_from(config.memory).unwrap_or(usize::MAX),
-                    shards,
-                    OBJECT_SHARE_OF_SHARD,
-                )),
-                Arc::new(InFlight::new(shards)),
-            ),
         };
         Arc::new(Cache {
+            // What one shard can take bounds what is worth collecting.
+            object_bytes_max: object_bytes_max.min(store.object_max_bytes()),
             store,
             inflight,
             memory: config.memory,
-            object_bytes_max,
             x_cache: config.x_cache,
             coalesce_timeout: config.coalesce_timeout,
             purge_allow: config.purge_allow.clone(),

@@ -719,6 +719,16 @@ pub fn stale_for_error(fill: &Fill, request_headers: &HeaderMap) -> Option<Arc<E
     }
 }
 
+/// The request as the client sent it: a revalidation replaced its conditional fields with the
+/// entry's validators, and a 304 to the client must follow the client's own.
+pub fn client_request(sent: &RequestHead, fill: &Fill) -> RequestHead {
+    let mut request = sent.clone();
+    if let Some(headers) = &fill.client_headers {
+        request.headers = headers.clone();
+    }
+    request
+}
+
 /// The fields an entry keeps: the client's, without per-response ones.
 fn stored(headers: &HeaderMap) -> HeaderMap {
     let mut kept = headers.clone();

@@ -479,7 +479,7 @@ impl Worker {
             if let cache::HeadAction::Answered(entry, label) = action {
                 exchange.answered = true;
                 exchange.ended_at_head = true;
-                let request = exchange.head.clone();
+                let request = cache::client_request(&exchange.head, fill);
                 let cache = fill.cache.clone();
                 self.serve_entry(client, &request, &entry, label, &cache);
                 return;
@@ -724,8 +724,9 @@ impl Worker {
             && let Some(stale) = cache::stale_for_error(fill, &exchange.head.headers)
         {
             let cache = fill.cache.clone();
+            let request = cache::client_request(&exchange.head, fill);
             self.runtime.metrics.worker(self.id).cache_stale.inc();
-            self.serve_entry(client, &exchange.head, &stale, cache::Label::Stale, &cache);
+            self.serve_entry(client, &request, &stale, cache::Label::Stale, &cache);
             if client.stream == 0 {
                 self.process(client.index);
             } else {

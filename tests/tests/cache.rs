@@ -1,0 +1,476 @@
+//! The cache against a counting origin: what is stored and what is not, variants, validation,
+//! revalidation, stale-if-error, coalescing, PURGE, invalidation and the memory bound, over
+//! HTTP/1.1 and HTTP/2.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use std::io::Write;
+
+use squall_e2e::{Response, Squall, admin_addr, admin_get, read_response_head, roundtrip};
+
+#[path = "support/h2_client.rs"]
+mod h2_client;
+
+/// What the origin saw: requests per path, and the conditional ones.
+#[derive(Default)]
+struct Seen {
+    requests: Mutex<HashMap<String, usize>>,
+    conditional: AtomicUsize,
+    /// While set, the origin drops every connection without answering.
+    down: AtomicBool,
+}
+
+impl Seen {
+    fn count(&self, path: &str) -> usize {
+        self.requests
+            .lock()
+            .unwrap()
+            .get(path)
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+/// The origin's answers, by path: each sets its caching fields and numbers its bodies, so a
+/// test can tell a stored response from a fresh one.
+async fn handle(
+    seen: Arc<Seen>,
+    req: http::Request<Incoming>,
+) -> Result<http::Response<Full<Bytes>>, std::io::Error> {
+    if seen.down.load(Ordering::Relaxed) {
+        // An error from the service makes hyper drop the connection without an answer.
+        return Err(std::io::Error::other("origin down"));
+    }
+    let path = req.uri().path().to_owned();
+    let n = {
+        let mut requests = seen.requests.lock().unwrap();
+        let n = requests.entry(path.clone()).or_default();
+        *n += 1;
+        *n
+    };
+    let inm = req.headers().get("if-none-match").cloned();
+    if inm.is_some() {
+        seen.conditional.fetch_add(1, Ordering::Relaxed);
+    }
+    let encoding = req
+        .headers()
+        .get("accept-encoding")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    let method = req.method().clone();
+    let _ = req.into_body().collect().await;
+    let response = http::Response::builder();
+    let (response, body) = match path.as_str() {
+        "/c/fresh" => (
+            response.header("cache-control", "max-age=60"),
+            format!("fresh {n}"),
+        ),
+        "/c/no-store" => (
+            response.header("cache-control", "no-store"),
+            format!("no-store {n}"),
+        ),
+        "/c/private" => (
+            response.header("cache-control", "private, max-age=60"),
+            format!("private {n}"),
+        ),
+        "/c/cookie" => (
+            response
+                .header("cache-control", "max-age=60")
+                .header("set-cookie", "session=1"),
+            format!("cookie {n}"),
+        ),
+        "/c/nothing" => (response, format!("nothing {n}")),
+        "/c/vary" => (
+            response
+                .header("cache-control", "max-age=60")
+                .header("vary", "Accept-Encoding"),
+            format!("vary {encoding} {n}"),
+        ),
+        "/c/etag" => (
+            response
+                .header("cache-control", "max-age=60")
+                .header("etag", "\"v1\""),
+            format!("etag {n}"),
+        ),
+        "/c/short" if inm.as_ref().is_some_and(|v| v == "\"s1\"") => {
+            let response = response
+                .status(304)
+                .header("cache-control", "max-age=1")
+                .header("etag", "\"s1\"");
+            return Ok(response.body(Full::new(Bytes::new())).unwrap());
+        }
+        "/c/short" => (
+            response
+                .header("cache-control", "max-age=1")
+                .header("etag", "\"s1\""),
+            format!("short {n}"),
+        ),
+        "/c/sie" => (
+            response.header("cache-control", "max-age=1, stale-if-error=60"),
+            format!("sie {n}"),
+        ),
+        "/c/slow" => {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            (
+                response.header("cache-control", "max-age=60"),
+                format!("slow {n}"),
+            )
+        }
+        "/c/edit" => (
+            response.header("cache-control", "max-age=60"),
+            format!("edit {method} {n}"),
+        ),
+        p if p.starts_with("/c/big/") => (
+            response.header("cache-control", "max-age=60"),
+            "b".repeat(100 * 1024),
+        ),
+        _ => (response.status(404), String::from("missing")),
+    };
+    Ok(response.body(Full::new(Bytes::from(body))).unwrap())
+}
+
+fn start_origin() -> (SocketAddr, Arc<Seen>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Arc::new(Seen::default());
+    let shared = seen.clone();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                if shared.down.load(Ordering::Relaxed) {
+                    drop(stream);
+                    continue;
+                }
+                let seen = shared.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |req| handle(seen.clone(), req));
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+    });
+    (addr, seen)
+}
+
+fn config(origin: SocketAddr, cache: &str) -> String {
+    format!(
+        r#"[server]
+workers = 2
+
+[admin]
+listen = "127.0.0.2:0"
+
+[[listen]]
+address = "ADDR"
+protocols = ["http1", "h2c"]
+
+[cache]
+{cache}
+
+[[upstream]]
+name = "app"
+servers = [{{ address = "{origin}" }}]
+response_timeout = "5s"
+
+[[vhost]]
+hosts = ["*"]
+
+[[vhost.route]]
+prefix = "/c/"
+proxy = "app"
+cache = true
+
+[[vhost.route]]
+prefix = "/ttl/"
+proxy = "app"
+cache = true
+cache_ttl = "60s"
+"#
+    )
+}
+
+fn get(squall: &Squall, path: &str, headers: &str) -> Response {
+    let mut stream = squall.connect();
+    roundtrip(
+        &mut stream,
+        &format!("GET {path} HTTP/1.1\r\nHost: cache.test\r\n{headers}\r\n"),
+    )
+}
+
+fn x_cache(response: &Response) -> &str {
+    response.header("x-cache").unwrap_or("")
+}
+
+#[test]
+fn a_second_request_is_a_hit_and_the_origin_saw_one() {
+    let (origin, seen) = start_origin();
+    let squall = Squall::start(&config(origin, ""));
+    let first = get(&squall, "/c/fresh", "");
+    assert_eq!(first.status, 200);
+    assert_eq!(x_cache(&first), "MISS");
+    assert_eq!(first.body_text(), "fresh 1");
+    for _ in 0..5 {
+        let again = get(&squall, "/c/fresh", "");
+        assert_eq!(again.body_text(), "fresh 1");
+        assert_eq!(x_cache(&again), "HIT");
+        assert!(again.header("age").is_some());
+        assert_eq!(again.header("cache-control"), Some("max-age=60"));
+    }
+    // HEAD is answered from the GET entry, without a body.
+    let mut stream = squall.connect();
+    stream
+        .write_all(b"HEAD /c/fresh HTTP/1.1\r\nHost: cache.test\r\n\r\n")
+        .unwrap();
+    let head = read_response_head(&mut stream).unwrap();
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("content-length"), Some("7"));
+    assert_eq!(seen.count("/c/fresh"), 1);
+}
+
+#[test]
+fn what_must_not_be_stored_is_not() {
+    let (origin, seen) = start_origin();
+    let squall = Squall::start(&config(origin, ""));
+    for path in ["/c/no-store", "/c/private", "/c/cookie", "/c/nothing"] {
+        for _ in 0..2 {
+            let response = get(&squall, path, "");
+            assert_eq!(response.status, 200, "{path}");
+            assert_eq!(x_cache(&response), "MISS", "{path}");
+        }
+        assert_eq!(seen.count(path), 2, "{path} reached the origin each time");
+    }
+    // A request's own no-cache makes it go to the origin, even for a stored object.
+    get(&squall, "/c/fresh", "");
+    let response = get(&squall, "/c/fresh", "Cache-Control: no-cache\r\n");
+    assert_ne!(x_cache(&response), "HIT");
+    assert_eq!(seen.count("/c/fresh"), 2);
+}
+
+#[test]
+fn cache_ttl_gives_freshness_to_responses_without_any() {
+    let (origin, seen) = start_origin();
+    let squall = Squall::start(&config(origin, ""));
+    // /ttl/ routes store what states no freshness; the origin answers 404 there (heuristically
+    // cacheable) for any path it does not know.
+    for _ in 0..3 {
+        assert_eq!(get(&squall, "/ttl/x", "").status, 404);
+    }
+    assert_eq!(seen.count("/ttl/x"), 1);
+}
+
+#[test]
+fn vary_keeps_one_variant_per_encoding() {
+    let (origin, seen) = start_origin();
+    let squall = Squall::start(&config(origin, ""));
+    let gzip = get(&squall, "/c/vary", "Accept-Encoding: gzip\r\n");
+    let br = get(&squall, "/c/vary", "Accept-Encoding: br\r\n");
+    assert_eq!(gzip.body_text(), "vary gzip 1");
+    assert_eq!(br.body_text(), "vary br 2");
+    for _ in 0..3 {
+        assert_eq!(
+            get(&squall, "/c/vary", "Accept-Encoding: gzip\r\n").body_text(),
+            "vary gzip 1"
+        );
+        assert_eq!(
+            get(&squall, "/c/vary", "Accept-Encoding: br\r\n").body_text(),
+            "vary br 2"
+        );
+    }
+    assert_eq!(seen.count("/c/vary"), 2);
+}
+
+#[test]
+fn if_none_match_gets_304_from_the_cache() {
+    let (origin, seen) = start_origin();
+    let squall = Squall::start(&config(origin, ""));
+    assert_eq!(get(&squall, "/c/etag", "").status, 200);
+    let response = get(&squall, "/c/etag", "If-None-Match: \"v1\"\r\n");
+    assert_eq!(response.status, 304);
+    assert!(response.body.is_empty());
+    assert_eq!(response.header("etag"), Some("\"v1\""));
+    let response = get(&squall, "/c/etag", "If-None-Match: \"other\"\r\n");
+    assert_eq!(response.status, 200);
+    assert_eq!(seen.count("/c/etag"), 1);
+}
+
+#[test]
+fn an_expired_entry_is_revalidated_and_a_304_refreshes_it() {
+    let (origin, seen) = start_origin();
+    let squall = Squall::start(&config(origin, ""));
+    assert_eq!(get(&squall, "/c/short", "").body_text(), "short 1");
+    std::thread::sleep(Duration::from_millis(2100));
+    let response = get(&squall, "/c/short", "");
+    assert_eq!(response.status, 200);
+    assert_eq!(
+        response.body_text(),
+        "short 1",
+        "the stored body, refreshed"
+    );
+    assert_eq!(x_cache(&response), "REVALIDATED");
+    assert_eq!(seen.conditional.load(Ordering::Relaxed), 1);
+    let response = get(&squall, "/c/short", "");
+    assert_eq!(x_cache(&response), "HIT");
+    assert_eq!(seen.count("/c/short"), 2);
+}
+
+#[test]
+fn stale_if_error_answers_when_the_origin_is_down() {
+    let (origin, seen) = start_origin();
+    let squall = Squall::start(&config(origin, ""));
+    assert_eq!(get(&squall, "/c/sie", "").body_text(), "sie 1");
+    std::thread::sleep(Duration::from_millis(2100));
+    seen.down.store(true, Ordering::Relaxed);
+    let response = get(&squall, "/c/sie", "");
+    assert_eq!(response.status, 200, "{}", squall.log());
+    assert_eq!(response.body_text(), "sie 1");
+    assert_eq!(x_cache(&response), "STALE");
+    // Without stale-if-error, the same outage is a 502.
+    assert_eq!(get(&squall, "/c/no-store", "").status, 502);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_misses_on_one_cold_key_make_one_origin_request() {
+    let (origin, seen) = start_origin();
+    let squall = Squall::start(&config(origin, ""));
+    let addr = squall.addr;
+    let mut tasks = Vec::new();
+    for _ in 0..100 {
+        tasks.push(tokio::task::spawn_blocking(move || {
+            let mut stream = std::net::TcpStream::connect(addr).unwrap();
+            stream
+                .set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            roundtrip(
+                &mut stream,
+                "GET /c/slow HTTP/1.1\r\nHost: cache.test\r\n\r\n",
+            )
+        }));
+    }
+    for task in tasks {
+        let response = task.await.unwrap();
+        assert_eq!(response.status, 200);
+        assert_eq!(response.body_text(), "slow 1");
+    }
+    assert_eq!(seen.count("/c/slow"), 1);
+    let (_, metrics) = admin_get(admin_addr(&squall), "/metrics");
+    assert!(
+        metrics.contains("squall_cache_coalesced_total"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn purge_from_allowed_addresses_removes_and_refetches() {
+    let (origin, seen) = start_origin();
+    let squall = Squall::start(&config(origin, ""));
+    get(&squall, "/c/fresh", "");
+    assert_eq!(x_cache(&get(&squall, "/c/fresh", "")), "HIT");
+    let mut stream = squall.connect();
+    let purge = "PURGE /c/fresh HTTP/1.1\r\nHost: cache.test\r\n\r\n";
+    assert_eq!(roundtrip(&mut stream, purge).status, 200);
+    assert_eq!(roundtrip(&mut stream, purge).status, 404, "nothing left");
+    let response = get(&squall, "/c/fresh", "");
+    assert_eq!(response.body_text(), "fresh 2");
+    // Refetch: the PURGE itself brings a new copy, and the next GET is a hit on it.
+    let refetch = "PURGE /c/fresh HTTP/1.1\r\nHost: cache.test\r\nX-Squall-Purge: refetch\r\n\r\n";
+    let response = roundtrip(&mut stream, refetch);
+    assert_eq!(response.status, 200);
+    assert_eq!(response.body_text(), "fresh 3");
+    let response = get(&squall, "/c/fresh", "");
+    assert_eq!(
+        (response.body_text().as_str(), x_cache(&response)),
+        ("fresh 3", "HIT")
+    );
+    assert_eq!(seen.count("/c/fresh"), 3);
+}
+
+#[test]
+fn purge_from_other_addresses_is_refused() {
+    let (origin, _) = start_origin();
+    let squall = Squall::start(&config(origin, "purge_allow = [\"10.0.0.0/8\"]"));
+    get(&squall, "/c/fresh", "");
+    let mut stream = squall.connect();
+    let response = roundtrip(
+        &mut stream,
+        "PURGE /c/fresh HTTP/1.1\r\nHost: cache.test\r\n\r\n",
+    );
+    assert_eq!(response.status, 403);
+    assert_eq!(x_cache(&get(&squall, "/c/fresh", "")), "HIT");
+}
+
+#[test]
+fn a_successful_unsafe_method_invalidates_the_url() {
+    let (origin, seen) = start_origin();
+    let squall = Squall::start(&config(origin, ""));
+    assert_eq!(get(&squall, "/c/edit", "").body_text(), "edit GET 1");
+    assert_eq!(get(&squall, "/c/edit", "").body_text(), "edit GET 1");
+    let mut stream = squall.connect();
+    let post = "POST /c/edit HTTP/1.1\r\nHost: cache.test\r\nContent-Length: 2\r\n\r\nhi";
+    assert_eq!(roundtrip(&mut stream, post).body_text(), "edit POST 2");
+    assert_eq!(get(&squall, "/c/edit", "").body_text(), "edit GET 3");
+    assert_eq!(seen.count("/c/edit"), 3);
+}
+
+#[test]
+fn the_memory_bound_holds_while_filling_ten_times_the_limit() {
+    let (origin, _) = start_origin();
+    let squall = Squall::start(&config(origin, "memory = \"1MiB\""));
+    // 100 objects of 100 KiB: 10 MiB through a 1 MiB cache.
+    for i in 0..100 {
+        let response = get(&squall, &format!("/c/big/{i}"), "");
+        assert_eq!(response.body.len(), 100 * 1024);
+    }
+    let (_, metrics) = admin_get(admin_addr(&squall), "/metrics");
+    let value = |name: &str| -> u64 {
+        let line = metrics
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("{name} in {metrics}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    let bytes = value("squall_cache_bytes");
+    assert!(bytes <= 1 << 20, "{bytes} bytes stored");
+    assert!(bytes > 0, "something is stored");
+    assert!(value("squall_cache_evictions_total") > 0);
+}
+
+#[tokio::test]
+async fn http2_clients_get_the_same_cache() {
+    let (origin, seen) = start_origin();
+    let squall = Squall::start(&config(origin, ""));
+    let client = h2_client::h2c(squall.addr).await;
+    let url = format!("http://{}/c/fresh", squall.addr);
+    let first = h2_client::fetch(&client, "GET", &url, None).await;
+    assert_eq!(first.headers["x-cache"], "MISS");
+    let again = h2_client::fetch(&client, "GET", &url, None).await;
+    assert_eq!(again.headers["x-cache"], "HIT");
+    assert_eq!(again.body, b"fresh 1");
+    assert_eq!(again.headers["content-length"], "7");
+    // An HTTP/1.1 client shares the entry: the key is scheme, host and target.
+    let mut stream = squall.connect();
+    let h1 = roundtrip(
+        &mut stream,
+        &format!("GET /c/fresh HTTP/1.1\r\nHost: {}\r\n\r\n", squall.addr),
+    );
+    assert_eq!((h1.body_text().as_str(), x_cache(&h1)), ("fresh 1", "HIT"));
+    assert_eq!(seen.count("/c/fresh"), 1);
+}
