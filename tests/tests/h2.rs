@@ -93,6 +93,15 @@ async fn many_concurrent_streams_and_large_bodies_with_flow_control() {
     let squall = Squall::start(&config(""));
     let client = h2c(squall.addr).await;
     let base = format!("http://{}", squall.addr);
+    // One exchange first, so the client has our SETTINGS (128 concurrent streams) before it
+    // opens 300: until then it may open any number, and those beyond 128 are refused
+    // (REFUSED_STREAM, which a browser retries and this test would not).
+    assert_eq!(
+        fetch(&client, "GET", &format!("{base}/"), None)
+            .await
+            .status,
+        200
+    );
     let mut tasks = Vec::new();
     for i in 0..300 {
         let client = client.clone();
@@ -359,7 +368,16 @@ fn goaway_code(stream: &mut TcpStream) -> Option<u32> {
 /// Sends `attack` on a raw connection and expects GOAWAY(ENHANCE_YOUR_CALM), while a good h2
 /// client on another connection completes requests before and after.
 async fn flood_ends_in_goaway(attack: Vec<u8>) {
-    let squall = Squall::start(&config(""));
+    flood_ends_in_goaway_with(attack, "").await;
+}
+
+/// [`flood_ends_in_goaway`] with more `[limits]` lines.
+async fn flood_ends_in_goaway_with(attack: Vec<u8>, limits: &str) {
+    let config = config("").replace(
+        "body_bytes_max = \"4MiB\"",
+        &format!("body_bytes_max = \"4MiB\"\n{limits}"),
+    );
+    let squall = Squall::start(&config);
     let good = h2c(squall.addr).await;
     let url = format!("http://{}/", squall.addr);
     assert_eq!(fetch(&good, "GET", &url, None).await.status, 200);
@@ -399,6 +417,24 @@ async fn rapid_reset_flood() {
         attack.extend(frame(RST_STREAM, 0, stream, &8u32.to_be_bytes()));
     }
     flood_ends_in_goaway(attack).await;
+}
+
+/// `[limits] h2_resets_max` sets the rapid-reset limit: 30 resets are a flood at 10, though
+/// far below the default.
+#[tokio::test]
+async fn the_reset_limit_comes_from_the_config() {
+    let mut attack = Vec::new();
+    for i in 0..30u32 {
+        let stream = 2 * i + 1;
+        attack.extend(frame(
+            HEADERS,
+            END_STREAM | END_HEADERS,
+            stream,
+            &get_block(),
+        ));
+        attack.extend(frame(RST_STREAM, 0, stream, &8u32.to_be_bytes()));
+    }
+    flood_ends_in_goaway_with(attack, "h2_resets_max = 10").await;
 }
 
 #[tokio::test]

@@ -234,6 +234,41 @@ pub struct Limits {
     pub request_burst: Option<u32>,
     /// Concurrent connections per client IP; `None` means unlimited.
     pub connections_per_ip_max: Option<u32>,
+    /// HTTP/2 stream and flood limits.
+    pub h2: H2Limits,
+}
+
+/// The `h2_*` keys of `[limits]`: HTTP/2 streams and floods. A connection over a flood limit
+/// gets GOAWAY(ENHANCE_YOUR_CALM) and is closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct H2Limits {
+    /// Concurrent streams per connection (SETTINGS_MAX_CONCURRENT_STREAMS); more are refused.
+    pub streams_max: u32,
+    /// Streams reset by the client (or refused) per `flood_window`: the rapid-reset limit.
+    pub resets_max: u32,
+    /// SETTINGS, PING, PRIORITY, RST_STREAM and useless WINDOW_UPDATE frames per window.
+    pub control_frames_max: u32,
+    /// DATA, HEADERS or CONTINUATION frames with nothing in them, per window.
+    pub empty_frames_max: u32,
+    /// CONTINUATION frames in one header block.
+    pub continuation_frames_max: u32,
+    pub flood_window: Duration,
+    /// How long a stream (or the connection) may hold response data with a zero send window.
+    pub stall_timeout: Duration,
+}
+
+impl Default for H2Limits {
+    fn default() -> Self {
+        H2Limits {
+            streams_max: 128,
+            resets_max: 200,
+            control_frames_max: 1000,
+            empty_frames_max: 100,
+            continuation_frames_max: 32,
+            flood_window: Duration::from_secs(10),
+            stall_timeout: Duration::from_secs(30),
+        }
+    }
 }
 
 impl Default for Limits {
@@ -247,6 +282,7 @@ impl Default for Limits {
             request_rate: None,
             request_burst: None,
             connections_per_ip_max: None,
+            h2: H2Limits::default(),
         }
     }
 }

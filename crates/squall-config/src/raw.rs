@@ -91,6 +91,13 @@ pub(crate) struct RawLimits {
     pub request_rate: Option<Int>,
     pub request_burst: Option<Int>,
     pub connections_per_ip_max: Option<Int>,
+    pub h2_streams_max: Option<Int>,
+    pub h2_resets_max: Option<Int>,
+    pub h2_control_frames_max: Option<Int>,
+    pub h2_empty_frames_max: Option<Int>,
+    pub h2_continuation_frames_max: Option<Int>,
+    pub h2_flood_window: Option<Val>,
+    pub h2_stall_timeout: Option<Val>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -138,6 +138,7 @@ fn defaults_of_a_minimal_file() {
             request_rate: None,
             request_burst: None,
             connections_per_ip_max: None,
+            h2: H2Limits::default(),
         },
         cache: Cache {
             memory: 1 << 30,
@@ -183,6 +184,13 @@ header_timeout = "5s"
 idle_timeout = "2m"
 request_rate = 1000
 connections_per_ip_max = 100
+h2_streams_max = 64
+h2_resets_max = 50
+h2_control_frames_max = 500
+h2_empty_frames_max = 20
+h2_continuation_frames_max = 8
+h2_flood_window = "5s"
+h2_stall_timeout = "15s"
 
 [cache]
 memory = "256MiB"
@@ -278,6 +286,15 @@ fn every_option() {
             request_rate: Some(1000),
             request_burst: Some(1000),
             connections_per_ip_max: Some(100),
+            h2: H2Limits {
+                streams_max: 64,
+                resets_max: 50,
+                control_frames_max: 500,
+                empty_frames_max: 20,
+                continuation_frames_max: 8,
+                flood_window: secs(5),
+                stall_timeout: secs(15),
+            },
         }
     );
     assert_eq!(

@@ -113,10 +113,18 @@ impl Runtime {
 
 /// HTTP/2 settings from `[limits]`: the head, target and body bounds are HTTP/1.1's.
 fn h2_config(limits: &squall_config::Limits) -> squall_h2::ServerConfig {
+    let h2 = &limits.h2;
     squall_h2::ServerConfig {
         max_header_list_size: u32::try_from(limits.header_bytes_max).unwrap_or(u32::MAX),
         max_path_bytes: usize::try_from(limits.uri_bytes_max).unwrap_or(usize::MAX),
         max_body_bytes: limits.body_bytes_max,
+        max_concurrent_streams: h2.streams_max,
+        max_resets_per_window: h2.resets_max,
+        max_control_frames_per_window: h2.control_frames_max,
+        max_empty_frames_per_window: h2.empty_frames_max,
+        max_continuation_frames: h2.continuation_frames_max,
+        flood_window: h2.flood_window,
+        stall_timeout: h2.stall_timeout,
         ..squall_h2::ServerConfig::default()
     }
 }

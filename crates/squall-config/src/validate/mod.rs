@@ -367,6 +367,50 @@ fn limits(raw: &RawLimits, r: &mut Report) -> Limits {
         request_burst,
         connections_per_ip_max: connections
             .and_then(|v| int_in(r, "connections_per_ip_max", v, 1..=u32::MAX)),
+        h2: h2_limits(raw, r),
+    }
+}
+
+fn h2_limits(raw: &RawLimits, r: &mut Report) -> H2Limits {
+    let d = H2Limits::default();
+    let mut count = |key: &str, value: &Option<Int>, default: u32| {
+        value
+            .as_ref()
+            .and_then(|v| int_in(r, key, v, 1..=u32::MAX))
+            .unwrap_or(default)
+    };
+    H2Limits {
+        // RFC 9113 §6.5.2: 2^31-1 is the largest value SETTINGS can carry.
+        streams_max: count("h2_streams_max", &raw.h2_streams_max, d.streams_max)
+            .min(i32::MAX as u32),
+        resets_max: count("h2_resets_max", &raw.h2_resets_max, d.resets_max),
+        control_frames_max: count(
+            "h2_control_frames_max",
+            &raw.h2_control_frames_max,
+            d.control_frames_max,
+        ),
+        empty_frames_max: count(
+            "h2_empty_frames_max",
+            &raw.h2_empty_frames_max,
+            d.empty_frames_max,
+        ),
+        continuation_frames_max: count(
+            "h2_continuation_frames_max",
+            &raw.h2_continuation_frames_max,
+            d.continuation_frames_max,
+        ),
+        flood_window: timeout_or(
+            r,
+            "h2_flood_window",
+            raw.h2_flood_window.as_ref(),
+            d.flood_window,
+        ),
+        stall_timeout: timeout_or(
+            r,
+            "h2_stall_timeout",
+            raw.h2_stall_timeout.as_ref(),
+            d.stall_timeout,
+        ),
     }
 }
 
