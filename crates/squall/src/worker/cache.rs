@@ -565,16 +565,17 @@ impl Worker {
                 raw_headers: &raw,
                 body_len: Some(entry.body.len() as u64),
             };
-            let before = conn.out.len();
+            let before = conn.out.len() + conn.chain.bytes;
             if squall_h1::encode_response_head(&response, framing, date, &mut conn.out)
                 && !not_modified
             {
-                conn.out.put_slice(&entry.body);
+                let copy = conn.tls.is_some();
+                conn.chain.push(&mut conn.out, entry.body.clone(), copy);
             }
             if !framing.keep_alive {
                 conn.close_after = true;
             }
-            conn.out.len() - before
+            conn.out.len() + conn.chain.bytes - before
         };
         counters.count_response(status);
         super::log_request(

@@ -10,7 +10,9 @@
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Instant;
 
-use bytes::BytesMut;
+use std::collections::VecDeque;
+
+use bytes::{Bytes, BytesMut};
 use squall_h1::{RequestDecoder, RequestHead};
 use squall_tls::TlsConn;
 use squall_uring::OpId;
@@ -32,6 +34,9 @@ pub struct Conn {
     pub rbuf: BytesMut,
     /// Encoded responses not yet handed to the ring (plaintext, for TLS connections).
     pub out: BytesMut,
+    /// Large shared pieces (cache entry bodies, HTTP/2 DATA, proxied bodies) queued by
+    /// reference, in order, before what `out` holds; cleartext connections only.
+    pub chain: Chain,
     /// The TLS session on a `tls = true` listener; boxed, as most of it is cold.
     pub tls: Option<Box<TlsConn>>,
     /// TLS records (handshake, encrypted responses, alerts) not yet handed to the ring.
@@ -94,6 +99,7 @@ impl Conn {
             decoder,
             rbuf: BytesMut::new(),
             out: BytesMut::new(),
+            chain: Chain::default(),
             tls,
             wire: BytesMut::new(),
             recv: None,
@@ -157,7 +163,7 @@ impl Conn {
 
     /// Bytes produced but not yet handed to the ring.
     pub fn unsent_bytes(&self) -> usize {
-        self.out.len() + self.wire.len()
+        self.out.len() + self.wire.len() + self.chain.bytes
     }
 
     /// True when part of a request head has arrived and the head is not complete.
@@ -175,5 +181,123 @@ impl Conn {
         debug_assert!(self.phase == Phase::Closed || self.fd.is_some());
         let armed = u32::from(self.recv.is_some()) + u32::from(self.send.is_some());
         debug_assert!(self.ops >= armed, "ops {} < armed {armed}", self.ops);
+    }
+}
+
+/// Pieces at or above this size go out by reference (writev); smaller ones are copied, since an
+/// iovec and a reference count cost more than copying a few hundred bytes.
+const SHARED_COPY_BYTES_MAX: usize = 2048;
+
+/// Output queued by reference: what a cleartext connection sends with one writev.
+#[derive(Default)]
+pub struct Chain {
+    pub pieces: VecDeque<Bytes>,
+    /// Their total length.
+    pub bytes: usize,
+}
+
+impl Chain {
+    /// Appends shared bytes after what `out` holds: copied into `out` when small or when
+    /// `copy` (TLS encrypts from a copy anyway), else queued by reference behind `out`'s
+    /// bytes so far.
+    pub fn push(&mut self, out: &mut BytesMut, data: Bytes, copy: bool) {
+        if copy || data.len() < SHARED_COPY_BYTES_MAX {
+            out.extend_from_slice(&data);
+            return;
+        }
+        if !out.is_empty() {
+            self.push_back(out.split().freeze());
+        }
+        self.push_back(data);
+    }
+
+    fn push_back(&mut self, piece: Bytes) {
+        self.bytes += piece.len();
+        self.pieces.push_back(piece);
+    }
+
+    /// Takes at most `max` pieces to send, and `out`'s bytes after them if there is room.
+    pub fn take(&mut self, out: &mut BytesMut, max: usize) -> Vec<Bytes> {
+        if !out.is_empty() {
+            self.push_back(out.split().freeze());
+        }
+        let count = self.pieces.len().min(max);
+        let taken: Vec<Bytes> = self.pieces.drain(..count).collect();
+        self.bytes -= taken.iter().map(Bytes::len).sum::<usize>();
+        taken
+    }
+
+    /// Puts back what a partial writev left unsent, ahead of everything queued since.
+    pub fn unsent(&mut self, bufs: Vec<Bytes>, mut sent: usize) {
+        let mut rest = Vec::new();
+        for buf in bufs {
+            if sent >= buf.len() {
+                sent -= buf.len();
+            } else {
+                rest.push(buf.slice(sent..));
+                sent = 0;
+            }
+        }
+        for piece in rest.into_iter().rev() {
+            self.bytes += piece.len();
+            self.pieces.push_front(piece);
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pieces.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_pieces_are_copied_and_large_ones_keep_their_order() {
+        let mut out = BytesMut::from(&b"head"[..]);
+        let mut chain = Chain::default();
+        chain.push(&mut out, Bytes::from_static(b"tiny"), false);
+        let big = Bytes::from(vec![b'x'; SHARED_COPY_BYTES_MAX]);
+        chain.push(&mut out, big.clone(), false);
+        out.extend_from_slice(b"tail");
+        assert_eq!(chain.bytes, 8 + big.len());
+        let taken = chain.take(&mut out, 16);
+        assert_eq!(
+            taken,
+            vec![
+                Bytes::from_static(b"headtiny"),
+                big,
+                Bytes::from_static(b"tail")
+            ]
+        );
+        assert!(chain.is_empty() && out.is_empty());
+        assert_eq!(chain.bytes, 0);
+    }
+
+    #[test]
+    fn a_partial_writev_puts_the_rest_back_in_front() {
+        let mut chain = Chain::default();
+        let mut out = BytesMut::new();
+        chain.push(&mut out, Bytes::from_static(b"later"), true);
+        let bufs = vec![Bytes::from_static(b"abc"), Bytes::from_static(b"defg")];
+        chain.unsent(bufs, 4);
+        assert_eq!(chain.bytes, 3);
+        let taken = chain.take(&mut out, 16);
+        assert_eq!(
+            taken,
+            vec![Bytes::from_static(b"efg"), Bytes::from_static(b"later")]
+        );
+    }
+
+    #[test]
+    fn take_stops_at_the_writev_limit() {
+        let mut chain = Chain::default();
+        let mut out = BytesMut::new();
+        for _ in 0..5 {
+            chain.push(&mut out, Bytes::from(vec![1; SHARED_COPY_BYTES_MAX]), false);
+        }
+        assert_eq!(chain.take(&mut out, 3).len(), 3);
+        assert_eq!(chain.bytes, 2 * SHARED_COPY_BYTES_MAX);
     }
 }

@@ -555,13 +555,15 @@ impl Worker {
         let Some(exchange) = conn.exchange.as_mut() else {
             return;
         };
-        let before = conn.out.len();
         if exchange.chunked_to_client {
+            let before = conn.out.len();
             squall_h1::encode_chunk(&data, &mut conn.out);
+            exchange.bytes_to_client += conn.out.len() - before;
         } else if exchange.head.method != http::Method::HEAD {
-            conn.out.extend_from_slice(&data);
+            exchange.bytes_to_client += data.len();
+            let copy = conn.tls.is_some();
+            conn.chain.push(&mut conn.out, data, copy);
         }
-        exchange.bytes_to_client += conn.out.len() - before;
     }
 
     /// The response ended: pool the origin, log, and let the client go on.

@@ -391,11 +391,12 @@ impl Worker {
             .map(|(stream, _)| *stream)
             .collect();
         count_stats(counters, h2.conn.take_stats());
-        let room = OUT_HIGH_BYTES.saturating_sub(conn.out.len() + conn.wire.len());
+        let room =
+            OUT_HIGH_BYTES.saturating_sub(conn.out.len() + conn.wire.len() + conn.chain.bytes);
         if room > 0 {
-            let out = &mut conn.out;
+            let (out, chain, copy) = (&mut conn.out, &mut conn.chain, conn.tls.is_some());
             h2.conn
-                .poll_output(room, |piece| out.extend_from_slice(&piece));
+                .poll_output(room, |piece| chain.push(out, piece, copy));
         }
         if h2.conn.is_finished() {
             conn.close_after = true;

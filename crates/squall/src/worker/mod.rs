@@ -326,6 +326,11 @@ impl Worker {
                 self.on_control();
             }
             // Origin connections (connect, writev) arrive with the proxy.
+            Completion::Writev {
+                token,
+                result,
+                bufs,
+            } if token >> KIND_SHIFT == KIND_CONN => self.on_writev(token, result, bufs),
             Completion::Writev { .. } | Completion::Cancel { .. } => {}
         }
     }
@@ -753,6 +758,16 @@ impl Worker {
             self.close_now(index);
             return;
         }
+        if !conn.chain.is_empty() {
+            let bufs = conn
+                .chain
+                .take(&mut conn.out, squall_uring::WRITEV_BUFS_MAX);
+            let raw = conn.raw_fd().expect("only open connections send");
+            let token = conn_token(index, conn.generation);
+            conn.send = Some(self.ring.writev(raw, bufs, token));
+            conn.ops += 1;
+            return;
+        }
         let pending = if conn.tls.is_some() {
             &mut conn.wire
         } else {
@@ -789,28 +804,59 @@ impl Worker {
                 // A partial send: the rest goes first, before anything queued since.
                 self.queue_send(index, buf.slice(sent..));
             }
-            Ok(_) => {
-                conn.last_activity = self.now;
-                if conn.h2.is_some() {
-                    self.pump_h2(index);
-                } else if conn.blocked {
-                    conn.blocked = false;
-                    self.process(index);
-                } else {
-                    self.flush(index);
-                    self.update_deadline(index);
-                }
-                // A proxied response paused for this client reads on once it has drained.
-                if self.conns[index].unsent_bytes() < OUT_HIGH_BYTES / 2 {
-                    self.resume_origin(proxy::Client::h1(index));
-                }
-            }
+            Ok(_) => self.sent(index),
             Err(e) => {
                 debug!(worker = self.id, conn = index, "send: {e}");
                 self.close_now(index);
             }
         }
         self.op_done_at(index);
+    }
+
+    fn on_writev(&mut self, token: u64, result: io::Result<usize>, bufs: Vec<Bytes>) {
+        let Some(index) = self.conn_index(token) else {
+            return;
+        };
+        let conn = &mut self.conns[index];
+        conn.send = None;
+        conn.ops -= 1;
+        match result {
+            _ if conn.phase == Phase::Closed => {}
+            Ok(sent) => {
+                let total: usize = bufs.iter().map(Bytes::len).sum();
+                if sent < total {
+                    // The rest goes first, before anything queued since.
+                    conn.chain.unsent(bufs, sent);
+                    self.flush(index);
+                } else {
+                    self.sent(index);
+                }
+            }
+            Err(e) => {
+                debug!(worker = self.id, conn = index, "writev: {e}");
+                self.close_now(index);
+            }
+        }
+        self.op_done_at(index);
+    }
+
+    /// A send completed whole: produce and send more.
+    fn sent(&mut self, index: usize) {
+        let conn = &mut self.conns[index];
+        conn.last_activity = self.now;
+        if conn.h2.is_some() {
+            self.pump_h2(index);
+        } else if conn.blocked {
+            conn.blocked = false;
+            self.process(index);
+        } else {
+            self.flush(index);
+            self.update_deadline(index);
+        }
+        // A proxied response paused for this client reads on once it has drained.
+        if self.conns[index].unsent_bytes() < OUT_HIGH_BYTES / 2 {
+            self.resume_origin(proxy::Client::h1(index));
+        }
     }
 
     // ---- closing ----
