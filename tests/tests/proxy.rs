@@ -557,3 +557,82 @@ async fn http2_gets_502_when_the_origin_refuses() {
     .await;
     assert_eq!(reply.status, 200);
 }
+
+/// An origin whose `/healthz` answers 503 while `sick` is set; every other path answers its
+/// name, so only health probes can tell that it is "sick".
+fn health_origin(name: &'static str, sick: &'static std::sync::atomic::AtomicBool) -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(1000) {
+            let Ok(mut stream) = stream else { return };
+            std::thread::spawn(move || {
+                use std::io::Read;
+                stream
+                    .set_read_timeout(Some(Duration::from_secs(5)))
+                    .unwrap();
+                loop {
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") {
+                        if stream.read(&mut byte).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        head.push(byte[0]);
+                    }
+                    let text = String::from_utf8_lossy(&head).into_owned();
+                    let response = if text.starts_with("GET /healthz ")
+                        && sick.load(Ordering::Relaxed)
+                    {
+                        "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n".to_owned()
+                    } else {
+                        format!("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{name}")
+                    };
+                    if stream.write_all(response.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// Active health checks take a server out of rotation on failed probes alone (its real traffic
+/// would succeed), and bring it back on good ones.
+#[test]
+fn health_probes_take_a_server_out_and_bring_it_back() {
+    static SICK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let a = health_origin("a1", &SICK);
+    static HEALTHY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let b = health_origin("b1", &HEALTHY);
+    let config = proxy_config(&[a, b]).replace(
+        "response_timeout = \"1s\"",
+        "response_timeout = \"1s\"\nhealth_check = { path = \"/healthz\", interval = \"100ms\", fails = 1, passes = 1 }",
+    );
+    let squall = Squall::start(&config);
+    let served = |count: usize| -> (usize, usize) {
+        let mut stream = squall.connect();
+        let mut seen = (0, 0);
+        for _ in 0..count {
+            let response = roundtrip(&mut stream, "GET /p/x HTTP/1.1\r\nHost: x\r\n\r\n");
+            assert_eq!(response.status, 200);
+            match response.body_text().as_str() {
+                "a1" => seen.0 += 1,
+                _ => seen.1 += 1,
+            }
+        }
+        seen
+    };
+    let (to_a, to_b) = served(20);
+    assert!(to_a > 0 && to_b > 0, "both serve: {to_a} {to_b}");
+
+    SICK.store(true, Ordering::Relaxed);
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(served(20), (0, 20), "a1 is out after a failed probe");
+
+    SICK.store(false, Ordering::Relaxed);
+    std::thread::sleep(Duration::from_millis(600));
+    let (to_a, _) = served(20);
+    assert!(to_a > 0, "a1 is back after a good probe");
+}

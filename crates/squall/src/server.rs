@@ -129,9 +129,7 @@ fn h2_config(limits: &squall_config::Limits) -> squall_h2::ServerConfig {
     }
 }
 
-/// The upstream crate's view of one `[[upstream]]`. Active health checks are not sent yet, so
-/// passive health (real traffic) is the only signal: a configured `health_check` is not
-/// handed on, or down servers would wait for probes that never come.
+/// The upstream crate's view of one `[[upstream]]`.
 fn upstream_spec(upstream: &squall_config::Upstream) -> squall_upstream::UpstreamSpec {
     use squall_config::Balance as C;
     use squall_upstream::Balance as U;
@@ -152,6 +150,15 @@ fn upstream_spec(upstream: &squall_config::Upstream) -> squall_upstream::Upstrea
     let mut spec = squall_upstream::UpstreamSpec::new(upstream.name.clone(), servers, balance);
     spec.connect_timeout = upstream.connect_timeout;
     spec.response_timeout = upstream.response_timeout;
+    spec.health_check = upstream
+        .health_check
+        .as_ref()
+        .map(|c| squall_upstream::HealthCheckSpec {
+            path: c.path.clone(),
+            interval: c.interval,
+            fails: c.fails,
+            passes: c.passes,
+        });
     // A worker needs one origin connection per request it has in flight to a server; keeping
     // fewer idle than that closes and reopens connections under steady load (measured: with
     // 32, 64 keep-alive clients through one worker cost 1.3× nginx's CPU per request).

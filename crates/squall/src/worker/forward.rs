@@ -166,6 +166,7 @@ impl Worker {
             client: Some(client_token),
             reused: false,
             paused: false,
+            probe: false,
             deadline: self.now + connect_timeout,
             timer_due: None,
         });
@@ -195,7 +196,11 @@ impl Worker {
                     .expect("a connecting origin has a socket");
                 self.origins[index].recv = Some(self.ring.recv_multi(raw, token));
                 self.origins[index].ops += 1;
-                self.write_request(index);
+                if self.origins[index].probe {
+                    self.write_probe(index);
+                } else {
+                    self.write_request(index);
+                }
             }
             Err(e) => {
                 debug!(worker = self.id, address = %self.origins[index].address, "connect: {e}");
@@ -272,7 +277,7 @@ impl Worker {
         }
     }
 
-    fn flush_origin(&mut self, index: usize) {
+    pub(super) fn flush_origin(&mut self, index: usize) {
         let origin = &mut self.origins[index];
         if origin.send.is_some() || origin.out.is_empty() || origin.state == OriginState::Closed {
             return;
@@ -388,6 +393,10 @@ impl Worker {
 
     /// Decodes what the origin sent and writes it to the client, re-framed.
     fn forward_response(&mut self, index: usize, eof: bool) {
+        if self.origins[index].probe {
+            self.read_probe(index, eof);
+            return;
+        }
         let Some(client) = self.origin_client(index) else {
             self.close_origin(index);
             return;
@@ -661,6 +670,11 @@ impl Worker {
     /// An origin connection failed before or during a response: retry, answer 502/504, or
     /// cut the client connection if the response had started.
     fn origin_failed(&mut self, index: usize, class: UpstreamErrorClass) {
+        if self.origins[index].probe {
+            debug!(worker = self.id, address = %self.origins[index].address, ?class, "probe");
+            self.end_probe(index, false);
+            return;
+        }
         let client = self.origin_client(index);
         let reused = self.origins[index].reused;
         let current = self.origins[index].upstream_generation == self.upstreams.generation;
@@ -857,7 +871,7 @@ impl Worker {
         }
     }
 
-    fn arm_origin_timer(&mut self, index: usize) {
+    pub(super) fn arm_origin_timer(&mut self, index: usize) {
         let origin = &mut self.origins[index];
         if origin.timer_due.is_none_or(|due| origin.deadline < due) {
             origin.timer_due = Some(origin.deadline);

@@ -9,6 +9,7 @@ mod cache;
 mod conn;
 mod forward;
 mod h2;
+mod probe;
 mod proxy;
 
 use std::io;
@@ -263,6 +264,7 @@ impl Worker {
             self.expire_timers();
             self.retry_accept();
             self.expire_pools();
+            self.start_due_probes();
             let counters = self.runtime.metrics.worker(self.id);
             counters.beat();
             if let Some(log) = &mut self.log {
@@ -273,9 +275,13 @@ impl Worker {
 
     fn wait_timeout(&self) -> Option<Duration> {
         let mut timeout = self.timers.timeout(self.now);
-        for at in [self.accept_retry_at, self.drain_deadline]
-            .into_iter()
-            .flatten()
+        for at in [
+            self.accept_retry_at,
+            self.drain_deadline,
+            self.next_probe_at(),
+        ]
+        .into_iter()
+        .flatten()
         {
             let d = at
                 .saturating_duration_since(self.now)

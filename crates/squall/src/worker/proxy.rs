@@ -13,8 +13,8 @@
 //! drains), and a request body is read from the client only while less than that waits for the
 //! origin; neither side can make Squall buffer without bound.
 //!
-//! Not yet: active health checks (passive health from real traffic is on), 1xx forwarding
-//! (interim responses are dropped), and retries of requests whose body was already sent.
+//! Not yet: 1xx forwarding (interim responses are dropped), and retries of requests whose body
+//! was already sent.
 
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -64,6 +64,8 @@ pub struct Origin {
     pub reused: bool,
     /// The receive was cancelled because the client is slow to read.
     pub paused: bool,
+    /// A health-check probe, not a proxied request (see `probe.rs`).
+    pub probe: bool,
     pub deadline: Instant,
     pub timer_due: Option<Instant>,
 }

@@ -1,0 +1,135 @@
+//! Active health checks: `health_check = { path, interval, fails, passes }` on an upstream.
+//!
+//! Each worker probes the servers of its own groups (its health state is its own, as with
+//! passive health): when squall-upstream says a probe is due, the worker opens a fresh origin
+//! connection over the ring, sends `GET path` with `Connection: close`, and reports a 2xx or
+//! 3xx head within the group's timeouts as a pass, anything else (refused, reset, timeout, an
+//! error status, garbage) as a failure. Probes use the origin connection slab and its timers,
+//! but never the keep-alive pool, and never count as proxied requests.
+
+use bytes::BufMut;
+use squall_upstream::ServerId;
+use tracing::debug;
+
+use super::Worker;
+use super::proxy::{self, Origin, OriginState};
+
+impl Worker {
+    /// Starts the probes that are due (once per loop turn).
+    pub(super) fn start_due_probes(&mut self) {
+        let now = self.now;
+        let mut due = Vec::new();
+        for (upstream, group) in self.upstreams.groups.iter_mut().enumerate() {
+            if group.group.next_check_at().is_some_and(|at| at <= now) {
+                due.extend(group.group.due_checks(now).map(|server| (upstream, server)));
+            }
+        }
+        for (upstream, server) in due {
+            self.start_probe(upstream, server);
+        }
+    }
+
+    /// When the next probe of any group is due, for the loop's wait.
+    pub(super) fn next_probe_at(&self) -> Option<std::time::Instant> {
+        (self.upstreams.groups.iter())
+            .filter_map(|g| g.group.next_check_at())
+            .min()
+    }
+
+    fn start_probe(&mut self, upstream: usize, server: ServerId) {
+        let group = &self.upstreams.groups[upstream];
+        let Some(address) = group.group.address(server) else {
+            return;
+        };
+        let connect_timeout = group.connect_timeout;
+        let fd = match proxy::origin_socket(address) {
+            Ok(fd) => fd,
+            Err(e) => {
+                debug!(worker = self.id, %address, "probe socket: {e}");
+                self.upstreams.groups[upstream]
+                    .group
+                    .record_check(server, false, self.now);
+                return;
+            }
+        };
+        self.next_generation = (self.next_generation + 1) & 0x3FFF_FFFF;
+        let generation = self.next_generation;
+        let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
+        let index = self.origins.insert(Origin {
+            fd: Some(fd),
+            generation,
+            upstream,
+            upstream_generation: self.upstreams.generation,
+            server,
+            address,
+            state: OriginState::Connecting,
+            decoder: squall_h1::ResponseDecoder::new(proxy::response_limits(), &http::Method::GET),
+            rbuf: bytes::BytesMut::new(),
+            out: bytes::BytesMut::new(),
+            recv: None,
+            send: None,
+            ops: 1,
+            client: None,
+            reused: false,
+            paused: false,
+            probe: true,
+            deadline: self.now + connect_timeout,
+            timer_due: None,
+        });
+        let token = super::forward::origin_token(index, generation);
+        self.ring.connect(raw, address, token);
+        self.arm_origin_timer(index);
+    }
+
+    /// The probe's connection is up: send the request.
+    pub(super) fn write_probe(&mut self, index: usize) {
+        let origin = &mut self.origins[index];
+        let Some(upstream) = self.upstreams.groups.get(origin.upstream) else {
+            self.close_origin(index);
+            return;
+        };
+        let path = upstream.health_check_path.as_deref().unwrap_or("/");
+        let out = &mut origin.out;
+        out.put_slice(b"GET ");
+        out.put_slice(path.as_bytes());
+        out.put_slice(b" HTTP/1.1\r\nhost: ");
+        out.put_slice(origin.address.to_string().as_bytes());
+        out.put_slice(b"\r\nuser-agent: squall-health-check\r\nconnection: close\r\n\r\n");
+        origin.deadline = self.now + upstream.response_timeout;
+        self.arm_origin_timer(index);
+        self.flush_origin(index);
+    }
+
+    /// Reads the probe's answer: its status decides; the body is not waited for.
+    pub(super) fn read_probe(&mut self, index: usize, eof: bool) {
+        let origin = &mut self.origins[index];
+        let event = if eof && origin.rbuf.is_empty() {
+            origin.decoder.eof()
+        } else {
+            origin.decoder.decode(&mut origin.rbuf)
+        };
+        let ok = match event {
+            Ok(Some(squall_h1::ResponseEvent::Head(head))) => {
+                head.status.is_success() || head.status.is_redirection()
+            }
+            Ok(Some(squall_h1::ResponseEvent::Interim(_))) => return self.read_probe(index, eof),
+            Ok(None) if !eof => return,
+            _ => false,
+        };
+        self.end_probe(index, ok);
+    }
+
+    /// Records the probe's result and closes its connection.
+    pub(super) fn end_probe(&mut self, index: usize, ok: bool) {
+        let origin = &self.origins[index];
+        if origin.upstream_generation == self.upstreams.generation
+            && let Some(group) = self.upstreams.groups.get_mut(origin.upstream)
+        {
+            if !ok {
+                debug!(worker = self.id, address = %origin.address, "health check failed");
+            }
+            group.group.record_check(origin.server, ok, self.now);
+        }
+        self.close_origin(index);
+    }
+}
