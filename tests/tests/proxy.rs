@@ -636,3 +636,157 @@ fn health_probes_take_a_server_out_and_bring_it_back() {
     let (to_a, _) = served(20);
     assert!(to_a > 0, "a1 is back after a good probe");
 }
+
+/// An origin that promises 100,000 bytes, sends 10 and closes.
+fn dying_origin() -> SocketAddr {
+    raw_origin(
+        |_| "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n0123456789".to_owned(),
+        1,
+    )
+}
+
+/// An origin dying mid-response never becomes a complete-looking response: HTTP/1.1 clients
+/// see their connection cut short of the promised length.
+#[test]
+fn an_origin_dying_mid_response_cuts_the_http1_client() {
+    let squall = Squall::start(&proxy_config(&[dying_origin()]));
+    let mut client = squall.connect();
+    client
+        .write_all(b"GET /p/x HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let head = squall_e2e::read_response_head(&mut client).unwrap();
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("content-length"), Some("100000"));
+    let mut body = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut client, &mut body);
+    assert!(body.len() < 100_000, "cut short: {} bytes", body.len());
+    // Squall goes on serving.
+    let mut other = squall.connect();
+    assert_eq!(
+        roundtrip(&mut other, "GET /local HTTP/1.1\r\nHost: x\r\n\r\n").status,
+        200
+    );
+}
+
+/// Over HTTP/2 the same failure resets only that stream.
+#[tokio::test]
+async fn an_origin_dying_mid_response_resets_the_http2_stream() {
+    let squall = Squall::start(&proxy_config(&[dying_origin()]));
+    let client = h2_client::h2c(squall.addr).await;
+    let mut ready = client.clone().ready().await.unwrap();
+    let request = http::Request::get(format!("http://{}/p/x", squall.addr))
+        .body(())
+        .unwrap();
+    let (response, _) = ready.send_request(request, true).unwrap();
+    let response = response.await.expect("the head arrived");
+    assert_eq!(response.status(), 200);
+    let mut body = response.into_body();
+    let mut received = 0;
+    let mut failed = false;
+    while let Some(chunk) = body.data().await {
+        match chunk {
+            Ok(chunk) => {
+                received += chunk.len();
+                let _ = body.flow_control().release_capacity(chunk.len());
+            }
+            Err(e) => {
+                assert!(e.is_reset(), "{e}");
+                failed = true;
+                break;
+            }
+        }
+    }
+    assert!(failed, "the stream was reset after {received} bytes");
+    let local = format!("http://{}/local", squall.addr);
+    assert_eq!(
+        h2_client::fetch(&client, "GET", &local, None).await.status,
+        200
+    );
+}
+
+/// nginx as the origin (installed by .ci/run): a static file of 1 MiB arrives byte for byte
+/// over HTTP/1.1 and HTTP/2, on reused keep-alive connections.
+#[tokio::test]
+async fn nginx_as_origin_serves_files_through_squall() {
+    let dir = squall_e2e::TempDir::new();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(root.join("p")).unwrap();
+    let file: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 251) as u8).collect();
+    std::fs::write(root.join("p/file.bin"), &file).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let conf = dir.path().join("nginx.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "daemon off;\nmaster_process off;\nworker_processes 1;\npid {dir}/nginx.pid;\n\
+             error_log stderr error;\nevents {{ worker_connections 256; }}\n\
+             http {{\n  access_log off;\n  client_body_temp_path {dir};\n\
+               server {{\n    listen 127.0.0.1:{port};\n    root {root};\n\
+                 location = /p/hello {{ return 200 \"hello from nginx\"; }}\n  }}\n}}\n",
+            dir = dir.path().display(),
+            root = root.display(),
+        ),
+    )
+    .unwrap();
+    let mut nginx = std::process::Command::new("nginx")
+        .arg("-c")
+        .arg(&conf)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("nginx (installed by .ci/run)");
+    let origin: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(origin).is_err() {
+        assert!(Instant::now() < deadline, "nginx did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let squall = Squall::start(&proxy_config(&[origin]));
+
+    let mut stream = squall.connect();
+    for _ in 0..3 {
+        let response = roundtrip(&mut stream, "GET /p/file.bin HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(response.status, 200);
+        assert!(response.body == file, "HTTP/1.1 body differs");
+        let hello = roundtrip(&mut stream, "GET /p/hello HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(hello.body_text(), "hello from nginx");
+    }
+    let client = h2_client::h2c(squall.addr).await;
+    let url = format!("http://{}/p/file.bin", squall.addr);
+    for _ in 0..3 {
+        let reply = h2_client::fetch(&client, "GET", &url, None).await;
+        assert_eq!(reply.status, 200);
+        assert!(reply.body == file, "HTTP/2 body differs");
+    }
+    let _ = nginx.kill();
+    let _ = nginx.wait();
+}
+
+/// With active checks, a group whose every server fails its probes answers 502 at once,
+/// without trying the origin.
+#[test]
+fn with_health_checks_an_all_down_group_answers_502_at_once() {
+    static SICK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+    let a = health_origin("a1", &SICK);
+    let config = proxy_config(&[a]).replace(
+        "response_timeout = \"1s\"",
+        "response_timeout = \"1s\"\nhealth_check = { path = \"/healthz\", interval = \"100ms\", fails = 1, passes = 1 }",
+    );
+    let squall = Squall::start(&config);
+    std::thread::sleep(Duration::from_millis(500));
+    let mut stream = squall.connect();
+    assert_eq!(
+        roundtrip(&mut stream, "GET /p/x HTTP/1.1\r\nHost: x\r\n\r\n").status,
+        502
+    );
+    SICK.store(false, Ordering::Relaxed);
+    std::thread::sleep(Duration::from_millis(500));
+    let mut stream = squall.connect();
+    assert_eq!(
+        roundtrip(&mut stream, "GET /p/x HTTP/1.1\r\nHost: x\r\n\r\n").body_text(),
+        "a1"
+    );
+}

@@ -159,6 +159,12 @@ fn upstream_spec(upstream: &squall_config::Upstream) -> squall_upstream::Upstrea
             fails: c.fails,
             passes: c.passes,
         });
+    // With probes, "all down" is a verdict the operator asked for: answer 502 at once. With
+    // passive health only, it is more often a shared blip, and the least recently failed
+    // server is tried (as nginx does; see `AllDown`).
+    if spec.health_check.is_some() {
+        spec.all_down = squall_upstream::AllDown::Fail;
+    }
     // A worker needs one origin connection per request it has in flight to a server; keeping
     // fewer idle than that closes and reopens connections under steady load (measured: with
     // 32, 64 keep-alive clients through one worker cost 1.3× nginx's CPU per request).
