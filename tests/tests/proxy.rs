@@ -790,3 +790,28 @@ fn with_health_checks_an_all_down_group_answers_502_at_once() {
         "a1"
     );
 }
+
+/// `consistent_hash` by a header: one user, one origin; several users spread over both.
+#[test]
+fn consistent_hash_by_header_keeps_a_user_on_one_server() {
+    let a = start_origin("o1");
+    let b = start_origin("o2");
+    let config = proxy_config(&[a.addr, b.addr]).replace(
+        "response_timeout = \"1s\"",
+        "response_timeout = \"1s\"\nbalance = \"consistent_hash\"\nhash_key = \"header:x-user\"",
+    );
+    let squall = Squall::start(&config);
+    let mut stream = squall.connect();
+    let mut servers = std::collections::HashSet::new();
+    for user in 0..20 {
+        let mut seen = std::collections::HashSet::new();
+        for path in ["/p/a", "/p/b", "/p/c?q=1"] {
+            let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nX-User: u{user}\r\n\r\n");
+            let response = roundtrip(&mut stream, &request);
+            seen.insert(response.header("x-origin").unwrap().to_owned());
+        }
+        assert_eq!(seen.len(), 1, "user {user} went to {seen:?}");
+        servers.extend(seen);
+    }
+    assert_eq!(servers.len(), 2, "20 users spread over both servers");
+}

@@ -337,6 +337,8 @@ pub struct Upstream {
     /// Non-empty, addresses unique.
     pub servers: Vec<UpstreamServer>,
     pub balance: Balance,
+    /// What `consistent_hash` hashes.
+    pub hash_key: HashKey,
     pub connect_timeout: Duration,
     /// Time to wait for the response head once the request is sent.
     pub response_timeout: Duration,
@@ -349,6 +351,41 @@ pub struct UpstreamServer {
     pub address: SocketAddr,
     /// 1 ..= [`WEIGHT_MAX`]; default 1.
     pub weight: u32,
+}
+
+/// The request property `balance = "consistent_hash"` keeps on one server.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub enum HashKey {
+    /// Path and query (nginx's `hash $request_uri consistent`): one URL, one origin, so the
+    /// origins' own caches each hold a share of the objects.
+    #[default]
+    Uri,
+    /// Host: one site, one origin.
+    Host,
+    /// The client's address: one client, one origin (sessions kept on the origin).
+    ClientIp,
+    /// The value of a request header (lowercase name), e.g. a session or tenant id; requests
+    /// without it hash as an empty value.
+    Header(http::HeaderName),
+}
+
+impl HashKey {
+    /// Parses `"uri"`, `"host"`, `"client_ip"` or `"header:NAME"`.
+    pub fn parse(s: &str) -> Result<HashKey, String> {
+        match s {
+            "uri" => Ok(HashKey::Uri),
+            "host" => Ok(HashKey::Host),
+            "client_ip" => Ok(HashKey::ClientIp),
+            _ => match s.strip_prefix("header:") {
+                Some(name) => http::HeaderName::from_bytes(name.as_bytes())
+                    .map(HashKey::Header)
+                    .map_err(|_| format!("bad header name {name:?}")),
+                None => Err(format!(
+                    "unknown hash_key {s:?}: use \"uri\", \"host\", \"client_ip\" or \"header:NAME\""
+                )),
+            },
+        }
+    }
 }
 
 /// How an upstream picks a server for a request.

@@ -116,6 +116,7 @@ pub(crate) struct RawUpstream {
     pub name: Str,
     pub servers: List<RawUpstreamServer>,
     pub balance: Option<Str>,
+    pub hash_key: Option<Str>,
     pub connect_timeout: Option<Val>,
     pub response_timeout: Option<Val>,
     pub health_check: Option<Spanned<RawHealthCheck>>,

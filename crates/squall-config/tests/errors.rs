@@ -382,6 +382,16 @@ fn upstreams() {
             "test.toml:4:11: unknown balance \"random\": use round_robin, weighted, consistent_hash or least_conn",
         ),
         (
+            &format!("[[upstream]]\nname = \"app\"\n{servers}\nhash_key = \"host\"\n"),
+            "test.toml:4:12: hash_key needs balance = \"consistent_hash\"",
+        ),
+        (
+            &format!(
+                "[[upstream]]\nname = \"app\"\n{servers}\nbalance = \"consistent_hash\"\nhash_key = \"cookie\"\n"
+            ),
+            "test.toml:5:12: unknown hash_key \"cookie\": use \"uri\", \"host\", \"client_ip\" or \"header:NAME\"",
+        ),
+        (
             &format!("[[upstream]]\nname = \"app\"\n{servers}\nconnect_timeout = \"0ms\"\n"),
             "test.toml:4:19: connect_timeout must be longer than 0",
         ),

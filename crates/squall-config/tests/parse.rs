@@ -83,6 +83,7 @@ fn contract_example_parses() {
                 weight: 1,
             }],
             balance: Balance::RoundRobin,
+            hash_key: HashKey::Uri,
             connect_timeout: secs(2),
             response_timeout: secs(30),
             health_check: None,
@@ -337,6 +338,7 @@ fn every_option() {
                 },
             ],
             balance: Balance::LeastConn,
+            hash_key: HashKey::Uri,
             connect_timeout: secs(5),
             response_timeout: secs(60),
             health_check: Some(HealthCheck {

@@ -29,6 +29,8 @@ pub struct Runtime {
     pub metrics: Arc<Metrics>,
     /// The `[[upstream]]` groups, in config order; each worker builds its own state from them.
     pub upstreams: Vec<squall_upstream::UpstreamSpec>,
+    /// What each group's `consistent_hash` hashes, in the same order.
+    pub hash_keys: Vec<squall_config::HashKey>,
     /// Per-client-address limits from `[limits]`.
     pub client_limits: crate::clients::ClientLimits,
     /// Certificates and one TLS acceptor per `[[listen]]`, in config order.
@@ -94,6 +96,7 @@ impl Runtime {
             metrics,
             client_limits: crate::clients::ClientLimits::from_config(&config.limits),
             upstreams: config.upstream.iter().map(upstream_spec).collect(),
+            hash_keys: config.upstream.iter().map(|u| u.hash_key.clone()).collect(),
             tls: Tls::load(config, previous_store)?,
             protocols: config
                 .listen

@@ -493,10 +493,23 @@ fn upstream(raw: &RawUpstream, r: &mut Report) -> Upstream {
             Balance::RoundRobin
         })
     });
+    let hash_key = match &raw.hash_key {
+        None => HashKey::default(),
+        Some(key) => {
+            if balance != Balance::ConsistentHash {
+                r.error(&key.span(), "hash_key needs balance = \"consistent_hash\"");
+            }
+            HashKey::parse(key.get_ref()).unwrap_or_else(|e| {
+                r.error(&key.span(), e);
+                HashKey::default()
+            })
+        }
+    };
     Upstream {
         name: name.clone(),
         servers: upstream_servers(name, &raw.servers, r),
         balance,
+        hash_key,
         connect_timeout: timeout_or(
             r,
             "connect_timeout",

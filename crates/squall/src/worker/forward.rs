@@ -15,6 +15,31 @@ use super::cache;
 use super::proxy::{self, Client, ClientToken, Exchange, Origin, OriginState};
 use super::{KIND_ORIGIN, KIND_SHIFT, OUT_HIGH_BYTES, Worker, conn_token};
 
+/// The hash `consistent_hash` balances a request by.
+fn hash_key(
+    key: &squall_config::HashKey,
+    head: &squall_h1::RequestHead,
+    peer: Option<std::net::SocketAddr>,
+) -> u64 {
+    use squall_config::HashKey;
+    let hash = squall_upstream::key_hash;
+    match key {
+        HashKey::Uri => hash(
+            head.uri
+                .path_and_query()
+                .map_or("/", |pq| pq.as_str())
+                .as_bytes(),
+        ),
+        HashKey::Host => hash(head.host().unwrap_or("").as_bytes()),
+        HashKey::ClientIp => match peer.map(|p| p.ip()) {
+            Some(std::net::IpAddr::V4(ip)) => hash(&ip.octets()),
+            Some(std::net::IpAddr::V6(ip)) => hash(&ip.octets()),
+            None => hash(b""),
+        },
+        HashKey::Header(name) => hash(head.headers.get(name).map_or(&b""[..], |v| v.as_bytes())),
+    }
+}
+
 /// The exchange of `client` in the connection slab (a free function, so that the origins can
 /// be borrowed beside it).
 fn exchange_in(conns: &mut slab::Slab<super::conn::Conn>, client: Client) -> Option<&mut Exchange> {
@@ -77,9 +102,12 @@ impl Worker {
     /// Gives the client's current exchange an origin connection: pooled, or a new connect.
     pub(super) fn assign_origin(&mut self, client: Client) {
         let now = self.now;
-        let (upstream, key, tried) = match self.exchange_mut(client) {
+        let peer = self.conns[client.index].peer;
+        let (upstream, key, tried) = match exchange_in(&mut self.conns, client) {
             Some(e) => {
-                let key = squall_upstream::key_hash(e.head.uri.path().as_bytes());
+                let key = (self.runtime.hash_keys)
+                    .get(e.upstream)
+                    .map(|k| hash_key(k, &e.head, peer));
                 (e.upstream, key, e.tried.clone())
             }
             None => return,
@@ -88,7 +116,7 @@ impl Worker {
             .upstreams
             .groups
             .get_mut(upstream)
-            .and_then(|u| u.group.pick(Some(key), now, &tried));
+            .and_then(|u| u.group.pick(key, now, &tried));
         let Some(server) = picked else {
             self.fail_exchange(client, UpstreamErrorClass::ConnectFailed, false);
             return;
