@@ -80,3 +80,166 @@ fn reloads_are_counted_and_healthz_fails_while_draining() {
             .success()
     );
 }
+
+/// One sample of the Prometheus text format: name, labels, value.
+type Sample = (String, Vec<(String, String)>, f64);
+
+/// Parses the Prometheus text exposition format (version 0.0.4) strictly enough to catch what
+/// a scraper would reject: every sample's family has HELP and TYPE lines before it, labels are
+/// `name="value"` pairs, values are numbers, histogram buckets are cumulative and end in +Inf.
+fn parse_prometheus(text: &str) -> Vec<Sample> {
+    let mut typed = std::collections::HashMap::new();
+    let mut helped = std::collections::HashSet::new();
+    let mut samples = Vec::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            helped.insert(rest.split(' ').next().unwrap().to_owned());
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap();
+            assert!(["counter", "gauge", "histogram"].contains(&kind), "{line}");
+            typed.insert(name.to_owned(), kind.to_owned());
+            continue;
+        }
+        assert!(!line.starts_with('#'), "unknown comment: {line}");
+        let (series, value) = line.rsplit_once(' ').expect("name and value");
+        let value: f64 = value.parse().unwrap_or_else(|_| panic!("value in {line}"));
+        let (name, labels) = match series.split_once('{') {
+            Some((name, rest)) => {
+                let body = rest.strip_suffix('}').expect("closing brace");
+                let labels = body
+                    .split(',')
+                    .map(|pair| {
+                        let (k, v) = pair.split_once('=').expect("label=value");
+                        let v = v.strip_prefix('"').and_then(|v| v.strip_suffix('"'));
+                        (k.to_owned(), v.expect("quoted label value").to_owned())
+                    })
+                    .collect();
+                (name.to_owned(), labels)
+            }
+            None => (series.to_owned(), Vec::new()),
+        };
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| {
+                name.strip_suffix(s)
+                    .filter(|f| typed.get(*f).is_some_and(|k| k == "histogram"))
+            })
+            .unwrap_or(&name)
+            .to_owned();
+        assert!(typed.contains_key(&family), "no TYPE for {family}");
+        assert!(helped.contains(&family), "no HELP for {family}");
+        samples.push((name, labels, value));
+    }
+    for (family, kind) in &typed {
+        if kind != "histogram" {
+            continue;
+        }
+        let buckets: Vec<f64> = samples
+            .iter()
+            .filter(|(n, _, _)| *n == format!("{family}_bucket"))
+            .map(|(_, _, v)| *v)
+            .collect();
+        assert!(
+            buckets.windows(2).all(|w| w[0] <= w[1]),
+            "{family} not cumulative"
+        );
+        let count = samples
+            .iter()
+            .find(|(n, _, _)| *n == format!("{family}_count"))
+            .map(|(_, _, v)| *v);
+        assert_eq!(
+            buckets.last().copied(),
+            count,
+            "{family}: +Inf bucket is the count"
+        );
+    }
+    samples
+}
+
+fn sample(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
+    samples
+        .iter()
+        .find(|(n, l, _)| {
+            n == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| l.iter().any(|(lk, lv)| lk == k && lv == v))
+        })
+        .map(|(_, _, v)| *v)
+        .unwrap_or_else(|| panic!("no sample {name}{labels:?}"))
+}
+
+#[tokio::test]
+async fn metrics_parse_as_prometheus_text_and_match_the_traffic() {
+    let config = hello_config("[admin]\nlisten = \"127.0.0.2:0\"").replace(
+        "address = \"ADDR\"",
+        "address = \"ADDR\"\nprotocols = [\"http1\", \"h2c\"]",
+    );
+    let squall = Squall::start(&config);
+    let admin = admin_addr(&squall);
+    let mut stream = squall.connect();
+    for _ in 0..5 {
+        assert_eq!(
+            roundtrip(&mut stream, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n").status,
+            200
+        );
+    }
+    let tcp = tokio::net::TcpStream::connect(squall.addr).await.unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(connection);
+    for _ in 0..3 {
+        let mut ready = client.clone().ready().await.unwrap();
+        let request = http::Request::get(format!("http://{}/b", squall.addr))
+            .body(())
+            .unwrap();
+        let (response, _) = ready.send_request(request, true).unwrap();
+        assert_eq!(response.await.unwrap().status(), 200);
+    }
+    let (_, text) = admin_get(admin, "/metrics");
+    let samples = parse_prometheus(&text);
+    let worker = [("worker", "0")];
+    let requests = |protocol| {
+        sample(
+            &samples,
+            "squall_requests_total",
+            &[("worker", "0"), ("protocol", protocol)],
+        )
+    };
+    assert_eq!(requests("http1"), 5.0);
+    assert_eq!(requests("h2"), 3.0);
+    assert_eq!(sample(&samples, "squall_h2_streams_total", &worker), 3.0);
+    assert_eq!(
+        sample(&samples, "squall_h2_connections_total", &worker),
+        1.0
+    );
+    assert_eq!(
+        sample(&samples, "squall_request_duration_seconds_count", &[]),
+        8.0
+    );
+    // Our two client connections, at least (the admin's is not counted).
+    assert!(sample(&samples, "squall_connections_active", &worker) >= 2.0);
+    let hash = |samples: &[Sample]| {
+        samples
+            .iter()
+            .find(|(n, _, _)| n == "squall_config_info")
+            .map(|(_, l, _)| l[0].1.clone())
+            .unwrap()
+    };
+    let before = hash(&samples);
+
+    squall.rewrite_config(&config.replace("body = \"A\"", "body = \"AA\""));
+    squall.signal(libc::SIGHUP);
+    assert!(squall.wait_log(
+        "configuration reloaded",
+        1,
+        std::time::Duration::from_secs(5)
+    ));
+    let (_, text) = admin_get(admin, "/metrics");
+    assert_ne!(
+        hash(&parse_prometheus(&text)),
+        before,
+        "the hash follows the config"
+    );
+}

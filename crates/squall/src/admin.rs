@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use tracing::{debug, info};
 
-use crate::metrics::{Counter, Metrics, WorkerCounters};
+use crate::metrics::{Counter, DURATION_BUCKETS, Histogram, Metrics, WorkerCounters};
 
 /// Time a scraper has to send its request and read the answer.
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
@@ -192,6 +192,50 @@ const FAMILIES: &[Family] = &[
     ),
 ];
 
+/// Latency histograms: name, help text, and how to read one from a worker's block.
+type ReadHistogram = fn(&WorkerCounters) -> &Histogram;
+
+const HISTOGRAMS: &[(&str, &str, ReadHistogram)] = &[
+    (
+        "squall_request_duration_seconds",
+        "Time from a request's first byte to its whole response queued for sending.",
+        |w| &w.request_duration,
+    ),
+    (
+        "squall_upstream_duration_seconds",
+        "Time from sending a proxied request to an origin to the end of its response.",
+        |w| &w.upstream_duration,
+    ),
+];
+
+/// One histogram, summed over the workers (per-worker series would multiply the buckets).
+fn render_histogram(
+    out: &mut String,
+    metrics: &Metrics,
+    name: &str,
+    help: &str,
+    read: ReadHistogram,
+) {
+    let mut buckets = [0u64; DURATION_BUCKETS.len()];
+    let (mut count, mut sum) = (0, 0.0);
+    for worker in metrics.workers() {
+        let (b, c, s) = read(worker).snapshot();
+        for (total, value) in buckets.iter_mut().zip(b) {
+            *total += value;
+        }
+        count += c;
+        sum += s;
+    }
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} histogram");
+    for (le, value) in DURATION_BUCKETS.iter().zip(buckets) {
+        let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {value}");
+    }
+    let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+    let _ = writeln!(out, "{name}_sum {sum}");
+    let _ = writeln!(out, "{name}_count {count}");
+}
+
 /// Response classes and their counters.
 const CLASSES: &[(&str, Read)] = &[
     ("2xx", |w| &w.responses_2xx),
@@ -272,6 +316,46 @@ pub fn render(metrics: &Metrics) -> String {
             );
         }
     }
+    let _ = writeln!(
+        out,
+        "# HELP squall_config_info A hash (FNV-1a 64) of the config file in force."
+    );
+    let _ = writeln!(out, "# TYPE squall_config_info gauge");
+    let _ = writeln!(
+        out,
+        "squall_config_info{{hash=\"{:016x}\"}} 1",
+        metrics
+            .config_hash
+            .load(std::sync::atomic::Ordering::Relaxed)
+    );
+    let _ = writeln!(
+        out,
+        "# HELP squall_requests_total Requests answered, by protocol."
+    );
+    let _ = writeln!(out, "# TYPE squall_requests_total counter");
+    for (id, worker) in metrics.workers().iter().enumerate() {
+        for (protocol, counter) in [("http1", &worker.requests_h1), ("h2", &worker.requests_h2)] {
+            let _ = writeln!(
+                out,
+                "squall_requests_total{{worker=\"{id}\",protocol=\"{protocol}\"}} {}",
+                counter.get()
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP squall_connections_active Client connections open now."
+    );
+    let _ = writeln!(out, "# TYPE squall_connections_active gauge");
+    for (id, worker) in metrics.workers().iter().enumerate() {
+        let value = worker
+            .connections_active
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let _ = writeln!(out, "squall_connections_active{{worker=\"{id}\"}} {value}");
+    }
+    for (name, help, histogram) in HISTOGRAMS {
+        render_histogram(&mut out, metrics, name, help, *histogram);
+    }
     for (name, help, counter) in FAMILIES {
         let _ = writeln!(out, "# HELP {name} {help}");
         let _ = writeln!(out, "# TYPE {name} counter");
@@ -299,10 +383,12 @@ mod tests {
         assert!(text.contains("squall_bad_requests_total{worker=\"1\"} 1\n"));
         assert!(text.contains("squall_connections_accepted_total{worker=\"0\"} 1\n"));
         assert!(text.contains("# TYPE squall_tls_errors_total counter\n"));
+        assert!(text.contains("# TYPE squall_request_duration_seconds histogram\n"));
+        assert!(text.contains("squall_request_duration_seconds_bucket{le=\"+Inf\"} 0\n"));
         // Every sample line is `name{labels} value` or `name value`.
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let (_, value) = line.rsplit_once(' ').unwrap();
-            assert!(value.parse::<u64>().is_ok(), "{line}");
+            assert!(value.parse::<f64>().is_ok(), "{line}");
         }
     }
 }

@@ -16,6 +16,8 @@ pub struct Metrics {
     pub reloads_failed: Counter,
     /// The cache store of the current runtime, for its gauges.
     cache: std::sync::RwLock<Option<std::sync::Arc<squall_cache::Store>>>,
+    /// A hash of the config file in force (start-up, then each applied reload).
+    pub config_hash: AtomicU64,
 }
 
 /// One worker's counters, alone on its cache lines (128 bytes covers adjacent-line prefetch).
@@ -53,6 +55,15 @@ pub struct WorkerCounters {
     pub cache_coalesced: Counter,
     pub cache_stores: Counter,
     pub cache_purges: Counter,
+    /// Requests answered, by protocol.
+    pub requests_h1: Counter,
+    pub requests_h2: Counter,
+    /// Client connections open now (a gauge the worker sets once per loop turn).
+    pub connections_active: AtomicU64,
+    /// Time from a request's first byte to its response's last byte being queued.
+    pub request_duration: Histogram,
+    /// Time from picking an origin to the end of its response, for proxied requests.
+    pub upstream_duration: Histogram,
     /// When the worker's event loop last turned, in ms since start (for the watchdog).
     pub heartbeat_ms: AtomicU64,
 }
@@ -61,6 +72,44 @@ pub struct WorkerCounters {
 pub fn heartbeat_now_ms() -> u64 {
     static START: LazyLock<Instant> = LazyLock::new(Instant::now);
     u64::try_from(START.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Upper bounds of the latency buckets, in seconds (Prometheus `le`), from 0.5 ms to 10 s.
+pub const DURATION_BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// A latency histogram, written by one worker: a count per bucket (not cumulative; the
+/// exposition sums them), the total count and the sum in microseconds.
+#[derive(Default, Debug)]
+pub struct Histogram {
+    buckets: [Counter; DURATION_BUCKETS.len()],
+    count: Counter,
+    sum_micros: Counter,
+}
+
+impl Histogram {
+    pub fn observe(&self, elapsed: std::time::Duration) {
+        let seconds = elapsed.as_secs_f64();
+        if let Some(i) = DURATION_BUCKETS.iter().position(|&le| seconds <= le) {
+            self.buckets[i].inc();
+        }
+        self.count.inc();
+        self.sum_micros
+            .add(u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX));
+    }
+
+    /// Cumulative bucket counts (as Prometheus wants them), the count and the sum in seconds.
+    pub fn snapshot(&self) -> ([u64; DURATION_BUCKETS.len()], u64, f64) {
+        let mut cumulative = [0; DURATION_BUCKETS.len()];
+        let mut running = 0;
+        for (i, bucket) in self.buckets.iter().enumerate() {
+            running += bucket.get();
+            cumulative[i] = running;
+        }
+        let sum = self.sum_micros.get() as f64 / 1e6;
+        (cumulative, self.count.get(), sum)
+    }
 }
 
 /// A monotonically increasing count, written by one worker.
@@ -77,6 +126,7 @@ impl Metrics {
             reloads_ok: Counter::default(),
             reloads_failed: Counter::default(),
             cache: std::sync::RwLock::new(None),
+            config_hash: AtomicU64::new(0),
         }
     }
 
@@ -146,6 +196,24 @@ impl Counter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn histogram_buckets_are_cumulative() {
+        let h = Histogram::default();
+        h.observe(std::time::Duration::from_micros(300));
+        h.observe(std::time::Duration::from_millis(3));
+        h.observe(std::time::Duration::from_secs(60));
+        let (buckets, count, sum) = h.snapshot();
+        assert_eq!(count, 3);
+        assert_eq!(buckets[0], 1, "0.3 ms <= 0.5 ms");
+        assert_eq!(buckets[3], 2, "3 ms <= 5 ms");
+        assert_eq!(
+            buckets[DURATION_BUCKETS.len() - 1],
+            2,
+            "60 s is only in +Inf"
+        );
+        assert!((sum - 60.0033).abs() < 1e-6, "{sum}");
+    }
 
     #[test]
     fn totals_sum_the_workers() {

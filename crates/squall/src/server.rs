@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -41,6 +42,8 @@ pub struct Runtime {
     pub h2: squall_h2::ServerConfig,
     /// The response cache; kept across reloads that keep its size.
     pub cache: Arc<crate::cache::Cache>,
+    /// FNV-1a of the validated config (comments and formatting do not change it).
+    pub config_hash: u64,
 }
 
 /// Connection timeouts from `[limits]`.
@@ -110,8 +113,16 @@ impl Runtime {
                 .collect(),
             h2: h2_config(limits),
             cache,
+            config_hash: fnv1a(format!("{config:?}").as_bytes()),
         })
     }
+}
+
+/// FNV-1a, 64 bits: stable across runs and builds of one version, unlike the std hasher.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
+        (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// HTTP/2 settings from `[limits]`: the head, target and body bounds are HTTP/1.1's.
@@ -218,6 +229,7 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let count = worker_count(&config);
     let metrics = Arc::new(Metrics::new(count));
     let mut runtime = Arc::new(Runtime::new(&config, metrics.clone(), None)?);
+    (metrics.config_hash).store(runtime.config_hash, Ordering::Relaxed);
     match squall_uring::raise_nofile_limit() {
         Ok(limit) => info!("file descriptor limit: {limit}"),
         Err(e) => warn!("cannot raise the file descriptor limit: {e}"),
@@ -414,6 +426,7 @@ fn reload(
             *current = runtime.clone();
             *listening = now_listening;
             current.metrics.reloads_ok.inc();
+            (current.metrics.config_hash).store(current.config_hash, Ordering::Relaxed);
             for address in &remove {
                 info!("reload: no longer listening on {address}");
             }

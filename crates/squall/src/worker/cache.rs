@@ -305,7 +305,7 @@ impl Worker {
         route: Arc<ProxyRoute>,
         fill: Option<Box<Fill>>,
     ) {
-        let mut exchange = Box::new(Exchange::new(head, route));
+        let mut exchange = Box::new(Exchange::new(head, route, self.now));
         exchange.request_complete = true;
         exchange.fill = fill;
         let conn = &mut self.conns[client.index];

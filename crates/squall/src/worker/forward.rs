@@ -634,6 +634,13 @@ impl Worker {
             }
         }
         let counters = self.runtime.metrics.worker(self.id);
+        counters
+            .upstream_duration
+            .observe(self.now.saturating_duration_since(exchange.started));
+        if client.stream != 0 {
+            // Streams interleave: the connection's request clock is the last stream's.
+            conn.request_started = exchange.started;
+        }
         if !exchange.answered {
             counters.count_response(exchange.status);
             let bytes = std::mem::take(&mut exchange.bytes_to_client);

@@ -226,7 +226,7 @@ impl Worker {
                         self.begin_cached(client(stream_id), head, route);
                         return;
                     }
-                    let mut exchange = Box::new(Exchange::new(head, route));
+                    let mut exchange = Box::new(Exchange::new(head, route, self.now));
                     exchange.request_complete = end_stream;
                     exchange.invalidate = self.invalidation(index, &exchange);
                     let h2 = self.h2_mut(index);

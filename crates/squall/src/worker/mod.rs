@@ -267,6 +267,10 @@ impl Worker {
             self.start_due_probes();
             let counters = self.runtime.metrics.worker(self.id);
             counters.beat();
+            counters.connections_active.store(
+                self.conns.len() as u64,
+                std::sync::atomic::Ordering::Relaxed,
+            );
             if let Some(log) = &mut self.log {
                 log.tick(self.now, counters);
             }
@@ -655,7 +659,8 @@ impl Worker {
                             conn.request = Some(head);
                             continue;
                         }
-                        let mut exchange = Box::new(proxy::Exchange::new(head, route.clone()));
+                        let mut exchange =
+                            Box::new(proxy::Exchange::new(head, route.clone(), self.now));
                         if route.cache && !exchange.head.method.is_safe() {
                             let key = cache::key_of(&exchange.head, scheme(conn));
                             exchange.invalidate = Some((runtime.cache.clone(), key));
@@ -1167,18 +1172,25 @@ fn log_request(
     now: Instant,
     counters: &WorkerCounters,
 ) {
-    let Some(log) = log else { return };
     let started = if head.is_some() {
         conn.request_started
     } else {
         conn.head_started.unwrap_or(now)
     };
+    let elapsed = now.saturating_duration_since(started);
+    counters.request_duration.observe(elapsed);
+    if conn.h2.is_some() {
+        counters.requests_h2.inc();
+    } else {
+        counters.requests_h1.inc();
+    }
+    let Some(log) = log else { return };
     let entry = access_log::Entry {
         peer: conn.peer,
         head,
         status: status.as_u16(),
         bytes,
-        elapsed: now.saturating_duration_since(started),
+        elapsed,
     };
     log.push(&entry, SystemTime::now(), counters);
 }

@@ -134,10 +134,13 @@ pub struct Exchange {
     /// The client was answered from the cache after all (a revalidation's 304, or a stale
     /// entry for an origin error): the origin's response is read and dropped.
     pub answered: bool,
+    /// When the exchange began: the upstream latency, and the start of an HTTP/2 stream's
+    /// request for its log line.
+    pub started: Instant,
 }
 
 impl Exchange {
-    pub fn new(head: RequestHead, route: Arc<ProxyRoute>) -> Exchange {
+    pub fn new(head: RequestHead, route: Arc<ProxyRoute>, now: Instant) -> Exchange {
         Exchange {
             upstream: route.upstream,
             head,
@@ -159,6 +162,7 @@ impl Exchange {
             fill: None,
             invalidate: None,
             answered: false,
+            started: now,
         }
     }
 
