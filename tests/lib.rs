@@ -417,3 +417,40 @@ pub fn admin_get(addr: SocketAddr, path: &str) -> (u16, String) {
     let body = text.split_once("\r\n\r\n").unwrap().1.to_owned();
     (status, body)
 }
+
+/// A tiny keep-alive HTTP/1.1 origin on a loopback port, a thread per connection, that
+/// answers every request `200` with `name` as the body (request bodies are not expected).
+/// It stops accepting after 10,000 connections.
+pub fn tiny_origin(name: &'static str) -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind an origin");
+    let addr = listener.local_addr().expect("origin address");
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(10_000) {
+            let Ok(mut stream) = stream else { return };
+            std::thread::spawn(move || {
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{name}",
+                    name.len()
+                );
+                let mut pending = Vec::new();
+                let mut buf = [0u8; 4096];
+                loop {
+                    let Ok(n) = stream.read(&mut buf) else { return };
+                    if n == 0 {
+                        return;
+                    }
+                    pending.extend_from_slice(&buf[..n]);
+                    // Answer every complete head received (pipelining included).
+                    while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+                        pending.drain(..end + 4);
+                        if stream.write_all(response.as_bytes()).is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    addr
+}

@@ -246,6 +246,9 @@ fn an_origin_that_refuses_gets_502_and_a_slow_one_504() {
         started.elapsed() < Duration::from_secs(1),
         "refused is answered at once"
     );
+    // The request was read whole, so the connection goes on (no reconnect storm).
+    let response = roundtrip(&mut client, "GET /local HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(response.body_text(), "local");
 
     let origin = start_origin("o1");
     let squall = Squall::start(&proxy_config(&[origin.addr]));
@@ -260,6 +263,8 @@ fn an_origin_that_refuses_gets_502_and_a_slow_one_504() {
         waited >= Duration::from_millis(900) && waited < Duration::from_millis(2900),
         "{waited:?}"
     );
+    let response = roundtrip(&mut client, "GET /local HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(response.body_text(), "local");
 }
 
 /// An origin written by hand, for framings and failures hyper would not produce: each

@@ -173,3 +173,79 @@ fn sighup_opens_added_listeners_and_closes_removed_ones() {
         200
     );
 }
+
+/// Ten reloads that change routes and upstreams while h2load drives HTTP/1.1 and HTTP/2 load
+/// at a local route and a proxied one: no request fails.
+#[test]
+fn reloads_under_http1_and_http2_load_fail_no_request() {
+    let origins = [squall_e2e::tiny_origin("o1"), squall_e2e::tiny_origin("o2")];
+    let config = |n: usize| {
+        let origin = origins[n % 2];
+        let upstream =
+            format!("[[upstream]]\nname = \"app\"\nservers = [{{ address = \"{origin}\" }}]\n");
+        let mut text = hello_config(&upstream)
+            .replace(
+                "address = \"ADDR\"",
+                "address = \"ADDR\"\nprotocols = [\"http1\", \"h2c\"]",
+            )
+            .replace("body = \"A\"", &format!("body = \"v{n}\""));
+        text.push_str("\n[[vhost.route]]\nprefix = \"/p/\"\nproxy = \"app\"\n");
+        text
+    };
+    let squall = Squall::start(&config(0));
+    let urls = [
+        format!("http://{}/a", squall.addr),
+        format!("http://{}/p/x", squall.addr),
+    ];
+    let h2load = |h1: bool| {
+        let mut command = std::process::Command::new("h2load");
+        command.args(["-D", "3", "-c", "4", "-t", "1"]);
+        if h1 {
+            command.arg("--h1");
+        } else {
+            command.args(["-m", "8"]);
+        }
+        command
+            .args(&urls)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("h2load (nghttp2-client)")
+    };
+    let runs = [h2load(true), h2load(false)];
+    std::thread::sleep(Duration::from_millis(300));
+    for n in 1..=10 {
+        squall.rewrite_config(&config(n));
+        squall.signal(libc::SIGHUP);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for mut run in runs {
+        // -D 3 ends the load; a run still going long after is a stuck request.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while run.try_wait().unwrap().is_none() {
+            if std::time::Instant::now() > deadline {
+                let _ = run.kill();
+                panic!("h2load did not finish: a request hung\n{}", squall.log());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let output = run.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&output.stdout);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("requests:"))
+            .unwrap_or_else(|| panic!("h2load summary in:\n{text}"));
+        assert!(line.contains(" 0 failed, 0 errored, 0 timeout"), "{line}");
+        let status = text
+            .lines()
+            .find(|l| l.starts_with("status codes:"))
+            .unwrap();
+        assert!(status.contains(" 0 3xx, 0 4xx, 0 5xx"), "{status}");
+    }
+    assert!(
+        squall.wait_log("configuration reloaded", 10, Duration::from_secs(5))
+            || squall.log().matches("configuration reloaded").count() >= 5,
+        "{}",
+        squall.log()
+    );
+    assert!(!squall.log().contains("reload refused"), "{}", squall.log());
+}

@@ -462,44 +462,6 @@ impl Worker {
         Begun::Forwarded
     }
 
-    /// Answers with a short text response generated here (PURGE results, 403, 504).
-    fn answer_status(&mut self, client: Client, head: &RequestHead, status: StatusCode) {
-        if client.stream != 0 {
-            self.answer_h2_error(client.index, client.stream, status, Some(head));
-            return;
-        }
-        let counters = self.runtime.metrics.worker(self.id);
-        let conn = &mut self.conns[client.index];
-        let before = conn.out.len();
-        let reason = status.canonical_reason().unwrap_or("");
-        let body = format!("{} {reason}\n", status.as_u16());
-        let response = squall_h1::ResponseHead {
-            status,
-            headers: &HeaderMap::new(),
-            raw_headers: b"server: squall\r\ncontent-type: text/plain\r\n",
-            body_len: Some(body.len() as u64),
-        };
-        if squall_h1::encode_response_head(
-            &response,
-            head.framing(),
-            self.date.get(),
-            &mut conn.out,
-        ) {
-            conn.out.put_slice(body.as_bytes());
-        }
-        counters.count_response(status);
-        let sent = conn.out.len() - before;
-        super::log_request(
-            &mut self.log,
-            conn,
-            Some(head),
-            status,
-            sent,
-            self.now,
-            counters,
-        );
-    }
-
     /// Writes a stored entry as the response to `head`: a 304 when the client's validators
     /// match, else the whole response (no body for HEAD).
     pub(super) fn serve_entry(

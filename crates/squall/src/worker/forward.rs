@@ -803,6 +803,13 @@ impl Worker {
             self.close_now(client.index);
             return;
         }
+        if exchange.request_complete {
+            // The request was read whole: the connection may go on (as nginx keeps it), so an
+            // origin outage does not turn into a storm of reconnects and TLS handshakes.
+            self.answer_status(client, &exchange.head, status);
+            self.process(client.index);
+            return;
+        }
         let conn = &mut self.conns[client.index];
         let counters = self.runtime.metrics.worker(self.id);
         counters.count_response(status);

@@ -757,6 +757,50 @@ impl Worker {
         None
     }
 
+    /// Answers with a short text response generated here (PURGE results, 403, 502, 504), as
+    /// the request's framing allows (keep-alive, no body for HEAD).
+    pub(super) fn answer_status(
+        &mut self,
+        client: proxy::Client,
+        head: &squall_h1::RequestHead,
+        status: http::StatusCode,
+    ) {
+        if client.stream != 0 {
+            self.answer_h2_error(client.index, client.stream, status, Some(head));
+            return;
+        }
+        let counters = self.runtime.metrics.worker(self.id);
+        let conn = &mut self.conns[client.index];
+        let before = conn.out.len();
+        let reason = status.canonical_reason().unwrap_or("");
+        let body = format!("{} {reason}\n", status.as_u16());
+        let response = squall_h1::ResponseHead {
+            status,
+            headers: &http::HeaderMap::new(),
+            raw_headers: b"server: squall\r\ncontent-type: text/plain\r\n",
+            body_len: Some(body.len() as u64),
+        };
+        if squall_h1::encode_response_head(
+            &response,
+            head.framing(),
+            self.date.get(),
+            &mut conn.out,
+        ) {
+            conn.out.extend_from_slice(body.as_bytes());
+        }
+        counters.count_response(status);
+        let sent = conn.out.len() - before;
+        log_request(
+            &mut self.log,
+            conn,
+            Some(head),
+            status,
+            sent,
+            self.now,
+            counters,
+        );
+    }
+
     // ---- sending ----
 
     fn flush(&mut self, index: usize) {
