@@ -12,11 +12,12 @@ use anyhow::{Context, Result, bail, ensure};
 use serde::Serialize;
 
 use crate::build::{self, Build, Role};
-use crate::cli::{BenchArgs, Peer};
+use crate::cli::BenchArgs;
 use crate::h2load::Plan;
+use crate::origin::Origin;
 use crate::report::{self, Figure, ScenarioReport};
 use crate::run::{self, Outcome, Settings};
-use crate::scenario::{self, Scenario};
+use crate::scenario::{self, OriginSection, Protocol, Scenario};
 use crate::stats;
 use crate::util::{clock_ticks, repo_root, utc_stamp, which};
 
@@ -72,7 +73,7 @@ pub fn main(args: &BenchArgs) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let scenarios = scenario::select(all, &args.scenarios)?;
+    let mut scenarios = scenario::select(all, &args.scenarios)?;
     preflight(args, &scenarios)?;
     let stamp = utc_stamp();
     let out = args
@@ -81,11 +82,8 @@ pub fn main(args: &BenchArgs) -> Result<ExitCode> {
         .unwrap_or_else(|| repo.join("target/bench").join(&stamp));
     fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let builds = builds(args, &repo)?;
-    // Proxy scenarios share one origin, started before any run and stopped on return.
-    let _origin = match scenarios.iter().find_map(|s| s.origin.as_ref()) {
-        Some(origin) => Some(crate::origin::start(&origin.body, args.load_cpu, &out)?),
-        None => None,
-    };
+    // Origins are started before any run and stopped (dropped) on return.
+    let _origins = start_origins(&mut scenarios, args.load_cpu, &out)?;
     let settings = Settings {
         duration_secs: args.duration,
         warmup_secs: args.warmup,
@@ -116,6 +114,30 @@ pub fn main(args: &BenchArgs) -> Result<ExitCode> {
     Ok(session.fail_above(&outcomes))
 }
 
+/// One origin for each distinct `[origin]` section, shared by the scenarios that have the same
+/// one, each scenario pointed at its own.
+fn start_origins(scenarios: &mut [Scenario], cpu: usize, out: &Path) -> Result<Vec<Origin>> {
+    let mut started: Vec<(OriginSection, Origin)> = Vec::new();
+    for scenario in scenarios.iter_mut() {
+        let Some(section) = scenario.origin.clone() else {
+            continue;
+        };
+        let addr = match started.iter().find(|(s, _)| *s == section) {
+            Some((_, origin)) => origin.addr,
+            None => {
+                let dir = out.join("origins").join(&scenario.name);
+                let origin = crate::origin::start(&section, cpu, &dir)
+                    .with_context(|| format!("the origin of {}", scenario.name))?;
+                let addr = origin.addr;
+                started.push((section, origin));
+                addr
+            }
+        };
+        scenario.set_origin_addr(addr);
+    }
+    Ok(started.into_iter().map(|(_, origin)| origin).collect())
+}
+
 /// One clear line for each thing missing, before anything is built.
 fn preflight(args: &BenchArgs, scenarios: &[Scenario]) -> Result<()> {
     if which("h2load").is_none() {
@@ -124,22 +146,43 @@ fn preflight(args: &BenchArgs, scenarios: &[Scenario]) -> Result<()> {
     if which("taskset").is_none() {
         bail!("taskset is not on PATH: install it with `apt-get install util-linux`");
     }
-    if args.vs == Some(Peer::Nginx) && which("nginx").is_none() {
-        bail!("--vs nginx needs nginx on PATH: install it with `apt-get install nginx`");
+    if let Some(peer) = args.vs
+        && which(peer.program()).is_none()
+    {
+        bail!(
+            "--vs {} needs {} on PATH: install it with `apt-get install {}`",
+            peer.short(),
+            peer.program(),
+            peer.package()
+        );
     }
-    if let Some(tls) = scenarios.iter().find(|s| s.load.tls) {
-        if which("curl").is_none() {
-            bail!(
-                "{} speaks TLS and its probe needs curl on PATH: install it with `apt-get install curl`",
-                tls.name
-            );
-        }
-        if args.vs == Some(Peer::Nginx) && which("openssl").is_none() {
-            bail!(
-                "{} speaks TLS and nginx's certificate needs openssl on PATH: install it with `apt-get install openssl`",
-                tls.name
-            );
-        }
+    if let Some(proxy) = scenarios.iter().find(|s| s.origin.is_some())
+        && which("nginx").is_none()
+    {
+        bail!(
+            "{} needs nginx on PATH for its local origin: install it with `apt-get install nginx`",
+            proxy.name
+        );
+    }
+    if let Some(probed) = scenarios
+        .iter()
+        .find(|s| s.load.tls || s.load.protocol == Protocol::H2)
+        && which("curl").is_none()
+    {
+        bail!(
+            "{} speaks TLS or HTTP/2 and its probe needs curl on PATH: install it with `apt-get install curl`",
+            probed.name
+        );
+    }
+    if let Some(tls) = scenarios.iter().find(|s| s.load.tls)
+        && let Some(peer) = args.vs
+        && which("openssl").is_none()
+    {
+        bail!(
+            "{} speaks TLS and {}'s certificate needs openssl on PATH: install it with `apt-get install openssl`",
+            tls.name,
+            peer.short()
+        );
     }
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
     ensure!(
@@ -161,7 +204,7 @@ fn preflight(args: &BenchArgs, scenarios: &[Scenario]) -> Result<()> {
 
 fn builds(args: &BenchArgs, repo: &Path) -> Result<[Build; 2]> {
     let base = match (args.vs, &args.base_bin) {
-        (Some(Peer::Nginx), _) => build::nginx()?,
+        (Some(peer), _) => build::peer(peer)?,
         (None, Some(bin)) => build::prebuilt(Role::Base, bin)?,
         (None, None) => build::at_ref(repo, Role::Base, &args.base)?,
     };
@@ -343,8 +386,7 @@ fn cpu_regressions<'a>(
 /// `64 connections × 1 in flight, GET /`, with what TLS and `close` change.
 fn load_words(scenario: &Scenario, plan: &Plan) -> String {
     let load = &scenario.load;
-    let over = if load.tls { " over TLS" } else { "" };
-    let get = format!("GET {}{over}", load.path);
+    let get = format!("GET {}{}", load.path, load.over());
     if let Some(pace) = plan.connect_rate {
         return format!(
             "{get}, a new h2load client, connection and full TLS handshake per request, at {} \
@@ -415,6 +457,14 @@ mod tests {
         assert_eq!(
             words("h1-tls-small"),
             "64 connections × 1 in flight, GET / over TLS"
+        );
+        assert_eq!(
+            words("h2c-small"),
+            "100 connections × 10 in flight, GET / over h2c"
+        );
+        assert_eq!(
+            words("h2-tls-small-m100"),
+            "100 connections × 100 in flight, GET / over TLS (h2)"
         );
         let handshake = words("h1-tls-handshake");
         assert!(

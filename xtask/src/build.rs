@@ -1,5 +1,5 @@
 //! The two things being compared: Squall built from a git ref, from the working tree, or given
-//! as a binary, and nginx for `--vs nginx`.
+//! as a binary, and a peer server (nginx, h2o, varnish) for `--vs`.
 //!
 //! A ref is built in release mode in its own git worktree under `target/bench/worktrees/`, and
 //! the binary is kept in `target/bench/builds/COMMIT/` so a second call with the same commit
@@ -14,6 +14,7 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, bail};
 
+use crate::cli::Peer;
 use crate::util::last_line;
 
 /// Which side of the comparison.
@@ -37,16 +38,18 @@ impl Role {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Target {
     Squall(PathBuf),
-    Nginx(PathBuf),
+    /// A peer server of `--vs` and its program.
+    Peer(Peer, PathBuf),
 }
 
 /// One side of the comparison.
 #[derive(Debug, Clone)]
 pub struct Build {
     pub role: Role,
-    /// What it is, for people: `main (5f6979e)`, `working tree (5f6979e + changes)`, `nginx/1.22.1`.
+    /// What it is, for people: `main (5f6979e)`, `working tree (5f6979e + changes)`,
+    /// `nginx/1.22.1`, `h2o/2.2.5`, `varnish-7.1.1`.
     pub name: String,
-    /// The short name used in "not supported by NAME": the ref, "working tree" or "nginx".
+    /// The short name used in "not supported by NAME": the ref, "working tree" or the peer.
     pub short: String,
     /// The program, or why there is none.
     pub target: Result<Target, String>,
@@ -106,28 +109,32 @@ pub fn prebuilt(role: Role, path: &Path) -> Result<Build> {
     })
 }
 
-/// nginx from `PATH`, as base.
-pub fn nginx() -> Result<Build> {
-    let Some(path) = crate::util::which("nginx") else {
-        bail!("--vs nginx needs nginx on PATH: install it with `apt-get install nginx`");
+/// A peer server (`--vs`) from `PATH`, as base, named by its version (`nginx/1.22.1`).
+pub fn peer(peer: Peer) -> Result<Build> {
+    let program = peer.program();
+    let Some(path) = crate::util::which(program) else {
+        bail!(
+            "--vs {} needs {program} on PATH: install it with `apt-get install {}`",
+            peer.short(),
+            peer.package()
+        );
     };
     let output = Command::new(&path)
-        .arg("-v")
+        .arg(peer.version_arg())
+        .stdin(Stdio::null())
         .output()
-        .context("running nginx -v")?;
-    // nginx prints "nginx version: nginx/1.22.1" to stderr.
-    let version = String::from_utf8_lossy(&output.stderr);
-    let version = version
-        .trim()
-        .rsplit(' ')
-        .next()
-        .unwrap_or("nginx")
-        .to_string();
+        .with_context(|| format!("running {program} {}", peer.version_arg()))?;
+    // nginx and varnishd print their version to stderr, h2o to stdout.
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stderr),
+        String::from_utf8_lossy(&output.stdout)
+    );
     Ok(Build {
         role: Role::Base,
-        name: version,
-        short: "nginx".into(),
-        target: Ok(Target::Nginx(path)),
+        name: peer.version(printed.trim_start()),
+        short: peer.short().into(),
+        target: Ok(Target::Peer(peer, path)),
     })
 }
 

@@ -16,7 +16,7 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Compare two builds of Squall (or Squall and nginx) under h2load.
+    /// Compare two builds of Squall (or Squall and nginx, h2o or varnish) under h2load.
     Bench(Box<BenchArgs>),
     /// Check crate dependency order and `#![forbid(unsafe_code)]` (STYLE.md §3).
     Tidy,
@@ -81,10 +81,16 @@ pub struct BenchArgs {
     pub list: bool,
 }
 
-/// Peer servers that `--vs` knows how to configure.
+/// Peer servers that `--vs` knows how to configure (`peer.rs` and one module each).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Peer {
+    /// nginx, one process: `respond` routes, proxy and cached proxy routes, TLS, h2c and h2.
     Nginx,
+    /// h2o 2.2, one thread: `respond` routes (as files), plain proxy routes, TLS, h2c and h2;
+    /// no cache.
+    H2o,
+    /// varnish 7.1: cached proxy routes over cleartext HTTP/1.1 only.
+    Varnish,
 }
 
 #[cfg(test)]
@@ -149,6 +155,9 @@ mod tests {
             bench(&["bench", "--vs", "nginx", "--find-max"]).vs,
             Some(Peer::Nginx)
         );
+        assert_eq!(bench(&["bench", "--vs", "h2o"]).vs, Some(Peer::H2o));
+        assert_eq!(bench(&["bench", "--vs", "varnish"]).vs, Some(Peer::Varnish));
+        assert!(parse(&["bench", "--vs", "apache"]).is_err());
     }
 
     #[test]

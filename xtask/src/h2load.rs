@@ -7,6 +7,8 @@
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
+use crate::scenario::Protocol;
+
 /// How a run ends.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Stop {
@@ -75,12 +77,18 @@ pub struct Plan {
     pub rate: Option<f64>,
     /// Rate mode: new clients at a fixed pace instead of `connections` clients from the start.
     pub connect_rate: Option<ConnectRate>,
+    /// HTTP/1.1 (`--h1`), or HTTP/2: h2load's default, h2c with prior knowledge for `http://`
+    /// and ALPN `h2` for `https://`.
+    pub protocol: Protocol,
 }
 
 impl Plan {
     /// h2load's arguments, program name excluded.
     pub fn args(&self) -> Vec<String> {
-        let mut args = vec!["--h1".to_string()];
+        let mut args = match self.protocol {
+            Protocol::H1 => vec!["--h1".to_string()],
+            Protocol::H2 => Vec::new(),
+        };
         args.extend(["-c".into(), self.connections.to_string()]);
         args.extend(["-m".into(), self.streams.to_string()]);
         match self.stop {
@@ -142,6 +150,8 @@ pub struct Report {
     pub first_byte: TimeRow,
     /// What the first TLS connection negotiated, as h2load prints it; `None` in cleartext.
     pub tls: Option<TlsInfo>,
+    /// What h2load spoke: `http/1.1`, `h2c`, `h2` ("Application protocol:").
+    pub application_protocol: Option<String>,
 }
 
 /// h2load's lines about the first TLS connection of its first thread.
@@ -202,6 +212,8 @@ pub fn parse(text: &str) -> Result<Report> {
             report.tls.get_or_insert_default().cipher = rest.trim().into();
         } else if let Some(rest) = line.strip_prefix("Server Temp Key:") {
             report.tls.get_or_insert_default().server_temp_key = rest.trim().into();
+        } else if let Some(rest) = line.strip_prefix("Application protocol:") {
+            report.application_protocol = Some(rest.trim().into());
         } else if let Some((name, rest)) = line.split_once(':') {
             let row = match name.trim() {
                 "time for request" => &mut report.request,
@@ -315,6 +327,10 @@ mod tests {
     /// nginx over TLS, keep-alive and a new client per request.
     const TLS: &str = include_str!("../tests/fixtures/h2load-h1-tls-keepalive.txt");
     const TLS_HANDSHAKES: &str = include_str!("../tests/fixtures/h2load-h1-tls-handshake.txt");
+    /// Squall, `h2c-small` (h2c with prior knowledge, 100 × 10 streams).
+    const H2C: &str = include_str!("../tests/fixtures/h2load-h2c.txt");
+    /// nginx, `h2-tls-small` (ALPN h2, 100 × 10 streams).
+    const H2_TLS: &str = include_str!("../tests/fixtures/h2load-h2-tls.txt");
 
     #[test]
     fn parses_a_keepalive_run() {
@@ -355,8 +371,26 @@ mod tests {
     }
 
     #[test]
+    fn parses_http2_runs_and_their_protocol() {
+        let h2c = parse(H2C).expect("fixture parses");
+        assert_eq!(h2c.application_protocol.as_deref(), Some("h2c"));
+        assert_eq!(h2c.tls, None);
+        assert!(h2c.succeeded > 100_000 && h2c.succeeded == h2c.status_2xx);
+        let h2 = parse(H2_TLS).expect("fixture parses");
+        assert_eq!(h2.application_protocol.as_deref(), Some("h2"));
+        assert_eq!(h2.req_per_sec, 42_840.0);
+        assert_eq!(h2.succeeded, 85_680);
+        assert_eq!(
+            h2.tls.expect("TLS lines").summary(),
+            "TLSv1.3, TLS_AES_128_GCM_SHA256, X25519 253 bits"
+        );
+    }
+
+    #[test]
     fn parses_what_tls_negotiated() {
-        assert_eq!(parse(KEEPALIVE).expect("fixture parses").tls, None);
+        let cleartext = parse(KEEPALIVE).expect("fixture parses");
+        assert_eq!(cleartext.tls, None);
+        assert_eq!(cleartext.application_protocol.as_deref(), Some("http/1.1"));
         for text in [TLS, TLS_HANDSHAKES] {
             let report = parse(text).expect("fixture parses");
             let tls = report.tls.expect("TLS lines");
@@ -393,6 +427,7 @@ mod tests {
             stop: Stop::Duration(10),
             rate: None,
             connect_rate: None,
+            protocol: Protocol::H1,
         };
         assert_eq!(
             plan.args().join(" "),
@@ -425,6 +460,24 @@ mod tests {
     }
 
     #[test]
+    fn http2_drops_h1() {
+        let plan = Plan {
+            url: "http://127.0.0.1:1/".into(),
+            connections: 100,
+            streams: 10,
+            headers: vec![],
+            stop: Stop::Duration(10),
+            rate: None,
+            connect_rate: None,
+            protocol: Protocol::H2,
+        };
+        assert_eq!(
+            plan.args().join(" "),
+            "-c 100 -m 10 -D 10 http://127.0.0.1:1/"
+        );
+    }
+
+    #[test]
     fn rate_mode_command_lines() {
         let plan = Plan {
             url: "https://127.0.0.1:1/".into(),
@@ -434,6 +487,7 @@ mod tests {
             stop: Stop::Count(3_000),
             rate: None,
             connect_rate: Some(ConnectRate::per_sec(1_000.0)),
+            protocol: Protocol::H1,
         };
         assert_eq!(
             plan.args().join(" "),

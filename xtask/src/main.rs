@@ -1,7 +1,8 @@
 //! Project automation for Squall, run as `cargo xtask <command>` (alias in `.cargo/config.toml`).
 //!
-//! - `bench`: build two versions of Squall (or Squall and nginx) and compare them under h2load,
-//!   scenario by scenario, with a markdown table and raw JSON (`bench/README.md`).
+//! - `bench`: build two versions of Squall (or Squall and nginx, h2o or varnish) and compare
+//!   them under h2load, scenario by scenario, with a markdown table and raw JSON
+//!   (`bench/README.md`).
 //! - `tidy`: check the architecture rules that a compiler cannot: crate dependency order and
 //!   `#![forbid(unsafe_code)]` everywhere but `squall-uring` (STYLE.md §3). `cargo test -p xtask`
 //!   runs it too.
@@ -12,8 +13,10 @@ mod build;
 mod cli;
 mod find_max;
 mod h2load;
+mod h2o;
 mod nginx;
 mod origin;
+mod peer;
 mod report;
 mod run;
 mod scenario;
@@ -21,6 +24,7 @@ mod server;
 mod stats;
 mod tidy;
 mod util;
+mod varnish;
 
 use std::process::ExitCode;
 

@@ -2,10 +2,18 @@
 //! config, so both servers answer the same requests with the same bodies.
 //!
 //! Only what the scenarios use is translated: one catch-all vhost whose routes are `exact`,
-//! `prefix` or `regex` with a fixed `respond`. Anything else is "not supported by nginx" rather
-//! than a silently different benchmark. Match order is preserved: nginx tries `=` locations,
-//! then regexes in file order, then the longest plain prefix, which is Squall's order too
-//! (CONFIG.md: exact, then regex in file order, then longest prefix).
+//! `prefix` or `regex` with a fixed `respond`, or a `proxy` to an `[[upstream]]`, cached or not.
+//! Anything else is "not supported by nginx" rather than a silently different benchmark. Match
+//! order is preserved: nginx tries `=` locations, then regexes in file order, then the longest
+//! plain prefix, which is Squall's order too (CONFIG.md: exact, then regex in file order, then
+//! longest prefix).
+//!
+//! A proxy route becomes `proxy_pass` to an `upstream` block with keep-alive connections as
+//! Squall keeps them (32 idle, 60 s, 1,000 requests each), HTTP/1.1 to the origin, Host passed
+//! through and `X-Forwarded-For`/`-Proto` set. `cache = true` adds `proxy_cache` on a
+//! `proxy_cache_path` in the run folder, with `proxy_cache_lock` (Squall coalesces concurrent
+//! misses too) and `sendfile` (nginx's cache is files; this is how nginx serves them best). No
+//! `proxy_cache_valid`: the origin's `Cache-Control` says how long, for both servers.
 //!
 //! A TLS listener (`tls = true`) becomes `listen ... ssl` with TLS 1.2 and 1.3, nginx's default
 //! key exchange groups (OpenSSL's: X25519 first) and resumption as Squall offers it: TLS 1.3
@@ -13,18 +21,21 @@
 //! certificate is the one `[[certificate]]` entry: `self_signed = true` becomes an ECDSA P-256
 //! certificate generated with `openssl req` into the run folder (what Squall generates in
 //! memory), `cert` and `key` are served as they are.
+//!
+//! HTTP/2 scenarios get `listen ... http2`. Over TLS that offers ALPN `h2` and `http/1.1`, as
+//! Squall's `protocols = ["h2", "http1"]`; in cleartext nginx 1.22 then speaks h2c with prior
+//! knowledge only, not HTTP/1.1 on the same port, unlike Squall's `["http1", "h2c"]`, which is
+//! why the probe speaks what h2load will speak.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
 
 use toml::{Table, Value};
 
-/// Where nginx keeps its files: everything inside one run folder, so it needs no root-owned path.
-#[derive(Debug, Clone)]
-pub struct Layout<'a> {
-    pub dir: &'a Path,
-    pub port: u16,
-}
+use crate::peer::{self, Action, Launch, Layout, Matcher, Route, SelfSigned, Upstream};
+use crate::scenario::Protocol;
+
+/// The `keys_zone` of the cache: room for about 80,000 keys, far more than any scenario has.
+const CACHE_KEYS_ZONE: &str = "squall:10m";
 
 /// An nginx.conf, and the certificate to generate before nginx starts, if any.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,67 +44,61 @@ pub struct Translated {
     pub self_signed: Option<SelfSigned>,
 }
 
-/// A self-signed certificate for `hosts` that the caller generates with `openssl req`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SelfSigned {
-    pub cert: PathBuf,
-    pub key: PathBuf,
-    pub hosts: Vec<String>,
-}
-
-impl SelfSigned {
-    /// `openssl req` arguments for an ECDSA P-256 key and a certificate signed with it
-    /// (ecdsa-with-SHA256), valid for two days, with the hosts as CN and subjectAltName.
-    pub fn openssl_args(&self) -> Vec<String> {
-        let first = self.hosts.first().map_or("localhost", String::as_str);
-        let names: Vec<String> = self.hosts.iter().map(|h| format!("DNS:{h}")).collect();
-        let mut args: Vec<String> = [
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-sha256",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-        ]
-        .map(String::from)
-        .to_vec();
-        args.push(format!("/CN={first}"));
-        if !names.is_empty() {
-            args.push("-addext".into());
-            args.push(format!("subjectAltName={}", names.join(",")));
-        }
-        args.push("-keyout".into());
-        args.push(self.key.to_string_lossy().into_owned());
-        args.push("-out".into());
-        args.push(self.cert.to_string_lossy().into_owned());
-        args
-    }
+/// How to start nginx on a Squall config: `-p DIR -c DIR/nginx.conf -e DIR/error.log` (`-e`,
+/// because nginx opens its default error log before reading the config otherwise).
+pub fn launch(squall: &Table, layout: &Layout) -> Result<Launch, String> {
+    let translated = config(squall, layout)?;
+    let conf = layout.dir.join("nginx.conf");
+    let dir = layout.dir.to_string_lossy().into_owned();
+    let args = vec![
+        "-p".into(),
+        dir.clone(),
+        "-c".into(),
+        conf.to_string_lossy().into_owned(),
+        "-e".into(),
+        format!("{dir}/error.log"),
+    ];
+    Ok(Launch {
+        args,
+        files: vec![(conf, translated.text.into_bytes())],
+        self_signed: translated.self_signed,
+    })
 }
 
 /// The nginx.conf for a Squall config, or why nginx cannot serve it.
 pub fn config(squall: &Table, layout: &Layout) -> Result<Translated, String> {
-    let vhost = single_catch_all_vhost(squall)?;
-    let routes = vhost
-        .get("route")
-        .and_then(Value::as_array)
-        .map_or(&[][..], Vec::as_slice);
+    let routes = peer::routes(squall)?;
     let mut locations = String::new();
-    for route in routes {
-        let route = route.as_table().ok_or("a route is not a table")?;
+    let mut upstreams: Vec<Upstream> = Vec::new();
+    let mut cached = false;
+    for route in &routes {
         locations.push_str(&location(route)?);
+        if let Action::Proxy { upstream, cache } = route.action {
+            if !upstreams.iter().any(|u| u.name == upstream) {
+                upstreams.push(peer::upstream(squall, upstream)?);
+            }
+            cached |= cache;
+        }
     }
-    if !crate::scenario::listen_tls(squall) {
+    let mut http = String::new();
+    for upstream in &upstreams {
+        http.push_str(&upstream_block(upstream)?);
+    }
+    if cached {
+        let _ = writeln!(
+            http,
+            "    proxy_cache_path {}/cache levels=1:2 keys_zone={CACHE_KEYS_ZONE} max_size=1g \
+             inactive=1h use_temp_path=off;",
+            layout.dir.display()
+        );
+    }
+    if !peer::tls(squall) {
         return Ok(Translated {
-            text: frame(layout, "", &locations),
+            text: frame(layout, &http, "", &locations),
             self_signed: None,
         });
     }
-    let (cert, key, self_signed) = certificate(squall, layout.dir)?;
+    let (cert, key, self_signed) = peer::certificate(squall, layout.dir)?;
     let tls = format!(
         "        ssl_certificate {};
         ssl_certificate_key {};
@@ -105,69 +110,23 @@ pub fn config(squall: &Table, layout: &Layout) -> Result<Translated, String> {
         quote(&key.to_string_lossy()),
     );
     Ok(Translated {
-        text: frame(layout, &tls, &locations),
+        text: frame(layout, &http, &tls, &locations),
         self_signed,
     })
 }
 
-/// The certificate and key of the one `[[certificate]]` entry, and what to generate for a
-/// `self_signed` one.
-fn certificate(
-    squall: &Table,
-    dir: &Path,
-) -> Result<(PathBuf, PathBuf, Option<SelfSigned>), String> {
-    let entries = squall
-        .get("certificate")
-        .and_then(Value::as_array)
-        .map_or(&[][..], Vec::as_slice);
-    let [entry] = entries else {
-        return Err(format!(
-            "{} [[certificate]] entries (nginx is given exactly one)",
-            entries.len()
-        ));
-    };
-    let entry = entry.as_table().ok_or("[[certificate]] is not a table")?;
-    let text = |key: &str| entry.get(key).and_then(Value::as_str).map(PathBuf::from);
-    if entry.get("self_signed").and_then(Value::as_bool) == Some(true) {
-        let hosts: Vec<String> = entry
-            .get("hosts")
-            .and_then(Value::as_array)
-            .map_or(&[][..], Vec::as_slice)
-            .iter()
-            .map(|h| h.as_str().map(String::from).ok_or("a host is not a string"))
-            .collect::<Result<_, _>>()?;
-        if let Some(odd) = hosts.iter().find(|h| {
-            h.is_empty()
-                || !h
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '*'))
-        }) {
-            return Err(format!("a self-signed certificate for {odd:?}"));
-        }
-        let generated = SelfSigned {
-            cert: dir.join("cert.pem"),
-            key: dir.join("key.pem"),
-            hosts,
-        };
-        return Ok((
-            generated.cert.clone(),
-            generated.key.clone(),
-            Some(generated),
-        ));
-    }
-    match (text("cert"), text("key")) {
-        (Some(cert), Some(key)) => Ok((cert, key, None)),
-        _ => Err("a [[certificate]] without self_signed or cert and key".into()),
-    }
-}
-
 /// The fixed part: one process (`master_process off`) so that the PID started is the one that
-/// serves and its CPU time is the whole cost; logs and temp files inside the run folder. `tls`
-/// is empty in cleartext, else the `ssl_*` directives of the server.
-fn frame(layout: &Layout, tls: &str, locations: &str) -> String {
+/// serves and its CPU time is the whole cost; logs and temp files inside the run folder. `http`
+/// is what proxy routes need at the `http` level (upstreams, the cache path), empty otherwise;
+/// `tls` is empty in cleartext, else the `ssl_*` directives of the server.
+fn frame(layout: &Layout, http: &str, tls: &str, locations: &str) -> String {
     let dir = layout.dir.display();
     let port = layout.port;
     let ssl = if tls.is_empty() { "" } else { " ssl" };
+    let http2 = match layout.protocol {
+        Protocol::H1 => "",
+        Protocol::H2 => " http2",
+    };
     format!(
         "# Generated by cargo xtask bench --vs nginx from a Squall scenario.
 daemon off;
@@ -191,8 +150,8 @@ http {{
     fastcgi_temp_path {dir}/fastcgi;
     uwsgi_temp_path {dir}/uwsgi;
     scgi_temp_path {dir}/scgi;
-    server {{
-        listen 127.0.0.1:{port}{ssl} backlog=4096;
+{http}    server {{
+        listen 127.0.0.1:{port}{ssl}{http2} backlog=4096;
         server_name _;
 {tls}{locations}    }}
 }}
@@ -200,53 +159,80 @@ http {{
     )
 }
 
-fn single_catch_all_vhost(squall: &Table) -> Result<&Table, String> {
-    let vhosts = squall
-        .get("vhost")
-        .and_then(Value::as_array)
-        .ok_or("no [[vhost]]")?;
-    let [vhost] = vhosts.as_slice() else {
-        return Err("more than one [[vhost]]".into());
+/// An `upstream` block with Squall's pool limits: up to 32 idle connections, closed after
+/// 60 s idle or 1,000 requests (CONFIG.md, `[[upstream]]`).
+fn upstream_block(upstream: &Upstream) -> Result<String, String> {
+    let balance = match upstream.balance.as_str() {
+        "round_robin" | "weighted" => "",
+        "least_conn" => "        least_conn;\n",
+        other => return Err(format!("upstreams with balance = {other:?}")),
     };
-    let vhost = vhost.as_table().ok_or("[[vhost]] is not a table")?;
-    let catch_all = vhost
-        .get("hosts")
-        .and_then(Value::as_array)
-        .is_some_and(|hosts| hosts.iter().any(|h| h.as_str() == Some("*")));
-    if !catch_all {
-        return Err("a vhost that is not hosts = [\"*\"]".into());
+    let mut out = format!(
+        "    upstream {} {{\n{balance}",
+        upstream_name(&upstream.name)?
+    );
+    for (address, weight) in &upstream.servers {
+        let weight = if upstream.balance == "weighted" && *weight != 1 {
+            format!(" weight={weight}")
+        } else {
+            String::new()
+        };
+        let _ = writeln!(out, "        server {address}{weight};");
     }
-    Ok(vhost)
+    out.push_str(
+        "        keepalive 32;\n        keepalive_requests 1000;\n        keepalive_timeout 60s;\n    }\n",
+    );
+    Ok(out)
+}
+
+/// nginx's name for the upstream block of Squall's `[[upstream]]` called `name`.
+fn upstream_name(name: &str) -> Result<String, String> {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+    {
+        return Err(format!("an upstream called {name:?}"));
+    }
+    Ok(format!("squall_{name}"))
 }
 
 /// One `location` block for one route.
-fn location(route: &Table) -> Result<String, String> {
-    let mut matcher = None;
-    for key in route.keys() {
-        let kind = match key.as_str() {
-            "exact" => "= ",
-            "prefix" => "",
-            "regex" => "~ ",
-            "respond" => continue,
-            other => return Err(format!("routes with `{other}`")),
-        };
-        let pattern = route[key]
-            .as_str()
-            .ok_or("a route pattern is not a string")?;
-        if matcher.replace((kind, pattern)).is_some() {
-            return Err("a route with two matchers".into());
-        }
-    }
-    let (kind, pattern) = matcher.ok_or("a route without exact, prefix or regex")?;
-    let respond = route
-        .get("respond")
-        .and_then(Value::as_table)
-        .ok_or("routes without respond")?;
+fn location(route: &Route) -> Result<String, String> {
+    let (kind, pattern) = match route.matcher {
+        Matcher::Exact(pattern) => ("= ", pattern),
+        Matcher::Prefix(pattern) => ("", pattern),
+        Matcher::Regex(pattern) => ("~ ", pattern),
+    };
+    let body = match route.action {
+        Action::Respond(respond) => respond_body(respond)?,
+        Action::Proxy { upstream, cache } => proxy_body(upstream, cache)?,
+    };
     Ok(format!(
-        "        location {kind}{} {{ {}}}\n",
-        quote(pattern),
-        respond_body(respond)?
+        "        location {kind}{} {{ {body}}}\n",
+        quote(pattern)
     ))
+}
+
+/// Forwarding as Squall forwards: HTTP/1.1 on pooled connections (`Connection ""` keeps them
+/// open), Host passed through, the client added to `X-Forwarded-For`, the scheme in
+/// `X-Forwarded-Proto`; through the cache when `cache`.
+fn proxy_body(upstream: &str, cache: bool) -> Result<String, String> {
+    let mut out = format!(
+        "proxy_pass http://{}; proxy_http_version 1.1; proxy_set_header Connection \"\"; \
+         proxy_set_header Host $host; \
+         proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for; \
+         proxy_set_header X-Forwarded-Proto $scheme; ",
+        upstream_name(upstream)?
+    );
+    if cache {
+        let zone = CACHE_KEYS_ZONE.split(':').next().unwrap_or(CACHE_KEYS_ZONE);
+        let _ = write!(
+            out,
+            "proxy_cache {zone}; proxy_cache_lock on; sendfile on; "
+        );
+    }
+    Ok(out)
 }
 
 /// `default_type` carries the content type because `return` has no header of its own.
@@ -310,6 +296,8 @@ fn quote(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
     fn squall(routes: &str) -> Table {
@@ -324,6 +312,15 @@ mod tests {
         Layout {
             dir: Path::new("/tmp/run"),
             port: 8080,
+            protocol: Protocol::H1,
+            root: false,
+        }
+    }
+
+    fn h2() -> Layout<'static> {
+        Layout {
+            protocol: Protocol::H2,
+            ..layout()
         }
     }
 
@@ -411,7 +408,7 @@ respond = { status = 200 }
         assert_eq!(translated.self_signed, None);
         assert_eq!(
             config(&tls(""), &layout()),
-            Err("0 [[certificate]] entries (nginx is given exactly one)".into())
+            Err("0 [[certificate]] entries (a peer server is given exactly one)".into())
         );
         let two = "[[certificate]]\nhosts = [\"a\"]\nself_signed = true\n".repeat(2);
         assert!(config(&tls(&two), &layout()).is_err());
@@ -423,9 +420,90 @@ respond = { status = 200 }
     }
 
     #[test]
+    fn http2_listens_with_http2() {
+        let text = config(&squall(""), &h2()).expect("translatable").text;
+        assert!(
+            text.contains("listen 127.0.0.1:8080 http2 backlog=4096;"),
+            "{text}"
+        );
+        let squall = tls("[[certificate]]\nhosts = [\"localhost\"]\nself_signed = true\n");
+        let text = config(&squall, &h2()).expect("translatable").text;
+        assert!(
+            text.contains("listen 127.0.0.1:8080 ssl http2 backlog=4096;"),
+            "{text}"
+        );
+    }
+
+    fn proxied(route: &str, upstream: &str) -> Table {
+        let text = format!(
+            "[server]\nworkers = 1\n[[listen]]\naddress = \"127.0.0.1:1\"\n\
+             [[upstream]]\nname = \"app\"\nservers = [{{ address = \"127.0.0.1:9\" }}]\n{upstream}\
+             [[vhost]]\nhosts = [\"*\"]\n[[vhost.route]]\nprefix = \"/\"\nproxy = \"app\"\n{route}"
+        );
+        toml::from_str(&text).expect("valid toml")
+    }
+
+    #[test]
+    fn a_proxy_route_is_proxy_pass_to_a_keepalive_upstream() {
+        let text = config(&proxied("", ""), &layout())
+            .expect("translatable")
+            .text;
+        let upstream = "    upstream squall_app {\n        server 127.0.0.1:9;\n        \
+                        keepalive 32;\n        keepalive_requests 1000;\n        \
+                        keepalive_timeout 60s;\n    }\n    server {";
+        assert!(text.contains(upstream), "{text}");
+        let location = "location \"/\" { proxy_pass http://squall_app; proxy_http_version 1.1; \
+                        proxy_set_header Connection \"\"; proxy_set_header Host $host; \
+                        proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for; \
+                        proxy_set_header X-Forwarded-Proto $scheme; }";
+        assert!(text.contains(location), "{text}");
+        assert!(!text.contains("proxy_cache"), "{text}");
+    }
+
+    #[test]
+    fn a_cached_proxy_route_uses_a_cache_in_the_run_folder() {
+        let text = config(&proxied("cache = true\n", ""), &layout())
+            .expect("translatable")
+            .text;
+        assert!(
+            text.contains(
+                "    proxy_cache_path /tmp/run/cache levels=1:2 keys_zone=squall:10m \
+                 max_size=1g inactive=1h use_temp_path=off;\n    server {"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("proxy_cache squall; proxy_cache_lock on; sendfile on; }"),
+            "{text}"
+        );
+        assert!(!text.contains("proxy_cache_valid"), "{text}");
+    }
+
+    #[test]
+    fn upstream_balance() {
+        let least = config(&proxied("", "balance = \"least_conn\"\n"), &layout())
+            .expect("translatable")
+            .text;
+        assert!(
+            least.contains("upstream squall_app {\n        least_conn;\n"),
+            "{least}"
+        );
+        let hash = proxied("", "balance = \"consistent_hash\"\n");
+        assert!(config(&hash, &layout()).is_err());
+    }
+
+    #[test]
     fn refuses_what_it_cannot_translate() {
         let proxy = squall("[[vhost.route]]\nprefix = \"/\"\nproxy = \"app\"\n");
-        assert_eq!(config(&proxy, &layout()), Err("routes with `proxy`".into()));
+        assert_eq!(
+            config(&proxy, &layout()),
+            Err("no [[upstream]] \"app\"".into())
+        );
+        let redirect = squall("[[vhost.route]]\nprefix = \"/\"\nredirect = { location = \"/\" }\n");
+        assert_eq!(
+            config(&redirect, &layout()),
+            Err("routes with `redirect`".into())
+        );
         let dollar = squall("[[vhost.route]]\nexact = \"/\"\nrespond = { body = \"$x y\" }\n");
         assert!(config(&dollar, &layout()).is_err());
     }

@@ -1,24 +1,27 @@
-//! The fast local origin that proxy scenarios forward to: one nginx process answering every
-//! request with a fixed body, started once per bench and shared by both builds, so the origin
-//! costs the same whichever proxy is measured. It runs on the load generator's CPU.
+//! The fast local origin that proxy and cache scenarios forward to: one nginx process answering
+//! every request with a fixed body (and fixed headers, such as `Cache-Control: max-age=3600`
+//! for the cache scenarios), started once per bench for each distinct `[origin]` section and
+//! shared by both builds, so the origin costs the same whichever proxy is measured. It runs on
+//! the load generator's CPU.
 
 use std::fs;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
+use crate::scenario::OriginSection;
 use crate::util::free_port;
 
-/// The origin's address, once started; scenario configs name it `ORIGIN`.
-static ADDRESS: OnceLock<SocketAddr> = OnceLock::new();
+/// How long the origin may take to listen.
+const START_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The running origin; killed (by PID) on drop.
+/// A running origin; killed (by PID) on drop.
 pub struct Origin {
     child: Child,
+    pub addr: SocketAddr,
 }
 
 impl Drop for Origin {
@@ -28,27 +31,16 @@ impl Drop for Origin {
     }
 }
 
-/// The started origin's address, if one was started.
-pub fn address() -> Option<SocketAddr> {
-    ADDRESS.get().copied()
-}
-
-/// Starts nginx answering `body` on a free loopback port, pinned to `cpu`.
-pub fn start(body: &str, cpu: usize, dir: &Path) -> Result<Origin> {
+/// Starts nginx answering as `section` says on a free loopback port, pinned to `cpu`, with its
+/// files in `dir`.
+pub fn start(section: &OriginSection, cpu: usize, dir: &Path) -> Result<Origin> {
     let port = free_port()?;
-    let dir = dir.join("origin");
-    fs::create_dir_all(&dir)?;
-    let d = dir.display();
-    let conf = format!(
-        "worker_processes 1; daemon off; master_process off; pid {d}/nginx.pid; \
-         error_log {d}/error.log;\nevents {{ worker_connections 4096; }}\n\
-         http {{ access_log off; keepalive_requests 10000000; client_body_temp_path {d}; \
-         proxy_temp_path {d}; fastcgi_temp_path {d}; uwsgi_temp_path {d}; scgi_temp_path {d};\n\
-         server {{ listen 127.0.0.1:{port}; location / {{ default_type text/plain; \
-         return 200 {body:?}; }} }} }}\n"
-    );
+    fs::create_dir_all(dir)?;
+    if let Some(bytes) = section.body_bytes {
+        fs::write(dir.join("body"), generated_body(bytes)).context("writing the origin body")?;
+    }
     let path = dir.join("nginx.conf");
-    fs::write(&path, conf)?;
+    fs::write(&path, config(section, dir, port))?;
     let child = Command::new("taskset")
         .arg("-c")
         .arg(cpu.to_string())
@@ -59,15 +51,98 @@ pub fn start(body: &str, cpu: usize, dir: &Path) -> Result<Origin> {
         .stderr(Stdio::null())
         .spawn()
         .context("starting the nginx origin (apt install nginx-light)")?;
-    let origin = Origin { child };
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let origin = Origin { child, addr };
+    let deadline = Instant::now() + START_TIMEOUT;
     while std::net::TcpStream::connect(addr).is_err() {
         if Instant::now() > deadline {
             bail!("the nginx origin did not listen on {addr}");
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let _ = ADDRESS.set(addr);
     Ok(origin)
+}
+
+/// The origin's nginx.conf. A written-out `body` is a `return` (as it always was, so `h1-proxy`
+/// keeps its origin); a generated one is the file `dir/body`, served for every path (nginx's
+/// config tokens cannot hold 64 KiB), without an ETag so that only the body differs.
+fn config(section: &OriginSection, dir: &Path, port: u16) -> String {
+    let d = dir.display();
+    let headers: String = section
+        .headers
+        .iter()
+        .map(|(name, value)| format!("add_header {name} {value:?} always; "))
+        .collect();
+    let answer = match &section.body {
+        Some(body) => format!("return 200 {body:?};"),
+        None => format!("etag off; root {d}; try_files /body =404;"),
+    };
+    format!(
+        "worker_processes 1; daemon off; master_process off; pid {d}/nginx.pid; \
+         error_log {d}/error.log;\nevents {{ worker_connections 4096; }}\n\
+         http {{ access_log off; keepalive_requests 10000000; client_body_temp_path {d}; \
+         proxy_temp_path {d}; fastcgi_temp_path {d}; uwsgi_temp_path {d}; scgi_temp_path {d};\n\
+         server {{ listen 127.0.0.1:{port}; location / {{ default_type text/plain; \
+         {headers}{answer} }} }} }}\n"
+    )
+}
+
+/// `bytes` of printable ASCII, a line of the alphabet after another, so a body seen in a capture
+/// is recognisable and its length obvious.
+fn generated_body(bytes: usize) -> Vec<u8> {
+    const LINE: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_\n";
+    LINE.iter().copied().cycle().take(bytes).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn section(
+        body: Option<&str>,
+        body_bytes: Option<usize>,
+        headers: &[(&str, &str)],
+    ) -> OriginSection {
+        OriginSection {
+            body: body.map(String::from),
+            body_bytes,
+            headers: headers
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_written_body_is_returned_as_before() {
+        let text = config(
+            &section(Some("Hello, world!"), None, &[]),
+            Path::new("/o"),
+            9,
+        );
+        assert!(
+            text.contains(
+                "server { listen 127.0.0.1:9; location / { default_type text/plain; \
+                 return 200 \"Hello, world!\"; } } }"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_generated_body_is_a_file_with_the_headers() {
+        let headers = [("cache-control", "max-age=3600")];
+        let text = config(&section(None, Some(1024), &headers), Path::new("/o"), 9);
+        assert!(
+            text.contains(
+                "location / { default_type text/plain; add_header cache-control \
+                 \"max-age=3600\" always; etag off; root /o; try_files /body =404; }"
+            ),
+            "{text}"
+        );
+        let body = generated_body(65_536);
+        assert_eq!(body.len(), 65_536);
+        assert!(body.starts_with(b"abc") && body.iter().all(u8::is_ascii));
+        assert!(generated_body(0).is_empty());
+    }
 }

@@ -15,7 +15,7 @@ use serde::Serialize;
 use crate::build::{Build, Target};
 use crate::h2load::{self, ConnectRate, Plan, Stop};
 use crate::report::Figure;
-use crate::scenario::Scenario;
+use crate::scenario::{Load, Protocol, Scenario};
 use crate::server::{Server, Spec, StartError};
 use crate::util::{free_port, last_line, wait_bounded};
 
@@ -152,6 +152,7 @@ pub fn plan(
             stop: Stop::Count(u64::from(count)),
             rate: None,
             connect_rate: Some(pace),
+            protocol: load.protocol,
         };
     }
     let (streams, stop) = if load.close {
@@ -175,6 +176,7 @@ pub fn plan(
         stop,
         rate,
         connect_rate: None,
+        protocol: load.protocol,
     }
 }
 
@@ -205,13 +207,13 @@ pub fn start(
     let port = free_port().map_err(failed)?;
     let spec = server_spec(target, scenario, settings, dir, port)?;
     let server = Server::start(&spec)?;
-    let path = &scenario.load.path;
-    let probe = if scenario.load.tls {
-        server.probe_tls(path)
-    } else {
-        server.probe(path)
+    let load = &scenario.load;
+    let path = &load.path;
+    let probe = match (load.tls, load.protocol) {
+        (false, Protocol::H1) => server.probe(path),
+        (tls, protocol) => server.probe_curl(path, tls, protocol),
     };
-    let over = if scenario.load.tls { " over TLS" } else { "" };
+    let over = load.over();
     match probe {
         Ok(status) if status == scenario.load.expect_status => Ok(Started {
             server,
@@ -280,6 +282,7 @@ fn measure_started(
         bail!("the server exited during the run: {}", server.log_tail());
     }
     let after = after?;
+    check_protocol(&report, &scenario.load)?;
     let responses = report.succeeded + report.http_failures();
     if report.succeeded == 0 {
         bail!(
@@ -296,6 +299,18 @@ fn measure_started(
         responses,
         h2load: report,
     })
+}
+
+/// Fails a run in which h2load spoke another protocol than the scenario's, as h2load over TLS
+/// does when a server offers only `http/1.1` by ALPN.
+fn check_protocol(report: &h2load::Report, load: &Load) -> Result<()> {
+    match &report.application_protocol {
+        Some(spoken) if !load.application_protocols().contains(&spoken.as_str()) => bail!(
+            "h2load spoke {spoken}, not {}",
+            load.application_protocols().join(" or ")
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// Runs h2load pinned to `cpu`, its report saved to `output`, and parses the report.
@@ -359,30 +374,24 @@ fn server_spec(
                 addr,
             })
         }
-        Target::Nginx(bin) => {
-            let layout = crate::nginx::Layout { dir, port };
-            let translated = crate::nginx::config(&scenario.squall_table(port), &layout)
+        Target::Peer(peer, bin) => {
+            let layout = crate::peer::Layout {
+                dir,
+                port,
+                protocol: scenario.load.protocol,
+                root: running_as_root(),
+            };
+            let launch = crate::peer::launch(*peer, &scenario.squall_table(port), &layout)
                 .map_err(StartError::Unsupported)?;
-            if let Some(certificate) = &translated.self_signed {
+            if let Some(certificate) = &launch.self_signed {
                 self_signed_certificate(certificate)?;
             }
-            let config = dir.join("nginx.conf");
-            fs::write(&config, translated.text).context("writing nginx.conf")?;
-            let dir = dir.to_string_lossy().into_owned();
-            let config = config.to_string_lossy().into_owned();
-            let error_log = format!("{dir}/error.log");
-            // -e: nginx opens its default error log before reading the config otherwise.
-            let args = vec![
-                "-p".into(),
-                dir,
-                "-c".into(),
-                config,
-                "-e".into(),
-                error_log,
-            ];
+            for (path, contents) in &launch.files {
+                fs::write(path, contents).with_context(|| format!("writing {}", path.display()))?;
+            }
             Ok(Spec {
                 program: bin.clone(),
-                args,
+                args: launch.args,
                 cpu: settings.server_cpu,
                 log,
                 addr,
@@ -391,9 +400,21 @@ fn server_spec(
     }
 }
 
-/// Generates the certificate and key nginx serves, as Squall's `self_signed = true` does in
+/// Whether this process runs as root (`Uid:` in `/proc/self/status`, real uid first), which
+/// h2o needs to be told.
+fn running_as_root() -> bool {
+    fs::read_to_string("/proc/self/status").is_ok_and(|status| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("Uid:"))
+            .and_then(|ids| ids.split_whitespace().next())
+            == Some("0")
+    })
+}
+
+/// Generates the certificate and key a peer serves, as Squall's `self_signed = true` does in
 /// memory: ECDSA P-256, signed with SHA-256.
-fn self_signed_certificate(certificate: &crate::nginx::SelfSigned) -> Result<()> {
+fn self_signed_certificate(certificate: &crate::peer::SelfSigned) -> Result<()> {
     let log_path = certificate.cert.with_file_name("openssl.txt");
     let log = File::create(&log_path).context("creating openssl.txt")?;
     let mut child = Command::new("openssl")
@@ -462,6 +483,26 @@ mod tests {
             load_cpu: 0,
             clock_ticks: 100.0,
         }
+    }
+
+    #[test]
+    fn a_run_in_another_protocol_fails() {
+        let report = |spoken: Option<&str>| h2load::Report {
+            application_protocol: spoken.map(String::from),
+            ..h2load::Report::default()
+        };
+        let h1 = scenario("path = \"/\"\nconnections = 1");
+        let h2 = scenario("path = \"/\"\nconnections = 1\nprotocol = \"h2\"");
+        assert!(check_protocol(&report(Some("http/1.1")), &h1.load).is_ok());
+        assert!(check_protocol(&report(None), &h1.load).is_ok());
+        assert!(check_protocol(&report(Some("h2c")), &h2.load).is_ok());
+        assert!(check_protocol(&report(Some("h2")), &h2.load).is_ok());
+        let err = check_protocol(&report(Some("http/1.1")), &h2.load).expect_err("fell back");
+        assert_eq!(format!("{err}"), "h2load spoke http/1.1, not h2 or h2c");
+        assert!(check_protocol(&report(Some("h2")), &h1.load).is_err());
+        let plan = plan(&h2, &settings(), 9, 10, None);
+        assert_eq!(plan.protocol, Protocol::H2);
+        assert!(!plan.args().contains(&"--h1".to_string()));
     }
 
     #[test]

@@ -6,17 +6,21 @@
 //! load: path, connections, streams, headers. The harness owns the listening address: it rewrites
 //! the one `[[listen]]` to a free loopback port for every run.
 
+use std::collections::BTreeMap;
 use std::fs;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail, ensure};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use toml::{Table, Value};
 
 /// The placeholder a route template uses for its index.
 const INDEX_PLACEHOLDER: &str = "{n}";
 /// A bound on generated routes, so a typo cannot ask for a billion of them.
 const GENERATED_ROUTES_MAX: u32 = 100_000;
+/// A bound on a generated origin body (`[origin] body_bytes`): big objects, not a disk filler.
+const ORIGIN_BODY_BYTES_MAX: usize = 64 * 1024 * 1024;
 
 /// One loaded scenario.
 #[derive(Debug, Clone)]
@@ -28,6 +32,8 @@ pub struct Scenario {
     config: Table,
     /// The local origin this scenario's proxy routes need, if any.
     pub origin: Option<OriginSection>,
+    /// Where that origin listens, once started; upstream servers written `ORIGIN` become this.
+    origin_addr: Option<SocketAddr>,
 }
 
 /// How h2load loads the server.
@@ -63,6 +69,19 @@ pub struct Load {
     /// `close_rate` (or `--rate`) new connections per second.
     #[serde(default = "yes")]
     pub tls_resumption: bool,
+    /// What h2load speaks: HTTP/1.1 (`--h1`, the default) or HTTP/2, with prior knowledge in
+    /// cleartext (h2c) and by ALPN over TLS. The `[[listen]]` must offer it.
+    #[serde(default)]
+    pub protocol: Protocol,
+}
+
+/// The HTTP version h2load speaks in a scenario.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    #[default]
+    H1,
+    H2,
 }
 
 impl Load {
@@ -75,6 +94,34 @@ impl Load {
     /// full (`tls_resumption = false`).
     pub fn new_client_per_request(&self) -> bool {
         self.tls && self.close && !self.tls_resumption
+    }
+
+    /// How requests travel, for people: ``, ` over TLS`, ` over h2c`, ` over TLS (h2)`.
+    pub fn over(&self) -> &'static str {
+        match (self.tls, self.protocol) {
+            (false, Protocol::H1) => "",
+            (true, Protocol::H1) => " over TLS",
+            (false, Protocol::H2) => " over h2c",
+            (true, Protocol::H2) => " over TLS (h2)",
+        }
+    }
+
+    /// The name of the protocol as a Squall listener lists it (`protocols = [...]`).
+    pub fn listener_protocol(&self) -> &'static str {
+        match (self.protocol, self.tls) {
+            (Protocol::H1, _) => "http1",
+            (Protocol::H2, false) => "h2c",
+            (Protocol::H2, true) => "h2",
+        }
+    }
+
+    /// The application protocols h2load may report for this load ("Application protocol:"),
+    /// so a run that silently fell back to another one is caught.
+    pub fn application_protocols(&self) -> &'static [&'static str] {
+        match self.protocol {
+            Protocol::H1 => &["http/1.1"],
+            Protocol::H2 => &["h2", "h2c"],
+        }
     }
 }
 
@@ -105,11 +152,21 @@ struct ScenarioFile {
     origin: Option<OriginSection>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+/// The local origin: one nginx answering every request with status 200, one body and the
+/// given headers. Exactly one of `body` and `body_bytes`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OriginSection {
-    /// What the origin answers every request with (status 200).
-    pub body: String,
+    /// The body, written out (nginx `return`; short bodies only, nginx's config tokens are
+    /// limited to a few KiB).
+    #[serde(default)]
+    pub body: Option<String>,
+    /// Or a generated body of this many bytes, served from a file.
+    #[serde(default)]
+    pub body_bytes: Option<usize>,
+    /// Response headers added to every answer, such as `cache-control = "max-age=3600"`.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -146,6 +203,9 @@ impl Scenario {
     pub fn parse(name: &str, text: &str, dir: &Path) -> Result<Scenario> {
         let file: ScenarioFile = toml::from_str(text)?;
         validate_load(&file.load)?;
+        if let Some(origin) = &file.origin {
+            validate_origin(origin)?;
+        }
         let config_text = match (&file.squall.config, &file.squall.config_file) {
             (Some(inline), None) => inline.clone(),
             (None, Some(relative)) => fs::read_to_string(dir.join(relative))
@@ -163,6 +223,12 @@ impl Scenario {
             file.load.tls,
             listen_tls(&config)
         );
+        let offered = listen_protocols(&config);
+        let wanted = file.load.listener_protocol();
+        ensure!(
+            offered.iter().any(|p| p == wanted),
+            "the load speaks {wanted} but the squall config's [[listen]] offers {offered:?}"
+        );
         if let Some(template) = &file.squall.routes {
             prepend_routes(&mut config, template)?;
         }
@@ -172,7 +238,13 @@ impl Scenario {
             load: file.load,
             config,
             origin: file.origin,
+            origin_addr: None,
         })
+    }
+
+    /// Points this scenario's `ORIGIN` upstream servers at a started origin.
+    pub fn set_origin_addr(&mut self, addr: SocketAddr) {
+        self.origin_addr = Some(addr);
     }
 
     /// Squall's config as a table, listening on `127.0.0.1:port`.
@@ -183,7 +255,7 @@ impl Scenario {
                 listen.insert("address".into(), Value::String(format!("127.0.0.1:{port}")));
             }
         }
-        if let Some(origin) = crate::origin::address() {
+        if let Some(origin) = self.origin_addr {
             replace_origin(&mut config, origin);
         }
         config
@@ -252,6 +324,33 @@ fn validate_load(load: &Load) -> Result<()> {
         load.tls_resumption || (load.tls && load.close),
         "load.tls_resumption = false needs tls = true and close = true"
     );
+    ensure!(
+        !load.close || load.protocol == Protocol::H1,
+        "load.close needs protocol = \"h1\" (`Connection: close` is not HTTP/2)"
+    );
+    Ok(())
+}
+
+fn validate_origin(origin: &OriginSection) -> Result<()> {
+    match (&origin.body, origin.body_bytes) {
+        (Some(_), None) => {}
+        (None, Some(bytes)) => ensure!(
+            bytes <= ORIGIN_BODY_BYTES_MAX,
+            "origin.body_bytes must be at most {ORIGIN_BODY_BYTES_MAX}"
+        ),
+        _ => bail!("[origin] needs exactly one of `body` and `body_bytes`"),
+    }
+    for (name, value) in &origin.headers {
+        let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+        ensure!(
+            !name.is_empty() && name.chars().all(token),
+            "origin.headers: {name:?} is not a header name"
+        );
+        ensure!(
+            value.chars().all(|c| c == ' ' || c.is_ascii_graphic()) && !value.contains('$'),
+            "origin.headers: {value:?} needs to be visible ASCII without `$` (nginx expands it)"
+        );
+    }
     Ok(())
 }
 
@@ -277,6 +376,26 @@ fn listens(config: &Table) -> usize {
         .get("listen")
         .and_then(Value::as_array)
         .map_or(0, Vec::len)
+}
+
+/// What the (first) `[[listen]]` speaks, with CONFIG.md's defaults when it does not say.
+pub fn listen_protocols(config: &Table) -> Vec<String> {
+    let listen = config
+        .get("listen")
+        .and_then(Value::as_array)
+        .and_then(|listens| listens.first());
+    let given = listen
+        .and_then(|listen| listen.get("protocols"))
+        .and_then(Value::as_array);
+    match given {
+        Some(names) => names
+            .iter()
+            .filter_map(Value::as_str)
+            .map(String::from)
+            .collect(),
+        None if listen_tls(config) => vec!["h2".into(), "http1".into()],
+        None => vec!["http1".into(), "h2c".into()],
+    }
 }
 
 /// Whether the (first) `[[listen]]` terminates TLS.
@@ -458,6 +577,99 @@ mod tests {
         assert!(handshake.load.close && handshake.load.new_client_per_request());
         assert!(!by_name("h1-small").load.tls);
         assert_eq!(by_name("h1-small").load.scheme(), "http");
+    }
+
+    #[test]
+    fn the_http2_and_cache_scenarios_are_what_they_say() {
+        let all = shipped();
+        let by_name = |name: &str| {
+            all.iter()
+                .find(|s| s.name == name)
+                .unwrap_or_else(|| panic!("{name} ships"))
+        };
+        for (name, tls, streams) in [
+            ("h2c-small", false, 10),
+            ("h2c-small-m100", false, 100),
+            ("h2-tls-small", true, 10),
+            ("h2-tls-small-m100", true, 100),
+            ("h2-tls-cache-hit-1k", true, 10),
+        ] {
+            let load = &by_name(name).load;
+            assert_eq!(load.protocol, Protocol::H2, "{name}");
+            assert_eq!(
+                (load.tls, load.streams, load.connections),
+                (tls, streams, 100)
+            );
+            let offered = listen_protocols(&by_name(name).squall_table(1));
+            assert!(offered.iter().any(|p| p == "http1"), "{name}: {offered:?}");
+        }
+        assert_eq!(by_name("h1-small").load.protocol, Protocol::H1);
+        for (name, bytes) in [
+            ("h1-cache-hit-1k", 1024),
+            ("h1-cache-hit-64k", 65_536),
+            ("h2-tls-cache-hit-1k", 1024),
+        ] {
+            let scenario = by_name(name);
+            let origin = scenario.origin.as_ref().expect("an origin");
+            assert_eq!(
+                (origin.body.as_ref(), origin.body_bytes),
+                (None, Some(bytes))
+            );
+            assert_eq!(origin.headers["cache-control"], "max-age=3600");
+            let mut scenario = scenario.clone();
+            scenario.set_origin_addr(([127, 0, 0, 1], 4_321).into());
+            let table = scenario.squall_table(1);
+            let route = routes(&table)[0];
+            assert_eq!(route["cache"].as_bool(), Some(true), "{name}");
+            let server = &table["upstream"][0]["servers"][0];
+            assert_eq!(server["address"].as_str(), Some("127.0.0.1:4321"));
+        }
+    }
+
+    #[test]
+    fn the_listener_must_offer_the_loads_protocol() {
+        let text = |load: &str, listen: &str| {
+            format!(
+                "description = \"d\"\n[load]\npath = \"/\"\nconnections = 1\n{load}\n\
+                 [squall]\nconfig = '''\n[[listen]]\naddress = \"x\"\n{listen}\n'''\n"
+            )
+        };
+        let parse =
+            |load: &str, listen: &str| Scenario::parse("t", &text(load, listen), Path::new("."));
+        assert!(parse("protocol = \"h2\"", "protocols = [\"http1\", \"h2c\"]").is_ok());
+        // Without `protocols`, CONFIG.md's defaults: http1 and h2c, or h2 and http1 with TLS.
+        assert!(parse("protocol = \"h2\"", "").is_ok());
+        assert!(parse("protocol = \"h2\"\ntls = true", "tls = true").is_ok());
+        let err = parse("protocol = \"h2\"", "protocols = [\"http1\"]").expect_err("no h2c");
+        assert!(format!("{err:#}").contains("speaks h2c"), "{err:#}");
+        assert!(parse("", "protocols = [\"h2c\"]").is_err());
+        assert!(parse("protocol = \"h3\"", "").is_err());
+        let close = parse("protocol = \"h2\"\nclose = true", "").expect_err("close");
+        assert!(
+            format!("{close:#}").contains("Connection: close"),
+            "{close:#}"
+        );
+    }
+
+    #[test]
+    fn origin_sections() {
+        let text = |origin: &str| {
+            format!(
+                "description = \"d\"\n[load]\npath = \"/\"\nconnections = 1\n[origin]\n{origin}\n\
+                 [squall]\nconfig = '''\n[[listen]]\naddress = \"x\"\n'''\n"
+            )
+        };
+        let parse = |origin: &str| Scenario::parse("t", &text(origin), Path::new("."));
+        let written = parse("body = \"x\"").expect("valid");
+        let section = written.origin.expect("an origin");
+        assert_eq!(section.body.as_deref(), Some("x"));
+        assert!(section.headers.is_empty());
+        assert!(parse("body_bytes = 10\nheaders = { \"cache-control\" = \"max-age=1\" }").is_ok());
+        assert!(parse("").is_err());
+        assert!(parse("body = \"x\"\nbody_bytes = 1").is_err());
+        assert!(parse("body_bytes = 100000000").is_err());
+        assert!(parse("body = \"x\"\nheaders = { \"a b\" = \"c\" }").is_err());
+        assert!(parse("body = \"x\"\nheaders = { \"a\" = \"$c\" }").is_err());
     }
 
     #[test]

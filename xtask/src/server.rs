@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
+use crate::scenario::Protocol;
+
 /// How long a server may take to listen: generous, as 10,000 regexes take a while to compile.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a graceful stop may take before SIGKILL.
@@ -134,13 +136,15 @@ impl Server {
         status_of(&head[..len]).context("the probe got no HTTP/1.1 status line")
     }
 
-    /// Sends one `GET path` over TLS with curl (`-k`: the certificates are self-signed) and
-    /// returns the response status. curl, because xtask has no TLS client of its own and a
-    /// second implementation is a better witness than Squall's own rustls.
-    pub fn probe_tls(&self, path: &str) -> Result<u16> {
-        let url = format!("https://{}{path}", self.addr);
+    /// Sends one `GET path` with curl, over TLS (`-k`: the certificates are self-signed) or
+    /// HTTP/2 or both, and returns the response status; a response in another HTTP version
+    /// than `protocol` is an error. curl, because xtask has no TLS or HTTP/2 client of its own
+    /// and a second implementation is a better witness than Squall's own.
+    pub fn probe_curl(&self, path: &str, tls: bool, protocol: Protocol) -> Result<u16> {
+        let scheme = if tls { "https" } else { "http" };
+        let url = format!("{scheme}://{}{path}", self.addr);
         let output = Command::new("curl")
-            .args(curl_probe_args(&url, PROBE_TIMEOUT))
+            .args(curl_probe_args(&url, tls, protocol, PROBE_TIMEOUT))
             .stdin(Stdio::null())
             .output()
             .context("running curl")?;
@@ -153,17 +157,24 @@ impl Server {
                 crate::util::last_line(&stderr)
             );
         }
-        stdout
-            .trim()
-            .parse()
-            .with_context(|| format!("curl printed {stdout:?}, not a status"))
+        curl_status(&stdout, protocol)
     }
 
-    /// The server's CPU time so far (all threads, user and system), in seconds.
+    /// The server's CPU time so far (all threads, user and system), in seconds, with that of
+    /// its child processes while they run (varnish's cache process; Squall and nginx have none).
     pub fn cpu_secs(&self, clock_ticks: f64) -> Result<f64> {
-        let path = format!("/proc/{}/stat", self.pid());
-        let stat = fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
-        let ticks = cpu_ticks(&stat).with_context(|| format!("parsing {path}"))?;
+        let mut ticks = 0;
+        for pid in std::iter::once(self.pid()).chain(descendants(self.pid())) {
+            let path = format!("/proc/{pid}/stat");
+            match fs::read_to_string(&path) {
+                Ok(stat) => ticks += cpu_ticks(&stat).with_context(|| format!("parsing {path}"))?,
+                // A child may end between listing and reading; the server itself may not.
+                Err(err) if pid == self.pid() => {
+                    return Err(err).with_context(|| format!("reading {path}"));
+                }
+                Err(_) => {}
+            }
+        }
         Ok(ticks as f64 / clock_ticks)
     }
 
@@ -195,22 +206,38 @@ impl Server {
 }
 
 impl Drop for Server {
+    /// Kills the server and then any child it left (by PID, listed before the kill, as the
+    /// children are re-parented after it).
     fn drop(&mut self) {
         if self.running() {
+            let children = descendants(self.pid());
             let _ = self.child.kill();
             let _ = self.child.wait();
+            for pid in children {
+                let _ = Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .stderr(Stdio::null())
+                    .status();
+            }
         }
     }
 }
 
-/// curl's arguments for the TLS probe: no certificate check, HTTP/1.1 (ALPN `http/1.1`), no
-/// proxy from the environment, a time limit, and only the status printed.
-pub fn curl_probe_args(url: &str, timeout: Duration) -> Vec<String> {
+/// curl's arguments for the probe: the HTTP version of `protocol` (over TLS, by ALPN: HTTP/1.1
+/// offers only `http/1.1`, HTTP/2 `h2` first; in cleartext, HTTP/2 with prior knowledge), no
+/// certificate check, no proxy from the environment, a time limit, and only the status and
+/// the HTTP version printed.
+pub fn curl_probe_args(url: &str, tls: bool, protocol: Protocol, timeout: Duration) -> Vec<String> {
+    let version = match (protocol, tls) {
+        (Protocol::H1, _) => "--http1.1",
+        (Protocol::H2, true) => "--http2",
+        (Protocol::H2, false) => "--http2-prior-knowledge",
+    };
     [
         "--silent",
         "--show-error",
         "--insecure",
-        "--http1.1",
+        version,
         "--noproxy",
         "*",
         "--max-time",
@@ -218,11 +245,66 @@ pub fn curl_probe_args(url: &str, timeout: Duration) -> Vec<String> {
         "--output",
         "/dev/null",
         "--write-out",
-        "%{http_code}",
+        "%{http_code} %{http_version}",
         url,
     ]
     .map(String::from)
     .to_vec()
+}
+
+/// The status from curl's `%{http_code} %{http_version}`, if the version is `protocol`'s.
+pub fn curl_status(printed: &str, protocol: Protocol) -> Result<u16> {
+    let mut words = printed.split_whitespace();
+    let status: u16 = words
+        .next()
+        .and_then(|code| code.parse().ok())
+        .with_context(|| format!("curl printed {printed:?}, not a status"))?;
+    let version = words.next().unwrap_or("");
+    let expected = match protocol {
+        Protocol::H1 => "1.1",
+        Protocol::H2 => "2",
+    };
+    if version != expected {
+        bail!("the answer came in HTTP/{version}, not HTTP/{expected}");
+    }
+    Ok(status)
+}
+
+/// The PIDs of every descendant of `pid` (children, their children ...), from `/proc`. A peer
+/// such as varnish serves from a child of the process the harness started.
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let parents: Vec<(u32, u32)> = entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|child| {
+            let stat = fs::read_to_string(format!("/proc/{child}/stat")).ok()?;
+            Some((child, parent_pid(&stat)?))
+        })
+        .collect();
+    descendants_in(pid, &parents)
+}
+
+/// The pure part of [`descendants`]: the descendants of `pid` in `(pid, parent)` pairs.
+fn descendants_in(pid: u32, parents: &[(u32, u32)]) -> Vec<u32> {
+    let mut found = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(parent) = frontier.pop() {
+        for &(child, _) in parents.iter().filter(|(_, p)| *p == parent) {
+            if !found.contains(&child) && child != pid {
+                found.push(child);
+                frontier.push(child);
+            }
+        }
+    }
+    found
+}
+
+/// Field 4 (ppid) of `/proc/PID/stat`, the second after the command name.
+fn parent_pid(stat: &str) -> Option<u32> {
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    after_name.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// utime + stime from `/proc/PID/stat`: fields 14 and 15, counted after the command name,
@@ -262,8 +344,41 @@ mod tests {
     }
 
     #[test]
+    fn the_curl_probe_speaks_the_scenarios_protocol() {
+        let args = |tls, protocol| curl_probe_args("http://x/", tls, protocol, PROBE_TIMEOUT);
+        assert!(args(true, Protocol::H1).contains(&"--http1.1".to_string()));
+        assert!(args(true, Protocol::H2).contains(&"--http2".to_string()));
+        assert!(args(false, Protocol::H2).contains(&"--http2-prior-knowledge".to_string()));
+        assert_eq!(curl_status("200 2", Protocol::H2).ok(), Some(200));
+        assert_eq!(curl_status("404 1.1", Protocol::H1).ok(), Some(404));
+        let fallback = curl_status("200 1.1", Protocol::H2).expect_err("not HTTP/2");
+        assert!(
+            format!("{fallback}").contains("HTTP/1.1, not HTTP/2"),
+            "{fallback}"
+        );
+        assert!(curl_status("", Protocol::H1).is_err());
+    }
+
+    #[test]
+    fn descendants_and_parents() {
+        let stat = "22942 (cache-main) S 22926 22926 22926 0 -1 4194624 0 0 0 0 5 6 0 0";
+        assert_eq!(parent_pid(stat), Some(22926));
+        let parents = [(2, 1), (3, 2), (4, 1), (5, 9), (1, 0)];
+        let mut found = descendants_in(1, &parents);
+        found.sort_unstable();
+        assert_eq!(found, [2, 3, 4]);
+        assert!(descendants_in(5, &parents).is_empty());
+        assert!(descendants(std::process::id()).len() < 1_000);
+    }
+
+    #[test]
     fn the_tls_probe_is_curl_without_verification() {
-        let args = curl_probe_args("https://127.0.0.1:9/a", Duration::from_secs(5));
+        let args = curl_probe_args(
+            "https://127.0.0.1:9/a",
+            true,
+            Protocol::H1,
+            Duration::from_secs(5),
+        );
         assert_eq!(
             args.last().map(String::as_str),
             Some("https://127.0.0.1:9/a")
