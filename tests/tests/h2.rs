@@ -474,6 +474,95 @@ async fn empty_data_flood() {
     flood_ends_in_goaway(attack).await;
 }
 
+const WINDOW_UPDATE: u8 = 0x8;
+const FLOW_CONTROL_ERROR: u32 = 0x3;
+
+/// WINDOW_UPDATE that pushes the connection window past 2^31-1 is a connection
+/// FLOW_CONTROL_ERROR (RFC 9113 §6.9.1): GOAWAY, and other connections go on.
+#[tokio::test]
+async fn window_update_overflow_ends_the_connection() {
+    let squall = Squall::start(&config(""));
+    let mut stream = raw_h2(squall.addr);
+    let increment = 0x7fff_ffffu32.to_be_bytes();
+    stream
+        .write_all(&frame(WINDOW_UPDATE, 0, 0, &increment))
+        .unwrap();
+    stream
+        .write_all(&frame(WINDOW_UPDATE, 0, 0, &increment))
+        .unwrap();
+    assert_eq!(goaway_code(&mut stream), Some(FLOW_CONTROL_ERROR));
+    let good = h2c(squall.addr).await;
+    let url = format!("http://{}/", squall.addr);
+    assert_eq!(fetch(&good, "GET", &url, None).await.status, 200);
+}
+
+/// A client that asks for a large body and never opens its window (SETTINGS_INITIAL_WINDOW_SIZE
+/// 0) holds the response only for `h2_stall_timeout`: the stream is then reset, and a good
+/// connection alongside is served throughout.
+#[tokio::test]
+async fn a_zero_window_stall_is_reset_after_the_stall_timeout() {
+    let config = config("").replace(
+        "body_bytes_max = \"4MiB\"",
+        "body_bytes_max = \"4MiB\"\nh2_stall_timeout = \"1s\"",
+    );
+    let squall = Squall::start(&config);
+    let addr = squall.addr;
+    let stalled = tokio::task::spawn_blocking(move || {
+        let mut stream = TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        stream
+            .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+            .unwrap();
+        // SETTINGS_INITIAL_WINDOW_SIZE (0x4) = 0.
+        stream
+            .write_all(&frame(SETTINGS, 0, 0, &[0, 4, 0, 0, 0, 0]))
+            .unwrap();
+        // GET /big: :method GET, :scheme http, :path literal "/big", :authority "a".
+        let block = [
+            0x82, 0x86, 0x04, 0x04, b'/', b'b', b'i', b'g', 0x01, 0x01, b'a',
+        ];
+        stream
+            .write_all(&frame(HEADERS, END_STREAM | END_HEADERS, 1, &block))
+            .unwrap();
+        let started = Instant::now();
+        let mut bytes = Vec::new();
+        let mut buf = [0u8; 4096];
+        // Read frames until RST_STREAM on stream 1.
+        loop {
+            let n = stream
+                .read(&mut buf)
+                .expect("the server answers within the timeout");
+            assert!(n > 0, "closed before the reset");
+            bytes.extend_from_slice(&buf[..n]);
+            let mut rest = &bytes[..];
+            while rest.len() >= 9 {
+                let len = u32::from_be_bytes([0, rest[0], rest[1], rest[2]]) as usize;
+                if rest.len() < 9 + len {
+                    break;
+                }
+                let id = u32::from_be_bytes(rest[5..9].try_into().unwrap()) & 0x7fff_ffff;
+                if rest[3] == RST_STREAM && id == 1 {
+                    return started.elapsed();
+                }
+                rest = &rest[9 + len..];
+            }
+        }
+    });
+    let good = h2c(squall.addr).await;
+    let url = format!("http://{}/", squall.addr);
+    for _ in 0..5 {
+        assert_eq!(fetch(&good, "GET", &url, None).await.status, 200);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let waited = stalled.await.unwrap();
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_secs(5),
+        "reset after {waited:?}"
+    );
+}
+
 #[tokio::test]
 async fn garbage_after_the_preface_is_a_protocol_error_not_a_crash() {
     let squall = Squall::start(&config(""));
