@@ -71,6 +71,9 @@ impl Connection {
             return;
         };
         self.queued_total -= stream.queued_bytes;
+        if stream.stalled_since.is_some() {
+            self.stalled_streams -= 1;
+        }
         if stream.in_ready {
             self.ready.retain(|&r| r != id);
         }

@@ -91,6 +91,8 @@ pub struct Connection {
     ready: VecDeque<StreamId>,
     queued_total: usize,
     conn_stalled_since: Option<Instant>,
+    /// Streams whose `stalled_since` is set, so that the hot path never scans for stalls.
+    stalled_streams: usize,
     /// Scratch for encoding header blocks.
     block_buf: BytesMut,
 
@@ -143,6 +145,7 @@ impl Connection {
             ready: VecDeque::new(),
             queued_total: 0,
             conn_stalled_since: None,
+            stalled_streams: 0,
             block_buf: BytesMut::new(),
             events: VecDeque::new(),
             inboxes: HashMap::new(),
@@ -221,9 +224,12 @@ impl Connection {
             return None;
         }
         let timeout = self.config.stall_timeout;
-        self.streams
-            .values()
-            .filter_map(|s| s.stalled_since)
+        let streams = (self.stalled_streams > 0).then(|| {
+            (self.streams.values())
+                .filter_map(|s| s.stalled_since)
+                .min()
+        });
+        (streams.flatten().into_iter())
             .chain(self.conn_stalled_since)
             .min()
             .map(|since| since + timeout)
@@ -236,7 +242,7 @@ impl Connection {
         if self.error.is_some() {
             return;
         }
-        self.refresh_stalls();
+        self.refresh_all_stalls();
         let timeout = self.config.stall_timeout;
         let expired = |since: Option<Instant>| since.is_some_and(|s| s + timeout <= now);
         let stalled: Vec<StreamId> = (self.streams.iter())
@@ -257,15 +263,39 @@ impl Connection {
         }
     }
 
-    /// Marks and unmarks stalls: data queued and no window to send it.
+    /// Marks and unmarks every stream's stall (data queued and no window to send it), and the
+    /// connection's: for the timer and for SETTINGS, which move every window at once.
+    fn refresh_all_stalls(&mut self) {
+        let ids: Vec<StreamId> = self.streams.keys().copied().collect();
+        for id in ids {
+            self.refresh_stall(id);
+        }
+        self.refresh_stalls();
+    }
+
+    /// Marks or unmarks one stream's stall: called wherever its queue or window changes, so
+    /// that stall bookkeeping costs O(1) per frame instead of a scan of every stream.
+    pub(super) fn refresh_stall(&mut self, id: StreamId) {
+        let now = self.now;
+        let Some(stream) = self.streams.get_mut(&id) else {
+            return;
+        };
+        match (stream.is_stalled(), stream.stalled_since.is_some()) {
+            (true, false) => {
+                stream.stalled_since = Some(now);
+                self.stalled_streams += 1;
+            }
+            (false, true) => {
+                stream.stalled_since = None;
+                self.stalled_streams -= 1;
+            }
+            _ => {}
+        }
+    }
+
+    /// Marks and unmarks the connection's stall: data queued and no connection window.
     fn refresh_stalls(&mut self) {
         let now = self.now;
-        for stream in self.streams.values_mut() {
-            stream.stalled_since = match stream.is_stalled() {
-                true => Some(stream.stalled_since.unwrap_or(now)),
-                false => None,
-            };
-        }
         let conn_stalled = self.queued_total > 0 && self.conn_send_window <= 0;
         self.conn_stalled_since = match conn_stalled {
             true => Some(self.conn_stalled_since.unwrap_or(now)),
@@ -295,6 +325,7 @@ impl Connection {
             None => self.stats.protocol_errors += 1,
         }
         self.streams.clear();
+        self.stalled_streams = 0;
         self.ready.clear();
         self.queued_total = 0;
         self.conn_stalled_since = None;
@@ -326,6 +357,10 @@ impl Connection {
             assert!(!stream.is_closed(), "closed stream {id} kept");
         }
         assert!(self.ready.len() <= self.streams.len());
+        let stalled = (self.streams.values())
+            .filter(|s| s.stalled_since.is_some())
+            .count();
+        assert_eq!(stalled, self.stalled_streams, "stalled streams counted");
         // One Request, one data marker, one Trailers and one Reset per stream at most, plus
         // Resets of streams gone since the last poll, bounded by the reset budget.
         let bound = 4 * self.config.max_concurrent_streams as usize

@@ -193,6 +193,7 @@ impl Connection {
                 self.schedule(id);
             }
         }
+        self.refresh_all_stalls();
         Ok(())
     }
 
@@ -291,6 +292,7 @@ impl Connection {
         }
         let useless = stream.send == super::stream::SendState::Done;
         self.schedule(id);
+        self.refresh_stall(id);
         if useless {
             self.count(FloodKind::Control)?;
         }

@@ -96,6 +96,7 @@ impl Connection {
         }
         self.queued_total += len;
         self.schedule(stream_id);
+        self.refresh_stall(stream_id);
         self.refresh_stalls();
         Ok(())
     }
@@ -176,7 +177,14 @@ impl Connection {
             let Some(id) = self.ready.pop_front() else {
                 break;
             };
-            match self.send_frame(id) {
+            // Out of the ready list while its frame is made: a stream that closes now is
+            // removed without a scan of the list.
+            if let Some(stream) = self.streams.get_mut(&id) {
+                stream.in_ready = false;
+            }
+            let turn = self.send_frame(id);
+            self.refresh_stall(id);
+            match turn {
                 Turn::Sent {
                     head,
                     payload,
@@ -193,7 +201,7 @@ impl Connection {
                 }
                 Turn::WaitConnection => {
                     waiting += 1;
-                    self.ready.push_back(id);
+                    self.requeue(id, true);
                 }
                 Turn::Blocked => self.requeue(id, false),
             }
@@ -205,10 +213,9 @@ impl Connection {
         let Some(stream) = self.streams.get_mut(&id) else {
             return;
         };
+        stream.in_ready = more;
         if more {
             self.ready.push_back(id);
-        } else {
-            stream.in_ready = false;
         }
     }
 

@@ -135,10 +135,12 @@ pub(crate) enum Closed {
 }
 
 /// Recently closed streams. Ids only ever grow, so the oldest entries matter least; a
-/// frame on a forgotten stream is judged as [`Closed::Forgotten`].
+/// frame on a forgotten stream is judged as [`Closed::Forgotten`]. A map for the lookups and
+/// a queue for the order of forgetting: every stream closes once, so both are O(1).
 #[derive(Debug, Default)]
 pub(crate) struct ClosedStreams {
-    ring: VecDeque<(StreamId, Closed)>,
+    how: std::collections::HashMap<StreamId, Closed>,
+    order: VecDeque<StreamId>,
 }
 
 /// Closed streams remembered: two generations of the default 128 concurrent streams.
@@ -146,25 +148,25 @@ pub(crate) const CLOSED_STREAMS_REMEMBERED_MAX: usize = 256;
 
 impl ClosedStreams {
     pub(crate) fn insert(&mut self, id: StreamId, how: Closed) {
-        if let Some(entry) = self.ring.iter_mut().find(|(i, _)| *i == id) {
-            entry.1 = how;
+        if let Some(entry) = self.how.get_mut(&id) {
+            *entry = how;
             return;
         }
-        if self.ring.len() == CLOSED_STREAMS_REMEMBERED_MAX {
-            self.ring.pop_front();
+        if self.order.len() == CLOSED_STREAMS_REMEMBERED_MAX
+            && let Some(oldest) = self.order.pop_front()
+        {
+            self.how.remove(&oldest);
         }
-        self.ring.push_back((id, how));
+        self.order.push_back(id);
+        self.how.insert(id, how);
     }
 
     pub(crate) fn get(&self, id: StreamId) -> Closed {
-        self.ring
-            .iter()
-            .rev()
-            .find(|(i, _)| *i == id)
-            .map_or(Closed::Forgotten, |&(_, how)| how)
+        self.how.get(&id).copied().unwrap_or(Closed::Forgotten)
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.ring.len()
+        debug_assert_eq!(self.how.len(), self.order.len());
+        self.order.len()
     }
 }

@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http::{HeaderValue, Method, StatusCode, Uri, Version};
 use squall_h1::{BodyKind, RequestHead};
 use squall_h2::{Connection, ErrorCode, Event, Request, StreamId};
@@ -108,31 +108,21 @@ impl Protocols {
 
 /// Turns a validated HTTP/2 request into the head the router and the proxy know.
 ///
-/// The target becomes absolute-form when there is an authority, so `host()` finds it; a Host
-/// field is added from `:authority` for origins that speak HTTP/1.1 (RFC 9113 §8.3.1 lets a
-/// proxy do that). A body of unknown length is `Chunked`: that is how it goes on to HTTP/1.1.
+/// The target stays in origin-form (`:path`), as an HTTP/1.1 request's; `:authority` becomes
+/// the Host field, where `host()`, the cache key and origins that speak HTTP/1.1 find it
+/// (RFC 9113 §8.3.1 lets a proxy do that). A body of unknown length is `Chunked`: that is how
+/// it goes on to HTTP/1.1.
 pub fn request_head(request: Request) -> Option<RequestHead> {
     let Request {
         method,
-        scheme,
         authority,
         path,
         mut headers,
         content_length,
         end_stream,
+        ..
     } = request;
-    let uri = match &authority {
-        Some(authority) if method != Method::OPTIONS || path.as_ref() != b"*" => {
-            let mut target =
-                BytesMut::with_capacity(scheme.len() + 3 + authority.len() + path.len());
-            target.extend_from_slice(&scheme);
-            target.extend_from_slice(b"://");
-            target.extend_from_slice(authority);
-            target.extend_from_slice(&path);
-            Uri::from_maybe_shared(target.freeze()).ok()?
-        }
-        _ => Uri::from_maybe_shared(path).ok()?,
-    };
+    let uri = Uri::from_maybe_shared(path).ok()?;
     if let Some(authority) = authority
         && !headers.contains_key(http::header::HOST)
     {
@@ -555,8 +545,8 @@ mod tests {
     }
 
     #[test]
-    fn request_head_refuses_a_target_uri_cannot_hold() {
-        assert!(request_head(request(Some("a b"), "/", true)).is_none());
+    fn request_head_refuses_a_target_or_authority_it_cannot_hold() {
+        assert!(request_head(request(Some("a\u{7f}b"), "/", true)).is_none());
         assert!(request_head(request(Some("a"), "/\u{7f}", true)).is_none());
     }
 
