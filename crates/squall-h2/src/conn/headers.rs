@@ -200,7 +200,7 @@ impl Connection {
                 let send_window = i64::from(self.peer_initial_window);
                 let mut stream = Stream::new(!end_stream, recv_window, send_window);
                 stream.content_length = request.content_length;
-                self.streams.insert(id, stream);
+                self.streams.insert(id, Box::new(stream));
                 self.push_request(id, request);
                 Ok(())
             }

@@ -67,7 +67,8 @@ pub struct Connection {
     hpack_out: Encoder,
 
     // Streams.
-    streams: BTreeMap<StreamId, Stream>,
+    /// Boxed: a B-tree moves its values as it splits and merges nodes, and a stream is big.
+    streams: BTreeMap<StreamId, Box<Stream>>,
     closed: ClosedStreams,
     /// The highest client stream id seen: every higher odd id is idle (§5.1.1).
     highest_stream_id: StreamId,

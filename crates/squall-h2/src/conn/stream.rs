@@ -134,39 +134,49 @@ pub(crate) enum Closed {
     Forgotten,
 }
 
-/// Recently closed streams. Ids only ever grow, so the oldest entries matter least; a
-/// frame on a forgotten stream is judged as [`Closed::Forgotten`]. A map for the lookups and
-/// a queue for the order of forgetting: every stream closes once, so both are O(1).
-#[derive(Debug, Default)]
+/// Recently closed streams, in a direct-mapped table indexed by the stream id: client ids are
+/// odd and opened in increasing order, so a closed stream is remembered until the stream
+/// `2 × CLOSED_STREAMS_REMEMBERED_MAX` ids later closes in its slot, that is for at least
+/// that many newer streams. A frame on a forgotten stream is judged as [`Closed::Forgotten`].
+/// O(1), no hashing and no allocation after the first close: this runs once per request.
+#[derive(Debug)]
 pub(crate) struct ClosedStreams {
-    how: std::collections::HashMap<StreamId, Closed>,
-    order: VecDeque<StreamId>,
+    slots: Box<[Option<(StreamId, Closed)>; CLOSED_STREAMS_REMEMBERED_MAX]>,
 }
 
-/// Closed streams remembered: two generations of the default 128 concurrent streams.
-pub(crate) const CLOSED_STREAMS_REMEMBERED_MAX: usize = 256;
+impl Default for ClosedStreams {
+    fn default() -> Self {
+        ClosedStreams {
+            slots: Box::new([None; CLOSED_STREAMS_REMEMBERED_MAX]),
+        }
+    }
+}
+
+/// Closed streams remembered: four generations of the default 128 concurrent streams.
+pub(crate) const CLOSED_STREAMS_REMEMBERED_MAX: usize = 512;
 
 impl ClosedStreams {
+    fn slot(id: StreamId) -> usize {
+        (id as usize >> 1) % CLOSED_STREAMS_REMEMBERED_MAX
+    }
+
     pub(crate) fn insert(&mut self, id: StreamId, how: Closed) {
-        if let Some(entry) = self.how.get_mut(&id) {
-            *entry = how;
-            return;
+        let slot = &mut self.slots[Self::slot(id)];
+        // An older stream in the slot is forgotten; a newer one (a late insert for an old id)
+        // is kept.
+        if slot.is_none_or(|(held, _)| held <= id) {
+            *slot = Some((id, how));
         }
-        if self.order.len() == CLOSED_STREAMS_REMEMBERED_MAX
-            && let Some(oldest) = self.order.pop_front()
-        {
-            self.how.remove(&oldest);
-        }
-        self.order.push_back(id);
-        self.how.insert(id, how);
     }
 
     pub(crate) fn get(&self, id: StreamId) -> Closed {
-        self.how.get(&id).copied().unwrap_or(Closed::Forgotten)
+        match self.slots[Self::slot(id)] {
+            Some((held, how)) if held == id => how,
+            _ => Closed::Forgotten,
+        }
     }
 
     pub(crate) fn len(&self) -> usize {
-        debug_assert_eq!(self.how.len(), self.order.len());
-        self.order.len()
+        self.slots.iter().flatten().count()
     }
 }
