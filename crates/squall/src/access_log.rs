@@ -8,7 +8,7 @@
 //! never waits for the log.
 //!
 //! Format: nginx's "combined" plus Squall's fields, space separated:
-//! `ADDR - - [TIME] "REQUEST" STATUS BYTES "REFERER" "USER-AGENT" rt=SECONDS ut=- cs=- proto=PROTO`
+//! `ADDR - - [TIME] "REQUEST" STATUS BYTES "REFERER" "USER-AGENT" rt=SECONDS ut=SECONDS|- cs=CACHE|- proto=PROTO`
 //! where BYTES counts the whole response (head and body, as nginx's `$bytes_sent`), `rt` is the
 //! time from the first byte of the request head to the response being queued, and `ut` (upstream
 //! time) and `cs` (cache status) are `-` until the proxy and the cache land. Quotes, backslashes,
@@ -94,6 +94,10 @@ pub struct Entry<'a> {
     pub status: u16,
     pub bytes: usize,
     pub elapsed: Duration,
+    /// Time spent on the origin, for proxied requests.
+    pub upstream: Option<Duration>,
+    /// `HIT`, `MISS`, `STALE` or `REVALIDATED` on cached routes.
+    pub cache: Option<&'static str>,
 }
 
 impl Batch {
@@ -171,11 +175,14 @@ fn format_line(out: &mut Vec<u8>, entry: &Entry<'_>, time: &str) {
     let proto = entry
         .head
         .map_or("-".to_owned(), |h| format!("{:?}", h.version));
-    let _ = writeln!(
-        out,
-        "\" rt={:.3} ut=- cs=- proto={proto}",
-        entry.elapsed.as_secs_f64()
-    );
+    let _ = write!(out, "\" rt={:.3} ut=", entry.elapsed.as_secs_f64());
+    match entry.upstream {
+        Some(upstream) => {
+            let _ = write!(out, "{:.3}", upstream.as_secs_f64());
+        }
+        None => out.push(b'-'),
+    }
+    let _ = writeln!(out, " cs={} proto={proto}", entry.cache.unwrap_or("-"));
 }
 
 fn header(out: &mut Vec<u8>, head: Option<&squall_h1::RequestHead>, name: http::HeaderName) {
@@ -251,6 +258,8 @@ mod tests {
             status: 200,
             bytes: 120,
             elapsed: Duration::from_micros(1500),
+            upstream: None,
+            cache: None,
         };
         let mut out = Vec::new();
         format_line(&mut out, &entry, "30/Nov/2026:03:55:00 +0000");
@@ -258,6 +267,18 @@ mod tests {
             String::from_utf8(out).unwrap(),
             "127.0.0.1 - - [30/Nov/2026:03:55:00 +0000] \"GET /a?b=1 HTTP/1.1\" 200 120 \"-\" \
              \"evil\\x22 agent\" rt=0.002 ut=- cs=- proto=HTTP/1.1\n"
+        );
+        let proxied = Entry {
+            upstream: Some(Duration::from_micros(1200)),
+            cache: Some("MISS"),
+            ..entry
+        };
+        let mut out = Vec::new();
+        format_line(&mut out, &proxied, "30/Nov/2026:03:55:00 +0000");
+        let line = String::from_utf8(out).unwrap();
+        assert!(
+            line.ends_with(" rt=0.002 ut=0.001 cs=MISS proto=HTTP/1.1\n"),
+            "{line}"
         );
     }
 }

@@ -100,7 +100,7 @@ pub enum Label {
 }
 
 impl Label {
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Label::Hit => "HIT",
             Label::Miss => "MISS",
@@ -479,6 +479,7 @@ impl Worker {
             entry.status
         };
         let age = entry.age(SystemTime::now()).as_secs().to_string();
+        let logged = label.as_str();
         let label = cache.x_cache.then_some(label.as_str().as_bytes());
         let counters = self.runtime.metrics.worker(self.id);
         let date = self.date.get();
@@ -539,6 +540,7 @@ impl Worker {
             }
             conn.out.len() + conn.chain.bytes - before
         };
+        conn.log_note.cache = Some(logged);
         counters.count_response(status);
         super::log_request(
             &mut self.log,

@@ -72,6 +72,9 @@ pub struct Conn {
     pub peer: Option<std::net::SocketAddr>,
     /// The address counted in the client table at accept, to uncount at close.
     pub counted_ip: Option<std::net::IpAddr>,
+    /// What the next access log line adds (upstream time, cache status): set just before the
+    /// response is logged, taken when it is.
+    pub log_note: LogNote,
     /// When the head of the request being answered began to arrive (for the access log).
     pub request_started: Instant,
     /// When the connection was accepted.
@@ -118,6 +121,7 @@ impl Conn {
             h2: None,
             peer: None,
             counted_ip: None,
+            log_note: LogNote::default(),
             request_started: now,
             accepted_at: now,
             last_activity: now,
@@ -182,6 +186,13 @@ impl Conn {
         let armed = u32::from(self.recv.is_some()) + u32::from(self.send.is_some());
         debug_assert!(self.ops >= armed, "ops {} < armed {armed}", self.ops);
     }
+}
+
+/// The parts of an access log line only some responses have.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LogNote {
+    pub upstream: Option<std::time::Duration>,
+    pub cache: Option<&'static str>,
 }
 
 /// Pieces at or above this size go out by reference (writev); smaller ones are copied, since an

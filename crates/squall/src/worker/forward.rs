@@ -608,6 +608,7 @@ impl Worker {
         let Some(mut exchange) = self.take_exchange(client) else {
             return;
         };
+        let filled = exchange.fill.is_some();
         self.settle_cache(&mut exchange);
         let conn = &mut self.conns[client.index];
         if exchange.answered {
@@ -642,6 +643,10 @@ impl Worker {
             conn.request_started = exchange.started;
         }
         if !exchange.answered {
+            conn.log_note.upstream = Some(self.now.saturating_duration_since(exchange.started));
+            if filled {
+                conn.log_note.cache = Some(cache::Label::Miss.as_str());
+            }
             counters.count_response(exchange.status);
             let bytes = std::mem::take(&mut exchange.bytes_to_client);
             super::log_request(

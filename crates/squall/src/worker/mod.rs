@@ -1209,7 +1209,7 @@ fn over_rate(clients: &ClientTable, limits: ClientLimits, conn: &Conn, now: Inst
 /// Adds a request's line to the access log, when there is one.
 fn log_request(
     log: &mut Option<access_log::Batch>,
-    conn: &Conn,
+    conn: &mut Conn,
     head: Option<&squall_h1::RequestHead>,
     status: http::StatusCode,
     bytes: usize,
@@ -1228,6 +1228,7 @@ fn log_request(
     } else {
         counters.requests_h1.inc();
     }
+    let note = std::mem::take(&mut conn.log_note);
     let Some(log) = log else { return };
     let entry = access_log::Entry {
         peer: conn.peer,
@@ -1235,6 +1236,8 @@ fn log_request(
         status: status.as_u16(),
         bytes,
         elapsed,
+        upstream: note.upstream,
+        cache: note.cache,
     };
     log.push(&entry, SystemTime::now(), counters);
 }
