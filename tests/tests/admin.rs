@@ -38,6 +38,10 @@ fn metrics_count_good_and_bad_requests() {
         "{metrics}"
     );
     assert!(
+        metrics.contains("squall_refused_total{worker=\"0\",status=\"400\"} 1\n"),
+        "{metrics}"
+    );
+    assert!(
         metrics.contains("squall_connections_accepted_total{worker=\"0\"} 2\n"),
         "{metrics}"
     );

@@ -137,7 +137,8 @@ fn sni_chooses_the_certificate_and_the_first_is_the_default() {
 
 #[test]
 fn sessions_resume_with_tickets_and_session_ids() {
-    let squall = Squall::start(&tls_config());
+    let config = tls_config().replace("[limits]", "[admin]\nlisten = \"127.0.0.2:0\"\n\n[limits]");
+    let squall = Squall::start(&config);
     let dir = TempDir::new();
     for version in ["-tls1_3", "-tls1_2"] {
         let file = dir.path().join(format!("session{version}"));
@@ -156,6 +157,14 @@ fn sessions_resume_with_tickets_and_session_ids() {
             "{version} resumed: {second}"
         );
         assert!(second.contains("Hello, world!"), "{second}");
+    }
+    // Two full handshakes and two resumptions, as /metrics counts them.
+    let (_, metrics) = squall_e2e::admin_get(squall_e2e::admin_addr(&squall), "/metrics");
+    for line in [
+        "squall_tls_handshakes_full_total{worker=\"0\"} 2\n",
+        "squall_tls_handshakes_resumed_total{worker=\"0\"} 2\n",
+    ] {
+        assert!(metrics.contains(line), "{line} in {metrics}");
     }
 }
 

@@ -16,7 +16,9 @@ use std::time::Duration;
 
 use tracing::{debug, info};
 
-use crate::metrics::{Counter, DURATION_BUCKETS, Histogram, Metrics, WorkerCounters};
+use crate::metrics::{
+    Counter, DURATION_BUCKETS, Histogram, Metrics, REFUSED_STATUSES, WorkerCounters,
+};
 
 /// Time a scraper has to send its request and read the answer.
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
@@ -109,6 +111,16 @@ const FAMILIES: &[Family] = &[
         "squall_tls_errors_total",
         "TLS connections ended by a TLS error.",
         |w| &w.tls_errors,
+    ),
+    (
+        "squall_tls_handshakes_full_total",
+        "TLS handshakes completed in full (no resumption).",
+        |w| &w.tls_handshakes_full,
+    ),
+    (
+        "squall_tls_handshakes_resumed_total",
+        "TLS handshakes that resumed a session (ticket or session id).",
+        |w| &w.tls_handshakes_resumed,
     ),
     (
         "squall_upstream_connects_total",
@@ -352,6 +364,24 @@ pub fn render(metrics: &Metrics) -> String {
             .connections_active
             .load(std::sync::atomic::Ordering::Relaxed);
         let _ = writeln!(out, "squall_connections_active{{worker=\"{id}\"}} {value}");
+    }
+    let _ = writeln!(
+        out,
+        "# HELP squall_refused_total Requests refused by Squall, by the status they got (limits, malformed input; status=\"other\" for the rest)."
+    );
+    let _ = writeln!(out, "# TYPE squall_refused_total counter");
+    for (id, worker) in metrics.workers().iter().enumerate() {
+        for (status, counter) in REFUSED_STATUSES.iter().zip(&worker.refused) {
+            let status = match status {
+                0 => "other".to_owned(),
+                s => s.to_string(),
+            };
+            let _ = writeln!(
+                out,
+                "squall_refused_total{{worker=\"{id}\",status=\"{status}\"}} {}",
+                counter.get()
+            );
+        }
     }
     for (name, help, histogram) in HISTOGRAMS {
         render_histogram(&mut out, metrics, name, help, *histogram);

@@ -33,6 +33,11 @@ pub struct WorkerCounters {
     pub timeouts: Counter,
     pub accept_pauses: Counter,
     pub tls_errors: Counter,
+    /// TLS handshakes completed: full ones, and resumptions (ticket or session id).
+    pub tls_handshakes_full: Counter,
+    pub tls_handshakes_resumed: Counter,
+    /// Requests refused, by the status they got (index: see `REFUSED_STATUSES`).
+    pub refused: [Counter; REFUSED_STATUSES.len()],
     pub access_log_dropped: Counter,
     pub limit_connections: Counter,
     /// Origin connections opened, and requests that reused a pooled one.
@@ -73,6 +78,9 @@ pub fn heartbeat_now_ms() -> u64 {
     static START: LazyLock<Instant> = LazyLock::new(Instant::now);
     u64::try_from(START.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
+
+/// The statuses refusals are counted under (`squall_refused_total{status}`); 0 is "other".
+pub const REFUSED_STATUSES: [u16; 10] = [400, 408, 413, 414, 429, 431, 501, 505, 403, 0];
 
 /// Upper bounds of the latency buckets, in seconds (Prometheus `le`), from 0.5 ms to 10 s.
 pub const DURATION_BUCKETS: [f64; 14] = [
@@ -173,7 +181,18 @@ impl WorkerCounters {
 
     pub fn count_bad_request(&self, status: http::StatusCode) {
         self.bad_requests.inc();
+        self.count_refused(status);
         self.count_response(status);
+    }
+
+    /// Counts a refusal under its status; statuses not listed count under the last entry.
+    pub fn count_refused(&self, status: http::StatusCode) {
+        let last = REFUSED_STATUSES.len() - 1;
+        let index = REFUSED_STATUSES
+            .iter()
+            .position(|&s| s == status.as_u16())
+            .unwrap_or(last);
+        self.refused[index].inc();
     }
 }
 

@@ -421,6 +421,7 @@ impl Worker {
             .peer
             .is_some_and(|peer| cache.purge_allowed(peer.ip()));
         if !allowed {
+            (self.runtime.metrics.worker(self.id)).count_refused(StatusCode::FORBIDDEN);
             self.answer_status(client, &head, StatusCode::FORBIDDEN);
             return Begun::Answered;
         }

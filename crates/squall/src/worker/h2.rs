@@ -297,6 +297,7 @@ impl Worker {
         let conn = &mut self.conns[index];
         if over_rate(&self.clients, runtime.client_limits, conn, self.now) {
             counters.limit_requests.inc();
+            counters.count_refused(StatusCode::TOO_MANY_REQUESTS);
             self.answer_h2_error(index, stream_id, StatusCode::TOO_MANY_REQUESTS, Some(&head));
             return;
         }

@@ -633,6 +633,7 @@ impl Worker {
                     if over_rate(&self.clients, runtime.client_limits, conn, self.now) {
                         let status = http::StatusCode::TOO_MANY_REQUESTS;
                         counters.limit_requests.inc();
+                        counters.count_refused(status);
                         counters.count_response(status);
                         let before = conn.out.len();
                         squall_h1::encode_error(status, date, &mut conn.out);
@@ -1249,11 +1250,19 @@ fn receive(conn: &mut Conn, bytes: &[u8], counters: &WorkerCounters, worker: usi
         conn.rbuf.extend_from_slice(bytes);
         return;
     };
+    let handshaking = tls.is_handshaking();
     if let Err(e) = tls.read_tls(bytes, &mut conn.rbuf, &mut conn.wire) {
         debug!(worker, conn = index, kind = e.kind().as_str(), "tls: {e}");
         counters.tls_errors.inc();
         conn.close_after = true;
-    } else if tls.peer_closed() {
+    } else if handshaking && !tls.is_handshaking() {
+        if tls.is_resumed() {
+            counters.tls_handshakes_resumed.inc();
+        } else {
+            counters.tls_handshakes_full.inc();
+        }
+    }
+    if !conn.close_after && tls.peer_closed() {
         // close_notify: the client sends no more requests; answer those received, then close.
         conn.close_after = true;
     }
