@@ -52,3 +52,41 @@ fn ready_watchdog_reload_and_stop_are_notified() {
     let status = squall.wait_exit(Duration::from_secs(5)).expect("exits");
     assert!(status.success());
 }
+
+/// A stuck worker stops the watchdog pings (systemd then restarts the service), and they come
+/// back when it turns again. The stall is the debug-build test hook `SQUALL_TEST_STALL_WORKER`.
+#[cfg(debug_assertions)]
+#[test]
+fn a_stuck_worker_stops_the_watchdog_pings() {
+    let dir = TempDir::new();
+    let path = dir.path().join("notify.sock");
+    let socket = UnixDatagram::bind(&path).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_millis(50)))
+        .unwrap();
+    let _squall = Squall::start_with(&hello_config(""), |command| {
+        command
+            .env("NOTIFY_SOCKET", &path)
+            .env("WATCHDOG_USEC", "400000")
+            .env("SQUALL_TEST_STALL_WORKER", "1000:6000");
+    });
+    wait_for(&socket, "READY=1", Duration::from_secs(5));
+    wait_for(&socket, "WATCHDOG=1", Duration::from_secs(1));
+    // The worker freezes 1 s after start for 6 s; the heartbeat counts as stale after 2 s, so
+    // no ping goes out from about 3 s to 7 s.
+    std::thread::sleep(Duration::from_millis(3500));
+    let mut buf = [0u8; 4096];
+    while socket.recv(&mut buf).is_ok() {} // what was sent before the heartbeat went stale
+    let quiet_until = Instant::now() + Duration::from_millis(1500);
+    while Instant::now() < quiet_until {
+        if let Ok(n) = socket.recv(&mut buf) {
+            let message = String::from_utf8_lossy(&buf[..n]);
+            assert!(
+                !message.contains("WATCHDOG=1"),
+                "pinged while stuck: {message}"
+            );
+        }
+    }
+    // Unfrozen at 7 s: the pings resume.
+    wait_for(&socket, "WATCHDOG=1", Duration::from_secs(5));
+}

@@ -114,6 +114,8 @@ struct Worker {
     log: Option<access_log::Batch>,
     clients: Arc<ClientTable>,
     peers: Arc<[crate::cache::Peer]>,
+    /// Debug builds only: when worker 0 should freeze, and for how long (see `test_stall`).
+    stall: Option<(Instant, Duration)>,
     /// Connections to origin servers, busy or pooled.
     origins: Slab<proxy::Origin>,
     /// This worker's balancing, health and pool state per upstream group.
@@ -157,6 +159,7 @@ pub fn run(setup: Setup) {
         log: setup.access_log.map(|tx| access_log::Batch::new(tx, now)),
         clients: setup.clients,
         peers: setup.peers,
+        stall: test_stall(setup.id),
         origins: Slab::new(),
         upstreams: proxy::Upstreams {
             groups: Vec::new(),
@@ -265,6 +268,13 @@ impl Worker {
             self.retry_accept();
             self.expire_pools();
             self.start_due_probes();
+            if let Some((at, length)) = self.stall
+                && self.now >= at
+            {
+                // The test hook: a stuck worker, as a bug or a blocking call would make one.
+                self.stall = None;
+                std::thread::sleep(length);
+            }
             let counters = self.runtime.metrics.worker(self.id);
             counters.beat();
             counters.connections_active.store(
@@ -1192,6 +1202,20 @@ impl Worker {
         self.close_idle();
         self.conns.is_empty()
     }
+}
+
+/// The watchdog's test hook, in debug builds only: `SQUALL_TEST_STALL_WORKER=AFTER_MS:FOR_MS`
+/// freezes worker 0 for FOR_MS once AFTER_MS have passed, so that a test can see the
+/// watchdog pings stop. Release builds ignore it.
+fn test_stall(worker: usize) -> Option<(Instant, Duration)> {
+    if !cfg!(debug_assertions) || worker != 0 {
+        return None;
+    }
+    let value = std::env::var("SQUALL_TEST_STALL_WORKER").ok()?;
+    let (after, length) = value.split_once(':')?;
+    let after = Duration::from_millis(after.parse().ok()?);
+    let length = Duration::from_millis(length.parse().ok()?);
+    Some((Instant::now() + after, length))
 }
 
 /// The scheme requests on `conn` arrived with.
