@@ -62,7 +62,7 @@ use bytes::Bytes;
 
 pub use decoder::Decoder;
 pub use encoder::policy::Indexing;
-pub use encoder::{Encoder, EncoderConfig};
+pub use encoder::{Encoder, EncoderConfig, encode_static};
 pub use error::DecodeError;
 pub use integer::INTEGER_MAX;
 pub use static_table::STATIC_TABLE_LEN;

@@ -24,6 +24,9 @@ pub enum Handler {
         raw_headers: Bytes,
         /// The same headers as name/value pairs, for codecs that encode their own (HTTP/2).
         fields: Fields,
+        /// The fields and the content-length as an HPACK fragment that needs no dynamic table
+        /// (`squall_hpack::encode_static`): HTTP/2 sends it as it is with every response.
+        hpack: Bytes,
         body: Bytes,
     },
     /// A redirect whose Location may name request variables.
@@ -114,11 +117,13 @@ impl Handler {
             Handler::Static {
                 status,
                 fields,
+                hpack,
                 body,
                 ..
             } => Reply {
                 status: *status,
                 fields: fields.clone(),
+                hpack: Some(hpack.clone()),
                 body: body.clone(),
             },
             Handler::Redirect { status, location } => {
@@ -129,12 +134,14 @@ impl Handler {
                 Reply {
                     status: *status,
                     fields: fields.into(),
+                    hpack: None,
                     body: Bytes::from_static(redirect_body(*status).as_bytes()),
                 }
             }
             Handler::Proxy(_) => Reply {
                 status: StatusCode::BAD_GATEWAY,
                 fields: text_fields(&[]),
+                hpack: None,
                 body: Bytes::from_static(BAD_GATEWAY_BODY),
             },
         }
@@ -164,6 +171,9 @@ pub struct Reply {
     pub status: StatusCode,
     /// Without Date and Content-Length, which the codec adds.
     pub fields: Fields,
+    /// For a fixed response: `fields` and the content-length, HPACK-encoded once
+    /// (`squall_hpack::encode_static`); an HTTP/2 codec may send these bytes instead.
+    pub hpack: Option<Bytes>,
     pub body: Bytes,
 }
 
@@ -201,12 +211,7 @@ fn handler(route: &Route, upstreams: &[Upstream]) -> Handler {
             status,
             body,
             headers,
-        } => Handler::Static {
-            status: *status,
-            raw_headers: text_headers(headers),
-            fields: text_fields(headers),
-            body: Bytes::copy_from_slice(body.as_bytes()),
-        },
+        } => static_handler(*status, headers, body),
         Action::Block { status } => {
             let reason = status.canonical_reason().unwrap_or("Blocked");
             static_text(*status, &format!("{} {reason}\n", status.as_u16()))
@@ -230,10 +235,30 @@ fn handler(route: &Route, upstreams: &[Upstream]) -> Handler {
 }
 
 fn static_text(status: StatusCode, body: &str) -> Handler {
+    static_handler(status, &[], body)
+}
+
+/// A fixed response, its headers encoded for HTTP/1.1 lines and for HPACK once.
+fn static_handler(
+    status: StatusCode,
+    headers: &[(HeaderName, HeaderValue)],
+    body: &str,
+) -> Handler {
+    let fields = text_fields(headers);
+    let length = body.len().to_string();
+    let mut hpack = BytesMut::new();
+    squall_hpack::encode_static(
+        fields
+            .iter()
+            .map(|(n, v)| (&n[..], &v[..]))
+            .chain([(&b"content-length"[..], length.as_bytes())]),
+        &mut hpack,
+    );
     Handler::Static {
         status,
-        raw_headers: text_headers(&[]),
-        fields: text_fields(&[]),
+        raw_headers: text_headers(headers),
+        fields,
+        hpack: hpack.freeze(),
         body: Bytes::copy_from_slice(body.as_bytes()),
     }
 }

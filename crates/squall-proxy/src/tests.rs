@@ -231,5 +231,22 @@ fn reply_matches_respond_for_every_kind_of_route() {
             );
             assert!(text.contains(&line), "{raw}: {line:?} missing in {text}");
         }
+        // The pre-encoded HPACK fragment says the same, plus the content-length.
+        if let Some(hpack) = &reply.hpack {
+            let decoded = squall_hpack::Decoder::new(4096)
+                .decode_to_vec(hpack, 1 << 16)
+                .expect("a valid fragment");
+            let mut expected: Vec<(Vec<u8>, Vec<u8>)> = (reply.fields.iter())
+                .map(|(n, v)| (n.to_vec(), v.to_vec()))
+                .collect();
+            expected.push((
+                b"content-length".to_vec(),
+                body.len().to_string().into_bytes(),
+            ));
+            let decoded: Vec<(Vec<u8>, Vec<u8>)> = (decoded.into_iter())
+                .map(|f| (f.name.to_vec(), f.value.to_vec()))
+                .collect();
+            assert_eq!(decoded, expected, "{raw}");
+        }
     }
 }

@@ -221,7 +221,7 @@ impl Connection {
     /// If the client is still sending, RST_STREAM(NO_ERROR) asks it to stop (§8.1).
     fn answer(&mut self, id: StreamId, status: u16, end_stream: bool) -> Step {
         self.count_answer(status);
-        self.encode_head(id, status, std::iter::empty(), true);
+        self.encode_head(id, status, &[], std::iter::empty(), true);
         if end_stream {
             self.closed.insert(id, Closed::Normally);
         } else {
@@ -272,7 +272,7 @@ impl Connection {
             return Ok(());
         }
         self.count_answer(status);
-        self.encode_head(id, status, std::iter::empty(), true);
+        self.encode_head(id, status, &[], std::iter::empty(), true);
         self.send_rst(id, ErrorCode::NoError);
         self.remove_stream(id, Closed::ResetByUs, Notify::App(ErrorCode::NoError));
         Ok(())

@@ -69,7 +69,32 @@ impl Connection {
                 false => SendState::Open,
             };
         }
-        self.encode_head(stream_id, status, fields, end_stream);
+        self.encode_head(stream_id, status, &[], fields, end_stream);
+        if end_stream {
+            self.close_if_done(stream_id);
+        }
+        Ok(())
+    }
+
+    /// [`Connection::send_headers`] with some fields already encoded: `encoded` are block
+    /// fragments from [`squall_hpack::encode_static`] (which use no dynamic table, so they are
+    /// valid on any connection), sent after `:status` and before `fields`. A fixed response
+    /// encodes its fields once instead of once per request. A final (non-1xx) head only.
+    pub fn send_headers_encoded<'a>(
+        &mut self,
+        stream_id: StreamId,
+        status: u16,
+        encoded: &[&[u8]],
+        fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+        end_stream: bool,
+    ) -> Result<(), StreamClosed> {
+        debug_assert!(status >= 200, "a final response");
+        let stream = self.sending_stream(stream_id, SendState::Idle)?;
+        stream.send = match end_stream {
+            true => SendState::Done,
+            false => SendState::Open,
+        };
+        self.encode_head(stream_id, status, encoded, fields, end_stream);
         if end_stream {
             self.close_if_done(stream_id);
         }
@@ -331,6 +356,7 @@ impl Connection {
         &mut self,
         id: StreamId,
         status: u16,
+        encoded: &[&[u8]],
         fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
         end_stream: bool,
     ) {
@@ -338,10 +364,15 @@ impl Connection {
         let at = usize::from(status.clamp(100, 999)) * 3;
         let digits: &'static [u8] = &STATUS_DIGITS[at..at + 3];
         let mut block = std::mem::take(&mut self.block_buf);
-        let head = std::iter::once((&b":status"[..], digits));
-        let fields = head.chain(regular(fields));
+        // Table size updates first, then `:status` (static: an index for the common codes),
+        // the pre-encoded fragments, and the fields that go through the encoder's table.
+        self.hpack_out.begin_block(&mut block);
+        squall_hpack::encode_static([(&b":status"[..], digits)], &mut block);
+        for fragment in encoded {
+            block.extend_from_slice(fragment);
+        }
         self.hpack_out
-            .encode(fields.map(|(n, v)| (n, v, false)), &mut block);
+            .encode(regular(fields).map(|(n, v)| (n, v, false)), &mut block);
         encode_headers(
             &mut self.out,
             id,

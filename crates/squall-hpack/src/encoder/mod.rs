@@ -113,6 +113,13 @@ impl Encoder {
         }
     }
 
+    /// Starts a header block: appends the dynamic table size updates the peer is owed (RFC
+    /// 7541 §4.2), which must come first. Call it before appending fragments made by
+    /// [`encode_static`]; [`Encoder::encode`] calls it itself.
+    pub fn begin_block(&mut self, out: &mut BytesMut) {
+        self.size_updates(out);
+    }
+
     /// The table's current size in bytes (RFC 7541 §4.1).
     pub fn table_size(&self) -> usize {
         self.table.size()
@@ -225,22 +232,54 @@ impl Encoder {
 
     /// A string literal (RFC 7541 §5.2): `H` and a 7-bit length prefix, then the octets.
     fn string(&self, s: &[u8], out: &mut BytesMut) {
-        // Huffman when it is no longer than the raw string. nghttp2 wants it strictly shorter;
-        // at equal length we follow RFC 7541 Appendix C.6.2 (`307` is sent Huffman-coded in 3
-        // bytes), so the examples stay byte-exact.
-        let huffman_len = if self.config.huffman {
-            huffman::encoded_len(s)
-        } else {
-            usize::MAX
-        };
-        if huffman_len <= s.len() {
-            out.reserve(huffman_len + 5);
-            integer::encode(huffman_len, 7, 0x80, out);
-            huffman::encode(s, out);
-        } else {
-            out.reserve(s.len() + 5);
-            integer::encode(s.len(), 7, 0x00, out);
-            out.extend_from_slice(s);
+        string_literal(s, self.config.huffman, out);
+    }
+}
+
+/// A string literal (RFC 7541 §5.2), Huffman-coded when `huffman` and that is no longer.
+fn string_literal(s: &[u8], huffman: bool, out: &mut BytesMut) {
+    // Huffman when it is no longer than the raw string. nghttp2 wants it strictly shorter;
+    // at equal length we follow RFC 7541 Appendix C.6.2 (`307` is sent Huffman-coded in 3
+    // bytes), so the examples stay byte-exact.
+    let huffman_len = if huffman {
+        huffman::encoded_len(s)
+    } else {
+        usize::MAX
+    };
+    if huffman_len <= s.len() {
+        out.reserve(huffman_len + 5);
+        integer::encode(huffman_len, 7, 0x80, out);
+        huffman::encode(s, out);
+    } else {
+        out.reserve(s.len() + 5);
+        integer::encode(s.len(), 7, 0x00, out);
+        out.extend_from_slice(s);
+    }
+}
+
+/// Appends `fields` as a block fragment that uses no dynamic table: an exact static-table
+/// match as its index (§6.1), anything else as a literal without indexing (§6.2.2), its name
+/// from the static table when it is there, values Huffman-coded when that is shorter.
+///
+/// Such a fragment decodes the same whatever either table holds, so a server can encode the
+/// fields of a fixed response once and append the bytes to every block that carries them,
+/// after [`Encoder::begin_block`]: no lookups, no hashing, no table churn per response.
+pub fn encode_static<'a>(
+    fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+    out: &mut BytesMut,
+) {
+    for (name, value) in fields {
+        match static_table::find(name, value) {
+            static_table::StaticMatch::Field(index) => integer::encode(index, 7, 0x80, out),
+            static_table::StaticMatch::Name(index) => {
+                integer::encode(index, WITHOUT_INDEXING.1, WITHOUT_INDEXING.0, out);
+                string_literal(value, true, out);
+            }
+            static_table::StaticMatch::None => {
+                integer::encode(0, WITHOUT_INDEXING.1, WITHOUT_INDEXING.0, out);
+                string_literal(name, true, out);
+                string_literal(value, true, out);
+            }
         }
     }
 }

@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http::{HeaderValue, Method, StatusCode, Uri, Version};
 use squall_h1::{BodyKind, RequestHead};
 use squall_h2::{Connection, ErrorCode, Event, Request, StreamId};
@@ -303,6 +303,8 @@ impl Worker {
         }
         let scheme = if conn.tls.is_some() { "https" } else { "http" };
         let reply = runtime.service.reply(&head, scheme);
+        let date = self.date.get();
+        let encoded_date = self.h2_date.get(date);
         let h2 = conn
             .h2
             .as_mut()
@@ -312,9 +314,10 @@ impl Worker {
             stream_id,
             reply.status,
             reply.fields.iter().map(|(n, v)| (&n[..], &v[..])),
+            reply.hpack.as_deref().map(|fields| (fields, encoded_date)),
             reply.body,
             head.method == Method::HEAD,
-            self.date.get(),
+            date,
         );
         counters.count_response(reply.status);
         log_request(
@@ -353,6 +356,7 @@ impl Worker {
             stream_id,
             status,
             fields,
+            None,
             body,
             head.is_some_and(|h| h.method == Method::HEAD),
             self.date.get(),
@@ -450,36 +454,61 @@ fn frame_body(exchange: &mut Exchange, data: &[u8], end_stream: bool) {
 }
 
 /// Queues a whole response on a stream: HEADERS (with `date` and `content-length`), then the
-/// body as DATA unless the request was HEAD. Returns the body bytes queued, for the log.
+/// body as DATA unless the request was HEAD. `encoded`, when given, is the fields and the
+/// content-length already HPACK-encoded (a fixed response) and the encoded date, sent as they
+/// are. Returns the body bytes queued, for the log.
+#[allow(clippy::too_many_arguments)]
 fn send_reply<'a>(
     conn: &mut Connection,
     stream_id: StreamId,
     status: StatusCode,
     fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+    encoded: Option<(&[u8], &[u8])>,
     body: Bytes,
     is_head: bool,
-    date: &[u8],
+    date: &'a [u8],
 ) -> usize {
-    let mut length = itoa_buf(body.len());
-    let length = length.as_bytes();
-    let fields = fields
-        .into_iter()
-        .map(|(n, v): (&'a [u8], &'a [u8])| -> (&[u8], &[u8]) { (n, v) })
-        .chain([(&b"date"[..], date), (&b"content-length"[..], length)]);
     let no_body = is_head || body.is_empty();
-    if conn
-        .send_headers(stream_id, status.as_u16(), fields, no_body)
-        .is_err()
-    {
-        return 0; // the client reset the stream meanwhile
-    }
-    if no_body {
-        return 0;
+    let sent = match encoded {
+        Some((fields, date)) => {
+            conn.send_headers_encoded(stream_id, status.as_u16(), &[fields, date], [], no_body)
+        }
+        None => {
+            let mut length = itoa_buf(body.len());
+            let length = length.as_bytes();
+            let fields = fields
+                .into_iter()
+                .map(|(n, v): (&'a [u8], &'a [u8])| -> (&[u8], &[u8]) { (n, v) })
+                .chain([(&b"date"[..], date), (&b"content-length"[..], length)]);
+            conn.send_headers(stream_id, status.as_u16(), fields, no_body)
+        }
+    };
+    if sent.is_err() || no_body {
+        return 0; // the client reset the stream meanwhile, or no body goes
     }
     let sent = body.len();
     match conn.send_data(stream_id, body, true) {
         Ok(()) => sent,
         Err(_) => 0,
+    }
+}
+
+/// The `date` field HPACK-encoded (`squall_hpack::encode_static`), once per second.
+#[derive(Default)]
+pub struct EncodedDate {
+    date: Vec<u8>,
+    encoded: BytesMut,
+}
+
+impl EncodedDate {
+    /// The fragment for `date` (the worker's current IMF-fixdate).
+    pub fn get(&mut self, date: &[u8]) -> &[u8] {
+        if self.date != date {
+            self.date = date.to_vec();
+            self.encoded.clear();
+            squall_hpack::encode_static([(&b"date"[..], date)], &mut self.encoded);
+        }
+        &self.encoded
     }
 }
 

@@ -114,6 +114,8 @@ struct Worker {
     log: Option<access_log::Batch>,
     clients: Arc<ClientTable>,
     peers: Arc<[crate::cache::Peer]>,
+    /// The Date field HPACK-encoded for HTTP/2 responses, re-encoded when the second changes.
+    h2_date: h2::EncodedDate,
     /// Debug builds only: when worker 0 should freeze, and for how long (see `test_stall`).
     stall: Option<(Instant, Duration)>,
     /// Connections to origin servers, busy or pooled.
@@ -160,6 +162,7 @@ pub fn run(setup: Setup) {
         clients: setup.clients,
         peers: setup.peers,
         stall: test_stall(setup.id),
+        h2_date: h2::EncodedDate::default(),
         origins: Slab::new(),
         upstreams: proxy::Upstreams {
             groups: Vec::new(),
