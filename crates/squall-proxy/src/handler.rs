@@ -112,7 +112,7 @@ impl Handler {
     }
 
     /// The response as status, fields and body, for a codec that encodes its own head.
-    pub(crate) fn reply(&self, head: &RequestHead, scheme: &str) -> Reply {
+    pub fn reply(&self, head: &RequestHead, scheme: &str) -> Reply {
         match self {
             Handler::Static {
                 status,

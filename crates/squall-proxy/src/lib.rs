@@ -64,6 +64,12 @@ impl Service {
         }
     }
 
+    /// The handler for `head`, for a caller that routes once and then either forwards (a
+    /// [`Handler::Proxy`]) or answers with [`Handler::reply`].
+    pub fn route(&self, head: &RequestHead) -> &Handler {
+        self.handler(head)
+    }
+
     fn handler(&self, head: &RequestHead) -> &Handler {
         let request = RouteRequest {
             host: head.host(),

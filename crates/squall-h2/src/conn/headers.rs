@@ -53,6 +53,9 @@ impl PartialBlock {
     }
 }
 
+/// A field list grown past this many entries by one large block is not kept for the next.
+const FIELDS_KEPT_MAX: usize = 64;
+
 impl Connection {
     /// §6.2. Which stream states accept a header block is decided here, before the block
     /// is buffered; connection errors need not wait for the rest of it.
@@ -143,41 +146,55 @@ impl Connection {
         };
         let (id, end_stream) = (partial.stream_id, partial.end_stream);
         let (new_stream, self_dependent) = (partial.new_stream, partial.self_dependent);
-        let fields = self.decode_block(&partial.into_block())?;
-        if new_stream {
-            return self.open_stream(id, fields, end_stream, self_dependent);
+        // The field list is a scratch vector kept across blocks: one allocation per
+        // connection, not per request.
+        let mut fields = std::mem::take(&mut self.fields_buf);
+        let complete = self.decode_block(&partial.into_block(), &mut fields)?;
+        let decoded = complete.then_some(&mut fields);
+        let step = if new_stream {
+            self.open_stream(id, decoded, end_stream, self_dependent)
+        } else {
+            match self.streams.get(&id) {
+                Some(stream) if stream.recv_open => self.on_trailers(id, decoded, end_stream),
+                // §5.1 half-closed (remote).
+                Some(_) => self.stream_error(id, ErrorCode::StreamClosed),
+                // Reset by us: §5.1 says to ignore it.
+                None => Ok(()),
+            }
+        };
+        fields.clear();
+        if fields.capacity() <= FIELDS_KEPT_MAX {
+            self.fields_buf = fields;
         }
-        match self.streams.get(&id) {
-            Some(stream) if stream.recv_open => self.on_trailers(id, fields, end_stream),
-            // §5.1 half-closed (remote).
-            Some(_) => self.stream_error(id, ErrorCode::StreamClosed),
-            // Reset by us: §5.1 says to ignore it.
-            None => Ok(()),
-        }
+        step
     }
 
-    /// The block's fields; `None` when the list is over our SETTINGS_MAX_HEADER_LIST_SIZE
-    /// (the decoder is still in step); other HPACK errors end the connection.
-    fn decode_block(&mut self, block: &[u8]) -> Result<Option<Vec<Field>>, super::ConnError> {
-        let mut fields = Vec::new();
+    /// Decodes the block's fields into `fields`; `false` when the list is over our
+    /// SETTINGS_MAX_HEADER_LIST_SIZE (the decoder is still in step); other HPACK errors end
+    /// the connection.
+    fn decode_block(
+        &mut self,
+        block: &[u8],
+        fields: &mut Vec<Field>,
+    ) -> Result<bool, super::ConnError> {
         let limit = self.config.max_header_list_size as usize;
         match self
             .hpack_in
             .decode(block, limit, |field| fields.push(field))
         {
-            Ok(()) => Ok(Some(fields)),
+            Ok(()) => Ok(true),
             Err(error) if error.is_compression_error() => {
                 let reason = "HPACK block cannot be decoded";
                 Err(self.fail(ErrorCode::CompressionError, reason, None))
             }
-            Err(_) => Ok(None),
+            Err(_) => Ok(false),
         }
     }
 
     fn open_stream(
         &mut self,
         id: StreamId,
-        fields: Option<Vec<Field>>,
+        fields: Option<&mut Vec<Field>>,
         end_stream: bool,
         self_dependent: bool,
     ) -> Step {
@@ -194,7 +211,7 @@ impl Connection {
         let Some(fields) = fields else {
             return self.answer(id, 431, end_stream);
         };
-        match request::parse_request(fields, end_stream, self.limits) {
+        match request::parse_request(fields.drain(..), end_stream, self.limits) {
             Ok(request) => {
                 let recv_window = self.local_initial_window();
                 let send_window = i64::from(self.peer_initial_window);
@@ -233,14 +250,14 @@ impl Connection {
 
     /// §8.1: trailers end the stream, carry no pseudo-header field, and complete the body
     /// that content-length announced.
-    fn on_trailers(&mut self, id: StreamId, fields: Option<Vec<Field>>, end: bool) -> Step {
+    fn on_trailers(&mut self, id: StreamId, fields: Option<&mut Vec<Field>>, end: bool) -> Step {
         if !end {
             return self.malformed(id);
         }
         let Some(fields) = fields else {
             return self.reject_started(id, 431);
         };
-        let headers = match request::parse_trailers(fields) {
+        let headers = match request::parse_trailers(fields.drain(..)) {
             Ok(headers) => headers,
             Err(HeadError::Malformed(_)) => return self.malformed(id),
             Err(HeadError::Answer(status)) => return self.reject_started(id, status),

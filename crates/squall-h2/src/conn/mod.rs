@@ -96,6 +96,8 @@ pub struct Connection {
     stalled_streams: usize,
     /// Scratch for encoding header blocks.
     block_buf: BytesMut,
+    /// Scratch list for decoded header fields, reused block after block.
+    fields_buf: Vec<squall_hpack::Field>,
 
     // Application.
     events: VecDeque<Queued>,
@@ -148,6 +150,7 @@ impl Connection {
             conn_stalled_since: None,
             stalled_streams: 0,
             block_buf: BytesMut::new(),
+            fields_buf: Vec::new(),
             events: VecDeque::new(),
             inboxes: HashMap::new(),
             floods: Floods::new(config.flood_window, now),

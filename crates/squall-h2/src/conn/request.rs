@@ -43,7 +43,7 @@ pub(crate) fn is_connection_specific(name: &[u8]) -> bool {
 
 /// Builds a request from a decoded header block.
 pub(crate) fn parse_request(
-    fields: Vec<Field>,
+    fields: impl IntoIterator<Item = Field>,
     end_stream: bool,
     limits: HeadLimits,
 ) -> Result<Request, HeadError> {
@@ -90,7 +90,9 @@ pub(crate) fn parse_request(
 }
 
 /// Builds trailers from a decoded header block: regular fields only (§8.1).
-pub(crate) fn parse_trailers(fields: Vec<Field>) -> Result<HeaderMap, HeadError> {
+pub(crate) fn parse_trailers(
+    fields: impl IntoIterator<Item = Field>,
+) -> Result<HeaderMap, HeadError> {
     let mut regular = Regular::default();
     for field in fields {
         check_value(&field.value)?;

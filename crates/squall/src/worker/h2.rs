@@ -210,7 +210,8 @@ impl Worker {
                     self.answer_h2_error(index, stream_id, StatusCode::BAD_REQUEST, None);
                     return;
                 };
-                if let Some(route) = self.runtime.service.proxy_route(&head) {
+                let routed = self.runtime.service.route(&head);
+                if let squall_proxy::Handler::Proxy(route) = routed {
                     let route = route.clone();
                     if route.cache && end_stream {
                         self.begin_cached(client(stream_id), head, route);
@@ -224,13 +225,15 @@ impl Worker {
                     self.assign_origin(client(stream_id));
                     return;
                 }
-                let h2 = self.h2_mut(index);
                 if end_stream {
-                    Some((stream_id, head))
-                } else {
-                    h2.pending.insert(stream_id, head);
-                    None
+                    // Routed once: the reply is made from the handler found above.
+                    let scheme = super::scheme(&self.conns[index]);
+                    let reply = routed.reply(&head, scheme);
+                    self.answer_h2(index, stream_id, head, Some(reply));
+                    return;
                 }
+                self.h2_mut(index).pending.insert(stream_id, head);
+                None
             }
             Event::Data {
                 stream_id,
@@ -279,7 +282,7 @@ impl Worker {
             }
         };
         if let Some((stream_id, head)) = complete {
-            self.answer_h2(index, stream_id, head);
+            self.answer_h2(index, stream_id, head, None);
         }
     }
 
@@ -291,7 +294,14 @@ impl Worker {
     }
 
     /// Answers one complete request on stream `stream_id` from the service.
-    fn answer_h2(&mut self, index: usize, stream_id: StreamId, head: RequestHead) {
+    /// `reply` is the route's answer when the caller has routed the request already.
+    fn answer_h2(
+        &mut self,
+        index: usize,
+        stream_id: StreamId,
+        head: RequestHead,
+        reply: Option<squall_proxy::Reply>,
+    ) {
         let runtime = &self.runtime;
         let counters = runtime.metrics.worker(self.id);
         let conn = &mut self.conns[index];
@@ -301,8 +311,10 @@ impl Worker {
             self.answer_h2_error(index, stream_id, StatusCode::TOO_MANY_REQUESTS, Some(&head));
             return;
         }
-        let scheme = if conn.tls.is_some() { "https" } else { "http" };
-        let reply = runtime.service.reply(&head, scheme);
+        let reply = match reply {
+            Some(reply) => reply,
+            None => runtime.service.reply(&head, super::scheme(conn)),
+        };
         let date = self.date.get();
         let encoded_date = self.h2_date.get(date);
         let h2 = conn
