@@ -401,7 +401,7 @@ fn usable_without_origin(f: &Freshness) -> bool {
     f.lifetime > f.corrected_initial_age || (!f.must_revalidate && stale_windows)
 }
 
-/// RFC 9111 §4.4: a response to an unsafe method that is not an error invalidates the stored
+/// RFC 9111 §4.4: a response to a method that is not safe (RFC 9110 §9.2.1) that is not an error invalidates the stored
 /// responses for the target URI. Safe methods (RFC 9110 §9.2.1) never do.
 pub fn invalidates(method: &Method, status: StatusCode) -> bool {
     let safe = matches!(

@@ -7,8 +7,8 @@
 //! oldest at the end. Visited values thus stay in place, and new values that are not visited
 //! again leave quickly ("quick demotion"), which beats LRU on skewed web traces.
 //!
-//! The queue is a doubly-linked list through slab indices, so there is no unsafe code and no
-//! allocation per operation once the slab has grown.
+//! The queue is a doubly-linked list through slab indices, so the code needs no raw pointers
+//! and no allocation per operation once the slab has grown.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -265,7 +265,7 @@ fn methods_use_or_bypass() {
 }
 
 #[test]
-fn unsafe_methods_invalidate() {
+fn methods_that_are_not_safe_invalidate() {
     let rows = [
         (Method::POST, 200, true),
         (Method::POST, 303, true),

@@ -11,8 +11,8 @@
 //! - **park**: later requests for the same key, on any worker, wait for the leader (at most
 //!   `cache.coalesce_timeout`), then look the store up again; on a miss they go to the origin
 //!   themselves, as nginx's `proxy_cache_lock` does;
-//! - **pass**: other methods go to the origin as on any proxy route; a successful unsafe one
-//!   purges the URL (RFC 9111 §4.4). PURGE from `cache.purge_allow` removes the URL's variants
+//! - **pass**: other methods go to the origin as on any proxy route; a successful one that is
+//!   not safe (POST, PUT, DELETE, ...) purges the URL (RFC 9111 §4.4). PURGE from `cache.purge_allow` removes the URL's variants
 //!   (with `X-Squall-Purge: refetch`, fetches it again at once).
 //!
 //! `stale-while-revalidate` is served while one revalidation runs: the request that finds the
@@ -252,7 +252,7 @@ impl Worker {
         Begun::Forwarded
     }
 
-    /// For an exchange on a cached route: the URL its response purges if the method is unsafe
+    /// For an exchange on a cached route: the URL its response purges if the method is not safe
     /// and succeeds (RFC 9111 §4.4).
     pub(super) fn invalidation(
         &self,

@@ -690,7 +690,7 @@ impl Worker {
         }
     }
 
-    /// Stores a completed response, and purges the URL after a successful unsafe method.
+    /// Stores a completed response, and purges the URL after a method that is not safe succeeds.
     fn settle_cache(&mut self, exchange: &mut Exchange) {
         if let Some(fill) = exchange.fill.as_mut()
             && !exchange.answered

@@ -129,7 +129,7 @@ pub struct Exchange {
     pub unreleased: usize,
     /// On a cached route: the response may be stored (see `cache.rs`).
     pub fill: Option<Box<super::cache::Fill>>,
-    /// On a cached route, for unsafe methods: the URL to purge if the response succeeds.
+    /// On a cached route, for methods that are not safe: the URL to purge if the response succeeds.
     pub invalidate: Option<(std::sync::Arc<crate::cache::Cache>, squall_cache::CacheKey)>,
     /// The client was answered from the cache after all (a revalidation's 304, or a stale
     /// entry for an origin error): the origin's response is read and dropped.
