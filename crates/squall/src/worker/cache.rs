@@ -331,6 +331,9 @@ impl Worker {
     /// serve the entry or go to the origin.
     pub(super) fn unpark(&mut self, client: Client) {
         let conn = &mut self.conns[client.index];
+        if conn.phase != super::conn::Phase::Open {
+            return;
+        }
         let parked = if client.stream == 0 {
             conn.parked.take()
         } else {

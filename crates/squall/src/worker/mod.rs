@@ -974,6 +974,11 @@ impl Worker {
         }
         conn.request = None;
         conn.rbuf = bytes::BytesMut::new();
+        // Requests parked on the cache go too: a later wake-up finds nothing to resume.
+        conn.parked = None;
+        if let Some(h2) = conn.h2.as_mut() {
+            h2.parked.clear();
+        }
     }
 
     fn op_done(&mut self, token: u64) {
