@@ -611,11 +611,25 @@ fn health_probes_take_a_server_out_and_bring_it_back() {
     let a = health_origin("a1", &SICK);
     static HEALTHY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     let b = health_origin("b1", &HEALTHY);
-    let config = proxy_config(&[a, b]).replace(
-        "response_timeout = \"1s\"",
-        "response_timeout = \"1s\"\nhealth_check = { path = \"/healthz\", interval = \"100ms\", fails = 1, passes = 1 }",
-    );
+    let config = proxy_config(&[a, b])
+        .replace(
+            "response_timeout = \"1s\"",
+            "response_timeout = \"1s\"\nhealth_check = { path = \"/healthz\", interval = \"100ms\", fails = 1, passes = 1 }",
+        )
+        .replace("[[upstream]]", "[admin]\nlisten = \"127.0.0.2:0\"\n\n[[upstream]]");
     let squall = Squall::start(&config);
+    let admin = squall_e2e::admin_addr(&squall);
+    let up = |server: SocketAddr| {
+        let (_, metrics) = squall_e2e::admin_get(admin, "/metrics");
+        let series = format!(
+            "squall_upstream_server_up{{upstream=\"app\",server=\"{server}\",worker=\"0\"}} "
+        );
+        let line = metrics
+            .lines()
+            .find(|l| l.starts_with(&series))
+            .unwrap_or_else(|| panic!("{series} in {metrics}"));
+        line.rsplit(' ').next().unwrap().to_owned()
+    };
     let served = |count: usize| -> (usize, usize) {
         let mut stream = squall.connect();
         let mut seen = (0, 0);
@@ -635,11 +649,17 @@ fn health_probes_take_a_server_out_and_bring_it_back() {
     SICK.store(true, Ordering::Relaxed);
     std::thread::sleep(Duration::from_millis(600));
     assert_eq!(served(20), (0, 20), "a1 is out after a failed probe");
+    assert_eq!(
+        (up(a), up(b)),
+        ("0".to_owned(), "1".to_owned()),
+        "/metrics shows it"
+    );
 
     SICK.store(false, Ordering::Relaxed);
     std::thread::sleep(Duration::from_millis(600));
     let (to_a, _) = served(20);
     assert!(to_a > 0, "a1 is back after a good probe");
+    assert_eq!(up(a), "1");
 }
 
 /// An origin that promises 100,000 bytes, sends 10 and closes.

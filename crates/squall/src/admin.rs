@@ -220,6 +220,56 @@ const HISTOGRAMS: &[(&str, &str, ReadHistogram)] = &[
     ),
 ];
 
+/// Each upstream server as each worker sees it (health is per worker).
+fn render_upstreams(out: &mut String, metrics: &Metrics) {
+    use std::sync::atomic::Ordering::Relaxed;
+    type Read = fn(&crate::metrics::ServerGauges) -> &[std::sync::atomic::AtomicU64];
+    let families: [(&str, &str, &str, Read); 4] = [
+        (
+            "squall_upstream_server_up",
+            "gauge",
+            "1 while a worker sends the server traffic, 0 while it holds it down.",
+            |s| &s.up,
+        ),
+        (
+            "squall_upstream_server_in_flight",
+            "gauge",
+            "Requests a worker has in flight to the server.",
+            |s| &s.in_flight,
+        ),
+        (
+            "squall_upstream_server_picks_total",
+            "counter",
+            "Requests a worker sent to the server since its group was built (start or reload).",
+            |s| &s.picks,
+        ),
+        (
+            "squall_upstream_server_failures_total",
+            "counter",
+            "Failed attempts (connect, reset, timeout, 5xx) since the group was built.",
+            |s| &s.failures,
+        ),
+    ];
+    let upstreams = metrics.upstreams();
+    for (name, kind, help, read) in families {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        for group in upstreams.iter() {
+            for server in group.servers.iter() {
+                for (worker, value) in read(server).iter().enumerate() {
+                    let _ = writeln!(
+                        out,
+                        "{name}{{upstream=\"{}\",server=\"{}\",worker=\"{worker}\"}} {}",
+                        group.name,
+                        server.address,
+                        value.load(Relaxed)
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// One histogram, summed over the workers (per-worker series would multiply the buckets).
 fn render_histogram(
     out: &mut String,
@@ -383,6 +433,7 @@ pub fn render(metrics: &Metrics) -> String {
             );
         }
     }
+    render_upstreams(&mut out, metrics);
     for (name, help, histogram) in HISTOGRAMS {
         render_histogram(&mut out, metrics, name, help, *histogram);
     }

@@ -18,6 +18,55 @@ pub struct Metrics {
     cache: std::sync::RwLock<Option<std::sync::Arc<squall_cache::Store>>>,
     /// A hash of the config file in force (start-up, then each applied reload).
     pub config_hash: AtomicU64,
+    /// The upstream servers of the config in force, as each worker last saw them.
+    upstreams: std::sync::RwLock<std::sync::Arc<[UpstreamGauges]>>,
+}
+
+/// One `[[upstream]]` group's servers, as every worker sees them.
+#[derive(Debug)]
+pub struct UpstreamGauges {
+    pub name: String,
+    pub servers: Box<[ServerGauges]>,
+}
+
+/// One origin server's state, one slot per worker (health is per worker), written by its
+/// worker every 100 ms at most and read by `/metrics`.
+#[derive(Debug)]
+pub struct ServerGauges {
+    pub address: std::net::SocketAddr,
+    /// 1 while the worker sends it traffic, 0 while it is marked down.
+    pub up: Box<[AtomicU64]>,
+    pub in_flight: Box<[AtomicU64]>,
+    /// Since the worker's group was built (start-up or the last reload).
+    pub picks: Box<[AtomicU64]>,
+    pub failures: Box<[AtomicU64]>,
+}
+
+impl UpstreamGauges {
+    /// Zeroed gauges for `specs`, with a slot per worker.
+    pub fn for_specs(
+        specs: &[squall_upstream::UpstreamSpec],
+        workers: usize,
+    ) -> std::sync::Arc<[UpstreamGauges]> {
+        let slots = || (0..workers.max(1)).map(|_| AtomicU64::new(0)).collect();
+        specs
+            .iter()
+            .map(|spec| UpstreamGauges {
+                name: spec.name.clone(),
+                servers: spec
+                    .servers
+                    .iter()
+                    .map(|s| ServerGauges {
+                        address: s.address,
+                        up: slots(),
+                        in_flight: slots(),
+                        picks: slots(),
+                        failures: slots(),
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
 }
 
 /// One worker's counters, alone on its cache lines (128 bytes covers adjacent-line prefetch).
@@ -135,7 +184,20 @@ impl Metrics {
             reloads_failed: Counter::default(),
             cache: std::sync::RwLock::new(None),
             config_hash: AtomicU64::new(0),
+            upstreams: std::sync::RwLock::new(std::sync::Arc::from([])),
         }
+    }
+
+    /// Makes `upstreams` the gauges `/metrics` shows (the config in force).
+    pub fn set_upstreams(&self, upstreams: std::sync::Arc<[UpstreamGauges]>) {
+        *self.upstreams.write().unwrap_or_else(|e| e.into_inner()) = upstreams;
+    }
+
+    pub fn upstreams(&self) -> std::sync::Arc<[UpstreamGauges]> {
+        self.upstreams
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Makes `store` the cache whose gauges `/metrics` shows.

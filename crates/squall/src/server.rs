@@ -44,6 +44,8 @@ pub struct Runtime {
     pub cache: Arc<crate::cache::Cache>,
     /// FNV-1a of the validated config (comments and formatting do not change it).
     pub config_hash: u64,
+    /// Where workers publish their view of each upstream server, in `upstreams` order.
+    pub upstream_gauges: Arc<[crate::metrics::UpstreamGauges]>,
 }
 
 /// Connection timeouts from `[limits]`.
@@ -82,6 +84,9 @@ impl Runtime {
             previous.map(|r| &r.cache),
         );
         metrics.set_cache_store(cache.store.clone());
+        let upstreams: Vec<_> = config.upstream.iter().map(upstream_spec).collect();
+        let upstream_gauges =
+            crate::metrics::UpstreamGauges::for_specs(&upstreams, metrics.workers().len());
         let limits = &config.limits;
         let h1_limits = squall_h1::Limits {
             header_bytes_max: usize::try_from(limits.header_bytes_max).unwrap_or(usize::MAX),
@@ -98,8 +103,9 @@ impl Runtime {
             },
             metrics,
             client_limits: crate::clients::ClientLimits::from_config(&config.limits),
-            upstreams: config.upstream.iter().map(upstream_spec).collect(),
+            upstreams,
             hash_keys: config.upstream.iter().map(|u| u.hash_key.clone()).collect(),
+            upstream_gauges,
             tls: Tls::load(config, previous_store)?,
             protocols: config
                 .listen
@@ -230,6 +236,7 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let metrics = Arc::new(Metrics::new(count));
     let mut runtime = Arc::new(Runtime::new(&config, metrics.clone(), None)?);
     (metrics.config_hash).store(runtime.config_hash, Ordering::Relaxed);
+    metrics.set_upstreams(runtime.upstream_gauges.clone());
     match squall_uring::raise_nofile_limit() {
         Ok(limit) => info!("file descriptor limit: {limit}"),
         Err(e) => warn!("cannot raise the file descriptor limit: {e}"),
@@ -427,6 +434,7 @@ fn reload(
             *listening = now_listening;
             current.metrics.reloads_ok.inc();
             (current.metrics.config_hash).store(current.config_hash, Ordering::Relaxed);
+            (current.metrics).set_upstreams(current.upstream_gauges.clone());
             for address in &remove {
                 info!("reload: no longer listening on {address}");
             }

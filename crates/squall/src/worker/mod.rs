@@ -116,6 +116,8 @@ struct Worker {
     peers: Arc<[crate::cache::Peer]>,
     /// The Date field HPACK-encoded for HTTP/2 responses, re-encoded when the second changes.
     h2_date: h2::EncodedDate,
+    /// When this worker next publishes its upstream servers' state for `/metrics`.
+    upstream_gauges_due: Instant,
     /// Debug builds only: when worker 0 should freeze, and for how long (see `test_stall`).
     stall: Option<(Instant, Duration)>,
     /// Connections to origin servers, busy or pooled.
@@ -163,6 +165,7 @@ pub fn run(setup: Setup) {
         peers: setup.peers,
         stall: test_stall(setup.id),
         h2_date: h2::EncodedDate::default(),
+        upstream_gauges_due: Instant::now(),
         origins: Slab::new(),
         upstreams: proxy::Upstreams {
             groups: Vec::new(),
@@ -271,6 +274,7 @@ impl Worker {
             self.retry_accept();
             self.expire_pools();
             self.start_due_probes();
+            self.publish_upstream_state();
             if let Some((at, length)) = self.stall
                 && self.now >= at
             {

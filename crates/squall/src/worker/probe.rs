@@ -29,6 +29,34 @@ impl Worker {
         }
     }
 
+    /// Publishes this worker's view of every upstream server (up, in flight, picks, failures)
+    /// for `/metrics`, at most every `UPSTREAM_GAUGES_PERIOD`.
+    pub(super) fn publish_upstream_state(&mut self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        const UPSTREAM_GAUGES_PERIOD: std::time::Duration = std::time::Duration::from_millis(100);
+        if self.now < self.upstream_gauges_due {
+            return;
+        }
+        self.upstream_gauges_due = self.now + UPSTREAM_GAUGES_PERIOD;
+        let gauges = self.runtime.upstream_gauges.clone();
+        for (group, published) in self.upstreams.groups.iter().zip(gauges.iter()) {
+            for (id, server) in group.group.ids().zip(published.servers.iter()) {
+                let up =
+                    group.group.state(id, self.now) != Some(squall_upstream::HealthState::Down);
+                let stats = group.group.stats(id);
+                let slot = |values: &[std::sync::atomic::AtomicU64], value: u64| {
+                    if let Some(v) = values.get(self.id) {
+                        v.store(value, Relaxed);
+                    }
+                };
+                slot(&server.up, u64::from(up));
+                slot(&server.in_flight, u64::from(group.group.in_flight(id)));
+                slot(&server.picks, stats.picks);
+                slot(&server.failures, stats.failures);
+            }
+        }
+    }
+
     /// When the next probe of any group is due, for the loop's wait.
     pub(super) fn next_probe_at(&self) -> Option<std::time::Instant> {
         (self.upstreams.groups.iter())
