@@ -213,6 +213,15 @@ async fn metrics_parse_as_prometheus_text_and_match_the_traffic() {
     };
     assert_eq!(requests("http1"), 5.0);
     assert_eq!(requests("h2"), 3.0);
+    let route = |label: &str| {
+        sample(
+            &samples,
+            "squall_route_responses_total",
+            &[("route", label), ("class", "2xx")],
+        )
+    };
+    assert_eq!(route("* exact:/a"), 5.0);
+    assert_eq!(route("* exact:/b"), 3.0);
     assert_eq!(sample(&samples, "squall_h2_streams_total", &worker), 3.0);
     assert_eq!(
         sample(&samples, "squall_h2_connections_total", &worker),

@@ -41,6 +41,8 @@ pub enum Handler {
 /// What a `proxy = "NAME"` route needs at request time.
 #[derive(Debug)]
 pub struct ProxyRoute {
+    /// The route's id (see [`Routed`]).
+    pub id: u32,
     /// Index of the group in the config's `[[upstream]]` list.
     pub upstream: usize,
     /// Header edits on the way to the origin and on the way back.
@@ -177,19 +179,47 @@ pub struct Reply {
     pub body: Bytes,
 }
 
-/// Turns one configured vhost into the router's spec.
-pub(crate) fn vhost_spec(vhost: &Vhost, upstreams: &[Upstream]) -> VhostSpec<Handler> {
+/// A route's handler and its number: the route's place among all routes of the config, in
+/// file order (what per-route metrics are kept by).
+#[derive(Debug)]
+pub struct Routed {
+    pub id: u32,
+    pub handler: Handler,
+}
+
+/// Turns one configured vhost into the router's spec; `next_id` numbers its routes.
+pub(crate) fn vhost_spec(
+    vhost: &Vhost,
+    upstreams: &[Upstream],
+    next_id: &mut u32,
+) -> VhostSpec<Routed> {
     VhostSpec {
         hosts: vhost.hosts.clone(),
         routes: vhost
             .routes
             .iter()
-            .map(|r| route_spec(r, upstreams))
+            .map(|r| {
+                let spec = route_spec(r, upstreams, *next_id);
+                *next_id += 1;
+                spec
+            })
             .collect(),
     }
 }
 
-fn route_spec(route: &Route, upstreams: &[Upstream]) -> RouteSpec<Handler> {
+/// A route as metrics name it: the vhost's first host and the pattern, e.g. `* prefix:/p/`.
+pub(crate) fn route_label(vhost: &Vhost, route: &Route) -> String {
+    let host = vhost.hosts.first().map_or("*", String::as_str);
+    let pattern = match &route.matcher {
+        RouteMatch::Exact(p) => format!("exact:{p}"),
+        RouteMatch::Prefix(p) => format!("prefix:{p}"),
+        RouteMatch::Regex(p) => format!("regex:{p}"),
+        RouteMatch::Template(p) => format!("template:{p}"),
+    };
+    format!("{host} {pattern}")
+}
+
+fn route_spec(route: &Route, upstreams: &[Upstream], id: u32) -> RouteSpec<Routed> {
     let pattern = match &route.matcher {
         RouteMatch::Exact(p) => Pattern::Exact(p.clone()),
         RouteMatch::Prefix(p) => Pattern::Prefix(p.clone()),
@@ -200,11 +230,14 @@ fn route_spec(route: &Route, upstreams: &[Upstream]) -> RouteSpec<Handler> {
         pattern,
         methods: route.methods.clone(),
         headers: route.headers.clone(),
-        action: handler(route, upstreams),
+        action: Routed {
+            id,
+            handler: handler(route, upstreams, id),
+        },
     }
 }
 
-fn handler(route: &Route, upstreams: &[Upstream]) -> Handler {
+fn handler(route: &Route, upstreams: &[Upstream], id: u32) -> Handler {
     let action = &route.action;
     match action {
         Action::Respond {
@@ -221,6 +254,7 @@ fn handler(route: &Route, upstreams: &[Upstream]) -> Handler {
             location: parse_location(location),
         },
         Action::Proxy { upstream } => Handler::Proxy(Arc::new(ProxyRoute {
+            id,
             // Validation guarantees the name exists; 0 is never reached for a valid config.
             upstream: upstreams
                 .iter()

@@ -18,7 +18,7 @@ use squall_config::Config;
 use squall_h1::RequestHead;
 use squall_router::{RouteRequest, Router};
 
-pub use handler::{Fields, Handler, LocationPart, ProxyRoute, Reply};
+pub use handler::{Fields, Handler, LocationPart, ProxyRoute, Reply, Routed};
 
 /// Why a config could not be turned into a service.
 #[derive(Debug, thiserror::Error)]
@@ -29,8 +29,10 @@ pub enum BuildError {
 
 /// The routes and their handlers, shared read-only by every worker.
 pub struct Service {
-    router: Router<Handler>,
+    router: Router<Routed>,
     not_found: Handler,
+    /// Each route's label for metrics, by route id.
+    labels: Vec<String>,
 }
 
 /// What [`Service::respond`] did, for the worker's bookkeeping and logs.
@@ -39,21 +41,33 @@ pub struct Outcome {
     pub status: StatusCode,
     /// False when the connection must close after this response.
     pub keep_alive: bool,
+    /// The route that answered; `None` for the default 404.
+    pub route: Option<u32>,
 }
 
 impl Service {
     /// Compiles the vhosts and routes of `config`.
     pub fn new(config: &Config) -> Result<Service, BuildError> {
+        let mut next_id = 0;
         let vhosts = config
             .vhost
             .iter()
-            .map(|v| handler::vhost_spec(v, &config.upstream))
+            .map(|v| handler::vhost_spec(v, &config.upstream, &mut next_id))
             .collect();
         let router = Router::new(vhosts)?;
+        let labels = (config.vhost.iter())
+            .flat_map(|v| v.routes.iter().map(move |r| handler::route_label(v, r)))
+            .collect();
         Ok(Service {
             router,
             not_found: Handler::not_found(),
+            labels,
         })
+    }
+
+    /// Each route's label for metrics (`* prefix:/p/`), indexed by route id.
+    pub fn route_labels(&self) -> &[String] {
+        &self.labels
     }
 
     /// Where `head` goes: a proxy route's group, or `None` for a route answered here.
@@ -64,13 +78,10 @@ impl Service {
         }
     }
 
-    /// The handler for `head`, for a caller that routes once and then either forwards (a
-    /// [`Handler::Proxy`]) or answers with [`Handler::reply`].
-    pub fn route(&self, head: &RequestHead) -> &Handler {
-        self.handler(head)
-    }
-
-    fn handler(&self, head: &RequestHead) -> &Handler {
+    /// The route for `head` (its id, `None` for the default 404) and its handler, for a
+    /// caller that routes once and then either forwards (a [`Handler::Proxy`]) or answers
+    /// with [`Handler::reply`].
+    pub fn route(&self, head: &RequestHead) -> (Option<u32>, &Handler) {
         let request = RouteRequest {
             host: head.host(),
             method: &head.method,
@@ -78,9 +89,13 @@ impl Service {
             headers: &head.headers,
         };
         match self.router.route(&request) {
-            Some(matched) => matched.action,
-            None => &self.not_found,
+            Some(matched) => (Some(matched.action.id), &matched.action.handler),
+            None => (None, &self.not_found),
         }
+    }
+
+    fn handler(&self, head: &RequestHead) -> &Handler {
+        self.route(head).1
     }
 
     /// Appends the complete response to `head` to `out`.
@@ -96,13 +111,14 @@ impl Service {
         close: bool,
         out: &mut BytesMut,
     ) -> Outcome {
-        let handler = self.handler(head);
+        let (route, handler) = self.route(head);
         let mut framing = head.framing();
         framing.keep_alive &= !close;
         let status = handler.write(head, scheme, framing, date, out);
         Outcome {
             status,
             keep_alive: framing.keep_alive,
+            route,
         }
     }
 

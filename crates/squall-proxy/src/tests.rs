@@ -70,7 +70,8 @@ fn respond_route_answers_its_body_and_headers() {
         outcome,
         Outcome {
             status: StatusCode::OK,
-            keep_alive: true
+            keep_alive: true,
+            route: Some(0),
         }
     );
     assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
@@ -189,6 +190,26 @@ fn every_redirect_variable_the_config_accepts_is_expanded() {
             "${name} is not expanded"
         );
     }
+}
+
+/// Routes are numbered in file order across vhosts; the default 404 has no number.
+#[test]
+fn routes_have_ids_and_labels() {
+    let service = service();
+    let (id, _) = service.route(&head("GET /admin/x HTTP/1.1\r\nHost: a\r\n\r\n"));
+    let label = &service.route_labels()[id.unwrap() as usize];
+    assert_eq!(label, "* prefix:/admin/");
+    assert_eq!(
+        service
+            .route(&head("GET /nope HTTP/1.1\r\nHost: a\r\n\r\n"))
+            .0,
+        None
+    );
+    let proxied = service.proxy_route(&head("GET /app/x HTTP/1.1\r\nHost: a\r\n\r\n"));
+    assert_eq!(
+        service.route_labels()[proxied.unwrap().id as usize],
+        "* prefix:/app/"
+    );
 }
 
 #[test]

@@ -220,6 +220,38 @@ const HISTOGRAMS: &[(&str, &str, ReadHistogram)] = &[
     ),
 ];
 
+/// Responses by route and status class, all workers summed; routes that answered nothing are
+/// left out, so 10,000 routes cost only the lines of those in use.
+fn render_routes(out: &mut String, metrics: &Metrics) {
+    let Some(routes) = metrics.routes() else {
+        return;
+    };
+    let name = "squall_route_responses_total";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Responses by route (vhost's first host and pattern) and status class."
+    );
+    let _ = writeln!(out, "# TYPE {name} counter");
+    for (index, label) in routes.labels.iter().enumerate() {
+        let totals = routes.totals(index);
+        if totals.iter().all(|&n| n == 0) {
+            continue;
+        }
+        let label = escape_label(label);
+        for (class, value) in ["2xx", "3xx", "4xx", "5xx"].iter().zip(totals) {
+            let _ = writeln!(out, "{name}{{route=\"{label}\",class=\"{class}\"}} {value}");
+        }
+    }
+}
+
+/// A label value as the text format wants it: `\`, `"` and newlines escaped.
+fn escape_label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
 /// Each upstream server as each worker sees it (health is per worker).
 fn render_upstreams(out: &mut String, metrics: &Metrics) {
     use std::sync::atomic::Ordering::Relaxed;
@@ -434,6 +466,7 @@ pub fn render(metrics: &Metrics) -> String {
         }
     }
     render_upstreams(&mut out, metrics);
+    render_routes(&mut out, metrics);
     for (name, help, histogram) in HISTOGRAMS {
         render_histogram(&mut out, metrics, name, help, *histogram);
     }
@@ -450,6 +483,12 @@ pub fn render(metrics: &Metrics) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape_label(r#"* regex:^/a"b\d$"#), r#"* regex:^/a\"b\\d$"#);
+        assert_eq!(escape_label("a\nb"), "a\\nb");
+    }
 
     #[test]
     fn renders_every_family_per_worker() {

@@ -20,6 +20,53 @@ pub struct Metrics {
     pub config_hash: AtomicU64,
     /// The upstream servers of the config in force, as each worker last saw them.
     upstreams: std::sync::RwLock<std::sync::Arc<[UpstreamGauges]>>,
+    /// Responses by route for the config in force.
+    routes: std::sync::RwLock<Option<std::sync::Arc<RouteCounters>>>,
+}
+
+/// Responses per route and status class, one block per worker (each worker writes its own),
+/// for the routes of one config; `/metrics` sums the workers.
+#[derive(Debug)]
+pub struct RouteCounters {
+    pub labels: Vec<String>,
+    /// `[worker][route][class]`, class 0..4 for 2xx..5xx.
+    per_worker: Box<[Box<[[Counter; 4]]>]>,
+}
+
+impl RouteCounters {
+    pub fn new(labels: Vec<String>, workers: usize) -> std::sync::Arc<RouteCounters> {
+        let per_worker = (0..workers.max(1))
+            .map(|_| labels.iter().map(|_| Default::default()).collect())
+            .collect();
+        std::sync::Arc::new(RouteCounters { labels, per_worker })
+    }
+
+    /// Counts a response of `route` on `worker`. An id from before a reload may name another
+    /// route or none: it is counted where it lands, or not at all.
+    pub fn count(&self, worker: usize, route: u32, status: http::StatusCode) {
+        let class = match status.as_u16() {
+            200..=299 => 0,
+            300..=399 => 1,
+            400..=499 => 2,
+            _ => 3,
+        };
+        if let Some(counters) = (self.per_worker.get(worker)).and_then(|w| w.get(route as usize)) {
+            counters[class].inc();
+        }
+    }
+
+    /// Route `route`'s responses by class, summed over the workers.
+    pub fn totals(&self, route: usize) -> [u64; 4] {
+        let mut totals = [0; 4];
+        for worker in self.per_worker.iter() {
+            if let Some(counters) = worker.get(route) {
+                for (total, counter) in totals.iter_mut().zip(counters) {
+                    *total += counter.get();
+                }
+            }
+        }
+        totals
+    }
 }
 
 /// One `[[upstream]]` group's servers, as every worker sees them.
@@ -185,7 +232,20 @@ impl Metrics {
             cache: std::sync::RwLock::new(None),
             config_hash: AtomicU64::new(0),
             upstreams: std::sync::RwLock::new(std::sync::Arc::from([])),
+            routes: std::sync::RwLock::new(None),
         }
+    }
+
+    /// Makes `routes` the per-route counters `/metrics` shows (the config in force).
+    pub fn set_routes(&self, routes: std::sync::Arc<RouteCounters>) {
+        *self.routes.write().unwrap_or_else(|e| e.into_inner()) = Some(routes);
+    }
+
+    pub fn routes(&self) -> Option<std::sync::Arc<RouteCounters>> {
+        self.routes
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Makes `upstreams` the gauges `/metrics` shows (the config in force).

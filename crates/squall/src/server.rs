@@ -46,6 +46,8 @@ pub struct Runtime {
     pub config_hash: u64,
     /// Where workers publish their view of each upstream server, in `upstreams` order.
     pub upstream_gauges: Arc<[crate::metrics::UpstreamGauges]>,
+    /// Responses per route of this config.
+    pub routes: Arc<crate::metrics::RouteCounters>,
 }
 
 /// Connection timeouts from `[limits]`.
@@ -94,8 +96,14 @@ impl Runtime {
             body_bytes_max: limits.body_bytes_max,
             ..squall_h1::Limits::default()
         };
+        let service = Service::new(config)?;
+        let routes = crate::metrics::RouteCounters::new(
+            service.route_labels().to_vec(),
+            metrics.workers().len(),
+        );
         Ok(Runtime {
-            service: Service::new(config)?,
+            routes,
+            service,
             h1_limits,
             limits: ConnLimits {
                 header_timeout: limits.header_timeout,
@@ -237,6 +245,7 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let mut runtime = Arc::new(Runtime::new(&config, metrics.clone(), None)?);
     (metrics.config_hash).store(runtime.config_hash, Ordering::Relaxed);
     metrics.set_upstreams(runtime.upstream_gauges.clone());
+    metrics.set_routes(runtime.routes.clone());
     match squall_uring::raise_nofile_limit() {
         Ok(limit) => info!("file descriptor limit: {limit}"),
         Err(e) => warn!("cannot raise the file descriptor limit: {e}"),
@@ -435,6 +444,7 @@ fn reload(
             current.metrics.reloads_ok.inc();
             (current.metrics.config_hash).store(current.config_hash, Ordering::Relaxed);
             (current.metrics).set_upstreams(current.upstream_gauges.clone());
+            (current.metrics).set_routes(current.routes.clone());
             for address in &remove {
                 info!("reload: no longer listening on {address}");
             }

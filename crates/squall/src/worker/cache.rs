@@ -173,7 +173,7 @@ impl Worker {
             match entry.state(now, &control) {
                 EntryState::Fresh => {
                     counters.cache_hits.inc();
-                    self.serve_entry(client, &head, &entry, Label::Hit, &cache);
+                    self.serve_entry(client, &head, &entry, Label::Hit, &cache, route.id);
                     return Begun::Answered;
                 }
                 EntryState::Stale {
@@ -183,7 +183,7 @@ impl Worker {
                     if can_serve_while_revalidate && !self.may_lead(&cache, &key, client) {
                         // Another request is revalidating it: serve stale meanwhile.
                         counters.cache_stale.inc();
-                        self.serve_entry(client, &head, &entry, Label::Stale, &cache);
+                        self.serve_entry(client, &head, &entry, Label::Stale, &cache, route.id);
                         return Begun::Answered;
                     }
                     stale = Some(entry);
@@ -356,7 +356,7 @@ impl Worker {
             .filter(|e| e.state(now, &control) == EntryState::Fresh);
         if let Some(entry) = fresh {
             self.runtime.metrics.worker(self.id).cache_hits.inc();
-            self.serve_entry(client, &head, &entry, Label::Hit, &cache);
+            self.serve_entry(client, &head, &entry, Label::Hit, &cache, route.id);
         } else {
             let fill = Fill {
                 cache,
@@ -475,6 +475,7 @@ impl Worker {
         entry: &Entry,
         label: Label,
         cache: &Cache,
+        route: u32,
     ) {
         let not_modified = squall_cache::not_modified(&head.headers, entry);
         let status = if not_modified {
@@ -545,6 +546,7 @@ impl Worker {
             conn.out.len() + conn.chain.bytes - before
         };
         conn.log_note.cache = Some(logged);
+        conn.log_note.route = Some(route);
         counters.count_response(status);
         super::log_request(
             &mut self.log,

@@ -193,6 +193,8 @@ impl Conn {
 pub struct LogNote {
     pub upstream: Option<std::time::Duration>,
     pub cache: Option<&'static str>,
+    /// The route that answered, for the per-route counters.
+    pub route: Option<u32>,
 }
 
 /// Pieces at or above this size go out by reference (writev); smaller ones are copied, since an

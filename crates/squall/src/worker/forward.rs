@@ -518,7 +518,8 @@ impl Worker {
                 exchange.ended_at_head = true;
                 let request = cache::client_request(&exchange.head, fill);
                 let cache = fill.cache.clone();
-                self.serve_entry(client, &request, &entry, label, &cache);
+                let route = exchange.route.id;
+                self.serve_entry(client, &request, &entry, label, &cache, route);
                 return;
             }
         }
@@ -643,6 +644,7 @@ impl Worker {
             conn.request_started = exchange.started;
         }
         if !exchange.answered {
+            conn.log_note.route = Some(exchange.route.id);
             conn.log_note.upstream = Some(self.now.saturating_duration_since(exchange.started));
             if filled {
                 conn.log_note.cache = Some(cache::Label::Miss.as_str());
@@ -782,7 +784,14 @@ impl Worker {
             let cache = fill.cache.clone();
             let request = cache::client_request(&exchange.head, fill);
             self.runtime.metrics.worker(self.id).cache_stale.inc();
-            self.serve_entry(client, &request, &stale, cache::Label::Stale, &cache);
+            self.serve_entry(
+                client,
+                &request,
+                &stale,
+                cache::Label::Stale,
+                &cache,
+                exchange.route.id,
+            );
             if client.stream == 0 {
                 self.process(client.index);
             } else {

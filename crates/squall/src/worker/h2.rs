@@ -211,6 +211,7 @@ impl Worker {
                     return;
                 };
                 let routed = self.runtime.service.route(&head);
+                let (route_id, routed) = routed;
                 if let squall_proxy::Handler::Proxy(route) = routed {
                     let route = route.clone();
                     if route.cache && end_stream {
@@ -229,6 +230,7 @@ impl Worker {
                     // Routed once: the reply is made from the handler found above.
                     let scheme = super::scheme(&self.conns[index]);
                     let reply = routed.reply(&head, scheme);
+                    self.conns[index].log_note.route = route_id;
                     self.answer_h2(index, stream_id, head, Some(reply));
                     return;
                 }
@@ -313,7 +315,11 @@ impl Worker {
         }
         let reply = match reply {
             Some(reply) => reply,
-            None => runtime.service.reply(&head, super::scheme(conn)),
+            None => {
+                let (route, handler) = runtime.service.route(&head);
+                conn.log_note.route = route;
+                handler.reply(&head, super::scheme(conn))
+            }
         };
         let date = self.date.get();
         let encoded_date = self.h2_date.get(date);

@@ -111,7 +111,7 @@ struct Worker {
     /// When running out of descriptors was last logged.
     pause_logged_at: Option<Instant>,
     /// This worker's batch of access log lines, when the access log is on.
-    log: Option<access_log::Batch>,
+    log: RequestLog,
     clients: Arc<ClientTable>,
     peers: Arc<[crate::cache::Peer]>,
     /// The Date field HPACK-encoded for HTTP/2 responses, re-encoded when the second changes.
@@ -144,6 +144,7 @@ pub fn run(setup: Setup) {
     };
     debug!(worker = setup.id, flavor = ?ring.flavor(), "ring ready");
     let now = Instant::now();
+    let routes = setup.runtime.routes.clone();
     let mut worker = Worker {
         id: setup.id,
         ring,
@@ -160,7 +161,11 @@ pub fn run(setup: Setup) {
         drain_deadline: None,
         accept_retry_at: None,
         pause_logged_at: None,
-        log: setup.access_log.map(|tx| access_log::Batch::new(tx, now)),
+        log: RequestLog {
+            access: setup.access_log.map(|tx| access_log::Batch::new(tx, now)),
+            routes,
+            worker: setup.id,
+        },
         clients: setup.clients,
         peers: setup.peers,
         stall: test_stall(setup.id),
@@ -178,7 +183,7 @@ pub fn run(setup: Setup) {
     if let Err(e) = worker.event_loop() {
         warn!(worker = worker.id, "event loop failed: {e}");
     }
-    if let Some(log) = &mut worker.log {
+    if let Some(log) = &mut worker.log.access {
         log.flush(worker.runtime.metrics.worker(worker.id));
     }
     debug!(worker = worker.id, "stopped");
@@ -288,7 +293,7 @@ impl Worker {
                 self.conns.len() as u64,
                 std::sync::atomic::Ordering::Relaxed,
             );
-            if let Some(log) = &mut self.log {
+            if let Some(log) = &mut self.log.access {
                 log.tick(self.now, counters);
             }
         }
@@ -447,7 +452,7 @@ impl Worker {
         let mut conn = Conn::new(fd, generation, decoder, tls, self.now);
         conn.protocols = self.listener_protocols(listener);
         let limits = self.runtime.client_limits;
-        if self.log.is_some() || limits.any() || !self.runtime.upstreams.is_empty() {
+        if self.log.access.is_some() || limits.any() || !self.runtime.upstreams.is_empty() {
             // One getpeername per connection, paid only when a log, a limit or the
             // X-Forwarded-For of a proxied request needs it.
             let fd = conn.fd.as_ref().expect("a new connection has its socket");
@@ -725,6 +730,7 @@ impl Worker {
                             .service
                             .respond(&head, scheme(conn), date, draining, &mut conn.out);
                     counters.count_response(outcome.status);
+                    conn.log_note.route = outcome.route;
                     let sent = conn.out.len() - before;
                     log_request(
                         &mut self.log,
@@ -1131,6 +1137,7 @@ impl Worker {
                     remove,
                 } => {
                     info!(worker = self.id, "configuration reloaded");
+                    self.log.routes = runtime.routes.clone();
                     self.runtime = runtime;
                     self.rebuild_upstreams();
                     for address in remove {
@@ -1244,8 +1251,16 @@ fn over_rate(clients: &ClientTable, limits: ClientLimits, conn: &Conn, now: Inst
 }
 
 /// Adds a request's line to the access log, when there is one.
+/// What every answered request is recorded in: the access log, if there is one, and the
+/// per-route counters of the config in force.
+struct RequestLog {
+    access: Option<access_log::Batch>,
+    routes: Arc<crate::metrics::RouteCounters>,
+    worker: usize,
+}
+
 fn log_request(
-    log: &mut Option<access_log::Batch>,
+    log: &mut RequestLog,
     conn: &mut Conn,
     head: Option<&squall_h1::RequestHead>,
     status: http::StatusCode,
@@ -1266,7 +1281,10 @@ fn log_request(
         counters.requests_h1.inc();
     }
     let note = std::mem::take(&mut conn.log_note);
-    let Some(log) = log else { return };
+    if let Some(route) = note.route {
+        log.routes.count(log.worker, route, status);
+    }
+    let Some(log) = &mut log.access else { return };
     let entry = access_log::Entry {
         peer: conn.peer,
         head,
