@@ -461,8 +461,9 @@ fn reload(
             crate::notify::ready("serving; configuration reloaded");
         }
         Err(e) => {
-            error!("reload refused, keeping the running configuration:\n{e:#}");
+            // Counted before it is logged: whoever reads the log line finds the count.
             current.metrics.reloads_failed.inc();
+            error!("reload refused, keeping the running configuration:\n{e:#}");
             crate::notify::ready("serving; last reload refused (see the log)");
         }
     }
