@@ -253,14 +253,38 @@ impl Worker {
     /// Stops accepting on the listeners configured as `address` and closes their sockets;
     /// connections they accepted go on. The entries stay, so accept tokens keep their index.
     fn remove_listener(&mut self, address: SocketAddr) {
-        for listener in self.listeners.iter_mut().filter(|l| l.address == address) {
+        /// Connections taken from a closing listener's queue at most (a bound on the loop).
+        const QUEUED_TAKEN_MAX: usize = 4096;
+        for index in 0..self.listeners.len() {
+            let listener = &mut self.listeners[index];
+            if listener.address != address {
+                continue;
+            }
             if let Some(op) = listener.accept.take() {
                 self.ring.cancel(op, KIND_LISTENER << KIND_SHIFT);
             }
-            if let Some(fd) = listener.fd.take() {
-                self.ring.close(fd, KIND_LISTENER << KIND_SHIFT);
-            }
             listener.paused_since = None;
+            let Some(fd) = listener.fd.take() else {
+                continue;
+            };
+            // Closing a listening socket resets the connections the kernel completed but no
+            // accept took yet: take them first, without blocking, and serve them.
+            let mut queued = Vec::new();
+            let socket = SockRef::from(&fd);
+            if socket.set_nonblocking(true).is_ok() {
+                while queued.len() < QUEUED_TAKEN_MAX {
+                    match socket.accept() {
+                        Ok((conn, _)) => queued.push(OwnedFd::from(conn)),
+                        Err(_) => break,
+                    }
+                }
+            }
+            self.ring.close(fd, KIND_LISTENER << KIND_SHIFT);
+            for conn in queued {
+                if self.drain_deadline.is_none() && self.conns.len() < CONNS_MAX {
+                    self.open_conn(conn, index);
+                }
+            }
         }
     }
 
@@ -1136,14 +1160,16 @@ impl Worker {
                     add,
                     remove,
                 } => {
-                    info!(worker = self.id, "configuration reloaded");
-                    self.log.routes = runtime.routes.clone();
-                    self.runtime = runtime;
-                    self.rebuild_upstreams();
+                    // Removed listeners first, under the old runtime: the connections still in
+                    // their accept queues are taken with the protocols and TLS they came for.
                     for address in remove {
                         self.remove_listener(address);
                     }
+                    self.log.routes = runtime.routes.clone();
+                    self.runtime = runtime;
+                    self.rebuild_upstreams();
                     self.add_listeners(add);
+                    info!(worker = self.id, "configuration reloaded");
                 }
                 Control::Drain { deadline } => self.begin_drain(deadline),
                 Control::CacheReady(client) => {
