@@ -167,7 +167,7 @@ fn expand_location(
     }
 }
 
-/// A response as status, header fields and body (see [`crate::Service::reply`]).
+/// A response as status, header fields and body (see [`Handler::reply`]).
 #[derive(Debug, Clone)]
 pub struct Reply {
     pub status: StatusCode,

@@ -121,12 +121,6 @@ impl Service {
             route,
         }
     }
-
-    /// The response to `head` as status, fields and body, for HTTP/2, which encodes its own
-    /// head: the same route, the same answer as [`Service::respond`] gives HTTP/1.x.
-    pub fn reply(&self, head: &RequestHead, scheme: &str) -> Reply {
-        self.handler(head).reply(head, scheme)
-    }
 }
 
 #[cfg(test)]

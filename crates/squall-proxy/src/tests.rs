@@ -240,7 +240,7 @@ fn reply_matches_respond_for_every_kind_of_route() {
         let mut out = BytesMut::new();
         let outcome = service.respond(&request, "https", DATE, false, &mut out);
         let text = String::from_utf8(out.to_vec()).unwrap();
-        let reply = service.reply(&request, "https");
+        let reply = service.route(&request).1.reply(&request, "https");
         assert_eq!(reply.status, outcome.status, "{raw}");
         let body = std::str::from_utf8(&reply.body).unwrap();
         assert!(text.ends_with(body), "{raw}: {text} vs {body}");

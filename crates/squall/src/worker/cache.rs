@@ -31,8 +31,8 @@ use squall_h1::RequestHead;
 use squall_proxy::ProxyRoute;
 use tracing::debug;
 
-use super::proxy::{Client, ClientToken, Exchange};
-use super::{Worker, conn_token};
+use super::Worker;
+use super::proxy::{Client, Exchange};
 use crate::cache::{Cache, Leader, Waiter};
 
 /// The cache side of an exchange that may store its response.
@@ -126,10 +126,7 @@ pub fn key_of(head: &RequestHead, scheme: &str) -> CacheKey {
 pub fn wire_head(headers: &HeaderMap) -> Bytes {
     let mut out = BytesMut::with_capacity(32 * headers.len());
     for (name, value) in headers {
-        out.put_slice(name.as_str().as_bytes());
-        out.put_slice(b": ");
-        out.put_slice(value.as_bytes());
-        out.put_slice(b"\r\n");
+        put_line(&mut out, name.as_str().as_bytes(), value.as_bytes());
     }
     out.freeze()
 }
@@ -197,7 +194,7 @@ impl Worker {
         }
         let waiter = Waiter {
             worker: self.id,
-            client: self.token_of(client),
+            client: self.client_token(client),
         };
         let leader = match cache.inflight.join(&key, waiter) {
             Join::Leader(ticket) => Some(Leader::new(ticket, cache.clone(), self.peers.clone())),
@@ -274,7 +271,7 @@ impl Worker {
     fn may_lead(&self, cache: &Cache, key: &CacheKey, client: Client) -> bool {
         let waiter = Waiter {
             worker: self.id,
-            client: self.token_of(client),
+            client: self.client_token(client),
         };
         match cache.inflight.join(key, waiter) {
             // Give the ticket straight back: `begin_cached` joins again as the leader.
@@ -287,13 +284,6 @@ impl Worker {
                 false
             }
             Join::Full(_) => false,
-        }
-    }
-
-    fn token_of(&self, client: Client) -> ClientToken {
-        ClientToken {
-            token: conn_token(client.index, self.conns[client.index].generation),
-            stream: client.stream,
         }
     }
 
@@ -483,7 +473,10 @@ impl Worker {
         } else {
             entry.status
         };
-        let age = entry.age(SystemTime::now()).as_secs().to_string();
+        // No allocation here: numbers are formatted on the stack, the head is assembled in the
+        // worker's scratch buffer and the body is shared.
+        let mut age = super::h2::itoa_buf(entry.age(SystemTime::now()).as_secs() as usize);
+        let age = age.as_bytes();
         let logged = label.as_str();
         let label = cache.x_cache.then_some(label.as_str().as_bytes());
         let counters = self.runtime.metrics.worker(self.id);
@@ -491,16 +484,17 @@ impl Worker {
         let conn = &mut self.conns[client.index];
         let sent = if client.stream != 0 {
             let Some(h2) = conn.h2.as_mut() else { return };
-            let length = entry.body.len().to_string();
+            let mut length = super::h2::itoa_buf(entry.body.len());
+            let length = length.as_bytes();
             let no_body = not_modified || head.method == Method::HEAD || entry.body.is_empty();
             let fields = entry
                 .headers
                 .iter()
                 .filter(|(name, _)| !not_modified || keeps_in_304(name))
                 .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()))
-                .chain([(&b"date"[..], date), (&b"age"[..], age.as_bytes())])
+                .chain([(&b"date"[..], date), (&b"age"[..], age)])
                 .chain(label.map(|l| (&b"x-cache"[..], l)))
-                .chain((!not_modified).then_some((&b"content-length"[..], length.as_bytes())));
+                .chain((!not_modified).then_some((&b"content-length"[..], length)));
             if h2
                 .conn
                 .send_headers(client.stream, status.as_u16(), fields, no_body)
@@ -513,24 +507,25 @@ impl Worker {
             }
             if no_body { 0 } else { entry.body.len() }
         } else {
-            let mut raw = BytesMut::with_capacity(entry.wire_head.len() + 48);
+            let raw = &mut self.scratch;
+            raw.clear();
             if not_modified {
                 for (name, value) in entry.headers.iter().filter(|(n, _)| keeps_in_304(n)) {
-                    put_line(&mut raw, name.as_str().as_bytes(), value.as_bytes());
+                    put_line(raw, name.as_str().as_bytes(), value.as_bytes());
                 }
             } else {
                 raw.put_slice(&entry.wire_head);
             }
-            put_line(&mut raw, b"age", age.as_bytes());
+            put_line(raw, b"age", age);
             if let Some(label) = label {
-                put_line(&mut raw, b"x-cache", label);
+                put_line(raw, b"x-cache", label);
             }
             let mut framing = head.framing();
             framing.keep_alive &= self.drain_deadline.is_none();
             let response = squall_h1::ResponseHead {
                 status,
                 headers: &HeaderMap::new(),
-                raw_headers: &raw,
+                raw_headers: raw,
                 body_len: Some(entry.body.len() as u64),
             };
             let before = conn.out.len() + conn.chain.bytes;

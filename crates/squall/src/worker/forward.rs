@@ -40,6 +40,14 @@ fn hash_key(
     }
 }
 
+/// Which server of which group an origin connection goes to.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct OriginTarget {
+    pub upstream: usize,
+    pub server: squall_upstream::ServerId,
+    pub address: std::net::SocketAddr,
+}
+
 /// The exchange of `client` in the connection slab (a free function, so that the origins can
 /// be borrowed beside it).
 fn exchange_in(conns: &mut slab::Slab<super::conn::Conn>, client: Client) -> Option<&mut Exchange> {
@@ -78,7 +86,7 @@ impl Worker {
         })
     }
 
-    fn client_token(&self, client: Client) -> ClientToken {
+    pub(super) fn client_token(&self, client: Client) -> ClientToken {
         ClientToken {
             token: conn_token(client.index, self.conns[client.index].generation),
             stream: client.stream,
@@ -167,44 +175,60 @@ impl Worker {
         address: std::net::SocketAddr,
         fd: std::os::fd::OwnedFd,
     ) {
-        self.next_generation = (self.next_generation + 1) & 0x3FFF_FFFF;
-        let generation = self.next_generation;
-        let connect_timeout = self.upstreams.groups[upstream].connect_timeout;
         let method = self.exchange_mut(client).map(|e| e.head.method.clone());
         let client_token = self.client_token(client);
-        let decoder = squall_h1::ResponseDecoder::new(
-            proxy::response_limits(),
-            &method.unwrap_or(http::Method::GET),
-        );
+        let method = method.unwrap_or(http::Method::GET);
+        let target = OriginTarget {
+            upstream,
+            server,
+            address,
+        };
+        let token = self.open_origin(fd, target, &method, Some(client_token));
+        self.runtime.metrics.worker(self.id).upstream_connects.inc();
+        if let Some(e) = self.exchange_mut(client) {
+            e.origin = Some(token);
+        }
+    }
+
+    /// Puts a new origin connection in the slab and starts its connect, with the group's
+    /// connect timeout: for an exchange (`client`) or, with `client` `None`, a health probe.
+    /// Returns its token.
+    pub(super) fn open_origin(
+        &mut self,
+        fd: std::os::fd::OwnedFd,
+        target: OriginTarget,
+        method: &http::Method,
+        client: Option<ClientToken>,
+    ) -> u64 {
+        self.next_generation = (self.next_generation + 1) & 0x3FFF_FFFF;
+        let generation = self.next_generation;
+        let connect_timeout = self.upstreams.groups[target.upstream].connect_timeout;
         let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
         let index = self.origins.insert(Origin {
             fd: Some(fd),
             generation,
-            upstream,
+            upstream: target.upstream,
             upstream_generation: self.upstreams.generation,
-            server,
-            address,
+            server: target.server,
+            address: target.address,
             state: OriginState::Connecting,
-            decoder,
+            decoder: squall_h1::ResponseDecoder::new(proxy::response_limits(), method),
             rbuf: bytes::BytesMut::new(),
             out: bytes::BytesMut::new(),
             recv: None,
             send: None,
             ops: 1,
-            client: Some(client_token),
+            client,
             reused: false,
             paused: false,
-            probe: false,
+            probe: client.is_none(),
             deadline: self.now + connect_timeout,
             timer_due: None,
         });
         let token = origin_token(index, generation);
-        self.ring.connect(raw, address, token);
-        self.runtime.metrics.worker(self.id).upstream_connects.inc();
-        if let Some(e) = self.exchange_mut(client) {
-            e.origin = Some(token);
-        }
+        self.ring.connect(raw, target.address, token);
         self.arm_origin_timer(index);
+        token
     }
 
     pub(super) fn on_origin_connect(&mut self, token: u64, result: io::Result<()>) {

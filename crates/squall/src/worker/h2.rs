@@ -531,7 +531,7 @@ impl EncodedDate {
 }
 
 /// A decimal number without allocating.
-fn itoa_buf(n: usize) -> ItoaBuf {
+pub(super) fn itoa_buf(n: usize) -> ItoaBuf {
     let mut buf = ItoaBuf {
         bytes: [0; 20],
         start: 20,
@@ -547,13 +547,13 @@ fn itoa_buf(n: usize) -> ItoaBuf {
     }
 }
 
-struct ItoaBuf {
+pub(super) struct ItoaBuf {
     bytes: [u8; 20],
     start: usize,
 }
 
 impl ItoaBuf {
-    fn as_bytes(&mut self) -> &[u8] {
+    pub(super) fn as_bytes(&mut self) -> &[u8] {
         &self.bytes[self.start..]
     }
 }

@@ -116,6 +116,8 @@ struct Worker {
     peers: Arc<[crate::cache::Peer]>,
     /// The Date field HPACK-encoded for HTTP/2 responses, re-encoded when the second changes.
     h2_date: h2::EncodedDate,
+    /// Reused to assemble a cache hit's response head, so that a hit allocates nothing.
+    scratch: bytes::BytesMut,
     /// When this worker next publishes its upstream servers' state for `/metrics`.
     upstream_gauges_due: Instant,
     /// Debug builds only: when worker 0 should freeze, and for how long (see `test_stall`).
@@ -171,6 +173,7 @@ pub fn run(setup: Setup) {
         stall: test_stall(setup.id),
         h2_date: h2::EncodedDate::default(),
         upstream_gauges_due: Instant::now(),
+        scratch: bytes::BytesMut::new(),
         origins: Slab::new(),
         upstreams: proxy::Upstreams {
             groups: Vec::new(),

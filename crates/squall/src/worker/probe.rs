@@ -12,7 +12,7 @@ use squall_upstream::ServerId;
 use tracing::debug;
 
 use super::Worker;
-use super::proxy::{self, Origin, OriginState};
+use super::proxy;
 
 impl Worker {
     /// Starts the probes that are due (once per loop turn).
@@ -69,7 +69,6 @@ impl Worker {
         let Some(address) = group.group.address(server) else {
             return;
         };
-        let connect_timeout = group.connect_timeout;
         let fd = match proxy::origin_socket(address) {
             Ok(fd) => fd,
             Err(e) => {
@@ -80,33 +79,12 @@ impl Worker {
                 return;
             }
         };
-        self.next_generation = (self.next_generation + 1) & 0x3FFF_FFFF;
-        let generation = self.next_generation;
-        let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
-        let index = self.origins.insert(Origin {
-            fd: Some(fd),
-            generation,
+        let target = super::forward::OriginTarget {
             upstream,
-            upstream_generation: self.upstreams.generation,
             server,
             address,
-            state: OriginState::Connecting,
-            decoder: squall_h1::ResponseDecoder::new(proxy::response_limits(), &http::Method::GET),
-            rbuf: bytes::BytesMut::new(),
-            out: bytes::BytesMut::new(),
-            recv: None,
-            send: None,
-            ops: 1,
-            client: None,
-            reused: false,
-            paused: false,
-            probe: true,
-            deadline: self.now + connect_timeout,
-            timer_due: None,
-        });
-        let token = super::forward::origin_token(index, generation);
-        self.ring.connect(raw, address, token);
-        self.arm_origin_timer(index);
+        };
+        self.open_origin(fd, target, &http::Method::GET, None);
     }
 
     /// The probe's connection is up: send the request.
