@@ -74,8 +74,15 @@ pub fn run_pieces<'a>(pieces: impl IntoIterator<Item = &'a [u8]>, limits: Limits
     for piece in pieces {
         buf.extend_from_slice(piece);
         // A decoder that never stops returning events would hang; each event consumes a byte
-        // or follows one that did, so this bound is generous.
-        for _ in 0..=2 * buf.len() + 4 {
+        // or follows one that did, so this bound is generous, and running out of it is a bug
+        // to report, not a reason to stop reading quietly.
+        let bound = 2 * buf.len() + 4;
+        for call in 0.. {
+            assert!(
+                call <= bound,
+                "the decoder returned an event on each of {call} calls for one piece (the bound \
+                 of 2 calls per buffered byte + 4, {bound}, ran out)"
+            );
             match decoder.decode(&mut buf) {
                 Ok(Some(event)) => push_event(&mut outcome, &mut in_message, event),
                 Ok(None) => break,

@@ -136,8 +136,15 @@ pub fn run_pieces<'a>(pieces: impl IntoIterator<Item = &'a [u8]>, script: &Scrip
     let mut grammar = Grammar::default();
     for piece in pieces {
         buf.extend_from_slice(piece);
-        // Each event consumes a byte or follows one that did, so this bound is generous.
-        for _ in 0..=2 * buf.len() + 4 {
+        // Each event consumes a byte or follows one that did, so this bound is generous, and
+        // running out of it is a bug to report, not a reason to stop reading quietly.
+        let bound = 2 * buf.len() + 4;
+        for call in 0.. {
+            assert!(
+                call <= bound,
+                "the decoder returned an event on each of {call} calls for one piece (the bound \
+                 of 2 calls per buffered byte + 4, {bound}, ran out)"
+            );
             match decoder.decode(&mut buf) {
                 Ok(Some(event)) => push(&mut outcome, &mut grammar, &mut decoder, script, event),
                 Ok(None) => break,
@@ -147,7 +154,14 @@ pub fn run_pieces<'a>(pieces: impl IntoIterator<Item = &'a [u8]>, script: &Scrip
         }
     }
     if script.eof {
-        for _ in 0..3 {
+        // At the close only a body delimited by the close can end, and only once; the next
+        // response expected is then an error. A third event means the decoder is looping.
+        let bound = 3;
+        for call in 0.. {
+            assert!(
+                call < bound,
+                "eof() returned an event on each of {call} calls (the bound, {bound}, ran out)"
+            );
             match decoder.eof() {
                 Ok(Some(event)) => {
                     assert!(matches!(event, ResponseEvent::End { trailers: None }));
