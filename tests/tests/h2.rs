@@ -213,21 +213,33 @@ async fn tls_alpn_h2_and_http1_share_a_listener() {
     }
 }
 
-#[tokio::test]
-async fn sigterm_sends_goaway_and_the_connection_ends_cleanly() {
+#[test]
+fn sigterm_sends_goaway_and_the_connection_ends_cleanly() {
     let mut squall = Squall::start(&config(""));
-    let tcp = tokio::net::TcpStream::connect(squall.addr).await.unwrap();
-    let (client, connection) = h2::client::handshake(tcp).await.unwrap();
-    let driver = tokio::spawn(connection);
-    let reply = fetch(&client, "GET", &format!("http://{}/", squall.addr), None).await;
-    assert_eq!(reply.status, 200);
-    drop(client);
-    squall.signal(libc::SIGTERM);
-    let ended = tokio::time::timeout(Duration::from_secs(10), driver)
-        .await
-        .expect("the connection ends after GOAWAY")
+    // A raw connection: the h2 client would send a GOAWAY of its own when dropped and end `Ok`
+    // whether or not Squall sent one.
+    let mut stream = raw_h2(squall.addr);
+    stream
+        .write_all(&frame(HEADERS, END_STREAM | END_HEADERS, 1, &get_block()))
         .unwrap();
-    assert!(ended.is_ok(), "graceful end, not an error: {ended:?}");
+    let answered = read_frames_until(&mut stream, |f| f.kind == DATA && f.flags & END_STREAM != 0);
+    assert!(
+        answered.iter().any(|f| f.kind == HEADERS && f.stream == 1),
+        "stream 1 is answered before the stop: {answered:?}"
+    );
+    squall.signal(libc::SIGTERM);
+    let (frames, closed) = frames_until_close(&mut stream);
+    assert!(closed, "Squall closes the connection after its GOAWAY");
+    let goaway = frames
+        .iter()
+        .find(|f| f.kind == GOAWAY)
+        .unwrap_or_else(|| panic!("a GOAWAY before the close: {frames:?}"));
+    assert_eq!(goaway_error(goaway), 0, "GOAWAY(NO_ERROR)");
+    assert_eq!(
+        goaway_last_stream(goaway),
+        1,
+        "the last stream Squall processed"
+    );
     let status = squall
         .wait_exit(Duration::from_secs(10))
         .expect("squall exits");
@@ -342,31 +354,98 @@ fn raw_h2(addr: SocketAddr) -> TcpStream {
     stream
 }
 
-/// Reads until the server closes, and returns the error code of its GOAWAY, if it sent one.
-fn goaway_code(stream: &mut TcpStream) -> Option<u32> {
-    let mut bytes = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(15);
+/// One frame read off a raw connection.
+#[derive(Debug)]
+struct RawFrame {
+    kind: u8,
+    flags: u8,
+    stream: u32,
+    payload: Vec<u8>,
+}
+
+/// Splits whole frames off the front of `bytes`.
+fn split_frames(bytes: &mut Vec<u8>) -> Vec<RawFrame> {
+    let mut frames = Vec::new();
+    while bytes.len() >= 9 {
+        let len = u32::from_be_bytes([0, bytes[0], bytes[1], bytes[2]]) as usize;
+        if bytes.len() < 9 + len {
+            break;
+        }
+        let stream = u32::from_be_bytes(bytes[5..9].try_into().unwrap()) & 0x7fff_ffff;
+        frames.push(RawFrame {
+            kind: bytes[3],
+            flags: bytes[4],
+            stream,
+            payload: bytes[9..9 + len].to_vec(),
+        });
+        bytes.drain(..9 + len);
+    }
+    frames
+}
+
+/// Reads frames until one satisfies `done` (panics on a close, an error or 10 s first).
+fn read_frames_until(stream: &mut TcpStream, done: impl Fn(&RawFrame) -> bool) -> Vec<RawFrame> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (mut bytes, mut frames) = (Vec::new(), Vec::new());
     let mut buf = [0u8; 16384];
     while Instant::now() < deadline {
         match stream.read(&mut buf) {
-            Ok(0) => break,
+            Ok(0) => panic!("closed early; frames: {frames:?}"),
             Ok(n) => bytes.extend_from_slice(&buf[..n]),
-            Err(_) => break,
+            Err(e) => panic!("{e}; frames: {frames:?}"),
+        }
+        frames.extend(split_frames(&mut bytes));
+        if frames.iter().any(&done) {
+            return frames;
         }
     }
-    let mut rest = &bytes[..];
-    let mut code = None;
-    while rest.len() >= 9 {
-        let len = u32::from_be_bytes([0, rest[0], rest[1], rest[2]]) as usize;
-        if rest.len() < 9 + len {
-            break;
+    panic!("no awaited frame in 10 s: {frames:?}")
+}
+
+/// Reads frames until the server closes (EOF or reset: true) or 15 s pass (false).
+fn frames_until_close(stream: &mut TcpStream) -> (Vec<RawFrame>, bool) {
+    let mut bytes = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut buf = [0u8; 16384];
+    let mut closed = false;
+    while Instant::now() < deadline {
+        match stream.read(&mut buf) {
+            Ok(0) => {
+                closed = true;
+                break;
+            }
+            Ok(n) => bytes.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                closed = true;
+                break;
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) => panic!("reading frames: {e}"),
         }
-        if rest[3] == GOAWAY && len >= 8 {
-            code = Some(u32::from_be_bytes(rest[13..17].try_into().unwrap()));
-        }
-        rest = &rest[9 + len..];
     }
-    code
+    (split_frames(&mut bytes), closed)
+}
+
+fn goaway_error(goaway: &RawFrame) -> u32 {
+    u32::from_be_bytes(goaway.payload[4..8].try_into().unwrap())
+}
+
+fn goaway_last_stream(goaway: &RawFrame) -> u32 {
+    u32::from_be_bytes(goaway.payload[..4].try_into().unwrap()) & 0x7fff_ffff
+}
+
+/// Reads until the server closes, and returns the error code of its GOAWAY, if it sent one.
+fn goaway_code(stream: &mut TcpStream) -> Option<u32> {
+    let (frames, _) = frames_until_close(stream);
+    frames
+        .iter()
+        .filter(|f| f.kind == GOAWAY && f.payload.len() >= 8)
+        .map(goaway_error)
+        .last()
 }
 
 /// Sends `attack` on a raw connection and expects GOAWAY(ENHANCE_YOUR_CALM), while a good h2

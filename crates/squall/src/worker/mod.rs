@@ -1200,17 +1200,19 @@ impl Worker {
                 self.ring.close(fd, KIND_LISTENER << KIND_SHIFT);
             }
         }
-        self.close_idle();
-        // HTTP/2 connections with streams in progress finish them after a GOAWAY.
-        let busy: Vec<usize> = self
+        // Every HTTP/2 connection gets a GOAWAY first (RFC 9113 §6.8), idle ones included, so
+        // a client knows its requests were not lost; those with streams in progress finish
+        // them. A connection closes once it is idle and its GOAWAY has left.
+        let h2: Vec<usize> = self
             .conns
             .iter()
             .filter(|(_, c)| c.phase == Phase::Open && c.h2.is_some())
             .map(|(i, _)| i)
             .collect();
-        for index in busy {
+        for index in h2 {
             self.go_away_h2(index);
         }
+        self.close_idle();
     }
 
     /// Closes every open connection with no request in progress and nothing left to send.
