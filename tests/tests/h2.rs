@@ -332,6 +332,7 @@ const GOAWAY: u8 = 0x7;
 const CONTINUATION: u8 = 0x9;
 const END_STREAM: u8 = 0x1;
 const END_HEADERS: u8 = 0x4;
+const FRAME_SIZE_ERROR: u32 = 0x6;
 const ENHANCE_YOUR_CALM: u32 = 0xb;
 
 /// An HPACK block for `GET http://a/`, from the static table and literals that are never
@@ -650,9 +651,14 @@ async fn a_zero_window_stall_is_reset_after_the_stall_timeout() {
 async fn garbage_after_the_preface_is_a_protocol_error_not_a_crash() {
     let squall = Squall::start(&config(""));
     let mut stream = raw_h2(squall.addr);
+    // A frame header announcing 0xffffff bytes, far above the 16,384 Squall advertises.
     stream.write_all(&[0xff; 64]).unwrap();
     let code = goaway_code(&mut stream);
-    assert!(code.is_some_and(|c| c != 0), "{code:?}");
+    assert_eq!(
+        code,
+        Some(FRAME_SIZE_ERROR),
+        "RFC 9113 §4.2: FRAME_SIZE_ERROR"
+    );
     let good = h2c(squall.addr).await;
     let url = format!("http://{}/", squall.addr);
     assert_eq!(fetch(&good, "GET", &url, None).await.status, 200);
