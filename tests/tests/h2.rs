@@ -125,7 +125,12 @@ async fn many_concurrent_streams_and_large_bodies_with_flow_control() {
 
 #[tokio::test]
 async fn request_bodies_and_trailers_are_received_under_flow_control() {
-    let squall = Squall::start(&config(""));
+    let origin = echo_origin();
+    let mut config = config(&format!(
+        "\n[[upstream]]\nname = \"echo\"\nservers = [{{ address = \"{origin}\" }}]\n"
+    ));
+    config.push_str("\n[[vhost.route]]\nprefix = \"/echo/\"\nproxy = \"echo\"\n");
+    let squall = Squall::start(&config);
     let client = h2c(squall.addr).await;
     let base = format!("http://{}", squall.addr);
     // 1 MiB: beyond the connection's initial window, so Squall must send WINDOW_UPDATEs.
@@ -134,9 +139,10 @@ async fn request_bodies_and_trailers_are_received_under_flow_control() {
     assert_eq!(reply.status, 201);
     assert_eq!(reply.body, b"stored");
 
-    // A body that ends with trailers.
+    // A body that ends with trailers, proxied to an origin that echoes what it received: the
+    // trailers arrive, after the body.
     let mut ready = client.clone().ready().await.unwrap();
-    let request = http::Request::post(format!("{base}/upload"))
+    let request = http::Request::post(format!("{base}/echo/trailers"))
         .body(())
         .unwrap();
     let (response, mut send) = ready.send_request(request, false).unwrap();
@@ -145,7 +151,18 @@ async fn request_bodies_and_trailers_are_received_under_flow_control() {
     trailers.insert("x-checksum", "abc".parse().unwrap());
     send.send_trailers(trailers).unwrap();
     let response = response.await.unwrap();
-    assert_eq!(response.status(), 201);
+    assert_eq!(response.status(), 200);
+    let mut body = response.into_body();
+    let mut echoed = Vec::new();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.unwrap();
+        let _ = body.flow_control().release_capacity(chunk.len());
+        echoed.extend_from_slice(&chunk);
+    }
+    assert_eq!(
+        String::from_utf8_lossy(&echoed),
+        "body=part trailers=x-checksum:abc"
+    );
 
     // A declared body larger than body_bytes_max is refused with 413.
     let mut ready = client.clone().ready().await.unwrap();
@@ -156,6 +173,50 @@ async fn request_bodies_and_trailers_are_received_under_flow_control() {
     let (response, _send) = ready.send_request(request, false).unwrap();
     let response = response.await.unwrap();
     assert_eq!(response.status(), 413);
+}
+
+/// An HTTP/1.1 origin (hyper) that answers each request with the body and trailers it
+/// received, as `body=... trailers=name:value,...`.
+fn echo_origin() -> SocketAddr {
+    use http_body_util::{BodyExt, Full};
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(
+                        |request: http::Request<hyper::body::Incoming>| async move {
+                            let collected = request.into_body().collect().await?;
+                            let trailers: Vec<String> = collected
+                                .trailers()
+                                .into_iter()
+                                .flatten()
+                                .map(|(n, v)| format!("{n}:{}", v.to_str().unwrap_or("?")))
+                                .collect();
+                            let text = format!(
+                                "body={} trailers={}",
+                                String::from_utf8_lossy(&collected.to_bytes()),
+                                trailers.join(",")
+                            );
+                            Ok::<_, hyper::Error>(http::Response::new(Full::new(Bytes::from(text))))
+                        },
+                    );
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+    });
+    addr
 }
 
 #[tokio::test]

@@ -258,11 +258,13 @@ impl Worker {
                     .then(|| h2.pending.remove(&stream_id).map(|head| (stream_id, head)))
                     .flatten()
             }
-            Event::Trailers { stream_id, .. } => {
+            Event::Trailers { stream_id, headers } => {
                 let h2 = self.h2_mut(index);
                 if let Some(exchange) = h2.exchanges.get_mut(&stream_id) {
-                    // Request trailers are not forwarded: HTTP/1.1 origins rarely read them.
-                    frame_body(exchange, &[], true);
+                    // Request trailers reach the origin in the last chunk; a body of declared
+                    // length has no place for them in HTTP/1.1 (RFC 9112 §7.1.2), so there
+                    // they are dropped.
+                    frame_end(exchange, Some(&headers));
                     self.pump_body(client(stream_id));
                     return;
                 }
@@ -464,11 +466,17 @@ fn frame_body(exchange: &mut Exchange, data: &[u8], end_stream: bool) {
         }
     }
     if end_stream {
-        if chunked {
-            squall_h1::encode_last_chunk(None, &mut exchange.body);
-        }
-        exchange.request_complete = true;
+        frame_end(exchange, None);
     }
+}
+
+/// Ends an HTTP/2 request body for the origin: the last chunk (with the trailers, if any)
+/// when the body is chunked.
+fn frame_end(exchange: &mut Exchange, trailers: Option<&http::HeaderMap>) {
+    if exchange.head.body == BodyKind::Chunked {
+        squall_h1::encode_last_chunk(trailers, &mut exchange.body);
+    }
+    exchange.request_complete = true;
 }
 
 /// Queues a whole response on a stream: HEADERS (with `date` and `content-length`), then the
