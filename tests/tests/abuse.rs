@@ -108,22 +108,42 @@ fn each_bad_request_gets_its_status_and_a_close_while_others_go_on() {
 fn slowloris_gets_408_after_the_header_timeout() {
     let squall = Squall::start(&limits_config());
     let mut slow = squall.connect();
+    slow.set_read_timeout(Some(Duration::from_millis(20)))
+        .unwrap();
     let started = Instant::now();
-    // Trickle a head that never completes: each byte well inside any per-read timeout.
-    for byte in b"GET /a HTTP/1.1\r\nHost: x\r\nX-Slow: " {
-        slow.write_all(&[*byte]).unwrap();
-        std::thread::sleep(Duration::from_millis(20));
-        if started.elapsed() > Duration::from_millis(700) {
+    // Trickle a head that never completes, a byte every ~20 ms, and keep trickling until the
+    // answer comes: a timer that restarted on each byte would never fire (the loop gives up
+    // after 5 s, far past the 1 s header_timeout).
+    let head = b"GET /a HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+    let mut sent = 0;
+    let mut probe = [0u8; 1];
+    loop {
+        let byte = head.get(sent).copied().unwrap_or(b'z');
+        if slow.write_all(&[byte]).is_err() {
             break;
         }
+        sent += 1;
+        if slow.peek(&mut probe).is_ok() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "no answer while trickling for 5 s ({sent} bytes sent)"
+        );
     }
+    slow.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
     let response = read_response(&mut slow).expect("a 408 response");
+    let waited = started.elapsed();
     assert_eq!(response.status, 408);
     assert!(is_closed(&mut slow));
-    let waited = started.elapsed();
     assert!(
         waited >= Duration::from_millis(900),
         "cut too early: {waited:?}"
+    );
+    assert!(
+        waited < Duration::from_millis(2500),
+        "cut too late: {waited:?}"
     );
 
     // A connection that never sends a byte is closed without a response.
