@@ -177,6 +177,12 @@ fn sigterm_drains_in_flight_requests_and_exits_zero() {
         squall.is_running(),
         "squall waits for the in-flight request"
     );
+    // While it drains, its listeners are closed: new connections are refused.
+    assert!(
+        std::net::TcpStream::connect(squall.addr).is_err(),
+        "a new connection during the drain"
+    );
+    assert!(squall.is_running(), "still draining");
     busy.write_all(b"cd").unwrap();
     let response = read_response(&mut busy).expect("the in-flight request is answered");
     assert_eq!(
@@ -188,8 +194,6 @@ fn sigterm_drains_in_flight_requests_and_exits_zero() {
         .wait_exit(Duration::from_secs(5))
         .expect("exits within drain_timeout");
     assert!(status.success(), "exit status {status:?}");
-    // New connections are refused once listeners are closed.
-    assert!(std::net::TcpStream::connect(squall.addr).is_err());
 }
 
 #[test]
