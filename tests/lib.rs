@@ -418,6 +418,26 @@ pub fn admin_get(addr: SocketAddr, path: &str) -> (u16, String) {
     (status, body)
 }
 
+/// The sum of every sample of the series `name` (all label sets) in Prometheus text; panics
+/// when there is none, so a renamed metric cannot pass as zero.
+pub fn metric_sum(text: &str, name: &str) -> f64 {
+    let values: Vec<f64> = text
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| {
+            let rest = line.strip_prefix(name)?;
+            let value = match rest.chars().next()? {
+                '{' => rest.rsplit_once(' ')?.1,
+                ' ' => rest.trim(),
+                _ => return None,
+            };
+            Some(value.parse().expect("a numeric sample"))
+        })
+        .collect();
+    assert!(!values.is_empty(), "no sample of {name} in:\n{text}");
+    values.iter().sum()
+}
+
 /// A tiny keep-alive HTTP/1.1 origin on a loopback port, a thread per connection, that
 /// answers every request `200` with `name` as the body (request bodies are not expected).
 /// It stops accepting after 10,000 connections.
