@@ -38,10 +38,18 @@ fn ready_watchdog_reload_and_stop_are_notified() {
     });
     let ready = wait_for(&socket, "READY=1", Duration::from_secs(5));
     assert!(ready.contains("STATUS=serving with 1 workers"), "{ready}");
-    // Pinged every 200 ms while the worker turns: several within a second.
-    for _ in 0..3 {
+    // Pinged at half the watchdog interval (200 ms) while the worker turns: five pings in a
+    // row, none later than the 400 ms after which systemd would restart the service.
+    wait_for(&socket, "WATCHDOG=1", Duration::from_secs(1));
+    let mut last = Instant::now();
+    let mut gaps = Vec::new();
+    for _ in 0..5 {
         wait_for(&socket, "WATCHDOG=1", Duration::from_secs(1));
+        gaps.push(last.elapsed());
+        last = Instant::now();
     }
+    let largest = gaps.iter().max().unwrap();
+    assert!(*largest < Duration::from_millis(400), "gaps {gaps:?}");
     squall.signal(libc::SIGHUP);
     let reloading = wait_for(&socket, "RELOADING=1", Duration::from_secs(5));
     assert!(reloading.contains("MONOTONIC_USEC="), "{reloading}");
