@@ -294,16 +294,19 @@ pub fn read_response_head(stream: &mut impl Read) -> Option<Response> {
     })
 }
 
-/// True when the peer closed the connection (EOF, or RST) within the stream's read timeout.
+/// True when the peer closed the connection (EOF, or RST) within the stream's read timeout
+/// without sending anything more; panics on any byte, so a connection that was served and then
+/// closed never passes for one that was refused or cut.
 pub fn is_closed(stream: &mut TcpStream) -> bool {
-    let mut buf = [0u8; 64];
-    loop {
-        match stream.read(&mut buf) {
-            Ok(0) => return true,
-            Ok(_) => continue,
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
-            Err(_) => return false,
-        }
+    let mut buf = [0u8; 512];
+    match stream.read(&mut buf) {
+        Ok(0) => true,
+        Ok(n) => panic!(
+            "expected a close with nothing more, got {n} bytes: {:?}",
+            String::from_utf8_lossy(&buf[..n])
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => true,
+        Err(_) => false,
     }
 }
 

@@ -210,6 +210,14 @@ fn garbage_instead_of_a_client_hello_is_dropped_while_others_are_served() {
             break;
         }
     }
+    // A fatal alert (RFC 8446 §6: one record of level 2), then the close, and nothing else.
+    let mut alert = [0u8; 7];
+    std::io::Read::read_exact(&mut garbage, &mut alert).expect("an alert record");
+    assert_eq!(
+        alert[..6],
+        [0x15, 0x03, 0x03, 0x00, 0x02, 0x02],
+        "{alert:?}"
+    );
     assert!(is_closed(&mut garbage), "garbage connection is closed");
     let good = s_client(&squall, &["-servername", "a.test"]);
     assert!(good.contains("Hello, world!"), "{good}");
