@@ -235,9 +235,14 @@ fn a_stalled_handshake_is_cut_at_the_header_timeout() {
     let started = std::time::Instant::now();
     assert!(is_closed(&mut stalled));
     let waited = started.elapsed();
+    // header_timeout is 2 s: cut near it, not at the client's own 10 s read timeout.
     assert!(
         waited >= Duration::from_millis(1500),
         "cut too early: {waited:?}"
+    );
+    assert!(
+        waited < Duration::from_millis(4000),
+        "cut too late: {waited:?}"
     );
 }
 
