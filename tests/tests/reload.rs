@@ -248,4 +248,11 @@ fn reloads_under_http1_and_http2_load_fail_no_request() {
         squall.log()
     );
     assert!(!squall.log().contains("reload refused"), "{}", squall.log());
+    // However the signals were coalesced, the last file written is the one in force: its
+    // route body and its upstream (o1; the ninth config had o2).
+    let mut stream = squall.connect();
+    let local = squall_e2e::roundtrip(&mut stream, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(local.body_text(), "v10", "{}", squall.log());
+    let proxied = squall_e2e::roundtrip(&mut stream, "GET /p/x HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(proxied.body_text(), "o1", "{}", squall.log());
 }
