@@ -290,10 +290,12 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
         }
     }
     let drain = config.server.drain_timeout;
-    info!("stopping: draining connections for up to {drain:?}");
+    // The health check fails before the line is logged: whoever reads the log then asks
+    // /healthz must see the drain.
     metrics
         .draining
         .store(true, std::sync::atomic::Ordering::Relaxed);
+    info!("stopping: draining connections for up to {drain:?}");
     crate::notify::stopping("draining connections");
     let deadline = Instant::now() + drain;
     for w in &workers {
