@@ -505,9 +505,9 @@ fn goaway_code(stream: &mut TcpStream) -> Option<u32> {
     let (frames, _) = frames_until_close(stream);
     frames
         .iter()
-        .filter(|f| f.kind == GOAWAY && f.payload.len() >= 8)
+        .rev()
+        .find(|f| f.kind == GOAWAY && f.payload.len() >= 8)
         .map(goaway_error)
-        .last()
 }
 
 /// Sends `attack` on a raw connection and expects GOAWAY(ENHANCE_YOUR_CALM), while a good h2
