@@ -13,7 +13,8 @@ use tracing::debug;
 
 use super::cache;
 use super::proxy::{self, Client, ClientToken, Exchange, Origin, OriginState};
-use super::{KIND_ORIGIN, KIND_SHIFT, OUT_HIGH_BYTES, Worker, conn_token};
+use super::token::{self, Token};
+use super::{OUT_HIGH_BYTES, Worker};
 
 /// The hash `consistent_hash` balances a request by.
 fn hash_key(
@@ -63,17 +64,12 @@ fn exchange_in(conns: &mut slab::Slab<super::conn::Conn>, client: Client) -> Opt
     }
 }
 
-/// Token of an origin connection: kind bits, 30 bits of generation, the slab index.
-pub(super) fn origin_token(index: usize, generation: u32) -> u64 {
-    (KIND_ORIGIN << KIND_SHIFT) | (u64::from(generation & 0x3FFF_FFFF) << 32) | index as u64
-}
-
 impl Worker {
-    pub(super) fn origin_index(&self, token: u64) -> Option<usize> {
-        let index = (token & 0xFFFF_FFFF) as usize;
-        let generation = ((token >> 32) & 0x3FFF_FFFF) as u32;
+    pub(super) fn origin_index(&self, token: Token) -> Option<usize> {
+        debug_assert_eq!(token.kind(), token::Kind::Origin);
+        let index = token.index();
         let origin = self.origins.get(index)?;
-        (origin.generation & 0x3FFF_FFFF == generation).then_some(index)
+        token.names(origin.generation).then_some(index)
     }
 
     /// The client an origin connection works for, if it is still there.
@@ -88,7 +84,7 @@ impl Worker {
 
     pub(super) fn client_token(&self, client: Client) -> ClientToken {
         ClientToken {
-            token: conn_token(client.index, self.conns[client.index].generation),
+            token: Token::client(client.index, self.conns[client.index].generation),
             stream: client.stream,
         }
     }
@@ -136,7 +132,8 @@ impl Worker {
         }
         let client_token = self.client_token(client);
         // A pooled connection is ready to use (LIFO: the one most likely still open).
-        while let Some(ConnId(token)) = self.upstreams.groups[upstream].pool.checkout(server, now) {
+        while let Some(ConnId(raw)) = self.upstreams.groups[upstream].pool.checkout(server, now) {
+            let token = Token::from_raw(raw);
             let Some(index) = self.origin_index(token) else {
                 continue;
             };
@@ -199,8 +196,8 @@ impl Worker {
         target: OriginTarget,
         method: &http::Method,
         client: Option<ClientToken>,
-    ) -> u64 {
-        self.next_generation = (self.next_generation + 1) & 0x3FFF_FFFF;
+    ) -> Token {
+        self.next_generation = token::next_generation(self.next_generation);
         let generation = self.next_generation;
         let connect_timeout = self.upstreams.groups[target.upstream].connect_timeout;
         let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
@@ -225,13 +222,13 @@ impl Worker {
             deadline: self.now + connect_timeout,
             timer_due: None,
         });
-        let token = origin_token(index, generation);
-        self.ring.connect(raw, target.address, token);
+        let token = Token::origin(index, generation);
+        self.ring.connect(raw, target.address, token.raw());
         self.arm_origin_timer(index);
         token
     }
 
-    pub(super) fn on_origin_connect(&mut self, token: u64, result: io::Result<()>) {
+    pub(super) fn on_origin_connect(&mut self, token: Token, result: io::Result<()>) {
         let Some(index) = self.origin_index(token) else {
             return;
         };
@@ -246,7 +243,7 @@ impl Worker {
                 let raw = self.origins[index]
                     .raw_fd()
                     .expect("a connecting origin has a socket");
-                self.origins[index].recv = Some(self.ring.recv_multi(raw, token));
+                self.origins[index].recv = Some(self.ring.recv_multi(raw, token.raw()));
                 self.origins[index].ops += 1;
                 if self.origins[index].probe {
                     self.write_probe(index);
@@ -335,13 +332,13 @@ impl Worker {
             return;
         }
         let raw = origin.raw_fd().expect("an open origin has a socket");
-        let token = origin_token(index, origin.generation);
+        let token = Token::origin(index, origin.generation);
         let buf = origin.out.split().freeze();
-        origin.send = Some(self.ring.send(raw, buf, token));
+        origin.send = Some(self.ring.send(raw, buf, token.raw()));
         origin.ops += 1;
     }
 
-    pub(super) fn on_origin_send(&mut self, token: u64, result: io::Result<usize>, buf: Bytes) {
+    pub(super) fn on_origin_send(&mut self, token: Token, result: io::Result<usize>, buf: Bytes) {
         let Some(index) = self.origin_index(token) else {
             return;
         };
@@ -352,7 +349,7 @@ impl Worker {
             _ if origin.state == OriginState::Closed => {}
             Ok(sent) if sent < buf.len() => {
                 let raw = origin.raw_fd().expect("an open origin has a socket");
-                origin.send = Some(self.ring.send(raw, buf.slice(sent..), token));
+                origin.send = Some(self.ring.send(raw, buf.slice(sent..), token.raw()));
                 origin.ops += 1;
             }
             Ok(_) => {
@@ -377,7 +374,7 @@ impl Worker {
 
     pub(super) fn on_origin_recv(
         &mut self,
-        token: u64,
+        token: Token,
         result: io::Result<Option<RecvBuf>>,
         more: bool,
     ) {
@@ -402,7 +399,7 @@ impl Worker {
                 } else {
                     if !more && !origin.paused && origin.state == OriginState::Busy {
                         let raw = origin.raw_fd().expect("an open origin has a socket");
-                        origin.recv = Some(self.ring.recv_multi(raw, token));
+                        origin.recv = Some(self.ring.recv_multi(raw, token.raw()));
                         origin.ops += 1;
                     }
                     self.forward_response(index, false);
@@ -416,7 +413,7 @@ impl Worker {
                 let origin = &mut self.origins[index];
                 if origin.state != OriginState::Closed && !origin.paused {
                     let raw = origin.raw_fd().expect("an open origin has a socket");
-                    origin.recv = Some(self.ring.recv_multi(raw, token));
+                    origin.recv = Some(self.ring.recv_multi(raw, token.raw()));
                     origin.ops += 1;
                 }
             }
@@ -425,7 +422,7 @@ impl Worker {
                 let origin = &mut self.origins[index];
                 if origin.recv.is_none() && !origin.paused && origin.state == OriginState::Busy {
                     let raw = origin.raw_fd().expect("a busy origin has a socket");
-                    origin.recv = Some(self.ring.recv_multi(raw, token));
+                    origin.recv = Some(self.ring.recv_multi(raw, token.raw()));
                     origin.ops += 1;
                 }
             }
@@ -511,7 +508,8 @@ impl Worker {
                 origin.paused = true;
                 // `recv` stays set until the cancelled receive's final completion arrives.
                 if let Some(op) = origin.recv {
-                    self.ring.cancel(op, origin_token(index, origin.generation));
+                    self.ring
+                        .cancel(op, Token::origin(index, origin.generation).raw());
                 }
             }
         }
@@ -699,7 +697,7 @@ impl Worker {
         }
         if reusable && current && origin.recv.is_some() {
             let group = &mut self.upstreams.groups[origin.upstream];
-            let id = ConnId(origin_token(index, origin.generation));
+            let id = ConnId(Token::origin(index, origin.generation).raw());
             if group.pool.checkin(origin.server, id, self.now) == Checkin::Keep {
                 origin.state = OriginState::Idle;
                 origin.reused = false;
@@ -903,7 +901,7 @@ impl Worker {
         origin.paused = false;
         if origin.recv.is_none() {
             let raw = origin.raw_fd().expect("a busy origin has a socket");
-            origin.recv = Some(self.ring.recv_multi(raw, token));
+            origin.recv = Some(self.ring.recv_multi(raw, token.raw()));
             origin.ops += 1;
         }
         if !origin.rbuf.is_empty() {
@@ -919,22 +917,22 @@ impl Worker {
         if origin.state == OriginState::Idle
             && origin.upstream_generation == self.upstreams.generation
         {
-            let id = ConnId(origin_token(index, origin.generation));
+            let id = ConnId(Token::origin(index, origin.generation).raw());
             self.upstreams.groups[origin.upstream].pool.remove(id);
         }
         origin.state = OriginState::Closed;
-        let token = origin_token(index, origin.generation);
+        let token = Token::origin(index, origin.generation);
         for op in [origin.recv.take(), origin.send].into_iter().flatten() {
-            self.ring.cancel(op, token);
+            self.ring.cancel(op, token.raw());
         }
         if let Some(fd) = origin.fd.take() {
-            self.ring.close(fd, token);
+            self.ring.close(fd, token.raw());
             origin.ops += 1;
         }
         self.origin_op_done(index);
     }
 
-    pub(super) fn on_origin_close(&mut self, token: u64) {
+    pub(super) fn on_origin_close(&mut self, token: Token) {
         if let Some(index) = self.origin_index(token) {
             self.origins[index].ops -= 1;
             self.origin_op_done(index);
@@ -955,14 +953,16 @@ impl Worker {
         let origin = &mut self.origins[index];
         if origin.timer_due.is_none_or(|due| origin.deadline < due) {
             origin.timer_due = Some(origin.deadline);
-            self.timers
-                .insert(origin_token(index, origin.generation), origin.deadline);
+            self.timers.insert(
+                Token::origin(index, origin.generation).raw(),
+                origin.deadline,
+            );
         }
     }
 
     /// A timer entry for an origin came due.
-    pub(super) fn on_origin_timer(&mut self, key: u64, due: Instant) {
-        let Some(index) = self.origin_index(key) else {
+    pub(super) fn on_origin_timer(&mut self, token: Token, due: Instant) {
+        let Some(index) = self.origin_index(token) else {
             return;
         };
         let origin = &mut self.origins[index];
@@ -975,7 +975,7 @@ impl Worker {
         if origin.deadline > self.now {
             if origin.timer_due.is_none() {
                 origin.timer_due = Some(origin.deadline);
-                self.timers.insert(key, origin.deadline);
+                self.timers.insert(token.raw(), origin.deadline);
             }
             return;
         }
@@ -1002,8 +1002,8 @@ impl Worker {
                 expired.extend(group.pool.expire(now));
             }
         }
-        for ConnId(token) in expired {
-            if let Some(index) = self.origin_index(token) {
+        for ConnId(raw) in expired {
+            if let Some(index) = self.origin_index(Token::from_raw(raw)) {
                 // Already forgotten by the pool: mark busy-less and close.
                 self.origins[index].state = OriginState::Busy;
                 self.close_origin(index);

@@ -11,6 +11,7 @@ mod forward;
 mod h2;
 mod probe;
 mod proxy;
+mod token;
 
 use std::io;
 use std::net::SocketAddr;
@@ -36,6 +37,7 @@ use crate::timer::{Entry, TimerWheel};
 use conn::{Conn, Phase};
 pub use h2::Protocols;
 pub use proxy::ClientToken;
+use token::{Kind, Token};
 
 /// Output buffered for one connection beyond which decoding pauses until a send completes: a
 /// client pipelining thousands of requests without reading cannot grow our memory.
@@ -48,21 +50,11 @@ const LINGER: Duration = Duration::from_secs(2);
 const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 /// Least time between two warnings about running out of descriptors.
 const PAUSE_LOG_INTERVAL: Duration = Duration::from_secs(60);
-/// Connections per worker are addressed by a 32-bit slab index in the token.
+/// Connections per worker: far below what a token can address.
 const CONNS_MAX: usize = 1 << 24;
 
 const _: () = assert!(OUT_HIGH_BYTES < RBUF_BLOCKED_MAX_BYTES);
-
-/// Token layout: the top two bits say what the operation belongs to.
-const KIND_SHIFT: u32 = 62;
-const KIND_CONN: u64 = 0;
-const KIND_LISTENER: u64 = 1;
-const KIND_WAKER: u64 = 2;
-const KIND_ORIGIN: u64 = 3;
-
-fn conn_token(index: usize, generation: u32) -> u64 {
-    (u64::from(generation) << 32) | index as u64
-}
+const _: () = assert!(CONNS_MAX <= token::INDEX_MAX);
 
 /// What a worker is started with.
 pub struct Setup {
@@ -205,7 +197,7 @@ fn ring_error(e: &io::Error) -> String {
 
 impl Worker {
     fn start(&mut self, listeners: Vec<(SocketAddr, OwnedFd)>) {
-        self.ring.poll_waker(&self.waker, KIND_WAKER << KIND_SHIFT);
+        self.ring.poll_waker(&self.waker, Token::waker().raw());
         self.add_listeners(listeners);
     }
 
@@ -264,7 +256,7 @@ impl Worker {
                 continue;
             }
             if let Some(op) = listener.accept.take() {
-                self.ring.cancel(op, KIND_LISTENER << KIND_SHIFT);
+                self.ring.cancel(op, Token::listener(0).raw());
             }
             listener.paused_since = None;
             let Some(fd) = listener.fd.take() else {
@@ -282,7 +274,7 @@ impl Worker {
                     }
                 }
             }
-            self.ring.close(fd, KIND_LISTENER << KIND_SHIFT);
+            self.ring.close(fd, Token::listener(0).raw());
             for conn in queued {
                 if self.drain_deadline.is_none() && self.conns.len() < CONNS_MAX {
                     self.open_conn(conn, index);
@@ -355,42 +347,43 @@ impl Worker {
                 token,
                 result,
                 more,
-            } => {
-                self.on_accept(token as usize, result, more);
-            }
+            } => self.on_accept(Token::from_raw(token), result, more),
             Completion::Recv {
                 token,
                 result,
                 more,
-            } if token >> KIND_SHIFT == KIND_ORIGIN => self.on_origin_recv(token, result, more),
-            Completion::Recv {
-                token,
-                result,
-                more,
-            } => self.on_recv(token, result, more),
-            Completion::Send { token, result, buf } if token >> KIND_SHIFT == KIND_ORIGIN => {
-                self.on_origin_send(token, result, buf);
+            } => match Token::from_raw(token) {
+                t if t.kind() == Kind::Origin => self.on_origin_recv(t, result, more),
+                t => self.on_recv(t, result, more),
+            },
+            Completion::Send { token, result, buf } => match Token::from_raw(token) {
+                t if t.kind() == Kind::Origin => self.on_origin_send(t, result, buf),
+                t => self.on_send(t, result, buf),
+            },
+            Completion::Connect { token, result } => {
+                self.on_origin_connect(Token::from_raw(token), result);
             }
-            Completion::Send { token, result, buf } => self.on_send(token, result, buf),
-            Completion::Connect { token, result } => self.on_origin_connect(token, result),
-            Completion::Close { token, .. } => match token >> KIND_SHIFT {
-                KIND_CONN => self.op_done(token),
-                KIND_ORIGIN => self.on_origin_close(token),
+            Completion::Close { token, .. } => match Token::from_raw(token) {
+                t if t.kind() == Kind::Client => self.op_done(t),
+                t if t.kind() == Kind::Origin => self.on_origin_close(t),
                 _ => {}
             },
             Completion::Wake { more, .. } => {
                 if !more {
-                    self.ring.poll_waker(&self.waker, KIND_WAKER << KIND_SHIFT);
+                    self.ring.poll_waker(&self.waker, Token::waker().raw());
                 }
                 self.on_control();
             }
-            // Origin connections (connect, writev) arrive with the proxy.
+            // Only client connections use writev (origins get one send of the request).
             Completion::Writev {
                 token,
                 result,
                 bufs,
-            } if token >> KIND_SHIFT == KIND_CONN => self.on_writev(token, result, bufs),
-            Completion::Writev { .. } | Completion::Cancel { .. } => {}
+            } => match Token::from_raw(token) {
+                t if t.kind() == Kind::Client => self.on_writev(t, result, bufs),
+                _ => {}
+            },
+            Completion::Cancel { .. } => {}
         }
     }
 
@@ -399,13 +392,13 @@ impl Worker {
     fn arm_accept(&mut self, index: usize) {
         let listener = &mut self.listeners[index];
         if let (Some(fd), None) = (&listener.fd, listener.accept) {
-            let token = (KIND_LISTENER << KIND_SHIFT) | index as u64;
+            let token = Token::listener(index).raw();
             listener.accept = Some(self.ring.accept_multi(fd.as_raw_fd(), token));
         }
     }
 
-    fn on_accept(&mut self, token: usize, result: io::Result<OwnedFd>, more: bool) {
-        let index = token & 0xffff;
+    fn on_accept(&mut self, token: Token, result: io::Result<OwnedFd>, more: bool) {
+        let index = token.index();
         if !more {
             self.listeners[index].accept = None;
         }
@@ -470,7 +463,7 @@ impl Worker {
             debug!(worker = self.id, "TCP_NODELAY: {e}");
         }
         // 30 bits: the top two bits of a token say what it belongs to.
-        self.next_generation = (self.next_generation + 1) & 0x3FFF_FFFF;
+        self.next_generation = token::next_generation(self.next_generation);
         let generation = self.next_generation;
         let decoder = RequestDecoder::new(self.runtime.h1_limits);
         let acceptor = self.runtime.tls.acceptor(self.listeners[listener].address);
@@ -500,9 +493,9 @@ impl Worker {
             conn.counted_ip = Some(peer.ip());
         }
         let index = self.conns.insert(conn);
-        let token = conn_token(index, generation);
+        let token = Token::client(index, generation);
         let conn = &mut self.conns[index];
-        conn.recv = Some(self.ring.recv_multi(raw, token));
+        conn.recv = Some(self.ring.recv_multi(raw, token.raw()));
         conn.ops += 1;
         self.runtime
             .metrics
@@ -514,14 +507,14 @@ impl Worker {
 
     // ---- receiving and decoding ----
 
-    fn conn_index(&self, token: u64) -> Option<usize> {
-        let index = (token & 0xffff_ffff) as usize;
-        let generation = (token >> 32) as u32;
+    fn conn_index(&self, token: Token) -> Option<usize> {
+        debug_assert_eq!(token.kind(), token::Kind::Client);
+        let index = token.index();
         let conn = self.conns.get(index)?;
-        (conn.generation == generation).then_some(index)
+        token.names(conn.generation).then_some(index)
     }
 
-    fn on_recv(&mut self, token: u64, result: io::Result<Option<RecvBuf>>, more: bool) {
+    fn on_recv(&mut self, token: Token, result: io::Result<Option<RecvBuf>>, more: bool) {
         let Some(index) = self.conn_index(token) else {
             if let Ok(Some(buf)) = result {
                 self.ring.recycle(buf);
@@ -543,7 +536,7 @@ impl Worker {
                 self.ring.recycle(buf);
                 if !more && conn.phase != Phase::Closed {
                     let raw = conn.raw_fd().expect("open connections have a socket");
-                    conn.recv = Some(self.ring.recv_multi(raw, token));
+                    conn.recv = Some(self.ring.recv_multi(raw, token.raw()));
                     conn.ops += 1;
                 }
                 if conn.phase == Phase::Open {
@@ -563,7 +556,7 @@ impl Worker {
                 // Every receive buffer is in use for a moment: ask again.
                 if conn.phase != Phase::Closed {
                     let raw = conn.raw_fd().expect("open connections have a socket");
-                    conn.recv = Some(self.ring.recv_multi(raw, token));
+                    conn.recv = Some(self.ring.recv_multi(raw, token.raw()));
                     conn.ops += 1;
                 }
             }
@@ -869,7 +862,7 @@ impl Worker {
                 .chain
                 .take(&mut conn.out, squall_uring::WRITEV_BUFS_MAX);
             let raw = conn.raw_fd().expect("only open connections send");
-            let token = conn_token(index, conn.generation);
+            let token = Token::client(index, conn.generation).raw();
             conn.send = Some(self.ring.writev(raw, bufs, token));
             conn.ops += 1;
             return;
@@ -892,12 +885,12 @@ impl Worker {
     fn queue_send(&mut self, index: usize, buf: Bytes) {
         let conn = &mut self.conns[index];
         let raw = conn.raw_fd().expect("only open connections send");
-        let token = conn_token(index, conn.generation);
+        let token = Token::client(index, conn.generation).raw();
         conn.send = Some(self.ring.send(raw, buf, token));
         conn.ops += 1;
     }
 
-    fn on_send(&mut self, token: u64, result: io::Result<usize>, buf: Bytes) {
+    fn on_send(&mut self, token: Token, result: io::Result<usize>, buf: Bytes) {
         let Some(index) = self.conn_index(token) else {
             return;
         };
@@ -919,7 +912,7 @@ impl Worker {
         self.op_done_at(index);
     }
 
-    fn on_writev(&mut self, token: u64, result: io::Result<usize>, bufs: Vec<Bytes>) {
+    fn on_writev(&mut self, token: Token, result: io::Result<usize>, bufs: Vec<Bytes>) {
         let Some(index) = self.conn_index(token) else {
             return;
         };
@@ -1001,7 +994,7 @@ impl Worker {
             return;
         }
         conn.phase = Phase::Closed;
-        let token = conn_token(index, conn.generation);
+        let token = Token::client(index, conn.generation).raw();
         for op in [conn.recv, conn.send].into_iter().flatten() {
             self.ring.cancel(op, token);
         }
@@ -1018,7 +1011,7 @@ impl Worker {
         }
     }
 
-    fn op_done(&mut self, token: u64) {
+    fn op_done(&mut self, token: Token) {
         if let Some(index) = self.conn_index(token) {
             self.conns[index].ops -= 1;
             self.op_done_at(index);
@@ -1079,7 +1072,7 @@ impl Worker {
         if conn.timer_due.is_none_or(|due| deadline < due) {
             conn.timer_due = Some(deadline);
             self.timers
-                .insert(conn_token(index, conn.generation), deadline);
+                .insert(Token::client(index, conn.generation).raw(), deadline);
         }
     }
 
@@ -1087,11 +1080,12 @@ impl Worker {
         let mut fired = std::mem::take(&mut self.fired);
         self.timers.expire(self.now, &mut fired);
         for entry in fired.drain(..) {
-            if entry.key >> KIND_SHIFT == KIND_ORIGIN {
-                self.on_origin_timer(entry.key, entry.due);
+            let token = Token::from_raw(entry.key);
+            if token.kind() == Kind::Origin {
+                self.on_origin_timer(token, entry.due);
                 continue;
             }
-            let Some(index) = self.conn_index(entry.key) else {
+            let Some(index) = self.conn_index(token) else {
                 continue;
             };
             let conn = &mut self.conns[index];
@@ -1194,10 +1188,10 @@ impl Worker {
         self.drain_deadline = Some(deadline);
         for listener in &mut self.listeners {
             if let Some(op) = listener.accept.take() {
-                self.ring.cancel(op, KIND_LISTENER << KIND_SHIFT);
+                self.ring.cancel(op, Token::listener(0).raw());
             }
             if let Some(fd) = listener.fd.take() {
-                self.ring.close(fd, KIND_LISTENER << KIND_SHIFT);
+                self.ring.close(fd, Token::listener(0).raw());
             }
         }
         // Every HTTP/2 connection gets a GOAWAY first (RFC 9113 §6.8), idle ones included, so

@@ -94,7 +94,7 @@ impl Client {
 /// freed and reused is never mistaken for the client.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClientToken {
-    pub token: u64,
+    pub token: super::token::Token,
     pub stream: u32,
 }
 
@@ -105,7 +105,7 @@ pub struct Exchange {
     pub upstream: usize,
     pub server: Option<ServerId>,
     /// The origin connection token (index and generation), once one is assigned.
-    pub origin: Option<u64>,
+    pub origin: Option<super::token::Token>,
     pub tried: Vec<ServerId>,
     pub attempts: u32,
     /// Request body bytes, already framed for the origin, not yet handed to it.
