@@ -6,10 +6,17 @@
 //! two copies of a few dozen bytes. The worker hands each decoded request head to
 //! [`Service::respond`] and sends what it appends to the output buffer.
 //!
-//! This crate knows the codec's request and response types and the router; it knows nothing of
-//! sockets, rings or clocks (the worker passes the current Date header in).
+//! A proxied request is an [`Exchange`]: the sans-IO state machine of its life with an origin
+//! (pick, connect, forward, retry, re-frame, end), which the worker drives with events and whose
+//! actions it runs. [`forward`] holds the request and response rewriting it applies.
+//!
+//! This crate knows the codec's request and response types, the router and the upstream
+//! decisions; it knows nothing of sockets, rings or clocks (the worker passes `now` and the
+//! current Date header in).
 #![forbid(unsafe_code)]
 
+mod exchange;
+pub mod forward;
 mod handler;
 
 use bytes::BytesMut;
@@ -18,6 +25,10 @@ use squall_config::Config;
 use squall_h1::RequestHead;
 use squall_router::{RouteRequest, Router};
 
+pub use exchange::{
+    Action, ClientFraming, ClientHead, ClientInfo, ClientProtocol, Exchange, ExchangeConfig,
+    FillHook, ToClient,
+};
 pub use handler::{Fields, Handler, LocationPart, ProxyRoute, Reply, Routed};
 
 /// Why a config could not be turned into a service.

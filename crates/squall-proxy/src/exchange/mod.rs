@@ -1,0 +1,485 @@
+//! The exchange: one proxied request's life, from its head to the last byte of the response,
+//! as a sans-IO state machine.
+//!
+//! Why a state machine: the decisions of a proxied request (which server, when to retry, 502
+//! or 504, when to stop reading a side that outruns the other, how to frame the response for
+//! the client, whether the origin connection may be kept) are the proxy's whole job, and they
+//! must be testable byte by byte on a virtual clock. So, as quinn-proto's `Connection` and
+//! `squall-h2`'s connection do, the exchange owns no socket, no ring and no clock: the driver
+//! feeds it events (`on_*` methods, each given `now` where time matters) and runs the
+//! [`Action`]s it queues, in order, from [`Exchange::poll_action`]. The balancer, the pool and
+//! the sockets stay with the driver; the exchange asks for them through actions.
+//!
+//! # One request, as the driver runs it
+//! ```text
+//! let mut ex = Exchange::new(head, route, client, config, now);
+//! loop {
+//!     while let Some(action) = ex.poll_action() {
+//!         match action {
+//!             Action::Pick => ex.on_pick(group.pick(key, now, ex.tried()), now),
+//!             Action::Connect { server, pooled } => pooled conn? ex.on_origin_connected(true, now)
+//!                                                   : start a connect,
+//!             Action::WriteOrigin(bytes) => send, then ex.on_origin_sent(n, now),
+//!             Action::Client(to_client) => the downstream writes it,
+//!             ...
+//!         }
+//!     }
+//!     wait for I/O or ex.next_deadline(); feed what happened back as on_* events
+//!     if ex.is_finished() { break }
+//! }
+//! ```
+//! The rules the exchange applies live in `request.rs` (picking, connecting, the request and
+//! its body, failures and retries) and `response.rs` (the response, re-framing, backpressure,
+//! the end and the connection's reuse).
+//!
+//! Every `Connect` is answered by exactly one `ReleaseOrigin`, and every server handed to
+//! `on_pick` by exactly one `Report`: `check_invariants` holds the exchange to both.
+
+mod request;
+mod response;
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use http::{HeaderMap, StatusCode};
+use squall_h1::{RequestHead, ResponseDecoder, ResponseLimits};
+use squall_upstream::{Outcome, RetryPolicy, ServerId, UpstreamErrorClass};
+
+use crate::ProxyRoute;
+
+/// The protocol the client speaks, which decides how the response is framed for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientProtocol {
+    Http10,
+    Http11,
+    H2,
+}
+
+/// What the exchange needs to know about the client side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientInfo {
+    /// The client's address, for `X-Forwarded-For` and `Forwarded`.
+    pub peer: Option<SocketAddr>,
+    /// The client connection is TLS (`X-Forwarded-Proto: https`).
+    pub tls: bool,
+    pub protocol: ClientProtocol,
+    /// The driver lets the client connection persist after this response (false while the
+    /// worker drains). Combined with the request's own keep-alive for HTTP/1.x.
+    pub keep_alive: bool,
+}
+
+/// The group's timeouts and retry policy, and the bounds on what the exchange holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExchangeConfig {
+    pub retry: RetryPolicy,
+    /// From the connect to its completion: past it, the attempt fails with `ConnectTimeout`.
+    pub connect_timeout: Duration,
+    /// Longest silence from the origin while a response is awaited or streams; past it, the
+    /// attempt fails with `ResponseTimeout` (504 before the head, a cut after).
+    pub response_timeout: Duration,
+    /// The high-water mark both ways: the origin is paused while the client has this much
+    /// unsent (room 0), resumed once half has drained; request body is taken from the client
+    /// only while less than this waits for the origin.
+    pub high_water_bytes: usize,
+    pub response_limits: ResponseLimits,
+}
+
+/// Something the driver must do, in the order the exchange queued it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Pick a server of the route's group, excluding [`Exchange::tried`], and answer with
+    /// [`Exchange::on_pick`].
+    Pick,
+    /// Get a connection to `server`: a pooled one if `pooled` allows and the pool has one
+    /// (then [`Exchange::on_origin_connected`] with `reused`), else a new connect (then
+    /// `on_origin_connected` or [`Exchange::on_connect_failed`]).
+    Connect { server: ServerId, pooled: bool },
+    /// Send these bytes to the origin connection, after any sent before; report completion
+    /// with [`Exchange::on_origin_sent`].
+    WriteOrigin(Bytes),
+    /// Stop reading the origin: the client is slow to take the response.
+    PauseOrigin,
+    /// Read the origin again.
+    ResumeOrigin,
+    /// The exchange is done with the origin connection: back to the pool if `reusable`, else
+    /// close it (a connect in flight is cancelled).
+    ReleaseOrigin { reusable: bool },
+    /// Tell the balancer how the pick of `server` went (one report per pick).
+    Report {
+        server: ServerId,
+        outcome: Outcome,
+        /// The failure, when the attempt failed.
+        error: Option<UpstreamErrorClass>,
+        /// Since the exchange began.
+        elapsed: Duration,
+    },
+    /// Request body bytes (as the client sent them, before framing) moved on to the origin:
+    /// an HTTP/2 driver gives this much window back to the client's stream.
+    ClientBodyConsumed(usize),
+    /// Something for the client, through the protocol-neutral downstream.
+    Client(ToClient),
+    /// On a cached route: what the cache fill observes.
+    Fill(FillHook),
+}
+
+/// What the downstream sends to the client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToClient {
+    /// `100 Continue` (RFC 9110 §10.1.1): the client waits for it before sending its body.
+    /// The exchange says it at once, as nginx does, and does not forward the origin's 1xx.
+    Continue,
+    Head(ClientHead),
+    /// A piece of the body, never empty; the downstream frames it as [`ClientHead::framing`]
+    /// says (a chunk for `Chunked`, a DATA frame for `Frames`, as it is otherwise).
+    Data(Bytes),
+    /// The response is complete: the last chunk (with `trailers` when chunked), END_STREAM
+    /// on HTTP/2 (a trailers HEADERS frame with `trailers`), nothing more otherwise.
+    End {
+        trailers: Option<HeaderMap>,
+        /// The request body was not read to its end: an HTTP/1.x connection must close after
+        /// this response, an HTTP/2 stream is reset with NO_ERROR (RFC 9113 §8.1).
+        request_unfinished: bool,
+    },
+    /// Answer with a short error response (502, 504): only ever before a head went out.
+    Error {
+        status: StatusCode,
+        /// As in `End`: HTTP/1.x then says `Connection: close`.
+        request_unfinished: bool,
+    },
+    /// The response had started and cannot be completed: close the HTTP/1.x connection, reset
+    /// the HTTP/2 stream (INTERNAL_ERROR). A truncated body is never passed off as whole.
+    Abort,
+}
+
+/// The response head for the client, its framing decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientHead {
+    pub status: StatusCode,
+    /// Hop-by-hop, framing fields and Date removed, route edits applied.
+    pub headers: HeaderMap,
+    /// The Content-Length to announce (also for HEAD and 304, which have no body).
+    pub body_len: Option<u64>,
+    pub framing: ClientFraming,
+    /// HTTP/1.x: the client connection stays open after this response.
+    pub keep_alive: bool,
+}
+
+/// How the body reaches the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientFraming {
+    /// No body follows the head (HEAD, 1xx, 204, 304, or HTTP/2 with nothing to send: END_STREAM
+    /// on the HEADERS frame).
+    Empty,
+    /// HTTP/1.x with `Content-Length`: the pieces as they are.
+    Length(u64),
+    /// HTTP/1.1 without a length: chunked (RFC 9112 §7.1).
+    Chunked,
+    /// HTTP/1.0 without a length: the body runs until the connection closes (RFC 9112 §6.3).
+    UntilClose,
+    /// HTTP/2: DATA frames, END_STREAM at the end.
+    Frames,
+}
+
+/// What a cache fill observes of the origin's response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FillHook {
+    /// Queued just before the client's head: the fill may add fields to that head, or answer
+    /// the client itself and call [`Exchange::on_answered_elsewhere`].
+    Head {
+        status: StatusCode,
+        /// The origin's fields, as received.
+        headers: HeaderMap,
+        body_len: Option<u64>,
+    },
+    Data(Bytes),
+    /// The response ended cleanly: the fill may store it.
+    End {
+        trailers: Option<HeaderMap>,
+    },
+}
+
+/// Where the exchange is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for `on_pick`.
+    Picking,
+    /// Waiting for `on_origin_connected` or a failure.
+    Connecting,
+    /// Connected: request going out, response coming in.
+    Exchanging,
+    /// Ended one way or another; later events are ignored.
+    Done,
+}
+
+/// One proxied request (see the module documentation).
+#[derive(Debug)]
+pub struct Exchange {
+    head: RequestHead,
+    route: Arc<ProxyRoute>,
+    client: ClientInfo,
+    config: ExchangeConfig,
+    started: Instant,
+    phase: Phase,
+    actions: VecDeque<Action>,
+    /// The server of the current attempt; `Some` from `on_pick` until its `Report`.
+    server: Option<ServerId>,
+    /// Servers picked for this request (a same-server retry adds none).
+    tried: Vec<ServerId>,
+    /// A `Connect` was queued and its `ReleaseOrigin` not yet.
+    holding_origin: bool,
+    /// The current connection came from the pool.
+    reused: bool,
+    /// When the current wait ends: the connect, or the origin's silence.
+    deadline: Option<Instant>,
+    /// The request body, framed for the origin, waiting for a connection.
+    body: BytesMut,
+    /// Client body bytes taken and not yet reported as `ClientBodyConsumed`.
+    body_unreleased: usize,
+    /// Bytes handed out in `WriteOrigin` and not yet reported sent.
+    origin_unsent: usize,
+    /// The client's request has ended (its last body byte was framed into `body`).
+    request_complete: bool,
+    /// Some byte of the request was handed to the origin connection in this attempt.
+    request_sent: bool,
+    decoder: Option<ResponseDecoder>,
+    /// Bytes from the origin not yet decoded.
+    rbuf: BytesMut,
+    /// The origin closed its side in this attempt.
+    origin_eof: bool,
+    /// The origin's head said the connection may carry another request.
+    origin_keep_alive: bool,
+    /// The response head went to the client: from here an error can only cut it.
+    response_started: bool,
+    status: StatusCode,
+    framing: Option<ClientFraming>,
+    /// How many more body bytes the client side takes before the origin is paused.
+    room: usize,
+    paused: bool,
+    /// The client was answered by someone else (the cache): the origin's body is dropped.
+    answered_elsewhere: bool,
+}
+
+impl Exchange {
+    /// A new exchange for `head` on `route`; its first action is `Pick` (after `Continue`
+    /// when the client waits for one).
+    pub fn new(
+        head: RequestHead,
+        route: Arc<ProxyRoute>,
+        client: ClientInfo,
+        config: ExchangeConfig,
+        now: Instant,
+    ) -> Exchange {
+        let request_complete = head.body == squall_h1::BodyKind::Empty;
+        let mut exchange = Exchange {
+            head,
+            route,
+            client,
+            config,
+            started: now,
+            phase: Phase::Picking,
+            actions: VecDeque::new(),
+            server: None,
+            tried: Vec::new(),
+            holding_origin: false,
+            reused: false,
+            deadline: None,
+            body: BytesMut::new(),
+            body_unreleased: 0,
+            origin_unsent: 0,
+            request_complete,
+            request_sent: false,
+            decoder: None,
+            rbuf: BytesMut::new(),
+            origin_eof: false,
+            origin_keep_alive: false,
+            response_started: false,
+            status: StatusCode::BAD_GATEWAY,
+            framing: None,
+            room: config.high_water_bytes,
+            paused: false,
+            answered_elsewhere: false,
+        };
+        if exchange.head.expect_continue && client.protocol == ClientProtocol::Http11 {
+            exchange.tell_client(ToClient::Continue);
+        }
+        exchange.actions.push_back(Action::Pick);
+        exchange
+    }
+
+    /// The next thing to do, in order; `None` until the next event.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    /// The request as received (for the balancer's hash key, logs and the cache).
+    pub fn head(&self) -> &RequestHead {
+        &self.head
+    }
+
+    pub fn route(&self) -> &Arc<ProxyRoute> {
+        &self.route
+    }
+
+    /// Servers already picked for this request: the `exclude` list of the next pick.
+    pub fn tried(&self) -> &[ServerId] {
+        &self.tried
+    }
+
+    /// The response status so far: the origin's once its head arrived, else 502.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// When the exchange began (upstream latency, log lines).
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
+    /// The exchange has ended; its last actions may still be queued.
+    pub fn is_finished(&self) -> bool {
+        self.phase == Phase::Done
+    }
+
+    /// How many more request body bytes the exchange takes now: an HTTP/1.x driver stops
+    /// decoding the client's body at 0 and tries again after `on_origin_sent`.
+    pub fn request_body_room(&self) -> usize {
+        if self.phase == Phase::Done {
+            return usize::MAX;
+        }
+        let waiting = self.body.len() + self.origin_unsent;
+        self.config.high_water_bytes.saturating_sub(waiting)
+    }
+
+    /// When [`on_timer`](Exchange::on_timer) is due.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Connecting | Phase::Exchanging => self.deadline,
+            Phase::Picking | Phase::Done => None,
+        }
+    }
+
+    /// The clock reached `now`: a connect or an origin's silence may have lasted too long.
+    pub fn on_timer(&mut self, now: Instant) {
+        let Some(deadline) = self.next_deadline() else {
+            return;
+        };
+        if deadline > now {
+            return;
+        }
+        match self.phase {
+            Phase::Connecting => self.fail(UpstreamErrorClass::ConnectTimeout, now),
+            // Waiting on the client, not the origin: the client's own timers bound this.
+            Phase::Exchanging if self.paused => self.arm_response_timeout(now),
+            Phase::Exchanging => self.fail(UpstreamErrorClass::ResponseTimeout, now),
+            Phase::Picking | Phase::Done => {}
+        }
+    }
+
+    /// The client side can take `room` more bytes now (the high-water mark less what it has
+    /// unsent). Call it after running the queued actions, whenever that changes.
+    pub fn on_client_room(&mut self, room: usize, now: Instant) {
+        self.room = room;
+        if self.phase != Phase::Exchanging {
+            return;
+        }
+        if self.paused && room > self.config.high_water_bytes / 2 {
+            self.paused = false;
+            self.actions.push_back(Action::ResumeOrigin);
+        }
+        self.pump_response(now);
+    }
+
+    /// The client went away (connection closed, stream reset) before the response ended: the
+    /// origin connection cannot be reused, and the attempt says nothing about the server.
+    pub fn on_client_gone(&mut self, now: Instant) {
+        if self.phase == Phase::Done {
+            return;
+        }
+        if self.holding_origin {
+            self.release_origin(false);
+        }
+        self.report(Outcome::Neutral, None, now);
+        self.phase = Phase::Done;
+    }
+
+    /// The client was answered from elsewhere after the head (the cache revalidated or served
+    /// a stale entry): the origin's response is read to its end and dropped, so that its
+    /// connection may still be kept. Client actions already queued are withdrawn.
+    pub fn on_answered_elsewhere(&mut self) {
+        self.answered_elsewhere = true;
+        self.actions.retain(|a| !matches!(a, Action::Client(_)));
+    }
+
+    /// Panics if an invariant does not hold; tests call it after every step (STYLE §8).
+    pub fn check_invariants(&self) {
+        let attempts = u32::try_from(self.tried.len()).unwrap_or(u32::MAX);
+        assert!(
+            attempts <= self.config.retry.attempts_max,
+            "more picks than attempts"
+        );
+        match self.phase {
+            Phase::Picking => assert!(!self.holding_origin && self.server.is_none()),
+            Phase::Connecting => {
+                assert!(self.holding_origin && self.server.is_some());
+                assert!(self.decoder.is_none() && !self.request_sent);
+                assert!(self.deadline.is_some());
+            }
+            Phase::Exchanging => {
+                assert!(self.holding_origin && self.server.is_some());
+                assert!(
+                    self.request_sent && self.body.is_empty(),
+                    "body waits while connected"
+                );
+                assert!(self.deadline.is_some());
+                let decoder = self.decoder.as_ref().expect("connected exchanges decode");
+                decoder.check_invariants();
+            }
+            Phase::Done => {
+                assert!(!self.holding_origin, "a finished exchange holds no origin");
+                assert!(self.server.is_none(), "every pick is reported");
+            }
+        }
+        assert!(
+            !self.paused || self.phase == Phase::Exchanging,
+            "only a live origin pauses"
+        );
+        assert!(self.framing.is_some() == self.response_started);
+        if let Some(server) = self.server {
+            assert!(
+                self.tried.contains(&server),
+                "the current server was picked"
+            );
+        }
+    }
+
+    fn tell_client(&mut self, message: ToClient) {
+        if !self.answered_elsewhere {
+            self.actions.push_back(Action::Client(message));
+        }
+    }
+
+    fn release_origin(&mut self, reusable: bool) {
+        debug_assert!(self.holding_origin, "released twice");
+        self.holding_origin = false;
+        self.actions.push_back(Action::ReleaseOrigin { reusable });
+    }
+
+    /// Reports the current pick, once.
+    fn report(&mut self, outcome: Outcome, error: Option<UpstreamErrorClass>, now: Instant) {
+        if let Some(server) = self.server.take() {
+            self.actions.push_back(Action::Report {
+                server,
+                outcome,
+                error,
+                elapsed: now.saturating_duration_since(self.started),
+            });
+        }
+    }
+
+    fn arm_response_timeout(&mut self, now: Instant) {
+        self.deadline = Some(now + self.config.response_timeout);
+    }
+}

@@ -1,0 +1,196 @@
+//! The response side of an exchange: decoding what the origin sends (squall-h1's client role),
+//! re-framing it for the client's protocol, holding the origin back while the client is slow,
+//! and ending: whether the origin connection may be kept, and what the balancer hears.
+//!
+//! Why the framing is decided here and written by the downstream: the choice (a length, chunks
+//! for HTTP/1.1, until close for HTTP/1.0, DATA frames for HTTP/2) follows from the response
+//! and the request (RFC 9112 §6.3), which the exchange knows; the bytes that carry it (status
+//! line, Date, chunk sizes, HPACK) are the client codec's, which the downstream owns.
+
+use std::time::Instant;
+
+use http::{HeaderMap, Method, Version};
+use squall_h1::{OriginHead, RequestFraming, ResponseBody, ResponseEvent};
+use squall_upstream::{Outcome, UpstreamErrorClass};
+
+use super::{
+    Action, ClientFraming, ClientHead, ClientProtocol, Exchange, FillHook, Phase, ToClient,
+};
+use crate::forward;
+
+impl Exchange {
+    /// Bytes the origin sent. They are decoded as far as the client has room for.
+    pub fn on_origin_data(&mut self, data: &[u8], now: Instant) {
+        if self.phase != Phase::Exchanging || data.is_empty() {
+            return;
+        }
+        self.rbuf.extend_from_slice(data);
+        self.pump_response(now);
+        if self.phase == Phase::Exchanging {
+            self.arm_response_timeout(now);
+        }
+    }
+
+    /// The origin closed its side (a read returned 0). A close-delimited body ends here; any
+    /// other unfinished response is a failure.
+    pub fn on_origin_eof(&mut self, now: Instant) {
+        if self.phase != Phase::Exchanging {
+            return;
+        }
+        self.origin_eof = true;
+        self.pump_response(now);
+    }
+
+    /// Reading from or writing to the origin failed (a reset, say).
+    pub fn on_origin_error(&mut self, now: Instant) {
+        if self.phase == Phase::Exchanging {
+            self.fail(forward::early_end_class(self.reused), now);
+        }
+    }
+
+    /// Decodes and forwards what is buffered, while the client has room for body bytes.
+    pub(super) fn pump_response(&mut self, now: Instant) {
+        while self.phase == Phase::Exchanging {
+            if self.response_started && self.room == 0 && !self.answered_elsewhere {
+                self.pause();
+                return;
+            }
+            let Some(decoder) = self.decoder.as_mut() else {
+                return;
+            };
+            let event = if self.origin_eof && self.rbuf.is_empty() {
+                decoder.eof()
+            } else {
+                decoder.decode(&mut self.rbuf)
+            };
+            match event {
+                // 1xx are dropped: `100 Continue` was said to the client at once, and 103 is
+                // not forwarded yet.
+                Ok(Some(ResponseEvent::Interim(_))) => {}
+                Ok(Some(ResponseEvent::Head(head))) => self.forward_head(head),
+                Ok(Some(ResponseEvent::Data(data))) => self.forward_data(data),
+                Ok(Some(ResponseEvent::End { trailers })) => self.finish(trailers, now),
+                Ok(None) if self.origin_eof => {
+                    self.fail(UpstreamErrorClass::ClosedBeforeResponse, now);
+                }
+                Ok(None) => return,
+                Err(e) => {
+                    let class = if e.head_received() || !self.reused {
+                        UpstreamErrorClass::InvalidResponse
+                    } else {
+                        UpstreamErrorClass::ClosedBeforeResponse
+                    };
+                    self.fail(class, now);
+                }
+            }
+        }
+    }
+
+    fn pause(&mut self) {
+        if !self.paused {
+            self.paused = true;
+            self.actions.push_back(Action::PauseOrigin);
+        }
+    }
+
+    fn forward_head(&mut self, head: OriginHead) {
+        let headers = forward::response_headers(&head.headers, &self.route);
+        let body_len = forward::client_body_len(&head);
+        let (framing, keep_alive) = self.client_framing(&head, body_len);
+        self.status = head.status;
+        self.origin_keep_alive = head.keep_alive;
+        self.response_started = true;
+        self.framing = Some(framing);
+        if self.route.cache {
+            self.actions.push_back(Action::Fill(FillHook::Head {
+                status: head.status,
+                headers: head.headers,
+                body_len,
+            }));
+        }
+        self.tell_client(ToClient::Head(ClientHead {
+            status: self.status,
+            headers,
+            body_len,
+            framing,
+            keep_alive,
+        }));
+    }
+
+    /// The framing for the client and whether its connection persists after the response.
+    fn client_framing(&self, head: &OriginHead, body_len: Option<u64>) -> (ClientFraming, bool) {
+        let is_head = self.head.method == Method::HEAD;
+        let version = match self.client.protocol {
+            ClientProtocol::H2 => {
+                let no_body =
+                    is_head || matches!(head.body, ResponseBody::Absent | ResponseBody::Length(0));
+                let framing = if no_body {
+                    ClientFraming::Empty
+                } else {
+                    ClientFraming::Frames
+                };
+                return (framing, true);
+            }
+            ClientProtocol::Http10 => Version::HTTP_10,
+            ClientProtocol::Http11 => Version::HTTP_11,
+        };
+        let request = RequestFraming {
+            version,
+            keep_alive: self.head.keep_alive && self.client.keep_alive,
+            is_head,
+        };
+        let decided = squall_h1::response_framing(head.status, body_len, request);
+        let framing = match decided.body {
+            ResponseBody::Absent => ClientFraming::Empty,
+            ResponseBody::Length(n) => ClientFraming::Length(n),
+            ResponseBody::Chunked => ClientFraming::Chunked,
+            ResponseBody::Close => ClientFraming::UntilClose,
+        };
+        (framing, decided.keep_alive)
+    }
+
+    fn forward_data(&mut self, data: bytes::Bytes) {
+        if self.route.cache {
+            self.actions
+                .push_back(Action::Fill(FillHook::Data(data.clone())));
+        }
+        if self.answered_elsewhere || self.framing == Some(ClientFraming::Empty) {
+            return;
+        }
+        self.room = self.room.saturating_sub(data.len());
+        self.tell_client(ToClient::Data(data));
+    }
+
+    /// The response ended cleanly: tell the client and the fill, report, release.
+    fn finish(&mut self, trailers: Option<HeaderMap>, now: Instant) {
+        if self.route.cache {
+            let trailers = trailers.clone();
+            self.actions
+                .push_back(Action::Fill(FillHook::End { trailers }));
+        }
+        // Trailers have a place only in a chunked body or an HTTP/2 stream.
+        let carries_trailers = matches!(
+            self.framing,
+            Some(ClientFraming::Chunked | ClientFraming::Frames)
+        );
+        self.tell_client(ToClient::End {
+            trailers: trailers.filter(|_| carries_trailers),
+            request_unfinished: !self.request_complete,
+        });
+        // Reusable only between messages (RFC 9112 §9.3): the response read whole with
+        // nothing after it, the origin willing, and the whole request sent.
+        let reusable = self.decoder.as_ref().is_some_and(|d| d.is_idle())
+            && self.rbuf.is_empty()
+            && !self.origin_eof
+            && !self.paused
+            && self.origin_keep_alive
+            && self.request_complete
+            && self.body.is_empty()
+            && self.origin_unsent == 0;
+        self.report(Outcome::from_status(self.status.as_u16()), None, now);
+        self.release_origin(reusable);
+        self.decoder = None;
+        self.paused = false;
+        self.phase = Phase::Done;
+    }
+}

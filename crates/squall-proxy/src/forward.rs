@@ -1,0 +1,180 @@
+//! The request and response rewriting of a proxied exchange, as pure functions.
+//!
+//! Why apart from the state machine: these decide what crosses the proxy (which fields are
+//! stripped, which are added, how a response is framed for the client) and are the same for
+//! every attempt, retry and protocol; keeping them free of state makes each rule testable on its
+//! own and lets the worker share them while it is being moved onto [`crate::Exchange`].
+
+use std::net::{IpAddr, SocketAddr};
+
+use bytes::{BufMut, BytesMut};
+use http::header::{self, HeaderMap, HeaderValue};
+use squall_h1::{BodyKind, OriginHead, RequestHead, ResponseBody};
+use squall_upstream::UpstreamErrorClass;
+
+use crate::ProxyRoute;
+
+/// Who the request came from, as the forwarding fields describe it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer {
+    /// The client's address; `None` for a client whose address is unknown (a Unix socket).
+    pub addr: Option<SocketAddr>,
+    /// The client connection is TLS (`X-Forwarded-Proto: https`).
+    pub tls: bool,
+}
+
+/// Encodes the request head for the origin: hop-by-hop fields stripped (RFC 9110 §7.6.1),
+/// route edits applied, `X-Forwarded-For` extended with the client's address, and
+/// `X-Forwarded-Proto`, `Forwarded` (RFC 7239) and `Via` (RFC 9110 §7.6.3) added.
+pub fn encode_request(head: &RequestHead, route: &ProxyRoute, peer: Peer, out: &mut BytesMut) {
+    let mut headers: HeaderMap = head.headers.clone();
+    squall_h1::strip_hop_by_hop(&mut headers);
+    // We answer `Expect: 100-continue` ourselves and send the body regardless.
+    headers.remove(header::EXPECT);
+    let edits = &route.request_headers;
+    for name in &edits.remove {
+        headers.remove(name);
+    }
+    for (name, value) in &edits.set {
+        headers.insert(name.clone(), value.clone());
+    }
+    let mut raw = BytesMut::with_capacity(96);
+    forwarding_fields(&mut headers, peer, &mut raw);
+    let host = head
+        .headers
+        .get(header::HOST)
+        .cloned()
+        .or_else(|| {
+            head.uri
+                .authority()
+                .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+        })
+        .unwrap_or_else(|| HeaderValue::from_static("localhost"));
+    let root = http::uri::PathAndQuery::from_static("/");
+    let target = head.uri.path_and_query().unwrap_or(&root);
+    let request = squall_h1::OutboundRequest {
+        method: &head.method,
+        target,
+        host: &host,
+        headers: &headers,
+        raw_headers: &raw,
+        body: head.body,
+        keep_alive: true,
+    };
+    squall_h1::encode_request_head(&request, out);
+}
+
+/// Appends the forwarding lines to `raw`, taking the prior values of the fields they extend
+/// out of `headers` so that each is sent once, as one list.
+fn forwarding_fields(headers: &mut HeaderMap, peer: Peer, raw: &mut BytesMut) {
+    let proto = if peer.tls { "https" } else { "http" };
+    if let Some(addr) = peer.addr {
+        let prior = headers.remove("x-forwarded-for");
+        put_list(
+            raw,
+            b"x-forwarded-for",
+            prior,
+            addr.ip().to_string().as_bytes(),
+        );
+    }
+    if !headers.contains_key("x-forwarded-proto") {
+        raw.put_slice(b"x-forwarded-proto: ");
+        raw.put_slice(proto.as_bytes());
+        raw.put_slice(b"\r\n");
+    }
+    if let Some(addr) = peer.addr {
+        let prior = headers.remove(header::FORWARDED);
+        // RFC 7239 §6: an IPv6 address is quoted and bracketed.
+        let node = match addr.ip() {
+            IpAddr::V4(ip) => format!("for={ip};proto={proto}"),
+            IpAddr::V6(ip) => format!("for=\"[{ip}]\";proto={proto}"),
+        };
+        put_list(raw, b"forwarded", prior, node.as_bytes());
+    }
+    let prior = headers.remove(header::VIA);
+    put_list(raw, b"via", prior, b"1.1 squall");
+}
+
+/// `name: prior, ours\r\n`, or `name: ours\r\n` without a prior value.
+fn put_list(raw: &mut BytesMut, name: &[u8], prior: Option<HeaderValue>, ours: &[u8]) {
+    raw.put_slice(name);
+    raw.put_slice(b": ");
+    if let Some(prior) = prior {
+        raw.put_slice(prior.as_bytes());
+        raw.put_slice(b", ");
+    }
+    raw.put_slice(ours);
+    raw.put_slice(b"\r\n");
+}
+
+/// The response head for the client: hop-by-hop fields stripped and route edits applied. The
+/// framing fields and Date are the downstream codec's (from the framing the exchange decided).
+pub fn response_headers(origin: &HeaderMap, route: &ProxyRoute) -> HeaderMap {
+    let mut headers = origin.clone();
+    squall_h1::strip_hop_by_hop(&mut headers);
+    headers.remove(header::CONTENT_LENGTH);
+    headers.remove(header::DATE);
+    for name in &route.response_headers.remove {
+        headers.remove(name);
+    }
+    for (name, value) in &route.response_headers.set {
+        headers.insert(name.clone(), value.clone());
+    }
+    headers
+}
+
+/// The length to announce to the client: the origin's, when it framed by length (or, for a
+/// bodiless response to HEAD or a 304, the length it stated, RFC 9110 §8.6).
+pub fn client_body_len(head: &OriginHead) -> Option<u64> {
+    match head.body {
+        ResponseBody::Length(n) => Some(n),
+        ResponseBody::Absent => head
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse().ok()),
+        ResponseBody::Chunked | ResponseBody::Close => None,
+    }
+}
+
+/// The error class of an origin connection that ended (or failed) before the response head:
+/// on a pooled connection it is the keep-alive race (RFC 9112 §9.3.1), on a fresh one the
+/// origin misbehaved.
+pub fn early_end_class(reused: bool) -> UpstreamErrorClass {
+    if reused {
+        UpstreamErrorClass::ClosedBeforeResponse
+    } else {
+        UpstreamErrorClass::InvalidResponse
+    }
+}
+
+/// Safe to send again from the start: idempotent (RFC 9110 §9.2.2) and no body bytes that
+/// would have to be kept for a replay.
+pub fn replayable(head: &RequestHead) -> bool {
+    head.method.is_idempotent() && matches!(head.body, BodyKind::Empty | BodyKind::Length(0))
+}
+
+/// The hash `consistent_hash` balances a request by.
+pub fn balance_key(
+    key: &squall_config::HashKey,
+    head: &RequestHead,
+    peer: Option<SocketAddr>,
+) -> u64 {
+    use squall_config::HashKey;
+    let hash = squall_upstream::key_hash;
+    match key {
+        HashKey::Uri => hash(
+            head.uri
+                .path_and_query()
+                .map_or("/", |pq| pq.as_str())
+                .as_bytes(),
+        ),
+        HashKey::Host => hash(head.host().unwrap_or("").as_bytes()),
+        HashKey::ClientIp => match peer.map(|p| p.ip()) {
+            Some(IpAddr::V4(ip)) => hash(&ip.octets()),
+            Some(IpAddr::V6(ip)) => hash(&ip.octets()),
+            None => hash(b""),
+        },
+        HashKey::Header(name) => hash(head.headers.get(name).map_or(&b""[..], |v| v.as_bytes())),
+    }
+}
