@@ -41,7 +41,8 @@ pub enum Handler {
 /// What a `proxy = "NAME"` route needs at request time.
 #[derive(Debug)]
 pub struct ProxyRoute {
-    /// The route's id (see [`Routed`]).
+    /// The route's id: its place among all routes of the config, in file order (what
+    /// per-route metrics are kept by).
     pub id: u32,
     /// Index of the group in the config's `[[upstream]]` list.
     pub upstream: usize,
@@ -179,29 +180,22 @@ pub struct Reply {
     pub body: Bytes,
 }
 
-/// A route's handler and its number: the route's place among all routes of the config, in
-/// file order (what per-route metrics are kept by).
-#[derive(Debug)]
-pub struct Routed {
-    pub id: u32,
-    pub handler: Handler,
-}
-
-/// Turns one configured vhost into the router's spec; `next_id` numbers its routes.
+/// Turns one configured vhost into the router's spec, whose actions are route ids; each
+/// route's handler is pushed onto `handlers`, at its id.
 pub(crate) fn vhost_spec(
     vhost: &Vhost,
     upstreams: &[Upstream],
-    next_id: &mut u32,
-) -> VhostSpec<Routed> {
+    handlers: &mut Vec<Handler>,
+) -> VhostSpec<u32> {
     VhostSpec {
         hosts: vhost.hosts.clone(),
         routes: vhost
             .routes
             .iter()
             .map(|r| {
-                let spec = route_spec(r, upstreams, *next_id);
-                *next_id += 1;
-                spec
+                let id = u32::try_from(handlers.len()).expect("fewer than 2^32 routes");
+                handlers.push(handler(r, upstreams, id));
+                route_spec(r, id)
             })
             .collect(),
     }
@@ -219,7 +213,7 @@ pub(crate) fn route_label(vhost: &Vhost, route: &Route) -> String {
     format!("{host} {pattern}")
 }
 
-fn route_spec(route: &Route, upstreams: &[Upstream], id: u32) -> RouteSpec<Routed> {
+fn route_spec(route: &Route, id: u32) -> RouteSpec<u32> {
     let pattern = match &route.matcher {
         RouteMatch::Exact(p) => Pattern::Exact(p.clone()),
         RouteMatch::Prefix(p) => Pattern::Prefix(p.clone()),
@@ -230,10 +224,7 @@ fn route_spec(route: &Route, upstreams: &[Upstream], id: u32) -> RouteSpec<Route
         pattern,
         methods: route.methods.clone(),
         headers: route.headers.clone(),
-        action: Routed {
-            id,
-            handler: handler(route, upstreams, id),
-        },
+        action: id,
     }
 }
 

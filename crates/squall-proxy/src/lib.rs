@@ -29,7 +29,7 @@ pub use exchange::{
     Action, ClientFraming, ClientHead, ClientInfo, ClientProtocol, Exchange, ExchangeConfig,
     FillHook, ToClient,
 };
-pub use handler::{Fields, Handler, LocationPart, ProxyRoute, Reply, Routed};
+pub use handler::{Fields, Handler, LocationPart, ProxyRoute, Reply};
 
 /// Why a config could not be turned into a service.
 #[derive(Debug, thiserror::Error)]
@@ -40,7 +40,10 @@ pub enum BuildError {
 
 /// The routes and their handlers, shared read-only by every worker.
 pub struct Service {
-    router: Router<Routed>,
+    /// Matches a request to its route's id.
+    router: Router<u32>,
+    /// Each route's handler, by route id.
+    handlers: Vec<Handler>,
     not_found: Handler,
     /// Each route's label for metrics, by route id.
     labels: Vec<String>,
@@ -59,11 +62,11 @@ pub struct Outcome {
 impl Service {
     /// Compiles the vhosts and routes of `config`.
     pub fn new(config: &Config) -> Result<Service, BuildError> {
-        let mut next_id = 0;
+        let mut handlers = Vec::new();
         let vhosts = config
             .vhost
             .iter()
-            .map(|v| handler::vhost_spec(v, &config.upstream, &mut next_id))
+            .map(|v| handler::vhost_spec(v, &config.upstream, &mut handlers))
             .collect();
         let router = Router::new(vhosts)?;
         let labels = (config.vhost.iter())
@@ -71,6 +74,7 @@ impl Service {
             .collect();
         Ok(Service {
             router,
+            handlers,
             not_found: Handler::not_found(),
             labels,
         })
@@ -83,7 +87,7 @@ impl Service {
 
     /// Where `head` goes: a proxy route's group, or `None` for a route answered here.
     pub fn proxy_route(&self, head: &RequestHead) -> Option<&std::sync::Arc<ProxyRoute>> {
-        match self.handler(head) {
+        match self.route(head).1 {
             Handler::Proxy(route) => Some(route),
             _ => None,
         }
@@ -99,14 +103,16 @@ impl Service {
             path: head.uri.path(),
             headers: &head.headers,
         };
-        match self.router.route(&request) {
-            Some(matched) => (Some(matched.action.id), &matched.action.handler),
-            None => (None, &self.not_found),
-        }
+        let route = self.router.route(&request).map(|matched| *matched.action);
+        (route, self.handler(route))
     }
 
-    fn handler(&self, head: &RequestHead) -> &Handler {
-        self.route(head).1
+    /// The handler of route `route` (as [`Service::route`] returned it; `None` is the default
+    /// 404): a request routed once at its head is answered at its end without routing again.
+    pub fn handler(&self, route: Option<u32>) -> &Handler {
+        route
+            .and_then(|id| self.handlers.get(id as usize))
+            .unwrap_or(&self.not_found)
     }
 
     /// Appends the complete response to `head` to `out`.
@@ -122,7 +128,21 @@ impl Service {
         close: bool,
         out: &mut BytesMut,
     ) -> Outcome {
-        let (route, handler) = self.route(head);
+        let route = self.route(head).0;
+        self.respond_routed(route, head, scheme, date, close, out)
+    }
+
+    /// As [`Service::respond`], for a request already routed to `route`.
+    pub fn respond_routed(
+        &self,
+        route: Option<u32>,
+        head: &RequestHead,
+        scheme: &str,
+        date: &[u8],
+        close: bool,
+        out: &mut BytesMut,
+    ) -> Outcome {
+        let handler = self.handler(route);
         let mut framing = head.framing();
         framing.keep_alive &= !close;
         let status = handler.write(head, scheme, framing, date, out);

@@ -1,0 +1,361 @@
+//! The pair harness for the exchange: a scripted client and scripted origins around one
+//! [`Exchange`], on a virtual clock.
+//!
+//! Why a harness: the exchange is sans-IO, so the whole life of a proxied request (picks,
+//! connects, retries, timeouts, backpressure) runs here in microseconds and deterministically.
+//! The harness is the driver: it runs every action the exchange queues, the way the worker
+//! will (a pick from a scripted group, a connection from a scripted pool or a scripted
+//! connect, writes recorded byte for byte), and calls `check_invariants` after every step.
+//! Inputs are fed whole and split at every byte boundary ([`splits`]); what the client saw is
+//! kept with adjacent data pieces merged, so that every split must give the same record.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use squall_config::HeaderEdits;
+use squall_h1::{Event, Limits, RequestDecoder, RequestHead, ResponseLimits};
+use squall_proxy::{
+    Action, ClientInfo, ClientProtocol, Exchange, ExchangeConfig, FillHook, ProxyRoute, ToClient,
+};
+use squall_upstream::{Outcome, RetryPolicy, ServerId, UpstreamErrorClass};
+
+pub const HIGH: usize = 1024;
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
+pub const PEER: &str = "192.0.2.7:5555";
+
+/// What a server does when connected to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Server {
+    Accept,
+    Refuse,
+    /// The connect never completes.
+    Hang,
+    /// The balancer no longer gives it out (down, or no servers left).
+    Down,
+}
+
+/// One origin connection the exchange asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conn {
+    pub server: u32,
+    pub reused: bool,
+    /// Every byte the exchange wrote to it.
+    pub written: Vec<u8>,
+    /// `Some(reusable)` once released.
+    pub released: Option<bool>,
+}
+
+pub struct Pair {
+    pub ex: Exchange,
+    pub now: Instant,
+    pub servers: Vec<Server>,
+    /// Idle pooled connections, by server.
+    pub pool: Vec<u32>,
+    pub conns: Vec<Conn>,
+    current: Option<usize>,
+    /// What the client was told, data pieces merged.
+    pub client: Vec<String>,
+    pub fills: Vec<String>,
+    pub reports: Vec<(u32, Outcome, Option<UpstreamErrorClass>)>,
+    /// Pause and resume actions, in order ("pause", "resume").
+    pub flow: Vec<&'static str>,
+    pub body_consumed: usize,
+    /// Writes to the origin are acknowledged only by [`Pair::ack_sends`].
+    pub hold_sends: bool,
+    unacked: usize,
+}
+
+/// A request head as the client codec would decode it.
+pub fn head(raw: &str) -> RequestHead {
+    let mut decoder = RequestDecoder::new(Limits::default());
+    let mut buf = BytesMut::from(raw.as_bytes());
+    match decoder.decode(&mut buf) {
+        Ok(Some(Event::Head(head))) => head,
+        other => panic!("not a request head: {other:?}"),
+    }
+}
+
+pub fn route(cache: bool) -> Arc<ProxyRoute> {
+    Arc::new(ProxyRoute {
+        id: 3,
+        upstream: 0,
+        request_headers: HeaderEdits::default(),
+        response_headers: HeaderEdits::default(),
+        cache,
+        cache_ttl: None,
+    })
+}
+
+pub fn config(servers: usize) -> ExchangeConfig {
+    ExchangeConfig {
+        retry: RetryPolicy::new(3, servers, false),
+        connect_timeout: CONNECT_TIMEOUT,
+        response_timeout: RESPONSE_TIMEOUT,
+        high_water_bytes: HIGH,
+        response_limits: ResponseLimits::default(),
+    }
+}
+
+pub fn client(protocol: ClientProtocol) -> ClientInfo {
+    ClientInfo {
+        peer: Some(PEER.parse::<SocketAddr>().expect("a literal address")),
+        tls: false,
+        protocol,
+        keep_alive: true,
+    }
+}
+
+impl Pair {
+    /// An exchange for `raw` (an HTTP/1.x head) from an HTTP/1.1 client, servers as given.
+    pub fn new(raw: &str, servers: &[Server]) -> Pair {
+        Pair::with(head(raw), ClientProtocol::Http11, false, servers)
+    }
+
+    pub fn with(
+        head: RequestHead,
+        protocol: ClientProtocol,
+        cache: bool,
+        servers: &[Server],
+    ) -> Pair {
+        let now = Instant::now();
+        let ex = Exchange::new(
+            head,
+            route(cache),
+            client(protocol),
+            config(servers.len()),
+            now,
+        );
+        Pair {
+            ex,
+            now,
+            servers: servers.to_vec(),
+            pool: Vec::new(),
+            conns: Vec::new(),
+            current: None,
+            client: Vec::new(),
+            fills: Vec::new(),
+            reports: Vec::new(),
+            flow: Vec::new(),
+            body_consumed: 0,
+            hold_sends: false,
+            unacked: 0,
+        }
+    }
+
+    /// Runs every queued action, checking the invariants after each.
+    pub fn run(&mut self) {
+        self.ex.check_invariants();
+        while let Some(action) = self.ex.poll_action() {
+            self.perform(action);
+            self.ex.check_invariants();
+        }
+    }
+
+    fn perform(&mut self, action: Action) {
+        match action {
+            Action::Pick => {
+                let tried = self.ex.tried().to_vec();
+                let picked = (0..self.servers.len() as u32)
+                    .map(ServerId::new)
+                    .find(|s| !tried.contains(s) && self.servers[s.index()] != Server::Down);
+                self.ex.on_pick(picked, self.now);
+            }
+            Action::Connect { server, pooled } => self.connect(server, pooled),
+            Action::WriteOrigin(bytes) => {
+                let index = self.current.expect("writes go to a held connection");
+                self.conns[index].written.extend_from_slice(&bytes);
+                self.unacked += bytes.len();
+                if !self.hold_sends {
+                    self.ack_sends();
+                }
+            }
+            Action::PauseOrigin => self.flow.push("pause"),
+            Action::ResumeOrigin => self.flow.push("resume"),
+            Action::ReleaseOrigin { reusable } => {
+                let index = self.current.take().expect("a release follows a connect");
+                let conn = &mut self.conns[index];
+                assert_eq!(conn.released, None, "released twice");
+                conn.released = Some(reusable);
+                if reusable {
+                    self.pool.push(conn.server);
+                }
+                self.unacked = 0;
+            }
+            Action::Report {
+                server,
+                outcome,
+                error,
+                elapsed,
+            } => {
+                assert_eq!(
+                    elapsed,
+                    self.now.saturating_duration_since(self.ex.started())
+                );
+                self.reports.push((server.index() as u32, outcome, error));
+            }
+            Action::ClientBodyConsumed(n) => self.body_consumed += n,
+            Action::Client(message) => self.tell(message),
+            Action::Fill(hook) => self.fills.push(fill_line(&hook)),
+        }
+    }
+
+    fn connect(&mut self, server: ServerId, pooled: bool) {
+        assert!(self.current.is_none(), "one connection at a time");
+        let id = server.index() as u32;
+        let reused = pooled && self.pool.contains(&id);
+        if reused {
+            let at = self
+                .pool
+                .iter()
+                .position(|s| *s == id)
+                .expect("checked above");
+            self.pool.remove(at);
+        }
+        self.conns.push(Conn {
+            server: id,
+            reused,
+            written: Vec::new(),
+            released: None,
+        });
+        self.current = Some(self.conns.len() - 1);
+        match (reused, self.servers[server.index()]) {
+            (true, _) | (false, Server::Accept) => self.ex.on_origin_connected(reused, self.now),
+            (false, Server::Refuse) => {
+                self.ex
+                    .on_connect_failed(UpstreamErrorClass::ConnectFailed, self.now);
+            }
+            (false, Server::Hang | Server::Down) => {}
+        }
+    }
+
+    fn tell(&mut self, message: ToClient) {
+        if let ToClient::Data(data) = &message {
+            assert!(!data.is_empty(), "data pieces are never empty");
+            if let Some(last) = self.client.last_mut()
+                && let Some(text) = last.strip_prefix("data ")
+            {
+                *last = format!("data {text}{}", String::from_utf8_lossy(data));
+                return;
+            }
+        }
+        self.client.push(client_line(&message));
+    }
+
+    /// Acknowledges every write to the origin as sent.
+    pub fn ack_sends(&mut self) {
+        let n = std::mem::take(&mut self.unacked);
+        if n > 0 {
+            self.ex.on_origin_sent(n, self.now);
+        }
+    }
+
+    /// The origin sends `pieces`, one read each, with the actions run after each.
+    pub fn origin_sends(&mut self, pieces: &[&[u8]]) {
+        for piece in pieces {
+            self.ex.on_origin_data(piece, self.now);
+            self.run();
+        }
+    }
+
+    pub fn origin_eof(&mut self) {
+        self.ex.on_origin_eof(self.now);
+        self.run();
+    }
+
+    pub fn client_sends(&mut self, pieces: &[&[u8]]) {
+        for piece in pieces {
+            self.ex.on_client_body(piece);
+            self.run();
+        }
+    }
+
+    pub fn client_room(&mut self, room: usize) {
+        self.ex.on_client_room(room, self.now);
+        self.run();
+    }
+
+    /// Moves the virtual clock on by `by` and fires the timer if it is due.
+    pub fn advance(&mut self, by: Duration) {
+        self.now += by;
+        if self.ex.next_deadline().is_some_and(|d| d <= self.now) {
+            self.ex.on_timer(self.now);
+        }
+        self.run();
+    }
+
+    /// What the current (or last) connection was sent, as text.
+    pub fn written(&self, conn: usize) -> String {
+        String::from_utf8_lossy(&self.conns[conn].written).into_owned()
+    }
+}
+
+fn client_line(message: &ToClient) -> String {
+    match message {
+        ToClient::Continue => "continue".to_owned(),
+        ToClient::Head(head) => {
+            let mut fields: Vec<String> = head
+                .headers
+                .iter()
+                .map(|(n, v)| format!("{n}: {}", v.to_str().unwrap_or("?")))
+                .collect();
+            fields.sort();
+            format!(
+                "head {} len={:?} {:?} keep_alive={} [{}]",
+                head.status.as_u16(),
+                head.body_len,
+                head.framing,
+                head.keep_alive,
+                fields.join(", ")
+            )
+        }
+        ToClient::Data(data) => format!("data {}", String::from_utf8_lossy(data)),
+        ToClient::End {
+            trailers,
+            request_unfinished,
+        } => {
+            let trailers: Vec<String> = trailers
+                .iter()
+                .flatten()
+                .map(|(n, v)| format!("{n}: {}", v.to_str().unwrap_or("?")))
+                .collect();
+            format!(
+                "end [{}] unfinished={request_unfinished}",
+                trailers.join(", ")
+            )
+        }
+        ToClient::Error {
+            status,
+            request_unfinished,
+        } => {
+            format!("error {} unfinished={request_unfinished}", status.as_u16())
+        }
+        ToClient::Abort => "abort".to_owned(),
+    }
+}
+
+fn fill_line(hook: &FillHook) -> String {
+    match hook {
+        FillHook::Head {
+            status, body_len, ..
+        } => format!("head {} {body_len:?}", status.as_u16()),
+        FillHook::Data(data) => format!("data {}", data.len()),
+        FillHook::End { .. } => "end".to_owned(),
+    }
+}
+
+/// Every way to cut `input` for the tests: whole, in two at every byte boundary, and in
+/// pieces of 1, 2, 3 and 7 bytes.
+pub fn splits(input: &[u8]) -> Vec<Vec<&[u8]>> {
+    let mut all = vec![vec![input]];
+    for at in 1..input.len() {
+        all.push(vec![&input[..at], &input[at..]]);
+    }
+    for size in [1, 2, 3, 7] {
+        all.push(input.chunks(size).collect());
+    }
+    all
+}
