@@ -1,0 +1,180 @@
+//! The exchange streaming both ways: bodies larger than the high-water mark, a client that
+//! pauses, the origin held back and let go, uploads held at the mark until the origin takes
+//! them, and request trailers.
+
+mod exchange_support;
+
+use std::time::Duration;
+
+use exchange_support::{HIGH, Pair, RESPONSE_TIMEOUT, Server, head, splits};
+use http::{HeaderMap, HeaderValue};
+use squall_proxy::ClientProtocol;
+
+#[test]
+fn a_download_pauses_the_origin_while_the_client_has_no_room() {
+    let body = "y".repeat(3 * HIGH);
+    let response = format!(
+        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    for size in [1, 100, HIGH, 3 * HIGH + 100] {
+        let mut pair = Pair::new("GET /big HTTP/1.1\r\nHost: x\r\n\r\n", &[Server::Accept]);
+        pair.run();
+        let pieces: Vec<&[u8]> = response.as_bytes().chunks(size).collect();
+        pair.origin_sends(&pieces);
+        // Room for HIGH bytes, then the origin is paused and the rest waits undecoded.
+        assert_eq!(pair.flow, ["pause"], "piece size {size}");
+        let seen = pair.client[1].len() - "data ".len();
+        assert!(
+            (HIGH..HIGH + size).contains(&seen),
+            "{seen} with pieces of {size}"
+        );
+        // Paused on the client, not silent: the response timeout does not fire.
+        pair.advance(RESPONSE_TIMEOUT * 3);
+        assert!(!pair.ex.is_finished());
+        // A little room is not enough to resume (hysteresis) but lets a little more through.
+        pair.client_room(HIGH / 4);
+        assert_eq!(pair.flow, ["pause"]);
+        while !pair.ex.is_finished() {
+            pair.client_room(HIGH);
+        }
+        // Unless the whole body came in the first read, the origin was read again.
+        if size < body.len() {
+            assert_eq!(pair.flow[..2], ["pause", "resume"], "piece size {size}");
+        } else {
+            assert_eq!(pair.conns[0].released, Some(false), "ended while paused");
+        }
+        assert_eq!(pair.client[1], format!("data {body}"));
+        assert_eq!(pair.client[2], "end [] unfinished=false");
+    }
+}
+
+#[test]
+fn a_streamed_upload_waits_for_the_origin_to_take_it() {
+    let raw = "POST /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+    let mut pair = Pair::new(raw, &[Server::Accept]);
+    pair.hold_sends = true;
+    pair.run();
+    let head_len = pair.conns[0].written.len();
+    assert_eq!(
+        pair.ex.request_body_room(),
+        HIGH - head_len,
+        "the head waits too"
+    );
+    let piece = vec![b'u'; 100];
+    while pair.ex.request_body_room() > 0 {
+        pair.client_sends(&[&piece]);
+    }
+    // Each piece went on as a chunk the moment it came, and was given back to the client.
+    let sent = pair.written(0);
+    assert!(sent[head_len..].starts_with(&format!("64\r\n{}\r\n", "u".repeat(100))));
+    assert_eq!(pair.body_consumed % 100, 0);
+    let before = pair.body_consumed;
+    pair.ack_sends();
+    assert_eq!(pair.ex.request_body_room(), HIGH, "the origin took it all");
+    pair.client_sends(&[b"end"]);
+    pair.ex.on_client_end(None);
+    pair.run();
+    assert_eq!(pair.body_consumed, before + 3);
+    assert!(pair.written(0).ends_with("3\r\nend\r\n0\r\n\r\n"));
+    // A long upload is progress, not a silent origin.
+    pair.advance(RESPONSE_TIMEOUT - Duration::from_millis(1));
+    pair.ack_sends();
+    pair.advance(RESPONSE_TIMEOUT - Duration::from_millis(1));
+    assert!(!pair.ex.is_finished());
+    pair.origin_sends(&[b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n"]);
+    assert_eq!(
+        pair.client.last().map(String::as_str),
+        Some("end [] unfinished=false")
+    );
+    assert_eq!(pair.conns[0].released, Some(true));
+}
+
+#[test]
+fn a_response_before_the_upload_ended_closes_both_sides() {
+    let raw = "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n";
+    let response = b"HTTP/1.1 413 Content Too Large\r\nContent-Length: 0\r\n\r\n";
+    for pieces in splits(response) {
+        let mut pair = Pair::new(raw, &[Server::Accept]);
+        pair.run();
+        pair.client_sends(&[b"abc"]);
+        pair.origin_sends(&pieces);
+        assert_eq!(
+            pair.client,
+            [
+                "head 413 len=Some(0) Length(0) keep_alive=true []",
+                "end [] unfinished=true"
+            ]
+        );
+        // The origin has part of a request: it cannot take another on this connection.
+        assert_eq!(pair.conns[0].released, Some(false));
+        pair.client_sends(&[b"defg"]);
+        assert!(
+            pair.written(0).ends_with("\r\n\r\nabc"),
+            "nothing after the end"
+        );
+    }
+}
+
+#[test]
+fn request_trailers_go_in_the_last_chunk() {
+    let raw = "POST /t HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+    let mut trailers = HeaderMap::new();
+    trailers.insert("x-checksum", HeaderValue::from_static("abc"));
+    let mut pair = Pair::new(raw, &[Server::Accept]);
+    pair.run();
+    pair.client_sends(&[b"data"]);
+    pair.ex.on_client_end(Some(&trailers));
+    pair.run();
+    assert!(
+        pair.written(0)
+            .ends_with("\r\n\r\n4\r\ndata\r\n0\r\nx-checksum: abc\r\n\r\n"),
+        "{}",
+        pair.written(0)
+    );
+    // A body of declared length has no place for them (RFC 9112 §7.1.2): dropped.
+    let mut h2 = head("POST /t HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\n");
+    h2.version = http::Version::HTTP_2;
+    let mut pair = Pair::with(h2, ClientProtocol::H2, false, &[Server::Accept]);
+    pair.run();
+    pair.client_sends(&[b"data"]);
+    pair.ex.on_client_end(Some(&trailers));
+    pair.run();
+    assert!(pair.written(0).ends_with("\r\n\r\ndata"));
+}
+
+#[test]
+fn a_cached_route_shows_the_fill_the_response_and_its_clean_end() {
+    let response =
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nCache-Control: max-age=60\r\n\r\nhello";
+    for pieces in splits(response) {
+        let h = head("GET /c HTTP/1.1\r\nHost: x\r\n\r\n");
+        let mut pair = Pair::with(h, ClientProtocol::Http11, true, &[Server::Accept]);
+        pair.run();
+        pair.origin_sends(&pieces);
+        let data: usize = (pair.fills.iter())
+            .filter_map(|f| f.strip_prefix("data "))
+            .map(|n| n.parse::<usize>().unwrap_or(0))
+            .sum();
+        assert_eq!(
+            pair.fills.first().map(String::as_str),
+            Some("head 200 Some(5)")
+        );
+        assert_eq!(pair.fills.last().map(String::as_str), Some("end"));
+        assert_eq!(data, 5);
+    }
+    // The cache answered the client itself at the head: the origin's body is read, dropped.
+    let h = head("GET /c HTTP/1.1\r\nHost: x\r\n\r\n");
+    let mut pair = Pair::with(h, ClientProtocol::Http11, true, &[Server::Accept]);
+    pair.run();
+    pair.ex
+        .on_origin_data(b"HTTP/1.1 304 Not Modified\r\n\r\n", pair.now);
+    assert!(matches!(
+        pair.ex.poll_action(),
+        Some(squall_proxy::Action::Fill(_))
+    ));
+    pair.ex.on_answered_elsewhere();
+    pair.run();
+    assert!(pair.client.is_empty());
+    assert_eq!(pair.conns[0].released, Some(true));
+}
