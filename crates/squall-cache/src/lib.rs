@@ -8,15 +8,19 @@
 //!
 //! # How the proxy uses it
 //! 1. [`lookup_policy`]: GET and HEAD [`Lookup::Use`] the cache, every other method bypasses
-//!    it (and, if [`invalidates`] says so for its response, [`Store::purge`]s the URL).
-//! 2. [`Store::lookup`] by [`CacheKey`] and the request headers (Vary). On a hit,
-//!    [`Entry::state`] says serve, serve stale while revalidating, or revalidate first; a
-//!    conditional client request may get a 304 ([`not_modified`]).
-//! 3. On a miss, [`InFlight::join`]: the leader fetches, followers wait. The leader asks
-//!    [`storable`] and, if allowed, [`Store::insert`]s an [`Entry`], then
-//!    [`InFlight::finish`]es and wakes the followers, who look up again.
-//! 4. Revalidation sends [`revalidation_headers`]; a 304 goes through [`freshen`] into a new
-//!    entry that replaces the old one (entries are immutable).
+//!    it. Every request on a cached route also asks [`Invalidation::for_request`]: an unsafe
+//!    method's success purges the URL ([`Invalidation::on_response`], RFC 9111 §4.4).
+//! 2. [`Store::lookup`] by [`CacheKey`] and the request headers (Vary), then [`decide`] at
+//!    `now`: hit, stale while revalidating, revalidate, miss, or 504 for only-if-cached. A
+//!    conditional client request may get a 304 from an entry ([`not_modified`]).
+//! 3. [`admit`] applies the decision against the [`InFlight`] table: the leader of a key gets
+//!    a [`Ticket`] and fetches, followers wait for its end.
+//! 4. The fetch runs through a [`Fill`], fed the origin's head, body pieces and end or failure
+//!    with `now`: it stores a storable response at its clean end, freshens the stale entry on a
+//!    matching 304 ([`freshen`]), or serves it on an error inside `stale-if-error`. As soon as
+//!    its fate is known, [`Fill::release`] gives the ticket back for [`InFlight::finish`],
+//!    whose waiters the driver wakes; a dropped ticket's waiters come out of
+//!    [`InFlight::take_abandoned`] instead.
 //!
 //! # RFC 9111 choices
 //! Where the RFC leaves room this crate takes the stricter reading, because a shared cache
@@ -62,6 +66,7 @@
 
 mod directives;
 mod entry;
+mod fill;
 mod inflight;
 mod key;
 mod policy;
@@ -70,6 +75,10 @@ mod store;
 mod validate;
 
 pub use entry::{ENTRY_OVERHEAD_BYTES, Entry, EntryState, HEADER_OVERHEAD_BYTES, normalize_header};
+pub use fill::{
+    Admission, Decision, EncodeHead, Fill, FillLimits, FillRequest, HeadAction, Invalidation,
+    OriginHead, Outcome, Served, admit, decide, header_lines, stored_headers,
+};
 pub use inflight::{InFlight, Join, Ticket, WAITERS_PER_KEY_MAX};
 pub use key::CacheKey;
 pub use policy::{

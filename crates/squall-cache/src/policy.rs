@@ -404,9 +404,13 @@ fn usable_without_origin(f: &Freshness) -> bool {
 /// RFC 9111 §4.4: a response to a method that is not safe (RFC 9110 §9.2.1) that is not an error invalidates the stored
 /// responses for the target URI. Safe methods (RFC 9110 §9.2.1) never do.
 pub fn invalidates(method: &Method, status: StatusCode) -> bool {
-    let safe = matches!(
+    !safe_method(method) && (status.is_success() || status.is_redirection())
+}
+
+/// RFC 9110 §9.2.1: the methods defined as safe.
+pub(crate) fn safe_method(method: &Method) -> bool {
+    matches!(
         *method,
         Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
-    );
-    !safe && (status.is_success() || status.is_redirection())
+    )
 }
