@@ -237,3 +237,38 @@ fn admit_leads_or_parks_misses_and_serves_stale_while_one_revalidates() {
     ));
     assert!(table.is_empty(), "a hit joins nothing");
 }
+
+#[test]
+fn racing_joins_and_dropped_tickets_hand_out_each_follower_once() {
+    const THREADS: u32 = 8;
+    for round in 0..50 {
+        let table = Arc::new(InFlight::<u32>::new(2));
+        let barrier = Arc::new(std::sync::Barrier::new(THREADS as usize + 1));
+        let handles: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let (table, barrier) = (Arc::clone(&table), Arc::clone(&barrier));
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    // A leader drops its ticket at once, as a session torn down would.
+                    matches!(table.join(&key("/hot"), t), Join::Leader(_))
+                })
+            })
+            .collect();
+        barrier.wait();
+        let mut woken = Vec::new();
+        for _ in 0..100 {
+            woken.extend(table.take_abandoned());
+        }
+        let leaders: Vec<u32> = handles
+            .into_iter()
+            .enumerate()
+            .filter_map(|(t, h)| h.join().unwrap().then_some(t as u32))
+            .collect();
+        woken.extend(table.take_abandoned());
+        assert!(table.is_empty(), "round {round}");
+        woken.extend(leaders.iter().copied());
+        woken.sort_unstable();
+        let all: Vec<u32> = (0..THREADS).collect();
+        assert_eq!(woken, all, "round {round}: leaders {leaders:?}");
+    }
+}
