@@ -3,7 +3,10 @@
 use std::io::Write;
 use std::time::Duration;
 
-use squall_e2e::{Squall, hello_config, is_closed, read_response, roundtrip};
+use squall_e2e::{Squall, hello_config, is_closed, read_response, roundtrip, tiny_origin};
+
+#[path = "support/h2_client.rs"]
+mod h2_client;
 
 #[test]
 fn connections_over_the_per_address_limit_are_refused() {
@@ -60,6 +63,45 @@ fn requests_over_the_rate_get_429() {
     let mut again = squall.connect();
     assert_eq!(
         roundtrip(&mut again, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n").status,
+        429
+    );
+}
+
+/// The rate limit holds for HTTP/2 streams on every kind of route: proxied, cached and
+/// answered here (HTTP/2 streams on proxy and cache routes once bypassed it).
+#[tokio::test]
+async fn http2_streams_over_the_rate_get_429_on_every_kind_of_route() {
+    let origin = tiny_origin("origin");
+    let upstream = format!(
+        "[limits]\nrequest_rate = 1\nrequest_burst = 3\n\n\
+         [[upstream]]\nname = \"app\"\nservers = [{{ address = \"{origin}\" }}]\n"
+    );
+    let mut config = hello_config(&upstream).replace(
+        "address = \"ADDR\"",
+        "address = \"ADDR\"\nprotocols = [\"http1\", \"h2c\"]",
+    );
+    config.push_str(
+        "\n[[vhost.route]]\nprefix = \"/p/\"\nproxy = \"app\"\n\
+         \n[[vhost.route]]\nprefix = \"/cached/\"\nproxy = \"app\"\ncache = true\n\
+         cache_ttl = \"60s\"\n",
+    );
+    let squall = Squall::start(&config);
+    let client = h2_client::h2c(squall.addr).await;
+    let url = |path: &str| format!("http://{}{path}", squall.addr);
+    // The burst: one of each kind of route, all served.
+    for path in ["/p/x", "/cached/x", "/a"] {
+        let reply = h2_client::fetch(&client, "GET", &url(path), None).await;
+        assert_eq!(reply.status, 200, "{path} is within the burst");
+    }
+    // Over the rate: each kind of route answers 429 without reaching the origin.
+    for path in ["/p/x", "/cached/x", "/cached/y", "/a"] {
+        let reply = h2_client::fetch(&client, "GET", &url(path), None).await;
+        assert_eq!(reply.status, 429, "{path} over the rate");
+    }
+    // The same bucket holds for HTTP/1.1 from the same address.
+    let mut stream = squall.connect();
+    assert_eq!(
+        roundtrip(&mut stream, "GET /p/x HTTP/1.1\r\nHost: x\r\n\r\n").status,
         429
     );
 }

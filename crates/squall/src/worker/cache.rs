@@ -249,23 +249,6 @@ impl Worker {
         Begun::Forwarded
     }
 
-    /// For an exchange on a cached route: the URL its response purges if the method is not safe
-    /// and succeeds (RFC 9111 §4.4).
-    pub(super) fn invalidation(
-        &self,
-        index: usize,
-        exchange: &Exchange,
-    ) -> Option<(Arc<Cache>, CacheKey)> {
-        if !exchange.route.cache || exchange.head.method.is_safe() {
-            return None;
-        }
-        let cache = self.runtime.cache.clone();
-        Some((
-            cache,
-            key_of(&exchange.head, super::scheme(&self.conns[index])),
-        ))
-    }
-
     /// True when `client` may lead a fetch of `key` (nobody else is fetching it); registers it
     /// as a waiter otherwise, whose wake-up is then ignored.
     fn may_lead(&self, cache: &Cache, key: &CacheKey, client: Client) -> bool {

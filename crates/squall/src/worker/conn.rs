@@ -53,6 +53,8 @@ pub struct Conn {
     pub request: Option<RequestHead>,
     /// The cached route of `request`, which goes to the cache at the request's end.
     pub cached_route: Option<std::sync::Arc<squall_proxy::ProxyRoute>>,
+    /// The route that answers `request` at its end (routed once, at its head).
+    pub answer_route: Option<u32>,
     /// A request waiting for another's origin fetch of the same object (see `cache.rs`).
     pub parked: Option<Box<super::cache::Parked>>,
     /// Decoding stopped for good: close once `out` is sent (Connection: close, an error).
@@ -110,6 +112,7 @@ impl Conn {
             ops: 0,
             request: None,
             cached_route: None,
+            answer_route: None,
             parked: None,
             exchange: None,
             close_after: false,

@@ -18,15 +18,16 @@ use squall_h2::{Connection, ErrorCode, Event, Request, StreamId};
 use tracing::debug;
 
 use super::conn::{Conn, Phase};
+use super::entry::Admission;
 use super::proxy::{Client, Exchange};
-use super::{OUT_HIGH_BYTES, Worker, log_request, over_rate};
+use super::{OUT_HIGH_BYTES, Worker, log_request};
 
 /// The HTTP/2 side of a connection.
 pub struct H2 {
     pub conn: Connection,
     /// Requests whose body or trailers are still arriving: answered at their end, as HTTP/1.1
     /// answers `respond` routes after the body. Bounded by the streams the connection admits.
-    pending: HashMap<StreamId, RequestHead>,
+    pending: HashMap<StreamId, (RequestHead, Option<u32>)>,
     /// Streams forwarded to an origin (`proxy` routes), one exchange each.
     pub exchanges: HashMap<StreamId, Box<Exchange>>,
     /// Streams waiting for another request's fetch of the same object.
@@ -210,32 +211,34 @@ impl Worker {
                     self.answer_h2_error(index, stream_id, StatusCode::BAD_REQUEST, None);
                     return;
                 };
-                let routed = self.runtime.service.route(&head);
-                let (route_id, routed) = routed;
-                if let squall_proxy::Handler::Proxy(route) = routed {
-                    let route = route.clone();
-                    if route.cache && end_stream {
+                match self.admit(index, &head, end_stream) {
+                    Admission::OverRate => {
+                        let status = StatusCode::TOO_MANY_REQUESTS;
+                        self.answer_h2_error(index, stream_id, status, Some(&head));
+                        return;
+                    }
+                    Admission::Cached(route) => {
                         self.begin_cached(client(stream_id), head, route);
                         return;
                     }
-                    let mut exchange = Box::new(Exchange::new(head, route, self.now));
-                    exchange.request_complete = end_stream;
-                    exchange.invalidate = self.invalidation(index, &exchange);
-                    let h2 = self.h2_mut(index);
-                    h2.exchanges.insert(stream_id, exchange);
-                    self.assign_origin(client(stream_id));
-                    return;
+                    Admission::Forward { route, invalidate } => {
+                        let mut exchange = Box::new(Exchange::new(head, route, self.now));
+                        exchange.request_complete = end_stream;
+                        exchange.invalidate = invalidate;
+                        let h2 = self.h2_mut(index);
+                        h2.exchanges.insert(stream_id, exchange);
+                        self.assign_origin(client(stream_id));
+                        return;
+                    }
+                    Admission::Answer { route } if end_stream => {
+                        self.answer_h2(index, stream_id, head, route);
+                        return;
+                    }
+                    Admission::Answer { route } => {
+                        self.h2_mut(index).pending.insert(stream_id, (head, route));
+                        None
+                    }
                 }
-                if end_stream {
-                    // Routed once: the reply is made from the handler found above.
-                    let scheme = super::scheme(&self.conns[index]);
-                    let reply = routed.reply(&head, scheme);
-                    self.conns[index].log_note.route = route_id;
-                    self.answer_h2(index, stream_id, head, Some(reply));
-                    return;
-                }
-                self.h2_mut(index).pending.insert(stream_id, head);
-                None
             }
             Event::Data {
                 stream_id,
@@ -255,7 +258,11 @@ impl Worker {
                 // given back at once, so a client uploading to one is not stalled.
                 h2.conn.release_capacity(stream_id, data.len());
                 end_stream
-                    .then(|| h2.pending.remove(&stream_id).map(|head| (stream_id, head)))
+                    .then(|| {
+                        h2.pending
+                            .remove(&stream_id)
+                            .map(|pending| (stream_id, pending))
+                    })
                     .flatten()
             }
             Event::Trailers { stream_id, headers } => {
@@ -268,7 +275,9 @@ impl Worker {
                     self.pump_body(client(stream_id));
                     return;
                 }
-                h2.pending.remove(&stream_id).map(|head| (stream_id, head))
+                h2.pending
+                    .remove(&stream_id)
+                    .map(|pending| (stream_id, pending))
             }
             Event::Reset { stream_id, code } => {
                 debug!(
@@ -285,8 +294,8 @@ impl Worker {
                 None
             }
         };
-        if let Some((stream_id, head)) = complete {
-            self.answer_h2(index, stream_id, head, None);
+        if let Some((stream_id, (head, route))) = complete {
+            self.answer_h2(index, stream_id, head, route);
         }
     }
 
@@ -304,25 +313,16 @@ impl Worker {
         index: usize,
         stream_id: StreamId,
         head: RequestHead,
-        reply: Option<squall_proxy::Reply>,
+        route: Option<u32>,
     ) {
         let runtime = &self.runtime;
         let counters = runtime.metrics.worker(self.id);
         let conn = &mut self.conns[index];
-        if over_rate(&self.clients, runtime.client_limits, conn, self.now) {
-            counters.limit_requests.inc();
-            counters.count_refused(StatusCode::TOO_MANY_REQUESTS);
-            self.answer_h2_error(index, stream_id, StatusCode::TOO_MANY_REQUESTS, Some(&head));
-            return;
-        }
-        let reply = match reply {
-            Some(reply) => reply,
-            None => {
-                let (route, handler) = runtime.service.route(&head);
-                conn.log_note.route = route;
-                handler.reply(&head, super::scheme(conn))
-            }
-        };
+        conn.log_note.route = route;
+        let reply = runtime
+            .service
+            .handler(route)
+            .reply(&head, super::scheme(conn));
         let date = self.date.get();
         let encoded_date = self.h2_date.get(date);
         let h2 = conn

@@ -7,6 +7,7 @@
 
 mod cache;
 mod conn;
+mod entry;
 mod forward;
 mod h2;
 mod probe;
@@ -29,12 +30,13 @@ use squall_uring::{Completion, OpId, RecvBuf, Ring, RingConfig, Waker};
 use tracing::{debug, info, warn};
 
 use crate::access_log;
-use crate::clients::{ClientLimits, ClientTable};
+use crate::clients::ClientTable;
 use crate::date::DateCache;
 use crate::metrics::WorkerCounters;
 use crate::server::{Control, Runtime};
 use crate::timer::{Entry, TimerWheel};
 use conn::{Conn, Phase};
+use entry::Admission;
 pub use h2::Protocols;
 pub use proxy::ClientToken;
 use token::{Kind, Token};
@@ -654,9 +656,12 @@ impl Worker {
         let counters = runtime.metrics.worker(self.id);
         let date = self.date.get();
         let draining = self.drain_deadline.is_some();
-        let conn = &mut self.conns[index];
         let mut start_exchange = false;
-        while !conn.close_after && conn.phase == Phase::Open {
+        loop {
+            let conn = &mut self.conns[index];
+            if conn.close_after || conn.phase != Phase::Open {
+                break;
+            }
             // A proxied request is answered before the next pipelined one is read.
             if conn.exchange.as_ref().is_some_and(|e| e.request_complete) || conn.parked.is_some() {
                 break;
@@ -672,47 +677,47 @@ impl Worker {
             match conn.decoder.decode(&mut conn.rbuf) {
                 Ok(Some(Event::Head(head))) => {
                     conn.request_started = conn.head_started.take().unwrap_or(self.now);
-                    if over_rate(&self.clients, runtime.client_limits, conn, self.now) {
-                        let status = http::StatusCode::TOO_MANY_REQUESTS;
-                        counters.limit_requests.inc();
-                        counters.count_refused(status);
-                        counters.count_response(status);
-                        let before = conn.out.len();
-                        squall_h1::encode_error(status, date, &mut conn.out);
-                        let sent = conn.out.len() - before;
-                        log_request(
-                            &mut self.log,
-                            conn,
-                            Some(&head),
-                            status,
-                            sent,
-                            self.now,
-                            counters,
-                        );
-                        conn.close_after = true;
-                        continue;
-                    }
-                    if head.expect_continue {
+                    let bodiless = head.body == squall_h1::BodyKind::Empty;
+                    let admission = self.admit(index, &head, bodiless);
+                    let conn = &mut self.conns[index];
+                    if head.expect_continue && !matches!(admission, Admission::OverRate) {
                         squall_h1::encode_continue(&mut conn.out);
                     }
-                    if let Some(route) = runtime.service.proxy_route(&head) {
-                        if route.cache && head.body == squall_h1::BodyKind::Empty {
-                            // To the cache at the request's end (next event).
-                            conn.cached_route = Some(route.clone());
+                    match admission {
+                        Admission::OverRate => {
+                            let status = http::StatusCode::TOO_MANY_REQUESTS;
+                            counters.count_response(status);
+                            let before = conn.out.len();
+                            squall_h1::encode_error(status, date, &mut conn.out);
+                            let sent = conn.out.len() - before;
+                            log_request(
+                                &mut self.log,
+                                conn,
+                                Some(&head),
+                                status,
+                                sent,
+                                self.now,
+                                counters,
+                            );
+                            conn.close_after = true;
+                        }
+                        // To the cache at the request's end (the next event).
+                        Admission::Cached(route) => {
+                            conn.cached_route = Some(route);
                             conn.request = Some(head);
-                            continue;
                         }
-                        let mut exchange =
-                            Box::new(proxy::Exchange::new(head, route.clone(), self.now));
-                        if route.cache && !exchange.head.method.is_safe() {
-                            let key = cache::key_of(&exchange.head, scheme(conn));
-                            exchange.invalidate = Some((runtime.cache.clone(), key));
+                        Admission::Forward { route, invalidate } => {
+                            let mut exchange =
+                                Box::new(proxy::Exchange::new(head, route, self.now));
+                            exchange.invalidate = invalidate;
+                            conn.exchange = Some(exchange);
+                            start_exchange = true;
                         }
-                        conn.exchange = Some(exchange);
-                        start_exchange = true;
-                        continue;
+                        Admission::Answer { route } => {
+                            conn.answer_route = route;
+                            conn.request = Some(head);
+                        }
                     }
-                    conn.request = Some(head);
                 }
                 // A proxied request's body goes to its origin, framed as it came; `respond`
                 // routes do not read bodies, so the bytes are dropped as they arrive.
@@ -745,10 +750,14 @@ impl Worker {
                         return Some((head, route));
                     }
                     let before = conn.out.len();
-                    let outcome =
-                        runtime
-                            .service
-                            .respond(&head, scheme(conn), date, draining, &mut conn.out);
+                    let outcome = runtime.service.respond_routed(
+                        conn.answer_route.take(),
+                        &head,
+                        scheme(conn),
+                        date,
+                        draining,
+                        &mut conn.out,
+                    );
                     counters.count_response(outcome.status);
                     conn.log_note.route = outcome.route;
                     let sent = conn.out.len() - before;
@@ -792,7 +801,7 @@ impl Worker {
                 }
             }
         }
-        let has_exchange = conn.exchange.is_some();
+        let has_exchange = self.conns[index].exchange.is_some();
         if start_exchange {
             self.assign_origin(proxy::Client::h1(index));
         } else if has_exchange {
@@ -1267,15 +1276,6 @@ fn scheme(conn: &Conn) -> &'static str {
     if conn.tls.is_some() { "https" } else { "http" }
 }
 
-/// True when the client of `conn` is over `limits.request_rate` (and so gets 429).
-fn over_rate(clients: &ClientTable, limits: ClientLimits, conn: &Conn, now: Instant) -> bool {
-    match (limits.rate, conn.peer) {
-        (Some(rate), Some(peer)) => !clients.allow_request(peer.ip(), rate, now),
-        _ => false,
-    }
-}
-
-/// Adds a request's line to the access log, when there is one.
 /// What every answered request is recorded in: the access log, if there is one, and the
 /// per-route counters of the config in force.
 struct RequestLog {

@@ -1,0 +1,79 @@
+//! Where every request enters, whatever protocol it came on: the rate limit, routing (once per
+//! request) and the choice between answering here, the cache and the origin, with the
+//! invalidation rule for methods that are not safe.
+//!
+//! HTTP/1.1 calls [`Worker::admit`] when a request head is decoded and HTTP/2 when a stream's
+//! HEADERS arrive, so that a rule written here holds for both: before this module, HTTP/2
+//! streams on proxy and cache routes never met the rate limit.
+
+use std::sync::Arc;
+
+use http::StatusCode;
+use squall_cache::CacheKey;
+use squall_h1::RequestHead;
+use squall_proxy::{Handler, ProxyRoute};
+
+use super::Worker;
+use super::cache::key_of;
+use crate::cache::Cache;
+
+/// What to do with a request, decided at its head.
+pub(super) enum Admission {
+    /// Over `limits.request_rate`: answered 429 (already counted as refused).
+    OverRate,
+    /// Answered here, at the request's end, by route `route`'s handler (respond, redirect,
+    /// block; `None` is the default 404).
+    Answer { route: Option<u32> },
+    /// A bodiless request on a cached route: hit, fetch, park or pass (see `cache.rs`).
+    Cached(Arc<ProxyRoute>),
+    /// Forwarded to the route's upstream group; `invalidate` is the stored object the
+    /// response purges if it succeeds.
+    Forward {
+        route: Arc<ProxyRoute>,
+        invalidate: Option<(Arc<Cache>, CacheKey)>,
+    },
+}
+
+impl Worker {
+    /// Admits the request `head` on connection `index`: the rate limit first, then the route.
+    /// `bodiless` is true when no body follows the head (HTTP/1.1 framing, or END_STREAM on
+    /// the HTTP/2 HEADERS).
+    pub(super) fn admit(&self, index: usize, head: &RequestHead, bodiless: bool) -> Admission {
+        let runtime = &self.runtime;
+        let conn = &self.conns[index];
+        if let (Some(rate), Some(peer)) = (runtime.client_limits.rate, conn.peer)
+            && !self.clients.allow_request(peer.ip(), rate, self.now)
+        {
+            let counters = runtime.metrics.worker(self.id);
+            counters.limit_requests.inc();
+            counters.count_refused(StatusCode::TOO_MANY_REQUESTS);
+            return Admission::OverRate;
+        }
+        let (id, handler) = runtime.service.route(head);
+        let Handler::Proxy(route) = handler else {
+            return Admission::Answer { route: id };
+        };
+        if route.cache && bodiless {
+            return Admission::Cached(route.clone());
+        }
+        Admission::Forward {
+            route: route.clone(),
+            invalidate: self.invalidation(index, head, route),
+        }
+    }
+
+    /// For a request on a cached route whose method is not safe: the stored object its
+    /// response purges if it succeeds (RFC 9111 §4.4).
+    pub(super) fn invalidation(
+        &self,
+        index: usize,
+        head: &RequestHead,
+        route: &ProxyRoute,
+    ) -> Option<(Arc<Cache>, CacheKey)> {
+        if !route.cache || head.method.is_safe() {
+            return None;
+        }
+        let key = key_of(head, super::scheme(&self.conns[index]));
+        Some((self.runtime.cache.clone(), key))
+    }
+}
