@@ -105,3 +105,44 @@ async fn http2_streams_over_the_rate_get_429_on_every_kind_of_route() {
         429
     );
 }
+
+/// 1,000 requests pipelined to a group whose only server is down are each answered 502, in
+/// order, on a worker thread given a small stack: a failure at server selection must let the
+/// next request go on from the event loop, not from a call one level deeper each time.
+#[test]
+fn pipelined_requests_to_an_all_down_group_are_answered_without_growing_the_stack() {
+    // A port nobody listens on: every connect is refused.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_addr = dead.local_addr().unwrap();
+    drop(dead);
+    // Active checks mark it down, and then every request fails at server selection, at once.
+    let upstream = format!(
+        "[[upstream]]\nname = \"down\"\nservers = [{{ address = \"{dead_addr}\" }}]\n\
+         health_check = {{ path = \"/healthz\", interval = \"100ms\", fails = 1, passes = 1 }}\n"
+    );
+    let mut config = hello_config(&upstream);
+    config.push_str("\n[[vhost.route]]\nprefix = \"/p/\"\nproxy = \"down\"\n");
+    // 256 KiB for every thread Squall starts without a stack size of its own (the workers).
+    let squall = Squall::start_with(&config, |command| {
+        command.env("RUST_MIN_STACK", "262144");
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let mut stream = squall.connect();
+    let count = 1_000;
+    let request = "GET /p/x HTTP/1.1\r\nHost: x\r\n\r\n".repeat(count);
+    let writer = {
+        let mut stream = stream.try_clone().unwrap();
+        std::thread::spawn(move || stream.write_all(request.as_bytes()))
+    };
+    for i in 0..count {
+        let response = read_response(&mut stream)
+            .unwrap_or_else(|| panic!("response {i} missing; log:\n{}", squall.log()));
+        assert_eq!(response.status, 502, "response {i}");
+    }
+    writer.join().unwrap().unwrap();
+    // Still serving: the worker did not overflow its stack.
+    assert_eq!(
+        roundtrip(&mut stream, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n").status,
+        200
+    );
+}

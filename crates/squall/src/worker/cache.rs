@@ -348,11 +348,7 @@ impl Worker {
 
     /// Lets the client's connection go on after a cached request was answered or started.
     fn after_begin(&mut self, client: Client) {
-        if client.stream == 0 {
-            self.process(client.index);
-        } else {
-            self.pump_h2(client.index);
-        }
+        self.resume_client(client);
     }
 
     /// Wakes parked requests whose wait has run out.

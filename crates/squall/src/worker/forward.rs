@@ -360,7 +360,7 @@ impl Worker {
                     && self.conns[client.index].blocked
                 {
                     self.conns[client.index].blocked = false;
-                    self.process(client.index);
+                    self.schedule(client.index);
                 }
             }
             Err(e) => {
@@ -707,11 +707,7 @@ impl Worker {
         } else {
             self.close_origin(index);
         }
-        if client.stream == 0 {
-            self.process(client.index);
-        } else {
-            self.pump_h2(client.index);
-        }
+        self.resume_client(client);
     }
 
     /// Stores a completed response, and purges the URL after a method that is not safe succeeds.
@@ -814,11 +810,7 @@ impl Worker {
                 &cache,
                 exchange.route.id,
             );
-            if client.stream == 0 {
-                self.process(client.index);
-            } else {
-                self.pump_h2(client.index);
-            }
+            self.resume_client(client);
             return;
         }
         let status = StatusCode::from_u16(class.status()).unwrap_or(StatusCode::BAD_GATEWAY);
@@ -843,7 +835,7 @@ impl Worker {
             // The request was read whole: the connection may go on (as nginx keeps it), so an
             // origin outage does not turn into a storm of reconnects and TLS handshakes.
             self.answer_status(client, &exchange.head, status);
-            self.process(client.index);
+            self.schedule(client.index);
             return;
         }
         let conn = &mut self.conns[client.index];

@@ -120,6 +120,10 @@ struct Worker {
     origins: Slab<proxy::Origin>,
     /// This worker's balancing, health and pool state per upstream group.
     upstreams: proxy::Upstreams,
+    /// Client connections with work to do that an event found while handling another (a
+    /// failed exchange lets the next pipelined request go on): processed at the end of the
+    /// loop's turn, never re-entrantly, so a thousand pipelined failures cost no stack.
+    ready: std::collections::VecDeque<Token>,
 }
 
 /// Runs a worker until it has drained after a stop.
@@ -173,6 +177,7 @@ pub fn run(setup: Setup) {
             groups: Vec::new(),
             generation: 0,
         },
+        ready: std::collections::VecDeque::new(),
     };
     worker.rebuild_upstreams();
     worker.start(setup.listeners);
@@ -301,6 +306,7 @@ impl Worker {
             self.expire_pools();
             self.start_due_probes();
             self.publish_upstream_state();
+            self.run_ready();
             if let Some((at, length)) = self.stall
                 && self.now >= at
             {
@@ -585,6 +591,32 @@ impl Worker {
                 },
                 |(_, p)| *p,
             )
+    }
+
+    /// Queues connection `index` to be processed at the end of this turn (see `ready`).
+    pub(super) fn schedule(&mut self, index: usize) {
+        let token = Token::client(index, self.conns[index].generation);
+        self.ready.push_back(token);
+    }
+
+    /// Processes the connections queued by `schedule`, including those queued meanwhile.
+    fn run_ready(&mut self) {
+        while let Some(token) = self.ready.pop_front() {
+            if let Some(index) = self.conn_index(token) {
+                self.process(index);
+            }
+        }
+    }
+
+    /// Lets a client go on after its exchange or cached request ended or made room: an
+    /// HTTP/1.x connection reads its next request (queued, not re-entrantly), an HTTP/2
+    /// connection sends what its streams have.
+    pub(super) fn resume_client(&mut self, client: proxy::Client) {
+        if client.stream == 0 {
+            self.schedule(client.index);
+        } else {
+            self.pump_h2(client.index);
+        }
     }
 
     /// Answers what the connection received, in the protocol it speaks.
