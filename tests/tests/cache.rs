@@ -435,6 +435,26 @@ fn a_successful_unsafe_method_invalidates_the_url() {
     assert_eq!(seen.count("/c/edit"), 3);
 }
 
+/// A bodiless unsafe request (DELETE with no body; over HTTP/2, HEADERS with END_STREAM)
+/// invalidates too: it once went to the cache lookup, which passed it on without the purge.
+#[tokio::test]
+async fn a_bodiless_unsafe_method_invalidates_the_url_over_http1_and_http2() {
+    let (origin, seen) = start_origin();
+    let squall = Squall::start(&config(origin, ""));
+    assert_eq!(get(&squall, "/c/edit", "").body_text(), "edit GET 1");
+    assert_eq!(get(&squall, "/c/edit", "").body_text(), "edit GET 1");
+    let mut stream = squall.connect();
+    let delete = "DELETE /c/edit HTTP/1.1\r\nHost: cache.test\r\n\r\n";
+    assert_eq!(roundtrip(&mut stream, delete).body_text(), "edit DELETE 2");
+    assert_eq!(get(&squall, "/c/edit", "").body_text(), "edit GET 3");
+    let client = h2_client::h2c(squall.addr).await;
+    let url = "http://cache.test/c/edit";
+    let reply = h2_client::fetch(&client, "DELETE", url, None).await;
+    assert_eq!(String::from_utf8_lossy(&reply.body), "edit DELETE 4");
+    assert_eq!(get(&squall, "/c/edit", "").body_text(), "edit GET 5");
+    assert_eq!(seen.count("/c/edit"), 5);
+}
+
 #[test]
 fn the_memory_bound_holds_while_filling_ten_times_the_limit() {
     let (origin, _) = start_origin();

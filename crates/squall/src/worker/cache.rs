@@ -132,7 +132,7 @@ pub fn wire_head(headers: &HeaderMap) -> Bytes {
 }
 
 /// The PURGE method (Varnish, Squid, Tempesta); not in the `http` crate's constants.
-fn is_purge(method: &Method) -> bool {
+pub(super) fn is_purge(method: &Method) -> bool {
     method.as_str() == "PURGE"
 }
 

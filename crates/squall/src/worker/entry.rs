@@ -14,7 +14,7 @@ use squall_h1::RequestHead;
 use squall_proxy::{Handler, ProxyRoute};
 
 use super::Worker;
-use super::cache::key_of;
+use super::cache::{is_purge, key_of};
 use crate::cache::Cache;
 
 /// What to do with a request, decided at its head.
@@ -24,7 +24,8 @@ pub(super) enum Admission {
     /// Answered here, at the request's end, by route `route`'s handler (respond, redirect,
     /// block; `None` is the default 404).
     Answer { route: Option<u32> },
-    /// A bodiless request on a cached route: hit, fetch, park or pass (see `cache.rs`).
+    /// A bodiless safe request (or PURGE) on a cached route: hit, fetch, park, pass or purge
+    /// (see `cache.rs`).
     Cached(Arc<ProxyRoute>),
     /// Forwarded to the route's upstream group; `invalidate` is the stored object the
     /// response purges if it succeeds.
@@ -53,7 +54,9 @@ impl Worker {
         let Handler::Proxy(route) = handler else {
             return Admission::Answer { route: id };
         };
-        if route.cache && bodiless {
+        // Only what the cache can answer goes to it (GET, HEAD, and PURGE); other methods go
+        // to the origin, with the purge their success implies.
+        if route.cache && bodiless && (head.method.is_safe() || is_purge(&head.method)) {
             return Admission::Cached(route.clone());
         }
         Admission::Forward {
