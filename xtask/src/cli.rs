@@ -18,7 +18,7 @@ pub struct Cli {
 pub enum Command {
     /// Compare two builds of Squall (or Squall and nginx, h2o or varnish) under h2load.
     Bench(Box<BenchArgs>),
-    /// Check crate dependency order and `#![forbid(unsafe_code)]` (STYLE.md §3).
+    /// Check crate dependency order, `#![forbid(unsafe_code)]`, file sizes and protocol branches.
     Tidy,
 }
 

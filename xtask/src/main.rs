@@ -4,7 +4,7 @@
 //!   them under h2load, scenario by scenario, with a markdown table and raw JSON
 //!   (`bench/README.md`).
 //! - `tidy`: check the architecture rules that a compiler cannot: crate dependency order and
-//!   `#![forbid(unsafe_code)]` everywhere but `squall-uring` (STYLE.md §3). `cargo test -p xtask`
+//!   `#![forbid(unsafe_code)]` everywhere but `squall-uring` (docs/ARCHITECTURE.md, "Architecture invariants"). `cargo test -p xtask`
 //!   runs it too.
 #![forbid(unsafe_code)]
 

@@ -2,11 +2,11 @@
 //! requests and probes say about each server's health, which keep-alive connection to reuse,
 //! and whether a failed attempt may be retried.
 //!
-//! Like the codecs this crate is sans-IO (STYLE.md §1): no sockets, no timers, no clock. Every
+//! Like the codecs this crate is sans-IO: no sockets, no timers, no clock. Every
 //! method that needs the time takes `now: Instant`, so tests run on a virtual clock and the
 //! worker keeps the only real one. The worker (`crates/squall`) owns the sockets, the timers
 //! and the HTTP/1 client codec, and asks this crate what to do; the proxy session turns the
-//! answers into responses. It knows nothing of `squall-config` (DESIGN.md "Dependency
+//! answers into responses. It knows nothing of `squall-config` (docs/ARCHITECTURE.md "Dependency
 //! order"): the proxy translates each `[[upstream]]` into an [`UpstreamSpec`].
 //!
 //! # One request, as the worker drives it

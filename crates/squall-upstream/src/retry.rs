@@ -81,7 +81,7 @@ impl UpstreamErrorClass {
 pub const NO_SERVER_STATUS: u16 = 502;
 
 /// Everything the retry decision depends on, about one failed attempt. A struct rather than a
-/// row of booleans (STYLE.md §4), so a call site names each fact.
+/// row of booleans, so a call site names each fact.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AttemptFailure {
     pub error: UpstreamErrorClass,

@@ -1,7 +1,7 @@
 //! What an upstream group is built from: this crate's own description of an `[[upstream]]`.
 //!
 //! The proxy translates `squall_config::Upstream` into an [`UpstreamSpec`]; this crate may not
-//! depend on `squall-config` (DESIGN.md, "Dependency order", enforced by `cargo xtask tidy`), so
+//! depend on `squall-config` (docs/ARCHITECTURE.md, the dependency order, enforced by `cargo xtask tidy`), so
 //! it owns these types and checks them again in [`UpstreamSpec::validate`]: the config validator
 //! is one caller, tests and benches are others, and a group built from a bad spec would divide
 //! by a zero weight or never leave the down state.

@@ -1,11 +1,13 @@
-//! `cargo xtask tidy`: the architecture rules a compiler does not check (STYLE.md §3,
-//! DESIGN.md "Dependency order"), enforced by a `#[test]` so `cargo test` fails when one breaks.
+//! `cargo xtask tidy`: the architecture rules a compiler does not check (the invariants of
+//! docs/ARCHITECTURE.md), enforced by a `#[test]` so `cargo test` fails when one breaks.
 //!
 //! - Nothing below the binary depends on `squall-uring`: only `crates/squall` may, so that
 //!   every crate but the driver and the binary stays sans-IO.
 //! - Config, router, cache, upstream, the codecs and TLS know nothing of each other; only
 //!   `squall-proxy` (and the binary) joins them.
 //! - Every crate root but `squall-uring`'s has `#![forbid(unsafe_code)]`.
+//! - The source-text rules of [`source`]: no file over 1,000 lines outside tests, and no branch
+//!   on the client's protocol outside the binary's downstream layer.
 //!
 //! Manifests are read as TOML rather than through `cargo metadata`, so the check needs no
 //! cargo lock and no network and runs in milliseconds.
@@ -18,12 +20,14 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use toml::{Table, Value};
 
+mod source;
+
 /// The only crate without `forbid(unsafe_code)`, and the only one the binary alone may depend on.
 const URING: &str = "squall-uring";
 /// The binary crate, the one package under `crates/` allowed to depend on `squall-uring`.
 const BINARY: &str = "squall";
 /// Groups of crates that must not depend on a crate of another group, even indirectly
-/// (DESIGN.md: "config, router, cache, upstream, codecs and tls know nothing of each other's
+/// (docs/ARCHITECTURE.md: "config, router, cache, upstream, codecs and tls know nothing of each other's
 /// internals except through squall-proxy"). A crate and its own helpers share a group.
 const INDEPENDENT_GROUPS: &[&[&str]] = &[
     &["squall-config"],
@@ -79,6 +83,7 @@ pub fn check_repo(root: &Path) -> Result<Vec<String>> {
             }
         }
     }
+    problems.extend(source::check(root)?);
     Ok(problems)
 }
 

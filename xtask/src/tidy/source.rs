@@ -1,0 +1,243 @@
+//! Rules about the source text itself:
+//!
+//! - **No `.rs` file over 1,000 lines** outside tests: split a file by responsibility before it
+//!   gets there (test files, `tests.rs` modules and `tests/` folders may be longer: tables of
+//!   cases read best in one place).
+//! - **The HTTP/1.1-or-HTTP/2 decision lives in the downstream layer.** A request is answered
+//!   through one protocol-neutral interface, so that each feature is written once; a branch on
+//!   the protocol elsewhere in the binary (`client.stream == 0`, "stream 0 is HTTP/1.1") is how
+//!   the two paths once drifted apart (HTTP/2 streams skipped the rate limit on proxied
+//!   routes). Such a branch is allowed only in the files of [`PROTOCOL_LAYER`].
+//!
+//! Files that broke a rule before it existed are listed with the most they may have, so the
+//! rule holds for everything new while they are being split; the list may only shrink.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+/// The most lines a source file may have.
+pub const LINES_MAX: usize = 1_000;
+
+/// The downstream layer: the only files of the binary that may branch on the client's
+/// protocol. Paths relative to the workspace root; a folder covers everything below it.
+const PROTOCOL_LAYER: &[&str] = &[
+    "crates/squall/src/worker/downstream.rs",
+    "crates/squall/src/worker/downstream/",
+    "crates/squall/src/worker/client/",
+];
+
+/// The binary's source, where the protocol rule applies.
+const BINARY_SRC: &str = "crates/squall/src/";
+
+/// Files written before the rules, with the lines and protocol branches they may still have
+/// while the session redesign splits them (never more than today's).
+const LEGACY: &[Legacy] = &[
+    Legacy {
+        path: "crates/squall/src/worker/mod.rs",
+        lines: 1_450,
+        protocol_branches: 2,
+    },
+    Legacy {
+        path: "crates/squall/src/worker/forward.rs",
+        lines: 1_050,
+        protocol_branches: 10,
+    },
+    Legacy {
+        path: "crates/squall/src/worker/cache.rs",
+        lines: LINES_MAX,
+        protocol_branches: 4,
+    },
+];
+
+/// A file exempt from the rules up to these bounds.
+struct Legacy {
+    path: &'static str,
+    lines: usize,
+    protocol_branches: usize,
+}
+
+/// Every source-text problem under `root`'s `crates/`, `xtask/` and `bench/`.
+pub fn check(root: &Path) -> Result<Vec<String>> {
+    let mut files = Vec::new();
+    for top in ["crates", "xtask", "bench"] {
+        collect_rs(root, Path::new(top), &mut files)?;
+    }
+    files.sort();
+    let mut problems = Vec::new();
+    for file in files {
+        let text = fs::read_to_string(root.join(&file))
+            .with_context(|| format!("reading {}", file.display()))?;
+        problems.extend(check_file(&file, &text));
+    }
+    Ok(problems)
+}
+
+/// The problems of one file, `path` relative to the workspace root.
+pub fn check_file(path: &Path, text: &str) -> Vec<String> {
+    let name = path.to_string_lossy().replace('\\', "/");
+    let legacy = LEGACY.iter().find(|l| l.path == name);
+    let mut problems = Vec::new();
+    if !is_test(path) {
+        let lines = text.lines().count();
+        let max = legacy.map_or(LINES_MAX, |l| l.lines);
+        if lines > max {
+            problems.push(format!(
+                "{name}: {lines} lines, over {max}: split it by responsibility"
+            ));
+        }
+    }
+    if name.starts_with(BINARY_SRC) && !PROTOCOL_LAYER.iter().any(|p| name.starts_with(p)) {
+        let branches: Vec<usize> = protocol_branches(text);
+        let max = legacy.map_or(0, |l| l.protocol_branches);
+        if branches.len() > max {
+            let at: Vec<String> = branches.iter().map(|l| l.to_string()).collect();
+            problems.push(format!(
+                "{name}: a branch on the client's protocol (lines {}) outside the downstream \
+                 layer; answer through the downstream instead",
+                at.join(", ")
+            ));
+        }
+    }
+    problems
+}
+
+/// The 1-based lines of `text` that branch on "stream 0 means HTTP/1.1".
+pub fn protocol_branches(text: &str) -> Vec<usize> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim_start().starts_with("//"))
+        .filter(|(_, line)| is_stream_zero_test(line))
+        .map(|(n, _)| n + 1)
+        .collect()
+}
+
+/// True for `stream == 0`, `stream != 0`, `0 == x.stream` and the like, spaced any way.
+fn is_stream_zero_test(line: &str) -> bool {
+    let tokens = tokens(line);
+    let is_stream = |t: &str| t == "stream" || t.ends_with(".stream");
+    tokens.windows(3).any(|w| {
+        let comparison = w[1] == "==" || w[1] == "!=";
+        comparison && ((is_stream(w[0]) && w[2] == "0") || (w[0] == "0" && is_stream(w[2])))
+    })
+}
+
+/// `line` split into paths (`client.stream`), numbers, `==`/`!=`, and single other characters.
+fn tokens(line: &str) -> Vec<&str> {
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.';
+    let mut tokens = Vec::new();
+    let mut rest = line;
+    while let Some(c) = rest.chars().next() {
+        let len = if word(c) {
+            rest.find(|c: char| !word(c)).unwrap_or(rest.len())
+        } else if rest.starts_with("==") || rest.starts_with("!=") {
+            2
+        } else {
+            c.len_utf8()
+        };
+        if !c.is_whitespace() {
+            tokens.push(&rest[..len]);
+        }
+        rest = &rest[len..];
+    }
+    tokens
+}
+
+/// Test code: a `tests` or `benches` folder's files, `tests.rs`, and `fuzz` targets.
+fn is_test(path: &Path) -> bool {
+    path.components().any(|c| {
+        let c = c.as_os_str();
+        c == "tests" || c == "fuzz"
+    }) || path.file_name().is_some_and(|n| n == "tests.rs")
+}
+
+/// Every `.rs` file below `root/dir`, relative to `root`, skipping build output.
+fn collect_rs(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    let Ok(entries) = fs::read_dir(root.join(dir)) else {
+        return Ok(());
+    };
+    for entry in entries {
+        let entry = entry.with_context(|| format!("listing {}", dir.display()))?;
+        let name = entry.file_name();
+        if name == "target" || name.to_string_lossy().starts_with('.') {
+            continue;
+        }
+        let path = dir.join(&name);
+        if entry.file_type()?.is_dir() {
+            collect_rs(root, &path, out)?;
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn long(lines: usize) -> String {
+        "fn x() {}\n".repeat(lines)
+    }
+
+    #[test]
+    fn a_long_file_is_reported_unless_it_is_a_test() {
+        let text = long(LINES_MAX + 1);
+        let problems = check_file(Path::new("crates/squall-h1/src/big.rs"), &text);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].contains("1001 lines, over 1000"),
+            "{problems:?}"
+        );
+        for test in [
+            "crates/squall-h1/tests/big.rs",
+            "crates/squall-h1/src/tests.rs",
+            "crates/squall-h2/fuzz/fuzz_targets/conn.rs",
+        ] {
+            assert_eq!(check_file(Path::new(test), &text), Vec::<String>::new());
+        }
+        assert_eq!(
+            check_file(Path::new("crates/squall-h1/src/ok.rs"), &long(LINES_MAX)),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn protocol_branches_are_found_however_spelled() {
+        for line in [
+            "if client.stream == 0 {",
+            "    if client.stream!=0 {",
+            "let h1 = c.stream == 0;",
+            "if 0 == client.stream {",
+            "matches!(x, _ if stream == 0)",
+        ] {
+            assert_eq!(protocol_branches(line), [1], "{line}");
+        }
+        for line in [
+            "if stream == 0x10 {",
+            "if upstream == 0 {",
+            "if stream == 01 {",
+            "// if client.stream == 0 {",
+            "if streams == 0 {",
+            "if 0 == streams_open {",
+        ] {
+            assert_eq!(protocol_branches(line), Vec::<usize>::new(), "{line}");
+        }
+    }
+
+    #[test]
+    fn protocol_branches_are_allowed_only_in_the_downstream_layer() {
+        let text = "fn f(c: Client) {\n    if c.stream == 0 {}\n}\n";
+        let problems = check_file(Path::new("crates/squall/src/worker/session.rs"), text);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("(lines 2)"), "{problems:?}");
+        for allowed in [
+            "crates/squall/src/worker/downstream.rs",
+            "crates/squall/src/worker/client/h1.rs",
+            "crates/squall-h2/src/conn/mod.rs",
+        ] {
+            assert_eq!(check_file(Path::new(allowed), text), Vec::<String>::new());
+        }
+    }
+}
