@@ -1,7 +1,7 @@
 //! squall-config: Squall's TOML config file → validated runtime [`Config`], with every problem
 //! reported as `FILE:LINE:COL: message`.
 //!
-//! The contract for the file is `CONFIG.md` (operator reference: `docs/CONFIG.md`). Loading
+//! The contract for the file is `docs/CONFIG.md`, the operator reference. Loading
 //! runs in three steps, each in its own module:
 //!
 //! 1. `syntax`: TOML text → the raw schema (`raw`), which mirrors the file and denies unknown
@@ -21,6 +21,7 @@ mod diagnostics;
 mod ipnet;
 mod model;
 mod raw;
+mod sites;
 mod syntax;
 mod units;
 mod validate;
@@ -31,6 +32,7 @@ use std::path::Path;
 pub use diagnostics::{Diagnostic, Diagnostics};
 pub use ipnet::IpNet;
 pub use model::*;
+pub use sites::{Site, Sites};
 pub use units::{DURATION_MAX, parse_duration, parse_size};
 
 /// Largest config file [`load`] reads. Real configs are a few KiB; the bound only stops a
@@ -40,18 +42,28 @@ pub const CONFIG_BYTES_MAX: u64 = 16 * 1024 * 1024;
 /// Parses and validates config `text`; `file` is the name diagnostics use. Relative
 /// certificate paths are returned as written (see [`Config::resolve_paths`]).
 pub fn parse(text: &str, file: &str) -> Result<Config, Diagnostics> {
+    parse_with_sites(text, file).map(|(config, _)| config)
+}
+
+/// [`parse`], with where the values the binary acts on sit in `text` (see [`Sites`]).
+pub fn parse_with_sites(text: &str, file: &str) -> Result<(Config, Sites), Diagnostics> {
     let source = diagnostics::Source::new(file, text);
     let raw = syntax::deserialize(&source)?;
     let mut report = diagnostics::Report::new(&source);
     let config = validate::config(&raw, &mut report);
     report.finish()?;
-    Ok(config)
+    Ok((config, sites::collect(&raw, &source)))
 }
 
 /// Reads, parses and validates the config file at `path`, resolving relative certificate
 /// paths against its directory. An unreadable file gives one diagnostic without a position:
 /// `FILE: cannot read: REASON`.
 pub fn load(path: &Path) -> Result<Config, Diagnostics> {
+    load_with_sites(path).map(|(config, _)| config)
+}
+
+/// [`load`], with where the values the binary acts on sit in the file (see [`Sites`]).
+pub fn load_with_sites(path: &Path) -> Result<(Config, Sites), Diagnostics> {
     let file = path.display().to_string();
     let text = read(path).map_err(|e| {
         Diagnostics(vec![Diagnostic::whole_file(
@@ -59,11 +71,11 @@ pub fn load(path: &Path) -> Result<Config, Diagnostics> {
             format!("cannot read: {e}"),
         )])
     })?;
-    let mut config = parse(&text, &file)?;
+    let (mut config, sites) = parse_with_sites(&text, &file)?;
     if let Some(dir) = path.parent() {
         config.resolve_paths(dir);
     }
-    Ok(config)
+    Ok((config, sites))
 }
 
 fn read(path: &Path) -> std::io::Result<String> {

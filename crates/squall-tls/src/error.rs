@@ -15,6 +15,8 @@ use std::fmt;
 pub struct TlsError {
     kind: ErrorKind,
     message: String,
+    /// For a certificate load: the entry (index into the specs) and the value at fault.
+    at: Option<(usize, Option<CertField>)>,
     #[source]
     source: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
@@ -59,6 +61,18 @@ pub enum ErrorKind {
     SelfSigned,
     /// No `[[certificate]]` entry at all: a TLS listener needs a default certificate.
     NoCertificates,
+}
+
+/// The value of a `[[certificate]]` entry that a load error is about, so that the caller can
+/// point at it in the config file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CertField {
+    /// The chain file (`cert`), or the certificate in it.
+    Cert,
+    /// The key file (`key`), or the key in it (including a key that does not match).
+    Key,
+    /// A host name in `hosts`.
+    Hosts,
 }
 
 /// Who is to blame for an error, which decides how loudly it is reported.
@@ -130,6 +144,26 @@ impl TlsError {
         self.kind
     }
 
+    /// For an error from loading certificates: the index of the entry at fault (in the specs
+    /// given to [`crate::TlsStore::load`]), and the value of it at fault when one is.
+    pub fn entry(&self) -> Option<(usize, Option<CertField>)> {
+        self.at
+    }
+
+    /// This error, as about entry `index` (its `field` when one is).
+    pub(crate) fn at_entry(mut self, index: usize) -> TlsError {
+        let field = self.at.and_then(|(_, field)| field);
+        self.at = Some((index, field));
+        self
+    }
+
+    /// This error, as about `field` of its entry.
+    pub(crate) fn at_field(mut self, field: CertField) -> TlsError {
+        let index = self.at.map_or(0, |(index, _)| index);
+        self.at = Some((index, Some(field)));
+        self
+    }
+
     /// Shorthand for `self.kind().fault()`.
     pub fn fault(&self) -> Fault {
         self.kind.fault()
@@ -139,6 +173,7 @@ impl TlsError {
         TlsError {
             kind,
             message: message.into(),
+            at: None,
             source: None,
         }
     }
@@ -151,6 +186,7 @@ impl TlsError {
         TlsError {
             kind,
             message: message.into(),
+            at: None,
             source: Some(Box::new(source)),
         }
     }
@@ -165,7 +201,10 @@ impl TlsError {
     /// A copy for a poisoned connection that is asked to do more work after its error. The
     /// source is not cloneable in general, so the copy carries the kind and message only.
     pub(crate) fn replay(&self) -> TlsError {
-        TlsError::new(self.kind, self.message.clone())
+        TlsError {
+            at: self.at,
+            ..TlsError::new(self.kind, self.message.clone())
+        }
     }
 }
 

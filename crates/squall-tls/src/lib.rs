@@ -76,7 +76,7 @@ mod store;
 mod unbuffered;
 
 pub use conn::{Engine, TlsConn, TlsVersion};
-pub use error::{ErrorKind, Fault, TlsError, Warning, WarningKind};
+pub use error::{CertField, ErrorKind, Fault, TlsError, Warning, WarningKind};
 pub use store::{Acceptor, CertSpec, KeySource, SESSION_CACHE_ENTRIES_MAX, TlsStore};
 
 /// An application protocol negotiated with ALPN (RFC 7301).

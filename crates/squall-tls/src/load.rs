@@ -20,7 +20,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use x509_parser::extensions::GeneralName;
 use x509_parser::prelude::{FromDer, X509Certificate};
 
-use crate::error::{ErrorKind, TlsError, Warning, WarningKind};
+use crate::error::{CertField, ErrorKind, TlsError, Warning, WarningKind};
 use crate::resolver::HostPattern;
 use crate::store::{CertSpec, KeySource};
 
@@ -47,7 +47,10 @@ pub(crate) fn load_entry(
         .iter()
         .map(|host| HostPattern::parse(host))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|why| TlsError::new(ErrorKind::BadHost, format!("{}: {why}", spec.name)))?;
+        .map_err(|why| {
+            let msg = format!("{}: {why}", spec.name);
+            TlsError::new(ErrorKind::BadHost, msg).at_field(CertField::Hosts)
+        })?;
     let key = match &spec.source {
         KeySource::Pem {
             cert_path,
@@ -74,14 +77,26 @@ fn load_pem(
     provider: &CryptoProvider,
 ) -> Result<CertifiedKey, TlsError> {
     let entry = &spec.name;
-    let cert_pem = read_file(entry, "certificate", cert_path)?;
+    let cert = |e: TlsError| e.at_field(CertField::Cert);
+    let cert_pem = read_file(entry, "certificate", cert_path).map_err(cert)?;
     let chain = CertificateDer::pem_slice_iter(&cert_pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| bad_pem(entry, "certificate", cert_path, e))?;
+        .map_err(|e| cert(bad_pem(entry, "certificate", cert_path, e)))?;
     if chain.is_empty() {
         let why = "no CERTIFICATE block";
-        return Err(bad_pem(entry, "certificate", cert_path, why));
+        return Err(cert(bad_pem(entry, "certificate", cert_path, why)));
     }
+    load_key(entry, chain, cert_path, key_path, provider).map_err(|e| e.at_field(CertField::Key))
+}
+
+/// Reads the key and checks that it belongs to the certificate of `chain`.
+fn load_key(
+    entry: &str,
+    chain: Vec<CertificateDer<'static>>,
+    cert_path: &Path,
+    key_path: &Path,
+    provider: &CryptoProvider,
+) -> Result<CertifiedKey, TlsError> {
     let key_pem = read_file(entry, "key", key_path)?;
     let key_der = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| {
         let why = match e {
@@ -138,7 +153,7 @@ fn inspect_leaf(
 ) -> Result<(), TlsError> {
     let (_, cert) = X509Certificate::from_der(leaf).map_err(|e| {
         let msg = format!("{}: cannot parse the certificate: {e}", spec.name);
-        TlsError::new(ErrorKind::BadPem, msg)
+        TlsError::new(ErrorKind::BadPem, msg).at_field(CertField::Cert)
     })?;
     let mut warn = |kind, message: String| {
         let entry = spec.name.clone();

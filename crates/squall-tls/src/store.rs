@@ -160,8 +160,9 @@ impl TlsStore {
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let mut warnings = Vec::new();
         let mut entries = Vec::with_capacity(certs.len());
-        for spec in certs {
-            let loaded = load_entry(spec, &provider, now, &mut warnings)?;
+        for (index, spec) in certs.iter().enumerate() {
+            let loaded =
+                load_entry(spec, &provider, now, &mut warnings).map_err(|e| e.at_entry(index))?;
             entries.push((loaded.key, loaded.hosts));
         }
         let resolver = Arc::new(SniResolver::new(entries));

@@ -7,7 +7,7 @@ mod common;
 use std::time::{Duration, SystemTime};
 
 use common::{Alg, ClientOpts, Pair, TempDir, client_config, generate, generate_with, self_signed};
-use squall_tls::{Alpn, CertSpec, ErrorKind, Fault, KeySource, TlsStore, WarningKind};
+use squall_tls::{Alpn, CertField, CertSpec, ErrorKind, Fault, KeySource, TlsStore, WarningKind};
 
 fn load_err(certs: &[CertSpec]) -> squall_tls::TlsError {
     match TlsStore::load(certs) {
@@ -78,6 +78,8 @@ fn a_key_that_does_not_match_its_certificate_is_an_error_naming_the_entry() {
     let err = load_err(&[good, spec]);
     assert_eq!(err.kind(), ErrorKind::KeyMismatch);
     assert_eq!(err.fault(), Fault::Config);
+    // The second entry's key, so that the config can point at `key = ...` of that entry.
+    assert_eq!(err.entry(), Some((1, Some(CertField::Key))));
     let msg = err.to_string();
     assert!(msg.starts_with("certificate #2 (a.test): "), "{msg}");
     assert!(msg.contains("b.key") && msg.contains("a.pem"), "{msg}");
@@ -135,6 +137,12 @@ fn an_unreadable_file_is_an_error_naming_the_path_and_the_entry() {
         };
         let err = load_err(&[spec]);
         assert_eq!(err.kind(), ErrorKind::Io, "{what}");
+        let field = if what == "key" {
+            CertField::Key
+        } else {
+            CertField::Cert
+        };
+        assert_eq!(err.entry(), Some((0, Some(field))), "{what}");
         let msg = err.to_string();
         assert!(
             msg.starts_with("certificate #1 (a.test): cannot read "),
@@ -169,6 +177,12 @@ fn files_without_pem_blocks_are_errors() {
         };
         let err = load_err(&[spec]);
         assert_eq!(err.kind(), ErrorKind::BadPem, "{err}");
+        let field = if what == "key" {
+            CertField::Key
+        } else {
+            CertField::Cert
+        };
+        assert_eq!(err.entry(), Some((0, Some(field))), "{err}");
         let msg = err.to_string();
         assert!(
             msg.starts_with(&format!("entry: no usable {what} in ")),
@@ -244,6 +258,7 @@ fn bad_host_patterns_are_errors_naming_the_entry() {
     for bad in ["*", "a.*.test", "exa mple.test", ""] {
         let err = load_err(&[self_signed("certificate #1", &[bad])]);
         assert_eq!(err.kind(), ErrorKind::BadHost, "{bad:?}");
+        assert_eq!(err.entry(), Some((0, Some(CertField::Hosts))), "{bad:?}");
         assert!(
             err.to_string().starts_with("certificate #1: host "),
             "{err}"
@@ -256,6 +271,7 @@ fn no_entries_is_an_error() {
     let err = load_err(&[]);
     assert_eq!(err.kind(), ErrorKind::NoCertificates);
     assert_eq!(err.fault(), Fault::Config);
+    assert_eq!(err.entry(), None);
 }
 
 #[test]

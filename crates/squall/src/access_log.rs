@@ -39,10 +39,8 @@ pub enum Message {
     Reopen,
 }
 
-/// Opens the file (a start-up error if it cannot be) and starts the logger thread.
-pub fn start(path: &Path) -> anyhow::Result<Sender<Message>> {
-    let file = open(path)
-        .map_err(|e| anyhow::anyhow!("cannot open access log {}: {e}", path.display()))?;
+/// Starts the logger thread on `file`, opened by [`open`] at `path` (where SIGUSR1 reopens it).
+pub fn start(path: &Path, file: File) -> anyhow::Result<Sender<Message>> {
     let (tx, rx) = crossbeam_channel::bounded(BATCHES_MAX);
     let path = path.to_owned();
     std::thread::Builder::new()
@@ -51,7 +49,8 @@ pub fn start(path: &Path) -> anyhow::Result<Sender<Message>> {
     Ok(tx)
 }
 
-fn open(path: &Path) -> std::io::Result<File> {
+/// Opens (or creates) the access log for append: a start-up error if it cannot be.
+pub fn open(path: &Path) -> std::io::Result<File> {
     OpenOptions::new().create(true).append(true).open(path)
 }
 

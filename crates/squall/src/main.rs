@@ -10,6 +10,7 @@ mod date;
 mod listener;
 mod metrics;
 mod notify;
+mod prepare;
 mod server;
 mod timer;
 mod tls;
@@ -41,27 +42,7 @@ fn main() -> ExitCode {
             );
             ExitCode::SUCCESS
         }
-        cli::Command::Check { config } => check(&config),
+        cli::Command::Check { config } => prepare::check(&config),
         cli::Command::Run { config } => server::run(config.as_deref()),
-    }
-}
-
-/// `squall check --config FILE`: `ok`, or every diagnostic as `FILE:LINE:COL: message`.
-fn check(path: &std::path::Path) -> ExitCode {
-    match squall_config::load(path) {
-        Ok(config) => match squall_proxy::Service::new(&config) {
-            Ok(_) => {
-                println!("ok");
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("{}: {e}", path.display());
-                ExitCode::FAILURE
-            }
-        },
-        Err(diagnostics) => {
-            eprint!("{diagnostics}");
-            ExitCode::FAILURE
-        }
     }
 }

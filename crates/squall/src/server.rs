@@ -12,14 +12,14 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Sender;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
-use squall_config::{Config, Workers};
+use squall_config::{Config, Diagnostics, Site, Sites, Workers};
 use squall_proxy::Service;
 use squall_uring::Waker;
 use tracing::{error, info, warn};
 
 use crate::metrics::Metrics;
 use crate::tls::Tls;
-use crate::{DEFAULT_CONFIG, listener, worker};
+use crate::{listener, worker};
 
 /// What every worker reads on the request path; swapped whole by a reload.
 pub struct Runtime {
@@ -73,12 +73,15 @@ pub enum Control {
 }
 
 impl Runtime {
-    /// Compiles `config`; `previous` (on reload) hands over TLS resumption state.
-    fn new(
+    /// Compiles `config`; `previous` (on reload) hands over TLS resumption state. Every
+    /// problem is reported at its place in the file (`sites`). Use it through
+    /// [`crate::prepare::compile`], which start-up, reload and `squall check` share.
+    pub(crate) fn new(
         config: &Config,
+        sites: &Sites,
         metrics: Arc<Metrics>,
         previous: Option<&Runtime>,
-    ) -> anyhow::Result<Runtime> {
+    ) -> Result<Runtime, Diagnostics> {
         let previous_store = previous.and_then(|r| r.tls.store.as_ref());
         let cache = crate::cache::Cache::new(
             &config.cache,
@@ -96,7 +99,15 @@ impl Runtime {
             body_bytes_max: limits.body_bytes_max,
             ..squall_h1::Limits::default()
         };
-        let service = Service::new(config)?;
+        let service = Service::new(config).map_err(|e| sites.diagnostic(Site::File, e.to_string()));
+        let tls = Tls::load(config, sites, previous_store);
+        let (service, tls) = match (service, tls) {
+            (Ok(service), Ok(tls)) => (service, tls),
+            (service, tls) => {
+                let problems = service.err().into_iter().chain(tls.err()).collect();
+                return Err(Diagnostics(problems));
+            }
+        };
         let routes = crate::metrics::RouteCounters::new(
             service.route_labels().to_vec(),
             metrics.workers().len(),
@@ -114,7 +125,7 @@ impl Runtime {
             upstreams,
             hash_keys: config.upstream.iter().map(|u| u.hash_key.clone()).collect(),
             upstream_gauges,
-            tls: Tls::load(config, previous_store)?,
+            tls,
             protocols: config
                 .listen
                 .iter()
@@ -211,12 +222,33 @@ pub fn run(path: Option<&Path>) -> ExitCode {
     init_logging();
     match start(path) {
         Ok(code) => code,
+        // Problems with the file are `FILE:LINE:COL: message` lines, as `squall check` prints.
+        Err(e) if e.is::<Diagnostics>() => {
+            eprintln!("{e}");
+            ExitCode::FAILURE
+        }
         Err(e) => {
-            // One clear line naming the cause (CONFIG.md: start-up failures).
-            eprintln!("squall: {e:#}");
+            // One clear line naming the cause (docs/CONFIG.md: start-up failures).
+            eprintln!("squall: {}", one_line(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes on one line, leaving out a cause whose text the line already has
+/// (most of our messages end with the OS error they wrap: it would be printed twice).
+fn one_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if !line.contains(&text) {
+            if !line.is_empty() {
+                line.push_str(": ");
+            }
+            line.push_str(&text);
+        }
+    }
+    line
 }
 
 fn init_logging() {
@@ -230,19 +262,12 @@ fn init_logging() {
         .init();
 }
 
-fn load(path: Option<&Path>) -> Result<Config, String> {
-    let loaded = match path {
-        Some(path) => squall_config::load(path),
-        None => squall_config::parse(DEFAULT_CONFIG, "<embedded config/squall.toml>"),
-    };
-    loaded.map_err(|d| d.to_string().trim_end().to_owned())
-}
-
 fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
-    let config = load(path).map_err(anyhow::Error::msg)?;
+    let (config, sites) = crate::prepare::read(path)?;
     let count = worker_count(&config);
     let metrics = Arc::new(Metrics::new(count));
-    let mut runtime = Arc::new(Runtime::new(&config, metrics.clone(), None)?);
+    let prepared = crate::prepare::compile(&config, &sites, metrics.clone(), None, true)?;
+    let mut runtime = Arc::new(prepared.runtime);
     (metrics.config_hash).store(runtime.config_hash, Ordering::Relaxed);
     metrics.set_upstreams(runtime.upstream_gauges.clone());
     metrics.set_routes(runtime.routes.clone());
@@ -257,9 +282,9 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
     if let Some(admin) = &config.admin {
         crate::admin::start(admin.listen, metrics.clone())?;
     }
-    let access_log = match &config.log.access {
-        Some(path) => Some(crate::access_log::start(path)?),
-        None => None,
+    let access_log = match (&config.log.access, prepared.access_log) {
+        (Some(path), Some(file)) => Some(crate::access_log::start(path, file)?),
+        _ => None,
     };
     let clients = Arc::new(crate::clients::ClientTable::new());
     let workers = spawn_workers(count, listeners, &runtime, access_log.as_ref(), &clients)?;
@@ -313,7 +338,7 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn worker_count(config: &Config) -> usize {
+pub(crate) fn worker_count(config: &Config) -> usize {
     match config.server.workers {
         Workers::Auto => std::thread::available_parallelism().map_or(1, |n| n.get()),
         Workers::Count(n) => n.get(),
@@ -418,26 +443,32 @@ fn reload(
     listening: &mut Vec<SocketAddr>,
 ) {
     crate::notify::reloading();
-    let prepared = load(path).map_err(anyhow::Error::msg).and_then(|config| {
-        let runtime = Runtime::new(&config, current.metrics.clone(), Some(current))?;
-        // Bind the new listeners before anything changes: a port in use refuses the reload.
-        let added = config
-            .listen
-            .iter()
-            .filter(|l| !listening.contains(&l.address));
-        let add = bind_listeners(added, workers.len())?;
-        let remove: Vec<SocketAddr> = listening
-            .iter()
-            .filter(|a| !config.listen.iter().any(|l| l.address == **a))
-            .copied()
-            .collect();
-        Ok((
-            runtime,
-            add,
-            remove,
-            config.listen.iter().map(|l| l.address).collect(),
-        ))
+    let prepared = crate::prepare::read(path).and_then(|(config, sites)| {
+        let metrics = current.metrics.clone();
+        let prepared = crate::prepare::compile(&config, &sites, metrics, Some(current), false)?;
+        Ok((config, prepared.runtime))
     });
+    let prepared = prepared
+        .map_err(anyhow::Error::new)
+        .and_then(|(config, runtime)| {
+            // Bind the new listeners before anything changes: a port in use refuses the reload.
+            let added = config
+                .listen
+                .iter()
+                .filter(|l| !listening.contains(&l.address));
+            let add = bind_listeners(added, workers.len())?;
+            let remove: Vec<SocketAddr> = listening
+                .iter()
+                .filter(|a| !config.listen.iter().any(|l| l.address == **a))
+                .copied()
+                .collect();
+            Ok((
+                runtime,
+                add,
+                remove,
+                config.listen.iter().map(|l| l.address).collect(),
+            ))
+        });
     match prepared {
         Ok((runtime, add, remove, now_listening)) => {
             let runtime = Arc::new(runtime);

@@ -4,8 +4,8 @@
 
 use std::net::SocketAddr;
 
-use squall_config::{CertSource, Certificate, Config, Protocol};
-use squall_tls::{Acceptor, Alpn, CertSpec, KeySource, TlsStore};
+use squall_config::{CertSource, Certificate, Config, Diagnostic, Protocol, Site, Sites};
+use squall_tls::{Acceptor, Alpn, CertField, CertSpec, KeySource, TlsError, TlsStore};
 use tracing::warn;
 
 /// The certificate store and one acceptor per `[[listen]]` (None for cleartext listeners).
@@ -17,16 +17,22 @@ pub struct Tls {
 
 impl Tls {
     /// Loads the certificates; on reload, `previous` keeps the ticket key and session cache so
-    /// clients resume across it.
-    pub fn load(config: &Config, previous: Option<&TlsStore>) -> anyhow::Result<Tls> {
+    /// clients resume across it. An error is reported at the `cert`, `key` or `hosts` it is
+    /// about.
+    pub fn load(
+        config: &Config,
+        sites: &Sites,
+        previous: Option<&TlsStore>,
+    ) -> Result<Tls, Diagnostic> {
         let specs: Vec<CertSpec> = config.certificate.iter().enumerate().map(spec).collect();
         let store = if specs.is_empty() {
             None
         } else {
-            let (store, warnings) = match previous {
-                Some(previous) => previous.reload(&specs)?,
-                None => TlsStore::load(&specs)?,
+            let loaded = match previous {
+                Some(previous) => previous.reload(&specs),
+                None => TlsStore::load(&specs),
             };
+            let (store, warnings) = loaded.map_err(|e| diagnostic(sites, &e))?;
             for warning in warnings {
                 warn!("{warning}");
             }
@@ -53,6 +59,19 @@ impl Tls {
             .find(|(a, _)| *a == address)
             .and_then(|(_, acceptor)| acceptor.as_ref())
     }
+}
+
+/// A load error at the value it is about. The message is the error's alone: its source (an
+/// OS error) is already in it.
+fn diagnostic(sites: &Sites, error: &TlsError) -> Diagnostic {
+    let site = match error.entry() {
+        Some((i, Some(CertField::Cert))) => Site::CertificateCert(i),
+        Some((i, Some(CertField::Key))) => Site::CertificateKey(i),
+        Some((i, Some(CertField::Hosts))) => Site::CertificateHosts(i),
+        Some((i, None)) => Site::Certificate(i),
+        None => Site::File,
+    };
+    sites.diagnostic(site, error.to_string())
 }
 
 fn spec((index, certificate): (usize, &Certificate)) -> CertSpec {

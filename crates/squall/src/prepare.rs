@@ -1,0 +1,101 @@
+//! What start-up, a reload and `squall check` do with a config file short of binding sockets
+//! and starting workers: read and validate it, compile the runtime (routes, certificates and
+//! their keys, limits) and open the access log for append.
+//!
+//! One path for the three, so that `squall check` accepts exactly the files start-up accepts,
+//! and says what is wrong in the same words. Every problem is a diagnostic at the key it is
+//! about (`FILE:LINE:COL: message`), whether validation found it or opening a file did.
+
+use std::fs::File;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use squall_config::{Config, Diagnostics, Site, Sites};
+
+use crate::DEFAULT_CONFIG;
+use crate::metrics::Metrics;
+use crate::server::Runtime;
+
+/// The name diagnostics give the embedded default config.
+pub const EMBEDDED_NAME: &str = "<embedded config/squall.toml>";
+
+/// Reads and validates the file at `path`, or the embedded default config.
+pub fn read(path: Option<&Path>) -> Result<(Config, Sites), Diagnostics> {
+    match path {
+        Some(path) => squall_config::load_with_sites(path),
+        None => squall_config::parse_with_sites(DEFAULT_CONFIG, EMBEDDED_NAME),
+    }
+}
+
+/// A config made ready to run: its runtime, and the access log opened when asked for.
+pub struct Prepared {
+    pub runtime: Runtime,
+    /// The `[log] access` file, opened for append; `None` without one, or on reload (a reload
+    /// keeps the running log: `[log]` needs a restart).
+    pub access_log: Option<File>,
+}
+
+/// Compiles `config` and, with `open_log`, opens its access log; every problem at its key.
+/// `previous` (on reload) hands over the TLS resumption state and the cache.
+pub fn compile(
+    config: &Config,
+    sites: &Sites,
+    metrics: Arc<Metrics>,
+    previous: Option<&Runtime>,
+    open_log: bool,
+) -> Result<Prepared, Diagnostics> {
+    let runtime = Runtime::new(config, sites, metrics, previous);
+    let access_log = match (&config.log.access, open_log) {
+        (Some(path), true) => crate::access_log::open(path).map(Some).map_err(|e| {
+            let message = format!("cannot open access log {}: {e}", path.display());
+            sites.diagnostic(Site::AccessLog, message)
+        }),
+        _ => Ok(None),
+    };
+    match (runtime, access_log) {
+        (Ok(runtime), Ok(access_log)) => Ok(Prepared {
+            runtime,
+            access_log,
+        }),
+        (runtime, access_log) => {
+            let mut problems = runtime.err().map_or_else(Vec::new, |d| d.0);
+            problems.extend(access_log.err());
+            problems.sort_by_key(|d| (d.line, d.col));
+            Err(Diagnostics(problems))
+        }
+    }
+}
+
+/// `squall check --config FILE`: `ok` on stdout, or every problem on stderr, one per line.
+pub fn check(path: &Path) -> ExitCode {
+    let checked = read(Some(path)).and_then(|(config, sites)| {
+        let workers = crate::server::worker_count(&config);
+        let metrics = Arc::new(Metrics::new(workers));
+        // An access log that check had to create is removed again: run as root (by hand), it
+        // would leave a file the service's user may not be able to append to.
+        let created = (config.log.access.as_ref()).filter(|path| !path.exists());
+        let prepared = compile(&config, &sites, metrics, None, true);
+        if let (
+            Some(path),
+            Ok(Prepared {
+                access_log: Some(_),
+                ..
+            }),
+        ) = (created, &prepared)
+        {
+            let _ = std::fs::remove_file(path);
+        }
+        prepared.map(|_| ())
+    });
+    match checked {
+        Ok(()) => {
+            println!("ok");
+            ExitCode::SUCCESS
+        }
+        Err(diagnostics) => {
+            eprintln!("{diagnostics}");
+            ExitCode::FAILURE
+        }
+    }
+}
