@@ -119,6 +119,11 @@ impl Squall {
         false
     }
 
+    /// The config file it runs (which `rewrite_config` replaces).
+    pub fn config_path(&self) -> &Path {
+        &self.config_path
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }

@@ -1,10 +1,14 @@
 //! An operator's commands: `squall check` refuses what start-up would refuse, at the key in
-//! the file, with start-up's own words.
+//! the file, with start-up's own words; `squall reload` reports what the running server did.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
-use squall_e2e::{TempDir, openssl_cert, squall_bin};
+use squall_e2e::{
+    Squall, TempDir, admin_addr, admin_get, hello_config, metric_sum, openssl_cert, roundtrip,
+    squall_bin,
+};
 
 /// Runs `squall ARGS` to completion (these commands never serve, so they end by themselves).
 fn squall(args: &[&str], config: &Path) -> Output {
@@ -132,4 +136,124 @@ fn check_refuses_an_access_log_it_cannot_open_for_append() {
     let config = write_config(&dir, &text);
     let at = at_key(&config, &text, "access");
     assert_refused_at(&config, &at, "cannot open access log");
+}
+
+/// `hello_config` with `[server] control` next to the config file, and an admin endpoint.
+fn reloadable(body: &str, extra: &str) -> String {
+    hello_config(&format!("[admin]\nlisten = \"127.0.0.2:0\"\n\n{extra}"))
+        .replace("[server]\n", "[server]\ncontrol = \"control.sock\"\n")
+        .replace("Hello, world!", body)
+}
+
+fn get_root(squall: &Squall) -> String {
+    let mut stream = squall.connect();
+    roundtrip(&mut stream, "GET / HTTP/1.1\r\nHost: a\r\n\r\n").body_text()
+}
+
+#[test]
+fn reload_reports_applied_refused_and_restart_needed() {
+    let squall = Squall::start(&reloadable("one", ""));
+    let config = squall.config_path().to_owned();
+    assert_eq!(get_root(&squall), "one");
+
+    squall.rewrite_config(&reloadable("two", ""));
+    let out = squall_timed(&["reload", "--timeout", "20s"], &config);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stdout, "reload applied\n");
+    assert_eq!(get_root(&squall), "two");
+
+    // A certificate that cannot be read: refused, with the reason at its key, old config kept.
+    let missing = squall.config_path().with_file_name("missing.pem");
+    let certificate = format!(
+        "[[certificate]]\nhosts = [\"a.test\"]\ncert = \"{}\"\nkey = \"{}\"\n",
+        missing.display(),
+        missing.display()
+    );
+    let bad = reloadable("three", &certificate);
+    squall.rewrite_config(&bad);
+    let out = squall_timed(&["reload"], &config);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.starts_with("reload refused"), "{stderr}");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let at = at_key(&config, &text, "cert");
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.starts_with(&at) && l.contains("cannot read certificate file")),
+        "the reason at {at}: {stderr}"
+    );
+    assert!(stderr.ends_with('\n'), "{stderr:?}");
+    assert_eq!(get_root(&squall), "two", "the running config stays");
+    assert!(squall.log().contains("reload refused"), "{}", squall.log());
+
+    // workers needs a restart: the rest applies, and the result, the log and /metrics say so.
+    let admin = admin_addr(&squall);
+    let (_, metrics) = admin_get(admin, "/metrics");
+    assert_eq!(metric_sum(&metrics, "squall_restart_required"), 0.0);
+    squall.rewrite_config(&reloadable("four", "").replace("workers = 1", "workers = 2"));
+    let out = squall_timed(&["reload"], &config);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.starts_with("reload applied, but a restart is needed for:\n")
+            && stdout.contains("server.workers (running 1, file says 2)"),
+        "{stdout}"
+    );
+    assert_eq!(get_root(&squall), "four");
+    assert!(
+        squall
+            .log()
+            .contains("except what needs a restart: server.workers"),
+        "{}",
+        squall.log()
+    );
+    let (_, metrics) = admin_get(admin, "/metrics");
+    assert_eq!(metric_sum(&metrics, "squall_restart_required"), 1.0);
+}
+
+#[test]
+fn reload_without_a_server_fails_and_says_where_it_looked() {
+    let dir = TempDir::new();
+    let config = write_config(&dir, &reloadable("one", "").replace("ADDR", "127.0.0.1:0"));
+    let out = squall_timed(&["reload"], &config);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let socket = dir.path().join("control.sock");
+    assert!(
+        stderr.contains(&format!("cannot reach the server at {}", socket.display())),
+        "{stderr}"
+    );
+}
+
+/// `squall ARGS --config FILE`, killed if it runs for more than 30 s.
+fn squall_timed(args: &[&str], config: &Path) -> Output {
+    let mut child = Command::new(squall_bin())
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn squall");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().expect("try_wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("squall {args:?} ran for more than 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.wait_with_output().expect("squall output")
 }

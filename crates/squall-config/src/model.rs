@@ -73,9 +73,15 @@ pub struct Config {
 }
 
 impl Config {
-    /// Makes relative certificate paths relative to `base` (the config file's directory), as an
-    /// operator expects when the config and its keys sit side by side.
+    /// Makes relative paths (certificates, access log, control socket) relative to `base` (the
+    /// config file's directory), as an operator expects when the config and its keys sit side
+    /// by side.
     pub fn resolve_paths(&mut self, base: &Path) {
+        if let Some(control) = &mut self.server.control
+            && control.is_relative()
+        {
+            *control = base.join(&*control);
+        }
         if let Some(access) = &mut self.log.access
             && access.is_relative()
         {
@@ -104,6 +110,9 @@ pub struct Server {
     pub workers: Workers,
     /// How long a graceful stop waits for in-flight requests.
     pub drain_timeout: Duration,
+    /// The Unix socket `squall reload` talks to; `None`: `$RUNTIME_DIRECTORY/control.sock`
+    /// under systemd, no control socket otherwise.
+    pub control: Option<PathBuf>,
 }
 
 impl Default for Server {
@@ -111,6 +120,7 @@ impl Default for Server {
         Server {
             workers: Workers::Auto,
             drain_timeout: DRAIN_TIMEOUT_DEFAULT,
+            control: None,
         }
     }
 }

@@ -49,6 +49,7 @@ pub(crate) struct RawConfig {
 pub(crate) struct RawServer {
     pub workers: Option<Val>,
     pub drain_timeout: Option<Val>,
+    pub control: Option<Str>,
 }
 
 #[derive(Debug, Default, Deserialize)]

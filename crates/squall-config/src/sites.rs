@@ -31,6 +31,8 @@ pub enum Site {
     Listen(usize),
     /// `[server] workers = ...`.
     Workers,
+    /// `[server] control = ...`.
+    Control,
     /// The file as a whole.
     File,
 }
@@ -123,6 +125,9 @@ pub(crate) fn collect(raw: &RawConfig, source: &Source) -> Sites {
     }
     if let Some(workers) = &raw.server.workers {
         add(Site::Workers, workers.span());
+    }
+    if let Some(control) = &raw.server.control {
+        add(Site::Control, control.span());
     }
     Sites {
         file: source.file.to_owned(),

@@ -59,7 +59,7 @@ fn syntax_errors() {
 
 #[test]
 fn unknown_keys() {
-    let server_keys = "expected \"workers\" or \"drain_timeout\"";
+    let server_keys = "expected one of \"workers\", \"drain_timeout\", \"control\"";
     check(&[
         (
             "[server]\nworkerz = 4\n",
@@ -87,7 +87,7 @@ fn unknown_keys() {
         ),
         (
             "[server.extra]\n",
-            "test.toml:1:9: unknown section [server.extra]; expected \"workers\" or \"drain_timeout\" in [server]",
+            "test.toml:1:9: unknown section [server.extra]; expected one of \"workers\", \"drain_timeout\", \"control\" in [server]",
         ),
         (
             "[[vhost]]\n[[vhost.route]]\nexact = \"/\"\n[vhost.route.respond]\nbdy = \"\"\n",

@@ -51,6 +51,7 @@ fn contract_example_parses() {
         server: Server {
             workers: Workers::Auto,
             drain_timeout: secs(10),
+            control: None,
         },
         admin: Some(Admin {
             listen: addr("127.0.0.1:9901"),
@@ -122,6 +123,7 @@ fn defaults_of_a_minimal_file() {
         server: Server {
             workers: Workers::Auto,
             drain_timeout: secs(10),
+            control: None,
         },
         admin: None,
         listen: vec![Listen {
@@ -159,6 +161,7 @@ const ALL_OPTIONS: &str = r#"
 [server]
 workers = 4
 drain_timeout = "1500ms"
+control = "/run/squall/control.sock"
 
 [admin]
 listen = "[::1]:9901"
@@ -243,7 +246,8 @@ fn every_option() {
         config.server,
         Server {
             workers: Workers::Count(NonZeroUsize::new(4).unwrap()),
-            drain_timeout: Duration::from_millis(1500)
+            drain_timeout: Duration::from_millis(1500),
+            control: Some("/run/squall/control.sock".into()),
         }
     );
     assert_eq!(

@@ -398,6 +398,16 @@ pub fn render(metrics: &Metrics) -> String {
     let _ = writeln!(out, "squall_reloads_total{{result=\"failed\"}} {failed}");
     let _ = writeln!(
         out,
+        "# HELP squall_restart_required 1 when the last applied reload changed a setting only a \
+         restart applies (workers, [admin], [log], control); the log names them."
+    );
+    let _ = writeln!(out, "# TYPE squall_restart_required gauge");
+    let pending = metrics
+        .restart_required
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let _ = writeln!(out, "squall_restart_required {}", u8::from(pending));
+    let _ = writeln!(
+        out,
         "# HELP squall_responses_total Responses sent, by status class."
     );
     let _ = writeln!(out, "# TYPE squall_responses_total counter");

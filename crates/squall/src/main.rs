@@ -6,6 +6,7 @@ mod admin;
 mod cache;
 mod cli;
 mod clients;
+mod control;
 mod date;
 mod listener;
 mod metrics;
@@ -43,6 +44,9 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         cli::Command::Check { config } => prepare::check(&config),
+        cli::Command::Reload { config, timeout } => {
+            control::reload_command(config.as_deref(), timeout)
+        }
         cli::Command::Run { config } => server::run(config.as_deref()),
     }
 }

@@ -14,6 +14,8 @@ pub struct Metrics {
     /// Reloads applied and refused since start.
     pub reloads_ok: Counter,
     pub reloads_failed: Counter,
+    /// Set when the last applied reload changed a setting only a restart applies.
+    pub restart_required: AtomicBool,
     /// The cache store of the current runtime, for its gauges.
     cache: std::sync::RwLock<Option<std::sync::Arc<squall_cache::Store>>>,
     /// A hash of the config file in force (start-up, then each applied reload).
@@ -229,6 +231,7 @@ impl Metrics {
             draining: AtomicBool::new(false),
             reloads_ok: Counter::default(),
             reloads_failed: Counter::default(),
+            restart_required: AtomicBool::new(false),
             cache: std::sync::RwLock::new(None),
             config_hash: AtomicU64::new(0),
             upstreams: std::sync::RwLock::new(std::sync::Arc::from([])),

@@ -17,6 +17,7 @@ use squall_proxy::Service;
 use squall_uring::Waker;
 use tracing::{error, info, warn};
 
+use crate::control::Outcome;
 use crate::metrics::Metrics;
 use crate::tls::Tls;
 use crate::{listener, worker};
@@ -48,6 +49,8 @@ pub struct Runtime {
     pub upstream_gauges: Arc<[crate::metrics::UpstreamGauges]>,
     /// Responses per route of this config.
     pub routes: Arc<crate::metrics::RouteCounters>,
+    /// `server.drain_timeout`: a graceful stop waits this long for in-flight requests.
+    pub drain_timeout: Duration,
 }
 
 /// Connection timeouts from `[limits]`.
@@ -139,6 +142,7 @@ impl Runtime {
             h2: h2_config(limits),
             cache,
             config_hash: fnv1a(format!("{config:?}").as_bytes()),
+            drain_timeout: config.server.drain_timeout,
         })
     }
 }
@@ -293,18 +297,27 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
         "squall {} ready: all workers listening",
         env!("CARGO_PKG_VERSION")
     );
+    let control_socket = crate::control::socket_path(Some(&config));
+    let control = match &control_socket {
+        Some(socket) => Some(crate::control::start(socket)?),
+        None => None,
+    };
     crate::notify::ready(&format!("serving with {count} workers"));
     crate::notify::start_watchdog(metrics.clone());
 
     let config_path = path.map(PathBuf::from);
     for signal in signals.forever() {
         match signal {
-            SIGHUP => reload(
-                config_path.as_deref(),
-                &workers,
-                &mut runtime,
-                &mut listening,
-            ),
+            SIGHUP => {
+                // Taken before the file is read: each `squall reload` waiting is answered by a
+                // reload that began after it asked.
+                let waiting: Vec<_> = control.iter().flat_map(|rx| rx.try_iter()).collect();
+                let path = config_path.as_deref();
+                let outcome = reload(path, &config, &workers, &mut runtime, &mut listening);
+                for waiter in waiting {
+                    let _ = waiter.send(outcome.clone());
+                }
+            }
             SIGUSR1 => match &access_log {
                 Some(tx) => {
                     let _ = tx.send(crate::access_log::Message::Reopen);
@@ -314,7 +327,10 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
             _ => break,
         }
     }
-    let drain = config.server.drain_timeout;
+    if let Some(socket) = &control_socket {
+        let _ = std::fs::remove_file(socket);
+    }
+    let drain = runtime.drain_timeout;
     // The health check fails before the line is logged: whoever reads the log then asks
     // /healthz must see the drain.
     metrics
@@ -436,68 +452,113 @@ fn spawn_workers(
 }
 
 /// SIGHUP: validate the file again and hand the workers a new runtime, or keep the old one.
+/// Returns what it did, for `squall reload` (see [`crate::control`]); `started` is the config
+/// the process started with, whose restart-only settings stay in force.
 fn reload(
     path: Option<&Path>,
+    started: &Config,
+    workers: &[WorkerHandle],
+    current: &mut Arc<Runtime>,
+    listening: &mut Vec<SocketAddr>,
+) -> Outcome {
+    crate::notify::reloading();
+    let metrics = current.metrics.clone();
+    match prepare_reload(path, workers.len(), current, listening) {
+        Ok(next) => {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let restart = crate::control::restart_only_changes(started, &next.config, cores);
+            apply(next, workers, current, listening);
+            metrics.reloads_ok.inc();
+            let pending = !restart.is_empty();
+            metrics.restart_required.store(pending, Ordering::Relaxed);
+            if pending {
+                let settings = restart.join(", ");
+                warn!(
+                    "reload: new configuration applied to new requests, except what needs a restart: {settings}"
+                );
+                crate::notify::ready(
+                    "serving; configuration reloaded; a restart is needed (see the log)",
+                );
+                Outcome::RestartNeeded(restart)
+            } else {
+                info!("reload: new configuration applied to new requests");
+                crate::notify::ready("serving; configuration reloaded");
+                Outcome::Applied
+            }
+        }
+        Err(e) => {
+            let reasons = if e.is::<Diagnostics>() {
+                e.to_string()
+            } else {
+                one_line(&e)
+            };
+            // Counted before it is logged: whoever reads the log line finds the count.
+            metrics.reloads_failed.inc();
+            error!("reload refused, keeping the running configuration:\n{reasons}");
+            crate::notify::ready("serving; last reload refused (see the log)");
+            Outcome::Refused(reasons)
+        }
+    }
+}
+
+/// A reload made ready: nothing has changed yet.
+struct NextConfig {
+    config: Config,
+    runtime: Runtime,
+    /// Per worker, the sockets of added listeners.
+    add: PerWorker,
+    remove: Vec<SocketAddr>,
+}
+
+/// Reads and compiles the file, and binds its added listeners.
+fn prepare_reload(
+    path: Option<&Path>,
+    workers: usize,
+    current: &Runtime,
+    listening: &[SocketAddr],
+) -> anyhow::Result<NextConfig> {
+    let (config, sites) = crate::prepare::read(path)?;
+    let metrics = current.metrics.clone();
+    let prepared = crate::prepare::compile(&config, &sites, metrics, Some(current), false)?;
+    // Bind the new listeners before anything changes: a port in use refuses the reload.
+    let added = (config.listen.iter()).filter(|l| !listening.contains(&l.address));
+    let add = bind_listeners(added, workers)?;
+    let remove: Vec<SocketAddr> = listening
+        .iter()
+        .filter(|a| !config.listen.iter().any(|l| l.address == **a))
+        .copied()
+        .collect();
+    Ok(NextConfig {
+        config,
+        runtime: prepared.runtime,
+        add,
+        remove,
+    })
+}
+
+/// Hands the new runtime and listeners to every worker.
+fn apply(
+    next: NextConfig,
     workers: &[WorkerHandle],
     current: &mut Arc<Runtime>,
     listening: &mut Vec<SocketAddr>,
 ) {
-    crate::notify::reloading();
-    let prepared = crate::prepare::read(path).and_then(|(config, sites)| {
-        let metrics = current.metrics.clone();
-        let prepared = crate::prepare::compile(&config, &sites, metrics, Some(current), false)?;
-        Ok((config, prepared.runtime))
-    });
-    let prepared = prepared
-        .map_err(anyhow::Error::new)
-        .and_then(|(config, runtime)| {
-            // Bind the new listeners before anything changes: a port in use refuses the reload.
-            let added = config
-                .listen
-                .iter()
-                .filter(|l| !listening.contains(&l.address));
-            let add = bind_listeners(added, workers.len())?;
-            let remove: Vec<SocketAddr> = listening
-                .iter()
-                .filter(|a| !config.listen.iter().any(|l| l.address == **a))
-                .copied()
-                .collect();
-            Ok((
-                runtime,
-                add,
-                remove,
-                config.listen.iter().map(|l| l.address).collect(),
-            ))
-        });
-    match prepared {
-        Ok((runtime, add, remove, now_listening)) => {
-            let runtime = Arc::new(runtime);
-            *current = runtime.clone();
-            *listening = now_listening;
-            current.metrics.reloads_ok.inc();
-            (current.metrics.config_hash).store(current.config_hash, Ordering::Relaxed);
-            (current.metrics).set_upstreams(current.upstream_gauges.clone());
-            (current.metrics).set_routes(current.routes.clone());
-            for address in &remove {
-                info!("reload: no longer listening on {address}");
-            }
-            for (w, add) in workers.iter().zip(add) {
-                let message = Control::Reload {
-                    runtime: runtime.clone(),
-                    add,
-                    remove: remove.clone(),
-                };
-                let _ = w.control.send(message);
-                w.waker.wake();
-            }
-            info!("reload: new configuration applied to new requests");
-            crate::notify::ready("serving; configuration reloaded");
-        }
-        Err(e) => {
-            // Counted before it is logged: whoever reads the log line finds the count.
-            current.metrics.reloads_failed.inc();
-            error!("reload refused, keeping the running configuration:\n{e:#}");
-            crate::notify::ready("serving; last reload refused (see the log)");
-        }
+    let runtime = Arc::new(next.runtime);
+    *current = runtime.clone();
+    *listening = next.config.listen.iter().map(|l| l.address).collect();
+    (current.metrics.config_hash).store(current.config_hash, Ordering::Relaxed);
+    (current.metrics).set_upstreams(current.upstream_gauges.clone());
+    (current.metrics).set_routes(current.routes.clone());
+    for address in &next.remove {
+        info!("reload: no longer listening on {address}");
+    }
+    for (w, add) in workers.iter().zip(next.add) {
+        let message = Control::Reload {
+            runtime: runtime.clone(),
+            add,
+            remove: next.remove.clone(),
+        };
+        let _ = w.control.send(message);
+        w.waker.wake();
     }
 }

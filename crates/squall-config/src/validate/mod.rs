@@ -76,6 +76,7 @@ fn server(raw: &RawServer, r: &mut Report) -> Server {
             raw.drain_timeout.as_ref(),
             defaults.drain_timeout,
         ),
+        control: raw.control.as_ref().and_then(|c| path(r, "control", c)),
     }
 }
 
