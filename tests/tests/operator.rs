@@ -257,3 +257,31 @@ fn squall_timed(args: &[&str], config: &Path) -> Output {
     }
     child.wait_with_output().expect("squall output")
 }
+
+#[test]
+fn a_second_squall_on_a_taken_address_exits_1_with_one_line() {
+    let first = Squall::start(&hello_config(""));
+    let addr = first.addr;
+    let dir = TempDir::new();
+    let config = write_config(&dir, &hello_config("").replace("ADDR", &addr.to_string()));
+    let out = squall_timed(&[], &config);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("squall: "))
+        .collect();
+    assert_eq!(
+        lines,
+        [format!(
+            "squall: cannot listen on {addr}: another process holds it (Address already in use (os error 98))"
+        )],
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("all workers listening"),
+        "it never served: {stderr}"
+    );
+    // The first one still has the address to itself.
+    assert_eq!(get_root(&first), "Hello, world!");
+}

@@ -1,5 +1,9 @@
 //! Listening sockets: one SO_REUSEPORT socket per worker per `[[listen]]`, so the kernel spreads
 //! connections across workers without a shared accept queue (as nginx's `reuseport`).
+//!
+//! SO_REUSEPORT would also let a second Squall (same user) bind the same address and silently
+//! take half the connections. [`claim`] stops that: before the workers' sockets bind, one socket
+//! without SO_REUSEPORT binds the address, which fails while any other socket holds it.
 
 use std::io;
 use std::net::SocketAddr;
@@ -10,6 +14,33 @@ use socket2::{Domain, Protocol, Socket, Type};
 /// Pending connections the kernel may queue per socket (capped by net.core.somaxconn).
 const BACKLOG: i32 = 4096;
 
+/// Checks that no other socket holds `address` and returns the address to bind the workers'
+/// sockets to (with port 0, a port that was free). The probe is closed before they bind; the
+/// window between is a few system calls.
+pub fn claim(address: SocketAddr) -> io::Result<SocketAddr> {
+    let probe = Socket::new(
+        Domain::for_address(address),
+        Type::STREAM,
+        Some(Protocol::TCP),
+    )?;
+    // SO_REUSEADDR only lets the bind pass TIME_WAIT leftovers: a socket that listens, or is
+    // bound, still makes it fail, as long as this one has no SO_REUSEPORT.
+    probe.set_reuse_address(true)?;
+    if address.is_ipv6() {
+        probe.set_only_v6(true)?;
+    }
+    probe.bind(&address.into()).map_err(|e| {
+        if e.kind() == io::ErrorKind::AddrInUse {
+            io::Error::new(e.kind(), format!("another process holds it ({e})"))
+        } else {
+            e
+        }
+    })?;
+    let local = probe.local_addr()?.as_socket();
+    local.ok_or_else(|| io::Error::other("a socket without an IP address"))
+}
+
+/// A listening socket for one worker, with SO_REUSEPORT.
 pub fn bind(address: SocketAddr) -> io::Result<OwnedFd> {
     let socket = Socket::new(
         Domain::for_address(address),

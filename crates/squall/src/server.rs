@@ -281,8 +281,7 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
     }
     // Registered before any worker starts, so a stop signal arriving during start-up is kept.
     let mut signals = Signals::new([SIGHUP, SIGINT, SIGTERM, SIGUSR1])?;
-    let listeners = bind_all(&config, count)?;
-    let mut listening: Vec<SocketAddr> = config.listen.iter().map(|l| l.address).collect();
+    let (listeners, mut listening) = bind_listeners(config.listen.iter(), count, &[])?;
     if let Some(admin) = &config.admin {
         crate::admin::start(admin.listen, metrics.clone())?;
     }
@@ -361,37 +360,40 @@ pub(crate) fn worker_count(config: &Config) -> usize {
     }
 }
 
-/// Binds every `[[listen]]` once per worker. The first socket of an address fixes the port, so
-/// `:0` (tests) gives all workers the same ephemeral port; its address is logged.
-fn bind_all(config: &Config, workers: usize) -> anyhow::Result<PerWorker> {
-    bind_listeners(config.listen.iter(), workers)
-}
-
 /// Sockets for each worker, each with the address it was configured as.
 type PerWorker = Vec<Vec<(SocketAddr, std::os::fd::OwnedFd)>>;
+/// Each address listened on: as configured, and as bound (they differ for port 0).
+type Listening = Vec<(SocketAddr, SocketAddr)>;
 
+/// Binds `listens` once per worker, after [`listener::claim`] checked that no other process
+/// holds the address and fixed the port (so `:0`, in tests, gives every worker the same
+/// ephemeral port, which is logged). Addresses in `held` are this process's own already: they
+/// are not claimed.
 fn bind_listeners<'a>(
     listens: impl Iterator<Item = &'a squall_config::Listen>,
     workers: usize,
-) -> anyhow::Result<PerWorker> {
+    held: &[SocketAddr],
+) -> anyhow::Result<(PerWorker, Listening)> {
     let mut per_worker: PerWorker = (0..workers).map(|_| Vec::new()).collect();
+    let mut listening = Vec::new();
     for listen in listens {
-        let first = listener::bind(listen.address)
-            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", listen.address))?;
-        let local = socket2::SockRef::from(&first)
-            .local_addr()?
-            .as_socket()
-            .ok_or_else(|| anyhow::anyhow!("listener {} has no IP address", listen.address))?;
+        let local = if held.contains(&listen.address) {
+            Ok(listen.address)
+        } else {
+            listener::claim(listen.address)
+        };
+        let local =
+            local.map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", listen.address))?;
+        listening.push((listen.address, local));
         let scheme = if listen.tls { "https" } else { "http" };
         info!("listening on {scheme}://{local}");
-        per_worker[0].push((listen.address, first));
-        for sockets in per_worker.iter_mut().skip(1) {
+        for sockets in per_worker.iter_mut() {
             let fd = listener::bind(local)
                 .map_err(|e| anyhow::anyhow!("cannot listen on {local}: {e}"))?;
             sockets.push((listen.address, fd));
         }
     }
-    Ok(per_worker)
+    Ok((per_worker, listening))
 }
 
 fn spawn_workers(
@@ -459,7 +461,7 @@ fn reload(
     started: &Config,
     workers: &[WorkerHandle],
     current: &mut Arc<Runtime>,
-    listening: &mut Vec<SocketAddr>,
+    listening: &mut Listening,
 ) -> Outcome {
     crate::notify::reloading();
     let metrics = current.metrics.clone();
@@ -508,6 +510,8 @@ struct NextConfig {
     /// Per worker, the sockets of added listeners.
     add: PerWorker,
     remove: Vec<SocketAddr>,
+    /// What is listened on once the reload is applied.
+    listening: Listening,
 }
 
 /// Reads and compiles the file, and binds its added listeners.
@@ -515,24 +519,28 @@ fn prepare_reload(
     path: Option<&Path>,
     workers: usize,
     current: &Runtime,
-    listening: &[SocketAddr],
+    listening: &[(SocketAddr, SocketAddr)],
 ) -> anyhow::Result<NextConfig> {
     let (config, sites) = crate::prepare::read(path)?;
     let metrics = current.metrics.clone();
     let prepared = crate::prepare::compile(&config, &sites, metrics, Some(current), false)?;
     // Bind the new listeners before anything changes: a port in use refuses the reload.
-    let added = (config.listen.iter()).filter(|l| !listening.contains(&l.address));
-    let add = bind_listeners(added, workers)?;
+    let is_new = |l: &&squall_config::Listen| !listening.iter().any(|(a, _)| *a == l.address);
+    let held: Vec<SocketAddr> = listening.iter().map(|(_, local)| *local).collect();
+    let (add, added) = bind_listeners(config.listen.iter().filter(is_new), workers, &held)?;
     let remove: Vec<SocketAddr> = listening
         .iter()
-        .filter(|a| !config.listen.iter().any(|l| l.address == **a))
-        .copied()
+        .map(|(a, _)| *a)
+        .filter(|a| !config.listen.iter().any(|l| l.address == *a))
         .collect();
+    let kept = listening.iter().filter(|(a, _)| !remove.contains(a));
+    let listening = kept.copied().chain(added).collect();
     Ok(NextConfig {
         config,
         runtime: prepared.runtime,
         add,
         remove,
+        listening,
     })
 }
 
@@ -541,11 +549,11 @@ fn apply(
     next: NextConfig,
     workers: &[WorkerHandle],
     current: &mut Arc<Runtime>,
-    listening: &mut Vec<SocketAddr>,
+    listening: &mut Listening,
 ) {
     let runtime = Arc::new(next.runtime);
     *current = runtime.clone();
-    *listening = next.config.listen.iter().map(|l| l.address).collect();
+    *listening = next.listening;
     (current.metrics.config_hash).store(current.config_hash, Ordering::Relaxed);
     (current.metrics).set_upstreams(current.upstream_gauges.clone());
     (current.metrics).set_routes(current.routes.clone());
