@@ -135,12 +135,10 @@ impl Squall {
 
     /// Sends `signal` (e.g. `libc::SIGTERM`) to this process only.
     pub fn signal(&self, signal: i32) {
-        let status = Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg(self.pid().to_string())
-            .status()
-            .expect("run kill");
-        assert!(status.success());
+        let signal = nix::sys::signal::Signal::try_from(signal).expect("a signal number");
+        let pid = i32::try_from(self.pid()).expect("a pid fits in pid_t");
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal)
+            .unwrap_or_else(|e| panic!("kill({pid}, {signal}): {e}"));
     }
 
     /// Waits up to `timeout` for the process to exit.
@@ -378,13 +376,47 @@ respond = {{ status = 201, body = "C" }}
     )
 }
 
+/// Every program the end-to-end tests run, with the Debian package `.ci/run` installs it from.
+/// The README's test section names each; a test enforces both.
+pub const TOOLS: &[(&str, &str)] = &[
+    ("curl", "curl"),
+    ("h2load", "nghttp2-client"),
+    ("nghttp", "nghttp2-client"),
+    ("nginx", "nginx-light"),
+    ("openssl", "openssl"),
+    ("prlimit", "util-linux"),
+];
+
+/// A command for the external program `name`, one of [`TOOLS`]. Panics, naming the program
+/// and its package, when it is not on PATH: a missing tool fails the test (tests never skip),
+/// and says what to install.
+pub fn tool(name: &str) -> Command {
+    let package = TOOLS
+        .iter()
+        .find(|(tool, _)| *tool == name)
+        .map(|(_, package)| *package)
+        .unwrap_or_else(|| {
+            panic!(
+                "{name} is not in squall_e2e::TOOLS: list it there, in .ci/run and in the README"
+            )
+        });
+    let on_path = std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(name).is_file()));
+    assert!(
+        on_path,
+        "this test runs `{name}`, which is not on PATH: install the Debian package {package} \
+         (.ci/run does; see the README's test section)"
+    );
+    Command::new(name)
+}
+
 /// Makes a self-signed leaf certificate for `name` with the openssl CLI.
 pub fn openssl_cert(dir: &std::path::Path, name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
     let (cert, key) = (
         dir.join(format!("{name}.pem")),
         dir.join(format!("{name}.key")),
     );
-    let status = Command::new("openssl")
+    let status = tool("openssl")
         .args([
             "req",
             "-x509",

@@ -227,7 +227,7 @@ fn running_out_of_descriptors_pauses_accept_and_recovers() {
         // `prlimit` lowers both limits, so Squall cannot raise them back.
         let bin = command.get_program().to_owned();
         let args: Vec<_> = command.get_args().map(|a| a.to_owned()).collect();
-        let mut wrapped = std::process::Command::new("prlimit");
+        let mut wrapped = squall_e2e::tool("prlimit");
         wrapped.arg("--nofile=64:64").arg("--").arg(bin).args(args);
         wrapped.env("SQUALL_LOG", "info,squall=debug");
         wrapped

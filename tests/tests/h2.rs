@@ -327,7 +327,7 @@ fn curl_nghttp_and_h2load_speak_http2() {
          [[certificate]]\nhosts = [\"localhost\"]\nself_signed = true\n",
     ));
     let url = format!("http://{}/", squall.addr);
-    let (ok, text) = run(Command::new("curl")
+    let (ok, text) = run(squall_e2e::tool("curl")
         .args(["-sS", "--max-time", "10", "--http2-prior-knowledge"])
         .args(["-w", "\n%{http_version} %{http_code}"])
         .arg(&url));
@@ -335,7 +335,7 @@ fn curl_nghttp_and_h2load_speak_http2() {
     assert!(text.ends_with("Hello, world!\n2 200"), "{text}");
 
     let tls_url = format!("https://{}/big", squall.tls_addr.unwrap());
-    let (ok, text) = run(Command::new("curl")
+    let (ok, text) = run(squall_e2e::tool("curl")
         .args([
             "-sS",
             "-k",
@@ -350,7 +350,9 @@ fn curl_nghttp_and_h2load_speak_http2() {
     assert!(ok, "{text}");
     assert_eq!(text, format!("2 200 {BIG_BYTES}"));
 
-    let (ok, text) = run(Command::new("nghttp").args(["-nv", "-t", "10"]).arg(&url));
+    let (ok, text) = run(squall_e2e::tool("nghttp")
+        .args(["-nv", "-t", "10"])
+        .arg(&url));
     assert!(ok, "{text}");
     assert!(text.contains("recv SETTINGS frame"), "{text}");
     assert!(text.contains(":status: 200"), "{text}");
@@ -360,7 +362,7 @@ fn curl_nghttp_and_h2load_speak_http2() {
         "{text}"
     );
 
-    let (ok, text) = run(Command::new("h2load")
+    let (ok, text) = run(squall_e2e::tool("h2load")
         .args(["-n", "100000", "-c", "10", "-m", "100", "-t", "1"])
         .arg(&url));
     assert!(ok, "{text}");

@@ -6,8 +6,8 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use squall_e2e::{
-    Squall, TempDir, admin_addr, admin_get, hello_config, metric_sum, openssl_cert, roundtrip,
-    squall_bin,
+    Squall, TOOLS, TempDir, admin_addr, admin_get, hello_config, metric_sum, openssl_cert,
+    roundtrip, squall_bin,
 };
 
 /// Runs `squall ARGS` to completion (these commands never serve, so they end by themselves).
@@ -284,4 +284,26 @@ fn a_second_squall_on_a_taken_address_exits_1_with_one_line() {
     );
     // The first one still has the address to itself.
     assert_eq!(get_root(&first), "Hello, world!");
+}
+
+#[test]
+fn every_test_tool_is_installed_by_ci_and_named_in_the_readme() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace root");
+    let ci = std::fs::read_to_string(root.join(".ci/run")).expect("read .ci/run");
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("read README.md");
+    for (tool, package) in TOOLS {
+        let install = format!("command -v {tool} >/dev/null || need+=({package})");
+        assert!(ci.contains(&install), ".ci/run lacks `{install}`");
+        assert!(
+            readme.contains(&format!("`{tool}`")),
+            "README does not name `{tool}`"
+        );
+        assert!(readme.contains(package), "README does not name {package}");
+    }
+    assert!(
+        !ci.contains("target/debug"),
+        ".ci/run must not assume target/"
+    );
 }

@@ -773,7 +773,7 @@ async fn nginx_as_origin_serves_files_through_squall() {
         ),
     )
     .unwrap();
-    let mut nginx = std::process::Command::new("nginx")
+    let mut nginx = squall_e2e::tool("nginx")
         .arg("-c")
         .arg(&conf)
         .stderr(std::process::Stdio::null())

@@ -198,7 +198,7 @@ fn reloads_under_http1_and_http2_load_fail_no_request() {
         format!("http://{}/p/x", squall.addr),
     ];
     let h2load = |h1: bool| {
-        let mut command = std::process::Command::new("h2load");
+        let mut command = squall_e2e::tool("h2load");
         command.args(["-D", "3", "-c", "4", "-t", "1"]);
         if h1 {
             command.arg("--h1");

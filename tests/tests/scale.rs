@@ -1,34 +1,17 @@
 //! Ten thousand concurrent idle keep-alive connections on one worker.
 
 use std::io::Write;
-use std::process::Command;
 
 use squall_e2e::{Squall, hello_config, read_response};
 
 const CONNECTIONS: usize = 10_000;
 
-/// Raises this test process's descriptor limit to its hard limit (with prlimit, as the test
-/// crate forbids `unsafe_code`) and returns it.
+/// Raises this test process's descriptor limit to its hard limit and returns it.
 fn raise_own_nofile() -> usize {
-    let pid = std::process::id().to_string();
-    let out = Command::new("prlimit")
-        .args([
-            "--pid",
-            &pid,
-            "--nofile",
-            "--raw",
-            "--noheadings",
-            "--output=HARD",
-        ])
-        .output()
-        .unwrap();
-    let hard: usize = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
-    let status = Command::new("prlimit")
-        .args(["--pid", &pid, &format!("--nofile={hard}:{hard}")])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    hard
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("getrlimit(RLIMIT_NOFILE)");
+    setrlimit(Resource::RLIMIT_NOFILE, hard, hard).expect("setrlimit(RLIMIT_NOFILE)");
+    usize::try_from(hard).unwrap_or(usize::MAX)
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! TLS termination against independent peers: openssl s_client, curl and hyper over rustls.
 
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use squall_e2e::{Squall, TempDir, is_closed, openssl_cert};
@@ -40,7 +40,7 @@ respond = { status = 200, body = "Hello, world!" }
 /// Runs `openssl s_client` with `args`, sending one request; returns its stdout and stderr.
 fn s_client(squall: &Squall, args: &[&str]) -> String {
     let addr = squall.tls_addr.expect("a TLS listener").to_string();
-    let mut child = Command::new("openssl")
+    let mut child = squall_e2e::tool("openssl")
         .args(["s_client", "-connect", &addr, "-ign_eof"])
         .args(args)
         .stdin(Stdio::piped())
@@ -172,7 +172,7 @@ fn sessions_resume_with_tickets_and_session_ids() {
 fn curl_over_https() {
     let squall = Squall::start(&tls_config());
     let port = squall.tls_addr.unwrap().port();
-    let out = Command::new("curl")
+    let out = squall_e2e::tool("curl")
         .args([
             "-sk",
             "--max-time",
@@ -319,7 +319,7 @@ fn sighup_reloads_certificates_for_new_handshakes() {
 
     // A connection opened before the reload, kept open across it.
     let addr = squall.tls_addr.unwrap().to_string();
-    let mut kept = Command::new("openssl")
+    let mut kept = squall_e2e::tool("openssl")
         .args([
             "s_client",
             "-connect",
