@@ -385,6 +385,7 @@ pub const TOOLS: &[(&str, &str)] = &[
     ("nginx", "nginx-light"),
     ("openssl", "openssl"),
     ("prlimit", "util-linux"),
+    ("sh", "dash"),
 ];
 
 /// A command for the external program `name`, one of [`TOOLS`]. Panics, naming the program

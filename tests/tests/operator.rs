@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use squall_e2e::{
     Squall, TOOLS, TempDir, admin_addr, admin_get, hello_config, metric_sum, openssl_cert,
-    roundtrip, squall_bin,
+    roundtrip, squall_bin, tool,
 };
 
 /// Runs `squall ARGS` to completion (these commands never serve, so they end by themselves).
@@ -306,4 +306,89 @@ fn every_test_tool_is_installed_by_ci_and_named_in_the_readme() {
         !ci.contains("target/debug"),
         ".ci/run must not assume target/"
     );
+}
+
+#[test]
+fn relative_cert_and_key_paths_name_systemd_credentials_when_there_are_some() {
+    let config_dir = TempDir::new();
+    let credentials = TempDir::new();
+    let (cert, key) = openssl_cert(credentials.path(), "a.test");
+    let text = tls_config(Path::new("a.test.pem"), Path::new("a.test.key"), "");
+    let config = write_config(&config_dir, &text);
+    assert_eq!(cert.file_name().unwrap(), "a.test.pem");
+    assert_eq!(key.file_name().unwrap(), "a.test.key");
+    let with = Command::new(squall_bin())
+        .args(["check", "--config"])
+        .arg(&config)
+        .env("CREDENTIALS_DIRECTORY", credentials.path())
+        .output()
+        .expect("run squall check");
+    assert!(
+        with.status.success(),
+        "{}",
+        String::from_utf8_lossy(&with.stderr)
+    );
+    // Without it, the same names are next to the config file, where there is nothing.
+    let without = Command::new(squall_bin())
+        .args(["check", "--config"])
+        .arg(&config)
+        .env_remove("CREDENTIALS_DIRECTORY")
+        .output()
+        .expect("run squall check");
+    let stderr = String::from_utf8_lossy(&without.stderr);
+    let expected = config_dir.path().join("a.test.pem");
+    assert!(
+        !without.status.success() && stderr.contains(&expected.display().to_string()),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn install_sh_puts_every_file_the_unit_names_where_it_names_it() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace root");
+    let dest = TempDir::new();
+    let out = tool("sh")
+        .arg(root.join("systemd/install.sh"))
+        .arg(squall_bin())
+        .env("DESTDIR", dest.path())
+        .output()
+        .expect("run systemd/install.sh");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let unit = std::fs::read_to_string(dest.path().join("etc/systemd/system/squall.service"))
+        .expect("the unit is installed");
+    // Every file the unit runs, reads or points readers at is installed.
+    let mut named = Vec::new();
+    for line in unit.lines().filter(|l| !l.starts_with('#')) {
+        if let Some(docs) = line.strip_prefix("Documentation=") {
+            named.extend(docs.split(' ').filter_map(|d| d.strip_prefix("file://")));
+        }
+        if line.starts_with("Exec") {
+            let command = line
+                .split_once('=')
+                .unwrap()
+                .1
+                .trim_start_matches(['-', '+', '!']);
+            named.extend(command.split(' ').filter(|w| w.starts_with('/')));
+        }
+    }
+    assert!(named.len() >= 6, "{named:?}");
+    for path in named {
+        let installed = dest.path().join(path.trim_start_matches('/'));
+        assert!(
+            installed.exists(),
+            "the unit names {path}, which install.sh does not install"
+        );
+    }
+    // The access log lives where the unit lets the dynamic user write, and is rotated there.
+    assert!(unit.contains("\nLogsDirectory=squall\n"), "{unit}");
+    let logrotate = std::fs::read_to_string(dest.path().join("etc/logrotate.d/squall")).unwrap();
+    assert!(logrotate.starts_with("#") && logrotate.contains("\n/var/log/squall/*.log {"));
+    let operations = std::fs::read_to_string(root.join("docs/OPERATIONS.md")).unwrap();
+    assert!(operations.contains("access = \"/var/log/squall/access.log\""));
 }

@@ -55,15 +55,20 @@ pub fn parse_with_sites(text: &str, file: &str) -> Result<(Config, Sites), Diagn
     Ok((config, sites::collect(&raw, &source)))
 }
 
-/// Reads, parses and validates the config file at `path`, resolving relative certificate
-/// paths against its directory. An unreadable file gives one diagnostic without a position:
+/// Reads, parses and validates the config file at `path`, resolving relative paths against
+/// its directory. An unreadable file gives one diagnostic without a position:
 /// `FILE: cannot read: REASON`.
 pub fn load(path: &Path) -> Result<Config, Diagnostics> {
-    load_with_sites(path).map(|(config, _)| config)
+    load_with_sites(path, None).map(|(config, _)| config)
 }
 
-/// [`load`], with where the values the binary acts on sit in the file (see [`Sites`]).
-pub fn load_with_sites(path: &Path) -> Result<(Config, Sites), Diagnostics> {
+/// [`load`], with where the values the binary acts on sit in the file (see [`Sites`]). With
+/// `credentials` (systemd's `$CREDENTIALS_DIRECTORY`), relative `cert` and `key` paths are
+/// resolved against it instead: they name credentials the unit loads (`LoadCredential=`).
+pub fn load_with_sites(
+    path: &Path,
+    credentials: Option<&Path>,
+) -> Result<(Config, Sites), Diagnostics> {
     let file = path.display().to_string();
     let text = read(path).map_err(|e| {
         Diagnostics(vec![Diagnostic::whole_file(
@@ -72,9 +77,8 @@ pub fn load_with_sites(path: &Path) -> Result<(Config, Sites), Diagnostics> {
         )])
     })?;
     let (mut config, sites) = parse_with_sites(&text, &file)?;
-    if let Some(dir) = path.parent() {
-        config.resolve_paths(dir);
-    }
+    let dir = path.parent().unwrap_or(Path::new(""));
+    config.resolve_paths_with(dir, credentials.unwrap_or(dir));
     Ok((config, sites))
 }
 

@@ -77,6 +77,12 @@ impl Config {
     /// config file's directory), as an operator expects when the config and its keys sit side
     /// by side.
     pub fn resolve_paths(&mut self, base: &Path) {
+        self.resolve_paths_with(base, base);
+    }
+
+    /// [`Config::resolve_paths`], with relative `cert` and `key` paths made relative to
+    /// `key_base` instead (systemd's credentials directory).
+    pub fn resolve_paths_with(&mut self, base: &Path, key_base: &Path) {
         if let Some(control) = &mut self.server.control
             && control.is_relative()
         {
@@ -91,7 +97,7 @@ impl Config {
             if let CertSource::Files { cert, key } = &mut certificate.source {
                 for path in [cert, key] {
                     if path.is_relative() {
-                        *path = base.join(&*path);
+                        *path = key_base.join(&*path);
                     }
                 }
             }

@@ -20,10 +20,12 @@ use crate::server::Runtime;
 /// The name diagnostics give the embedded default config.
 pub const EMBEDDED_NAME: &str = "<embedded config/squall.toml>";
 
-/// Reads and validates the file at `path`, or the embedded default config.
+/// Reads and validates the file at `path`, or the embedded default config. Under systemd with
+/// `LoadCredential=`, relative `cert` and `key` paths name files in `$CREDENTIALS_DIRECTORY`.
 pub fn read(path: Option<&Path>) -> Result<(Config, Sites), Diagnostics> {
+    let credentials = std::env::var_os("CREDENTIALS_DIRECTORY").filter(|d| !d.is_empty());
     match path {
-        Some(path) => squall_config::load_with_sites(path),
+        Some(path) => squall_config::load_with_sites(path, credentials.as_deref().map(Path::new)),
         None => squall_config::parse_with_sites(DEFAULT_CONFIG, EMBEDDED_NAME),
     }
 }
