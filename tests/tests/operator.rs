@@ -392,3 +392,37 @@ fn install_sh_puts_every_file_the_unit_names_where_it_names_it() {
     let operations = std::fs::read_to_string(root.join("docs/OPERATIONS.md")).unwrap();
     assert!(operations.contains("access = \"/var/log/squall/access.log\""));
 }
+
+#[test]
+fn a_bare_squall_says_it_runs_the_embedded_default_config() {
+    let mut child = Command::new(squall_bin())
+        .env("SQUALL_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn squall");
+    // The line comes before anything is bound, so it is there whether or not the default
+    // config's ports are free on this machine; the process is stopped as soon as it is read.
+    let stderr = child.stderr.take().expect("piped stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let first = rx.recv_timeout(Duration::from_secs(10));
+    let _ = child.kill();
+    let _ = child.wait();
+    let first = first.expect("a first log line within 10 s");
+    assert!(
+        first.contains("no --config FILE: running the embedded default config"),
+        "{first}"
+    );
+}

@@ -267,6 +267,12 @@ fn init_logging() {
 }
 
 fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
+    if path.is_none() {
+        info!(
+            "no --config FILE: running the embedded default config (config/squall.toml of the \
+             source); `squall --help` shows the commands"
+        );
+    }
     let (config, sites) = crate::prepare::read(path)?;
     let count = worker_count(&config);
     let metrics = Arc::new(Metrics::new(count));
