@@ -72,6 +72,9 @@ impl Squall {
             .arg("--config")
             .arg(&path)
             .env("SQUALL_LOG", "info,squall=debug")
+            // Under a systemd unit with RuntimeDirectory=, every instance would default to the
+            // same control socket; a test that wants one sets [server] control.
+            .env_remove("RUNTIME_DIRECTORY")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
