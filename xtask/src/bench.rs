@@ -14,6 +14,7 @@ use serde::Serialize;
 use crate::build::{self, Build, Role};
 use crate::cli::BenchArgs;
 use crate::h2load::Plan;
+use crate::layout::Layout;
 use crate::origin::Origin;
 use crate::report::{self, Figure, ScenarioReport};
 use crate::run::{self, Outcome, Settings};
@@ -76,12 +77,10 @@ pub fn main(args: &BenchArgs) -> Result<ExitCode> {
     let mut scenarios = scenario::select(all, &args.scenarios)?;
     preflight(args, &scenarios)?;
     let stamp = utc_stamp();
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| repo.join("target/bench").join(&stamp));
+    let layout = Layout::from_env(&repo);
+    let out = args.out.clone().unwrap_or_else(|| layout.results(&stamp));
     fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-    let builds = builds(args, &repo)?;
+    let builds = builds(args, &repo, &layout)?;
     // Origins are started before any run and stopped (dropped) on return.
     let _origins = start_origins(&mut scenarios, args.load_cpu, &out)?;
     let settings = Settings {
@@ -202,16 +201,16 @@ fn preflight(args: &BenchArgs, scenarios: &[Scenario]) -> Result<()> {
     Ok(())
 }
 
-fn builds(args: &BenchArgs, repo: &Path) -> Result<[Build; 2]> {
+fn builds(args: &BenchArgs, repo: &Path, layout: &Layout) -> Result<[Build; 2]> {
     let base = match (args.vs, &args.base_bin) {
         (Some(peer), _) => build::peer(peer)?,
         (None, Some(bin)) => build::prebuilt(Role::Base, bin)?,
-        (None, None) => build::at_ref(repo, Role::Base, &args.base)?,
+        (None, None) => build::at_ref(repo, layout, Role::Base, &args.base)?,
     };
     let head = match (&args.head_bin, &args.head) {
         (Some(bin), _) => build::prebuilt(Role::Head, bin)?,
-        (None, Some(refname)) => build::at_ref(repo, Role::Head, refname)?,
-        (None, None) => build::working_tree(repo, Role::Head)?,
+        (None, Some(refname)) => build::at_ref(repo, layout, Role::Head, refname)?,
+        (None, None) => build::working_tree(repo, layout, Role::Head)?,
     };
     for b in [&base, &head] {
         if let Err(reason) = &b.target {

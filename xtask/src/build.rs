@@ -1,9 +1,9 @@
 //! The two things being compared: Squall built from a git ref, from the working tree, or given
 //! as a binary, and a peer server (nginx, h2o, varnish) for `--vs`.
 //!
-//! A ref is built in release mode in its own git worktree under `target/bench/worktrees/`, and
-//! the binary is kept in `target/bench/builds/COMMIT/` so a second call with the same commit
-//! builds nothing. Worktree builds share one cargo target folder, so dependencies compile once;
+//! A ref is built in release mode in its own git worktree under `BENCH/worktrees/`, and the
+//! binary is kept in `BENCH/builds/COMMIT/` so a second call with the same commit builds
+//! nothing (`BENCH` is the bench folder of [`Layout`]). Worktree builds share one cargo target folder, so dependencies compile once;
 //! each binary is copied out right after its build, so the two builds never mix. A build that
 //! fails, or a ref without the `squall` package, makes the build unavailable ("not supported by
 //! REF") rather than stopping the whole bench.
@@ -15,6 +15,7 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result, bail};
 
 use crate::cli::Peer;
+use crate::layout::Layout;
 use crate::util::last_line;
 
 /// Which side of the comparison.
@@ -56,7 +57,7 @@ pub struct Build {
 }
 
 /// Squall at a git ref, built (or found in the cache) in its own worktree.
-pub fn at_ref(repo: &Path, role: Role, refname: &str) -> Result<Build> {
+pub fn at_ref(repo: &Path, layout: &Layout, role: Role, refname: &str) -> Result<Build> {
     let commit = git(
         repo,
         &["rev-parse", "--verify", &format!("{refname}^{{commit}}")],
@@ -64,8 +65,7 @@ pub fn at_ref(repo: &Path, role: Role, refname: &str) -> Result<Build> {
     .with_context(|| format!("{refname:?} is not a commit in this repository"))?;
     let short_commit = &commit[..commit.len().min(10)];
     let name = format!("{refname} ({short_commit})");
-    let cache = repo.join("target/bench/builds").join(&commit);
-    let target = cached_or_built(repo, &commit, &cache, &name);
+    let target = cached_or_built(repo, layout, &commit, &name);
     Ok(Build {
         role,
         name,
@@ -76,18 +76,16 @@ pub fn at_ref(repo: &Path, role: Role, refname: &str) -> Result<Build> {
 
 /// Squall from the working tree, uncommitted changes included, built with the repository's
 /// ordinary target folder (the build a developer already has).
-pub fn working_tree(repo: &Path, role: Role) -> Result<Build> {
+pub fn working_tree(repo: &Path, layout: &Layout, role: Role) -> Result<Build> {
     let head = git(repo, &["rev-parse", "--short=10", "HEAD"])?;
     let dirty = !git(repo, &["status", "--porcelain"])?.is_empty();
     let name = format!(
         "working tree ({head}{})",
         if dirty { " + changes" } else { "" }
     );
-    let cache = repo.join("target/bench/builds/working-tree");
+    let cache = layout.build("working-tree");
     eprintln!("bench: building squall from the {name}");
-    let target_dir =
-        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| repo.join("target"), PathBuf::from);
-    let target = cargo_build(repo, &target_dir, &cache).map(Target::Squall);
+    let target = cargo_build(repo, &layout.target, &cache).map(Target::Squall);
     Ok(Build {
         role,
         name,
@@ -138,7 +136,13 @@ pub fn peer(peer: Peer) -> Result<Build> {
     })
 }
 
-fn cached_or_built(repo: &Path, commit: &str, cache: &Path, name: &str) -> Result<Target, String> {
+fn cached_or_built(
+    repo: &Path,
+    layout: &Layout,
+    commit: &str,
+    name: &str,
+) -> Result<Target, String> {
+    let cache = &layout.build(commit);
     let binary = cache.join("squall");
     if binary.is_file() {
         eprintln!("bench: squall at {name} is cached in {}", cache.display());
@@ -147,7 +151,8 @@ fn cached_or_built(repo: &Path, commit: &str, cache: &Path, name: &str) -> Resul
     if let Ok(reason) = fs::read_to_string(cache.join("unsupported.txt")) {
         return Err(reason);
     }
-    let worktree = worktree(repo, commit).map_err(|err| format!("{err:#}"))?;
+    let worktree =
+        worktree(repo, &layout.worktree(commit), commit).map_err(|err| format!("{err:#}"))?;
     if !worktree.join("crates/squall/Cargo.toml").is_file() {
         let reason = "it has no squall binary crate".to_string();
         let _ = fs::create_dir_all(cache)
@@ -155,13 +160,13 @@ fn cached_or_built(repo: &Path, commit: &str, cache: &Path, name: &str) -> Resul
         return Err(reason);
     }
     eprintln!("bench: building squall at {name} in {}", worktree.display());
-    let shared_target = repo.join("target/bench/cargo-target");
+    let shared_target = layout.bench.join("cargo-target");
     cargo_build(&worktree, &shared_target, cache).map(Target::Squall)
 }
 
-/// A detached worktree of `commit` in `target/bench/worktrees/COMMIT`, made or reused.
-fn worktree(repo: &Path, commit: &str) -> Result<PathBuf> {
-    let dir = repo.join("target/bench/worktrees").join(commit);
+/// A detached worktree of `commit` in `dir`, made or reused.
+fn worktree(repo: &Path, dir: &Path, commit: &str) -> Result<PathBuf> {
+    let dir = dir.to_path_buf();
     if dir.join(".git").exists() {
         if git(&dir, &["rev-parse", "HEAD"]).is_ok_and(|head| head == commit) {
             return Ok(dir);

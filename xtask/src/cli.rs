@@ -49,7 +49,7 @@ pub struct BenchArgs {
     /// Requests in flight per connection (h2load -m); the scenario's value if absent.
     #[arg(long)]
     pub streams: Option<u32>,
-    /// Where results go; target/bench/DATE/ if absent.
+    /// Where results go; $CARGO_TARGET_DIR/bench/DATE/ (target/bench/DATE/ when unset) if absent.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Exit 1 when a scenario's CPU per request (head/base, medians) grows by more than PCT percent.

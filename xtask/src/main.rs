@@ -14,6 +14,7 @@ mod cli;
 mod find_max;
 mod h2load;
 mod h2o;
+mod layout;
 mod nginx;
 mod origin;
 mod peer;
