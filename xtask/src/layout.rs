@@ -51,6 +51,40 @@ impl Layout {
     pub fn build(&self, name: &str) -> PathBuf {
         self.bench.join("builds").join(name)
     }
+
+    /// The cargo target folder a worktree of `commit` builds in. Its `Cargo.lock` the same,
+    /// byte for byte, as the workspace's: the workspace's own target folder, so the release
+    /// build of every dependency the developer already has is reused (cargo keys each artifact
+    /// by package, version, features, profile and compiler, and the worktree's own crates have
+    /// other paths, hence other keys). Another lock file: a folder of its own under
+    /// `BENCH/cargo-target`, named by the lock's hash, shared by the commits with that lock, so
+    /// builds of two lock files never share a folder. No lock file at all (cargo makes one up
+    /// during the build): a folder for that commit alone.
+    pub fn cargo_target(
+        &self,
+        commit: &str,
+        worktree_lock: Option<&[u8]>,
+        workspace_lock: Option<&[u8]>,
+    ) -> PathBuf {
+        let own = self.bench.join("cargo-target");
+        match worktree_lock {
+            Some(lock) if Some(lock) == workspace_lock => self.target.clone(),
+            Some(lock) => own.join(format!("lock-{:016x}", fnv1a(lock))),
+            None => own.join(format!("unlocked-{commit}")),
+        }
+    }
+}
+
+/// FNV-1a, 64 bits: a name for a lock file's folder that stays the same from one Rust release
+/// to the next (std's `DefaultHasher` promises no such thing), in a few lines and no
+/// dependency. Not for security: a collision only means two lock files share a folder, which
+/// cargo's own keys keep correct anyway.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    bytes.iter().fold(OFFSET_BASIS, |hash, &byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(PRIME)
+    })
 }
 
 #[cfg(test)]
@@ -81,5 +115,42 @@ mod tests {
         // Relative to where cargo was started, as cargo reads it, not to the repository.
         let relative = Layout::new(Some(OsStr::new("out/t")), cwd, repo);
         assert_eq!(relative.bench, Path::new("/home/me/out/t/bench"));
+    }
+
+    #[test]
+    fn worktrees_share_the_workspace_target_only_with_the_same_lock_file() {
+        let layout = Layout::new(None, Path::new("/"), Path::new("/src/squall"));
+        let lock = b"version = 4\n".as_slice();
+        let other = b"version = 3\n".as_slice();
+        assert_eq!(
+            layout.cargo_target("c1", Some(lock), Some(lock)),
+            Path::new("/src/squall/target")
+        );
+        let own = layout.cargo_target("c1", Some(other), Some(lock));
+        assert!(
+            own.to_string_lossy()
+                .starts_with("/src/squall/target/bench/cargo-target/lock-"),
+            "{own:?}"
+        );
+        // Same lock, same folder, whatever the commit; another lock, another folder.
+        assert_eq!(layout.cargo_target("c2", Some(other), Some(lock)), own);
+        assert_eq!(layout.cargo_target("c2", Some(other), None), own);
+        assert_ne!(layout.cargo_target("c1", Some(b"x"), Some(lock)), own);
+        assert_eq!(
+            layout.cargo_target("c1", None, Some(lock)),
+            Path::new("/src/squall/target/bench/cargo-target/unlocked-c1")
+        );
+        assert_eq!(
+            layout.cargo_target("c1", None, None),
+            layout.cargo_target("c1", None, Some(lock))
+        );
+    }
+
+    #[test]
+    fn fnv1a_is_the_published_function() {
+        // Test vectors of the FNV reference (draft-eastlake-fnv).
+        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a(b"foobar"), 0x8594_4171_f739_67e8);
     }
 }
