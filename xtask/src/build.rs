@@ -258,15 +258,18 @@ fn cargo_build(workspace: &Path, target_dir: &Path, cache: &Path) -> Result<Path
         File::create(&log_path).map_err(|err| format!("creating {}: {err}", log_path.display()))?;
     let stderr = log.try_clone().map_err(|err| err.to_string())?;
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = Command::new(cargo)
+    eprintln!("bench:   log: {}", log_path.display());
+    let mut child = Command::new(cargo)
         .args(["build", "--release", "--package", "squall"])
         .current_dir(workspace)
         .env("CARGO_TARGET_DIR", target_dir)
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(stderr)
-        .status()
+        .spawn()
         .map_err(|err| format!("running cargo: {err}"))?;
+    let status = crate::progress::wait_reporting(&mut child, &log_path)
+        .map_err(|err| format!("waiting for cargo: {err}"))?;
     if !status.success() {
         let text = fs::read_to_string(&log_path).unwrap_or_default();
         let error = text

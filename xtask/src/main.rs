@@ -18,6 +18,7 @@ mod layout;
 mod nginx;
 mod origin;
 mod peer;
+mod progress;
 mod report;
 mod run;
 mod scenario;
