@@ -20,7 +20,7 @@ use crate::report::{self, Figure, ScenarioReport};
 use crate::run::{self, Outcome, Settings};
 use crate::scenario::{self, OriginSection, Protocol, Scenario};
 use crate::stats;
-use crate::util::{clock_ticks, repo_root, utc_stamp, which};
+use crate::util::{clock_ticks, load_average, repo_root, utc_stamp, which};
 
 /// Raw results, written as `results.json`.
 #[derive(Serialize)]
@@ -35,6 +35,12 @@ struct Results<'a> {
     warmup_secs: u32,
     server_cpu: usize,
     load_cpu: usize,
+    /// `/proc/loadavg` (1, 5, 15 min) before the first run and after the last.
+    load_average_start: &'a str,
+    load_average_end: &'a str,
+    /// Figures whose runs scatter more than `NOISE_CV_MAX` for a build: no verdict.
+    noise_cv_max: f64,
+    noisy_figures: usize,
     scenarios: Vec<ScenarioResults<'a>>,
 }
 
@@ -44,6 +50,24 @@ struct ScenarioResults<'a> {
     summary: Vec<report::Row>,
     base_runs: &'a [Outcome],
     head_runs: &'a [Outcome],
+    load_averages: &'a [RunLoad],
+}
+
+/// The load average before and after one run, so a noisy figure can be traced to a busy
+/// machine.
+#[derive(Serialize)]
+struct RunLoad {
+    role: &'static str,
+    run: u32,
+    before: String,
+    after: String,
+}
+
+/// The load averages of the whole measurement and of each scenario's runs.
+struct Loads {
+    start: String,
+    end: String,
+    runs: Vec<Vec<RunLoad>>,
 }
 
 /// One invocation: what it compares, how, and where it writes.
@@ -101,16 +125,43 @@ pub fn main(args: &BenchArgs) -> Result<ExitCode> {
         settings,
         scenarios,
     };
-    let outcomes: Vec<ScenarioOutcomes> = session
+    let start = load_average();
+    eprintln!("bench: load average (1, 5, 15 min) before the first run: {start}");
+    let (outcomes, runs): (Vec<ScenarioOutcomes>, Vec<Vec<RunLoad>>) = session
         .scenarios
         .iter()
         .map(|s| session.run_scenario(s))
-        .collect();
-    let markdown = session.markdown(&outcomes);
-    session.write(&outcomes, &markdown)?;
+        .unzip();
+    let end = load_average();
+    eprintln!("bench: load average (1, 5, 15 min) after the last run: {end}");
+    let loads = Loads { start, end, runs };
+    let markdown = session.markdown(&outcomes, &loads);
+    session.write(&outcomes, &loads, &markdown)?;
     print!("{markdown}");
+    let noisy = noisy_figures(&outcomes);
+    if noisy > 0 {
+        eprintln!("bench: {}", noisy_words(noisy));
+    }
     eprintln!("bench: results in {}", session.out.display());
     Ok(session.fail_above(&outcomes))
+}
+
+/// How many figures, over all scenarios, are too noisy for a verdict.
+fn noisy_figures(outcomes: &[ScenarioOutcomes]) -> usize {
+    outcomes
+        .iter()
+        .map(|[b, h]| report::noisy_count(&report::rows(b, h)))
+        .sum()
+}
+
+fn noisy_words(noisy: usize) -> String {
+    format!(
+        "{noisy} figure{s} noisy (a build's runs scatter by a coefficient of variation over \
+         {cv:.0}%): no verdict for {them}; rerun on a quieter machine (see the load averages)",
+        s = if noisy == 1 { " is" } else { "s are" },
+        cv = stats::NOISE_CV_MAX * 100.0,
+        them = if noisy == 1 { "it" } else { "them" },
+    )
 }
 
 /// One origin for each distinct `[origin]` section, shared by the scenarios that have the same
@@ -227,9 +278,10 @@ fn builds(args: &BenchArgs, repo: &Path, layout: &Layout) -> Result<[Build; 2]> 
 impl Session<'_> {
     /// All runs of one scenario, interleaved base, head, base, head ... A build that cannot
     /// run the scenario is asked once, not once per run.
-    fn run_scenario(&self, scenario: &Scenario) -> ScenarioOutcomes {
+    fn run_scenario(&self, scenario: &Scenario) -> (ScenarioOutcomes, Vec<RunLoad>) {
         let runs = self.args.runs;
         let mut outcomes: ScenarioOutcomes = [Vec::new(), Vec::new()];
+        let mut loads = Vec::new();
         for run in 1..=runs {
             for (build, outcomes) in self.builds.iter().zip(outcomes.iter_mut()) {
                 if matches!(outcomes.last(), Some(Outcome::Unsupported { .. })) {
@@ -245,16 +297,25 @@ impl Session<'_> {
                     .join("runs")
                     .join(&scenario.name)
                     .join(format!("{role}-{run}"));
+                let before = load_average();
                 let outcome = if self.args.find_max {
                     crate::find_max::search(build, scenario, &self.settings, &dir)
                 } else {
                     run::measure(build, scenario, &self.settings, &dir)
                 };
+                let after = load_average();
                 eprintln!("bench:   {}", outcome.brief());
+                eprintln!("bench:   load average {before} before, {after} after");
                 outcomes.push(outcome);
+                loads.push(RunLoad {
+                    role,
+                    run,
+                    before,
+                    after,
+                });
             }
         }
-        outcomes
+        (outcomes, loads)
     }
 
     fn mode(&self) -> String {
@@ -272,12 +333,13 @@ impl Session<'_> {
         load_words(scenario, &plan)
     }
 
-    fn markdown(&self, outcomes: &[ScenarioOutcomes]) -> String {
+    fn markdown(&self, outcomes: &[ScenarioOutcomes], loads: &Loads) -> String {
         let args = self.args;
         let [base, head] = &self.builds;
         let mut out = format!(
             "# Squall bench {} UTC\n\n`{}`\n\n- base: {}\n- head: {}\n- {} run{} per build, \
-             interleaved; {} s measured after {} s warm-up; {}; server on CPU {}, h2load on CPU {}\n\n",
+             interleaved; {} s measured after {} s warm-up; {}; server on CPU {}, h2load on CPU {}\n\
+             - load average (1, 5, 15 min): {} before the first run, {} after the last\n\n",
             self.stamp,
             command_line().join(" "),
             base.name,
@@ -289,6 +351,8 @@ impl Session<'_> {
             self.mode(),
             args.server_cpu,
             args.load_cpu,
+            loads.start,
+            loads.end,
         );
         for (scenario, [b, h]) in self.scenarios.iter().zip(outcomes) {
             out.push_str(&report::scenario_markdown(&ScenarioReport {
@@ -301,11 +365,15 @@ impl Session<'_> {
                 head: h,
             }));
         }
+        let noisy = noisy_figures(outcomes);
+        if noisy > 0 {
+            out.push_str(&format!("**{}.**\n", noisy_words(noisy)));
+        }
         out
     }
 
     /// `results.json` (raw runs and summaries) and `results.md` (the tables).
-    fn write(&self, outcomes: &[ScenarioOutcomes], markdown: &str) -> Result<()> {
+    fn write(&self, outcomes: &[ScenarioOutcomes], loads: &Loads, markdown: &str) -> Result<()> {
         let mode = self.mode();
         let results = Results {
             command: command_line(),
@@ -318,15 +386,21 @@ impl Session<'_> {
             warmup_secs: self.args.warmup,
             server_cpu: self.args.server_cpu,
             load_cpu: self.args.load_cpu,
+            load_average_start: &loads.start,
+            load_average_end: &loads.end,
+            noise_cv_max: stats::NOISE_CV_MAX,
+            noisy_figures: noisy_figures(outcomes),
             scenarios: self
                 .scenarios
                 .iter()
                 .zip(outcomes)
-                .map(|(s, [b, h])| ScenarioResults {
+                .zip(&loads.runs)
+                .map(|((s, [b, h]), runs)| ScenarioResults {
                     name: &s.name,
                     summary: report::rows(b, h),
                     base_runs: b,
                     head_runs: h,
+                    load_averages: runs,
                 })
                 .collect(),
         };
@@ -356,7 +430,8 @@ impl Session<'_> {
 }
 
 /// One line per scenario whose median CPU per request, head over base, grew by more than
-/// `percent`. Scenarios where a build measured nothing have no ratio and do not count.
+/// `percent`, or whose CPU per request is too noisy to tell (a gate that cannot see must not
+/// pass). Scenarios where a build measured nothing have no ratio and do not count.
 fn cpu_regressions<'a>(
     scenarios: impl Iterator<Item = (&'a str, &'a ScenarioOutcomes)>,
     percent: f64,
@@ -366,13 +441,22 @@ fn cpu_regressions<'a>(
         let row = report::rows(b, h)
             .into_iter()
             .find(|row| row.figure == Figure::CpuPer100k);
-        if let Some(report::Row {
+        let Some(report::Row {
             base: Some(base),
             head: Some(head),
+            verdict,
             ..
         }) = row
-            && stats::regressed(&base, &head, percent)
-        {
+        else {
+            continue;
+        };
+        if verdict == Some(stats::Verdict::Noisy) {
+            lines.push(format!(
+                "{name}: CPU per request is noisy (coefficient of variation over {:.0}%), so \
+                 --fail-above cannot tell: rerun",
+                stats::NOISE_CV_MAX * 100.0
+            ));
+        } else if stats::regressed(&base, &head, percent) {
             let grown = (head.median / base.median - 1.0) * 100.0;
             lines.push(format!(
                 "{name}: CPU per request grew by {grown:.1}%, more than {percent}%"
@@ -494,5 +578,26 @@ mod tests {
         let lines = cpu_regressions(all.into_iter(), 10.0);
         assert_eq!(lines, ["a: CPU per request grew by 14.3%, more than 10%"]);
         assert!(cpu_regressions(all.into_iter(), 15.0).is_empty());
+        let noisy: ScenarioOutcomes = [vec![cpu(1.0), cpu(1.0)], vec![cpu(0.5), cpu(1.0)]];
+        assert_eq!(
+            cpu_regressions([("n", &noisy)].into_iter(), 10.0),
+            [
+                "n: CPU per request is noisy (coefficient of variation over 10%), so \
+                 --fail-above cannot tell: rerun"
+            ]
+        );
+    }
+
+    #[test]
+    fn noisy_figures_are_counted_and_explained() {
+        let quiet: ScenarioOutcomes = [vec![cpu(1.0), cpu(1.01)], vec![cpu(1.0), cpu(1.01)]];
+        let noisy: ScenarioOutcomes = [vec![cpu(1.0), cpu(1.0)], vec![cpu(0.5), cpu(1.0)]];
+        assert_eq!(noisy_figures(&[quiet.clone(), quiet.clone()]), 0);
+        assert_eq!(noisy_figures(&[quiet, noisy]), 1);
+        assert!(noisy_words(1).starts_with(
+            "1 figure is noisy (a build's runs scatter by a \
+                                            coefficient of variation over 10%): no verdict for it;"
+        ));
+        assert!(noisy_words(3).starts_with("3 figures are noisy"));
     }
 }

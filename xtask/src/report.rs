@@ -160,7 +160,7 @@ pub fn scenario_markdown(report: &ScenarioReport) -> String {
                 cell(row.base.as_ref(), row.figure),
                 cell(row.head.as_ref(), row.figure),
                 row.ratio.map_or("—".into(), ratio_text),
-                row.verdict.map_or("—", stats::Verdict::as_str),
+                verdict_text(row),
             );
         }
         out.push('\n');
@@ -217,6 +217,32 @@ fn notes(outcomes: &[Outcome]) -> Vec<String> {
         }
     }
     notes
+}
+
+/// The verdict, and for a noisy figure the spread of the build (or builds) that made it so:
+/// `noisy: rerun (head CV 23%)`.
+fn verdict_text(row: &Row) -> String {
+    let Some(verdict) = row.verdict else {
+        return "—".into();
+    };
+    if verdict != stats::Verdict::Noisy {
+        return verdict.as_str().into();
+    }
+    let spreads: Vec<String> = [("base", &row.base), ("head", &row.head)]
+        .into_iter()
+        .filter_map(|(role, summary)| {
+            let s = summary.as_ref().filter(|s| s.noisy())?;
+            Some(format!("{role} CV {:.0}%", s.cv? * 100.0))
+        })
+        .collect();
+    format!("{} ({})", verdict.as_str(), spreads.join(", "))
+}
+
+/// How many figures of these rows are too noisy for a verdict.
+pub fn noisy_count(rows: &[Row]) -> usize {
+    rows.iter()
+        .filter(|row| row.verdict == Some(stats::Verdict::Noisy))
+        .count()
 }
 
 fn cell(summary: Option<&Summary>, figure: Figure) -> String {
@@ -335,6 +361,35 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("not supported"));
+    }
+
+    #[test]
+    fn noisy_figures_get_no_verdict_and_say_why() {
+        // requests/s 4× apart in head; CPU spread 20% in base and in head.
+        let base = [measured(60_000.0, 1.0, 1.0), measured(61_000.0, 1.4, 1.0)];
+        let head = [measured(20_000.0, 1.0, 1.0), measured(80_000.0, 1.4, 1.0)];
+        let text = scenario_markdown(&ScenarioReport {
+            name: "s",
+            description: "d",
+            load: "l".into(),
+            base_name: "main",
+            head_name: "working tree",
+            base: &base,
+            head: &head,
+        });
+        assert!(
+            text.contains(
+                "| requests/s | 60,500 (60,000–61,000) | 50,000 (20,000–80,000) | 0.83× | \
+                 noisy: rerun (head CV 85%) |"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("| 1.00× | noisy: rerun (base CV 24%, head CV 24%) |"),
+            "{text}"
+        );
+        assert!(text.contains("| latency mean (ms) | 1.00 | 1.00 | 1.00× | within noise |"));
+        assert_eq!(noisy_count(&rows(&base, &head)), 2);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Small helpers shared by `bench` and `tidy`: where the repository is, finding programs on
-//! `PATH`, free loopback ports, the clock tick, and a UTC timestamp for output folders.
+//! `PATH`, free loopback ports, the clock tick, the load average, and a UTC timestamp for
+//! output folders.
 
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -76,6 +77,22 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
     (year, month, day)
 }
 
+/// The machine's load averages over 1, 5 and 15 minutes, as `/proc/loadavg` gives them
+/// (`0.98 0.76 0.82`), or why there are none.
+pub fn load_average() -> String {
+    match std::fs::read_to_string("/proc/loadavg") {
+        Ok(text) => parse_loadavg(&text).unwrap_or_else(|| format!("unreadable ({text:?})")),
+        Err(err) => format!("unknown (/proc/loadavg: {err})"),
+    }
+}
+
+/// The pure part of [`load_average`]: the first three fields, if they are numbers.
+pub fn parse_loadavg(text: &str) -> Option<String> {
+    let fields: Vec<&str> = text.split_whitespace().take(3).collect();
+    let numbers = fields.iter().all(|f| f.parse::<f64>().is_ok());
+    (fields.len() == 3 && numbers).then(|| fields.join(" "))
+}
+
 /// Waits for `child` until `limit` has passed, then kills it (by its PID, through `Child`).
 /// `Ok(None)` means it was killed.
 pub fn wait_bounded(child: &mut Child, limit: Duration) -> Result<Option<ExitStatus>> {
@@ -111,6 +128,16 @@ mod tests {
         assert_eq!(format_utc(0), "1970-01-01-000000");
         assert_eq!(format_utc(951_782_400), "2000-02-29-000000");
         assert_eq!(format_utc(1_795_917_385), "2026-11-29-015625");
+    }
+
+    #[test]
+    fn load_averages() {
+        assert_eq!(
+            parse_loadavg("0.98 0.76 0.82 1/92 11214\n").as_deref(),
+            Some("0.98 0.76 0.82")
+        );
+        assert_eq!(parse_loadavg("0.98 0.76"), None);
+        assert_eq!(parse_loadavg("a b c d"), None);
     }
 
     #[test]
