@@ -87,8 +87,9 @@ type ScenarioOutcomes = [Vec<Outcome>; 2];
 pub fn main(args: &BenchArgs) -> Result<ExitCode> {
     let repo = repo_root();
     let all = scenario::load_all(&repo.join("bench/scenarios"))?;
+    let mut scenarios = scenario::select(all, &args.scenarios)?;
     if args.list {
-        for s in &all {
+        for s in &scenarios {
             println!(
                 "{:<24} {:>6} routes  {}",
                 s.name,
@@ -98,13 +99,13 @@ pub fn main(args: &BenchArgs) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let mut scenarios = scenario::select(all, &args.scenarios)?;
     preflight(args, &scenarios)?;
     let stamp = utc_stamp();
     let layout = Layout::from_env(&repo);
+    let builds = builds(args, &repo, &layout)?;
+    // Only now: a bench that cannot even resolve its builds leaves no empty results folder.
     let out = args.out.clone().unwrap_or_else(|| layout.results(&stamp));
     fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-    let builds = builds(args, &repo, &layout)?;
     // Origins are started before any run and stopped (dropped) on return.
     let _origins = start_origins(&mut scenarios, args.load_cpu, &out)?;
     let settings = Settings {

@@ -76,7 +76,7 @@ pub struct BenchArgs {
     /// CPU h2load is pinned to.
     #[arg(long, default_value_t = 0)]
     pub load_cpu: usize,
-    /// List the scenarios and exit.
+    /// List the scenarios (those of --scenario, if given) and exit.
     #[arg(long)]
     pub list: bool,
 }
