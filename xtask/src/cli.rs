@@ -1,6 +1,6 @@
 //! The command line of `cargo xtask`: every flag of `bench` and `tidy`, with its default.
 //!
-//! The flags are those of issue 3 and `bench/README.md`; a change here needs a change there.
+//! `bench/README.md` documents every flag; a change here needs a change there.
 
 use std::path::PathBuf;
 

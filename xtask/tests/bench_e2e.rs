@@ -1,6 +1,6 @@
 //! End to end: `cargo xtask bench --base HEAD --head HEAD --runs 1 --duration 2 --scenario
 //! h1-small` builds Squall at HEAD in release mode, loads it with h2load, and prints a table
-//! with both builds and a ratio (issue 3, "Show").
+//! with both builds and a ratio.
 //!
 //! Opt-in (`cargo test -p xtask -- --ignored`): a release build and h2load runs take minutes on
 //! two cores, too long for every `cargo test`.
