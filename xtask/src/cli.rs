@@ -52,7 +52,8 @@ pub struct BenchArgs {
     /// Where results go; $CARGO_TARGET_DIR/bench/DATE/ (target/bench/DATE/ when unset) if absent.
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Exit 1 when a scenario's CPU per request (head/base, medians) grows by more than PCT percent.
+    /// Exit 1 when a scenario's CPU per request (head/base, medians) grows by more than PCT
+    /// percent, or is too noisy to tell (a coefficient of variation over 10% in either build).
     #[arg(long, value_name = "PCT")]
     pub fail_above: Option<f64>,
     /// Compare head against a peer server instead of a base build.
