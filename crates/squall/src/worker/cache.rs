@@ -32,7 +32,7 @@ use squall_proxy::ProxyRoute;
 use tracing::debug;
 
 use super::Worker;
-use super::proxy::{Client, Exchange};
+use super::downstream::{self, Client, put_line};
 use crate::cache::{Cache, Leader, Waiter};
 
 /// The cache side of an exchange that may store its response.
@@ -148,17 +148,17 @@ impl Worker {
     ) -> Begun {
         let cache = self.runtime.cache.clone();
         if cache.memory == 0 {
-            self.start_exchange(client, head, route, None);
+            self.start_session(client, head, route, None, None);
             return Begun::Forwarded;
         }
-        let key = key_of(&head, super::scheme(&self.conns[client.index]));
+        let key = key_of(&head, super::scheme(&self.conns[client.conn()]));
         if is_purge(&head.method) {
             return self.purge(client, head, route, cache, key);
         }
         let control = match squall_cache::lookup_policy(&head.method, &head.headers) {
             Lookup::Use(control) => control,
             Lookup::Bypass => {
-                self.start_exchange(client, head, route, None);
+                self.start_session(client, head, route, None, None);
                 return Begun::Forwarded;
             }
         };
@@ -170,7 +170,14 @@ impl Worker {
             match entry.state(now, &control) {
                 EntryState::Fresh => {
                     counters.cache_hits.inc();
-                    self.serve_entry(client, &head, &entry, Label::Hit, &cache, route.id);
+                    self.downstream().serve_entry(
+                        client,
+                        &head,
+                        &entry,
+                        Label::Hit,
+                        cache.x_cache,
+                        route.id,
+                    );
                     return Begun::Answered;
                 }
                 EntryState::Stale {
@@ -180,7 +187,14 @@ impl Worker {
                     if can_serve_while_revalidate && !self.may_lead(&cache, &key, client) {
                         // Another request is revalidating it: serve stale meanwhile.
                         counters.cache_stale.inc();
-                        self.serve_entry(client, &head, &entry, Label::Stale, &cache, route.id);
+                        self.downstream().serve_entry(
+                            client,
+                            &head,
+                            &entry,
+                            Label::Stale,
+                            cache.x_cache,
+                            route.id,
+                        );
                         return Begun::Answered;
                     }
                     stale = Some(entry);
@@ -189,7 +203,8 @@ impl Worker {
             }
         } else if control.only_if_cached {
             // RFC 9111 §5.2.1.7: nothing stored, so 504 without asking the origin.
-            self.answer_status(client, &head, StatusCode::GATEWAY_TIMEOUT);
+            self.downstream()
+                .answer_status(client, &head, StatusCode::GATEWAY_TIMEOUT);
             return Begun::Answered;
         }
         let waiter = Waiter {
@@ -245,7 +260,7 @@ impl Worker {
             client_headers,
             state: FillState::Waiting,
         };
-        self.start_exchange(client, head, route, Some(Box::new(fill)));
+        self.start_session(client, head, route, None, Some(Box::new(fill)));
         Begun::Forwarded
     }
 
@@ -270,51 +285,19 @@ impl Worker {
         }
     }
 
-    /// Creates the exchange for `client` and starts it.
-    pub(super) fn start_exchange(
-        &mut self,
-        client: Client,
-        head: RequestHead,
-        route: Arc<ProxyRoute>,
-        fill: Option<Box<Fill>>,
-    ) {
-        let mut exchange = Box::new(Exchange::new(head, route, self.now));
-        exchange.request_complete = true;
-        exchange.fill = fill;
-        let conn = &mut self.conns[client.index];
-        if client.stream == 0 {
-            conn.exchange = Some(exchange);
-        } else if let Some(h2) = conn.h2.as_mut() {
-            h2.exchanges.insert(client.stream, exchange);
-        }
-        self.assign_origin(client);
-    }
-
     fn park(&mut self, client: Client, parked: Parked) {
-        let conn = &mut self.conns[client.index];
-        if client.stream == 0 {
-            conn.parked = Some(Box::new(parked));
-        } else if let Some(h2) = conn.h2.as_mut() {
-            h2.parked.insert(client.stream, Box::new(parked));
-        }
-        self.update_deadline(client.index);
+        downstream::park(&mut self.conns[client.conn()], client, parked);
+        self.update_deadline(client.conn());
     }
 
     /// A fetch this client waited for has ended (or its wait timed out): look again, then
     /// serve the entry or go to the origin.
     pub(super) fn unpark(&mut self, client: Client) {
-        let conn = &mut self.conns[client.index];
+        let conn = &mut self.conns[client.conn()];
         if conn.phase != super::conn::Phase::Open {
             return;
         }
-        let parked = if client.stream == 0 {
-            conn.parked.take()
-        } else {
-            conn.h2
-                .as_mut()
-                .and_then(|h2| h2.parked.remove(&client.stream))
-        };
-        let Some(parked) = parked else {
+        let Some(parked) = downstream::take_parked(conn, client) else {
             return;
         };
         let Parked {
@@ -329,7 +312,14 @@ impl Worker {
             .filter(|e| e.state(now, &control) == EntryState::Fresh);
         if let Some(entry) = fresh {
             self.runtime.metrics.worker(self.id).cache_hits.inc();
-            self.serve_entry(client, &head, &entry, Label::Hit, &cache, route.id);
+            self.downstream().serve_entry(
+                client,
+                &head,
+                &entry,
+                Label::Hit,
+                cache.x_cache,
+                route.id,
+            );
         } else {
             let fill = Fill {
                 cache,
@@ -341,7 +331,7 @@ impl Worker {
                 client_headers: None,
                 state: FillState::Waiting,
             };
-            self.start_exchange(client, head, route, Some(Box::new(fill)));
+            self.start_session(client, head, route, None, Some(Box::new(fill)));
         }
         self.after_begin(client);
     }
@@ -353,24 +343,7 @@ impl Worker {
 
     /// Wakes parked requests whose wait has run out.
     pub(super) fn unpark_expired(&mut self, index: usize) {
-        let now = self.now;
-        let conn = &self.conns[index];
-        let mut due = Vec::new();
-        if conn.parked.as_ref().is_some_and(|p| p.until <= now) {
-            due.push(Client::h1(index));
-        }
-        if let Some(h2) = &conn.h2 {
-            due.extend(
-                h2.parked
-                    .iter()
-                    .filter(|(_, p)| p.until <= now)
-                    .map(|(stream, _)| Client {
-                        index,
-                        stream: *stream,
-                    }),
-            );
-        }
-        for client in due {
+        for client in downstream::parked_due(&self.conns[index], index, self.now) {
             debug!(
                 worker = self.id,
                 conn = index,
@@ -389,12 +362,13 @@ impl Worker {
         cache: Arc<Cache>,
         key: CacheKey,
     ) -> Begun {
-        let allowed = self.conns[client.index]
+        let allowed = self.conns[client.conn()]
             .peer
             .is_some_and(|peer| cache.purge_allowed(peer.ip()));
         if !allowed {
             (self.runtime.metrics.worker(self.id)).count_refused(StatusCode::FORBIDDEN);
-            self.answer_status(client, &head, StatusCode::FORBIDDEN);
+            self.downstream()
+                .answer_status(client, &head, StatusCode::FORBIDDEN);
             return Begun::Answered;
         }
         let removed = cache.store.purge(&key);
@@ -414,7 +388,7 @@ impl Worker {
             } else {
                 StatusCode::NOT_FOUND
             };
-            self.answer_status(client, &head, status);
+            self.downstream().answer_status(client, &head, status);
             return Begun::Answered;
         }
         // Fetch a fresh copy now, as a GET, and answer the PURGE with it (Tempesta's
@@ -431,131 +405,12 @@ impl Worker {
             client_headers: None,
             state: FillState::Waiting,
         };
-        self.start_exchange(client, head, route, Some(Box::new(fill)));
+        self.start_session(client, head, route, None, Some(Box::new(fill)));
         Begun::Forwarded
     }
-
-    /// Writes a stored entry as the response to `head`: a 304 when the client's validators
-    /// match, else the whole response (no body for HEAD).
-    pub(super) fn serve_entry(
-        &mut self,
-        client: Client,
-        head: &RequestHead,
-        entry: &Entry,
-        label: Label,
-        cache: &Cache,
-        route: u32,
-    ) {
-        let not_modified = squall_cache::not_modified(&head.headers, entry);
-        let status = if not_modified {
-            StatusCode::NOT_MODIFIED
-        } else {
-            entry.status
-        };
-        // No allocation here: numbers are formatted on the stack, the head is assembled in the
-        // worker's scratch buffer and the body is shared.
-        let mut age = super::h2::itoa_buf(entry.age(SystemTime::now()).as_secs() as usize);
-        let age = age.as_bytes();
-        let logged = label.as_str();
-        let label = cache.x_cache.then_some(label.as_str().as_bytes());
-        let counters = self.runtime.metrics.worker(self.id);
-        let date = self.date.get();
-        let conn = &mut self.conns[client.index];
-        let sent = if client.stream != 0 {
-            let Some(h2) = conn.h2.as_mut() else { return };
-            let mut length = super::h2::itoa_buf(entry.body.len());
-            let length = length.as_bytes();
-            let no_body = not_modified || head.method == Method::HEAD || entry.body.is_empty();
-            let fields = entry
-                .headers
-                .iter()
-                .filter(|(name, _)| !not_modified || keeps_in_304(name))
-                .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()))
-                .chain([(&b"date"[..], date), (&b"age"[..], age)])
-                .chain(label.map(|l| (&b"x-cache"[..], l)))
-                .chain((!not_modified).then_some((&b"content-length"[..], length)));
-            if h2
-                .conn
-                .send_headers(client.stream, status.as_u16(), fields, no_body)
-                .is_err()
-            {
-                return;
-            }
-            if !no_body {
-                let _ = h2.conn.send_data(client.stream, entry.body.clone(), true);
-            }
-            if no_body { 0 } else { entry.body.len() }
-        } else {
-            let raw = &mut self.scratch;
-            raw.clear();
-            if not_modified {
-                for (name, value) in entry.headers.iter().filter(|(n, _)| keeps_in_304(n)) {
-                    put_line(raw, name.as_str().as_bytes(), value.as_bytes());
-                }
-            } else {
-                raw.put_slice(&entry.wire_head);
-            }
-            put_line(raw, b"age", age);
-            if let Some(label) = label {
-                put_line(raw, b"x-cache", label);
-            }
-            let mut framing = head.framing();
-            framing.keep_alive &= self.drain_deadline.is_none();
-            let response = squall_h1::ResponseHead {
-                status,
-                headers: &HeaderMap::new(),
-                raw_headers: raw,
-                body_len: Some(entry.body.len() as u64),
-            };
-            let before = conn.out.len() + conn.chain.bytes;
-            if squall_h1::encode_response_head(&response, framing, date, &mut conn.out)
-                && !not_modified
-            {
-                let copy = conn.tls.is_some();
-                conn.chain.push(&mut conn.out, entry.body.clone(), copy);
-            }
-            if !framing.keep_alive {
-                conn.close_after = true;
-            }
-            conn.out.len() + conn.chain.bytes - before
-        };
-        conn.log_note.cache = Some(logged);
-        conn.log_note.route = Some(route);
-        counters.count_response(status);
-        super::log_request(
-            &mut self.log,
-            conn,
-            Some(head),
-            status,
-            sent,
-            self.now,
-            counters,
-        );
-    }
 }
 
-fn put_line(out: &mut BytesMut, name: &[u8], value: &[u8]) {
-    out.put_slice(name);
-    out.put_slice(b": ");
-    out.put_slice(value);
-    out.put_slice(b"\r\n");
-}
-
-/// The fields a 304 carries (RFC 9110 §15.4.5): those a 200 would have that describe the
-/// representation's validators and caching.
-fn keeps_in_304(name: &HeaderName) -> bool {
-    [
-        header::ETAG,
-        header::LAST_MODIFIED,
-        header::CACHE_CONTROL,
-        header::EXPIRES,
-        header::VARY,
-        header::CONTENT_LOCATION,
-    ]
-    .contains(name)
-}
-
-// ---- the exchange's side: called by forward.rs as the origin's response arrives ----
+// ---- the fill's side: called by the session as the origin's response arrives ----
 
 /// What the exchange does with the origin's response head.
 pub enum HeadAction {

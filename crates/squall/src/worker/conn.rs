@@ -47,8 +47,14 @@ pub struct Conn {
     pub send: Option<OpId>,
     /// Operations queued or in flight (receive, send, close): the slot is freed at zero.
     pub ops: u32,
-    /// The proxied request in progress, if any (one at a time: later ones wait in `rbuf`).
-    pub exchange: Option<Box<super::proxy::Exchange>>,
+    /// The session of the proxied request in progress, if any (one at a time: later ones
+    /// wait in `rbuf`).
+    pub exchange: Option<super::session::SessionId>,
+    /// The request being decoded is a proxied one: its body and end go to its session (or
+    /// are dropped, if the session ended first).
+    pub forwarding: bool,
+    /// Queued on the worker's ready list (see `Worker::schedule`).
+    pub scheduled: bool,
     /// A request head whose body is still arriving; answered at its end.
     pub request: Option<RequestHead>,
     /// The cached route of `request`, which goes to the cache at the request's end.
@@ -59,6 +65,10 @@ pub struct Conn {
     pub parked: Option<Box<super::cache::Parked>>,
     /// Decoding stopped for good: close once `out` is sent (Connection: close, an error).
     pub close_after: bool,
+    /// The last response was cut short: once what is queued has left, close at once (no
+    /// linger, no TLS close_notify), so the client sees a truncated response, never a whole
+    /// one.
+    pub cut: bool,
     /// Decoding paused because `out` is full; resumed when a send completes.
     pub blocked: bool,
     /// When the first byte of the current request head arrived (the slowloris clock).
@@ -115,7 +125,10 @@ impl Conn {
             answer_route: None,
             parked: None,
             exchange: None,
+            forwarding: false,
+            scheduled: false,
             close_after: false,
+            cut: false,
             blocked: false,
             head_started: None,
             fresh: true,

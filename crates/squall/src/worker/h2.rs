@@ -18,8 +18,9 @@ use squall_h2::{Connection, ErrorCode, Event, Request, StreamId};
 use tracing::debug;
 
 use super::conn::{Conn, Phase};
+use super::downstream::Client;
 use super::entry::Admission;
-use super::proxy::{Client, Exchange};
+use super::session::SessionId;
 use super::{OUT_HIGH_BYTES, Worker, log_request};
 
 /// The HTTP/2 side of a connection.
@@ -28,8 +29,8 @@ pub struct H2 {
     /// Requests whose body or trailers are still arriving: answered at their end, as HTTP/1.1
     /// answers `respond` routes after the body. Bounded by the streams the connection admits.
     pending: HashMap<StreamId, (RequestHead, Option<u32>)>,
-    /// Streams forwarded to an origin (`proxy` routes), one exchange each.
-    pub exchanges: HashMap<StreamId, Box<Exchange>>,
+    /// Streams forwarded to an origin (`proxy` routes), one session each.
+    pub exchanges: HashMap<StreamId, SessionId>,
     /// Streams waiting for another request's fetch of the same object.
     pub parked: HashMap<StreamId, Box<super::cache::Parked>>,
 }
@@ -201,20 +202,22 @@ impl Worker {
     }
 
     fn on_h2_event(&mut self, index: usize, event: Event) {
-        let client = |stream| Client { index, stream };
+        let client = |stream| Client::H2(index, stream);
         // The request that this event completes, if any.
         let complete = match event {
             Event::Request { stream_id, request } => {
                 self.conns[index].request_started = self.now;
                 let end_stream = request.end_stream;
                 let Some(head) = request_head(request) else {
-                    self.answer_h2_error(index, stream_id, StatusCode::BAD_REQUEST, None);
+                    let status = StatusCode::BAD_REQUEST;
+                    self.downstream().refuse_h2(index, stream_id, status, None);
                     return;
                 };
                 match self.admit(index, &head, end_stream) {
                     Admission::OverRate => {
                         let status = StatusCode::TOO_MANY_REQUESTS;
-                        self.answer_h2_error(index, stream_id, status, Some(&head));
+                        self.downstream()
+                            .refuse_h2(index, stream_id, status, Some(&head));
                         return;
                     }
                     Admission::Cached(route) => {
@@ -222,12 +225,7 @@ impl Worker {
                         return;
                     }
                     Admission::Forward { route, invalidate } => {
-                        let mut exchange = Box::new(Exchange::new(head, route, self.now));
-                        exchange.request_complete = end_stream;
-                        exchange.invalidate = invalidate;
-                        let h2 = self.h2_mut(index);
-                        h2.exchanges.insert(stream_id, exchange);
-                        self.assign_origin(client(stream_id));
+                        self.start_session(client(stream_id), head, route, invalidate, None);
                         return;
                     }
                     Admission::Answer { route } if end_stream => {
@@ -246,12 +244,15 @@ impl Worker {
                 end_stream,
             } => {
                 let h2 = self.h2_mut(index);
-                if let Some(exchange) = h2.exchanges.get_mut(&stream_id) {
+                if let Some(&id) = h2.exchanges.get(&stream_id) {
                     // A proxied body moves on to the origin; its window is given back as it
-                    // leaves (see `release_body`), so the client cannot outrun the origin.
-                    exchange.unreleased += data.len();
-                    frame_body(exchange, &data, end_stream);
-                    self.pump_body(client(stream_id));
+                    // leaves (`ClientBodyConsumed`), so the client cannot outrun the origin.
+                    self.feed(id, |ex| {
+                        ex.on_client_body(&data);
+                        if end_stream {
+                            ex.on_client_end(None);
+                        }
+                    });
                     return;
                 }
                 // `respond` routes do not read bodies: the bytes are dropped and their window
@@ -267,12 +268,11 @@ impl Worker {
             }
             Event::Trailers { stream_id, headers } => {
                 let h2 = self.h2_mut(index);
-                if let Some(exchange) = h2.exchanges.get_mut(&stream_id) {
+                if let Some(&id) = h2.exchanges.get(&stream_id) {
                     // Request trailers reach the origin in the last chunk; a body of declared
                     // length has no place for them in HTTP/1.1 (RFC 9112 §7.1.2), so there
                     // they are dropped.
-                    frame_end(exchange, Some(&headers));
-                    self.pump_body(client(stream_id));
+                    self.feed(id, |ex| ex.on_client_end(Some(&headers)));
                     return;
                 }
                 h2.pending
@@ -290,7 +290,9 @@ impl Worker {
                 let h2 = self.h2_mut(index);
                 h2.pending.remove(&stream_id);
                 h2.parked.remove(&stream_id);
-                self.abort_exchange(client(stream_id));
+                if let Some(id) = h2.exchanges.get(&stream_id).copied() {
+                    self.abort_session(id);
+                }
                 None
             }
         };
@@ -351,43 +353,6 @@ impl Worker {
         );
     }
 
-    /// Answers a request Squall refuses itself (400, 429) with a short text body.
-    pub(super) fn answer_h2_error(
-        &mut self,
-        index: usize,
-        stream_id: StreamId,
-        status: StatusCode,
-        head: Option<&RequestHead>,
-    ) {
-        let counters = self.runtime.metrics.worker(self.id);
-        let conn = &mut self.conns[index];
-        let h2 = conn
-            .h2
-            .as_mut()
-            .expect("answer_h2_error runs on HTTP/2 connections");
-        let reason = status.canonical_reason().unwrap_or("Error");
-        let body = Bytes::from(format!("{} {reason}\n", status.as_u16()));
-        let fields = [
-            (&b"server"[..], &b"squall"[..]),
-            (&b"content-type"[..], &b"text/plain"[..]),
-        ];
-        let sent = send_reply(
-            &mut h2.conn,
-            stream_id,
-            status,
-            fields,
-            None,
-            body,
-            head.is_some_and(|h| h.method == Method::HEAD),
-            self.date.get(),
-        );
-        if status.is_client_error() && status != StatusCode::TOO_MANY_REQUESTS {
-            counters.count_bad_request(status);
-        }
-        counters.count_response(status);
-        log_request(&mut self.log, conn, head, status, sent, self.now, counters);
-    }
-
     /// Moves the HTTP/2 connection's output into the send path, up to the output bound, and
     /// ends the connection once it has nothing more to do.
     pub(super) fn pump_h2(&mut self, index: usize) {
@@ -396,15 +361,6 @@ impl Worker {
         let Some(h2) = conn.h2.as_mut() else {
             return;
         };
-        // Proxied responses paused for a slow reader read on once their stream has drained.
-        let drained: Vec<StreamId> = h2
-            .exchanges
-            .iter()
-            .filter(|(stream, e)| {
-                e.origin.is_some() && h2.conn.queued_data(**stream) < OUT_HIGH_BYTES / 2
-            })
-            .map(|(stream, _)| *stream)
-            .collect();
         count_stats(counters, h2.conn.take_stats());
         let room =
             OUT_HIGH_BYTES.saturating_sub(conn.out.len() + conn.wire.len() + conn.chain.bytes);
@@ -418,8 +374,9 @@ impl Worker {
         }
         self.flush(index);
         self.update_deadline(index);
-        for stream in drained {
-            self.resume_origin(Client { index, stream });
+        // Proxied responses paused for a slow reader read on once their stream has drained.
+        for id in super::downstream::sessions_of(&self.conns[index]) {
+            self.client_drained(id);
         }
     }
 
@@ -454,37 +411,12 @@ fn count_stats(counters: &crate::metrics::WorkerCounters, stats: squall_h2::Stat
     }
 }
 
-/// Frames a piece of an HTTP/2 request body for the origin: as it is when the length is known,
-/// as chunks otherwise, with the last chunk at the end of the stream.
-fn frame_body(exchange: &mut Exchange, data: &[u8], end_stream: bool) {
-    let chunked = exchange.head.body == BodyKind::Chunked;
-    if !data.is_empty() {
-        if chunked {
-            squall_h1::encode_chunk(data, &mut exchange.body);
-        } else {
-            exchange.body.extend_from_slice(data);
-        }
-    }
-    if end_stream {
-        frame_end(exchange, None);
-    }
-}
-
-/// Ends an HTTP/2 request body for the origin: the last chunk (with the trailers, if any)
-/// when the body is chunked.
-fn frame_end(exchange: &mut Exchange, trailers: Option<&http::HeaderMap>) {
-    if exchange.head.body == BodyKind::Chunked {
-        squall_h1::encode_last_chunk(trailers, &mut exchange.body);
-    }
-    exchange.request_complete = true;
-}
-
 /// Queues a whole response on a stream: HEADERS (with `date` and `content-length`), then the
 /// body as DATA unless the request was HEAD. `encoded`, when given, is the fields and the
 /// content-length already HPACK-encoded (a fixed response) and the encoded date, sent as they
 /// are. Returns the body bytes queued, for the log.
 #[allow(clippy::too_many_arguments)]
-fn send_reply<'a>(
+pub(super) fn send_reply<'a>(
     conn: &mut Connection,
     stream_id: StreamId,
     status: StatusCode,

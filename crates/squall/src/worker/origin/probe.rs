@@ -7,16 +7,32 @@
 //! error status, garbage) as a failure. Probes use the origin connection slab and its timers,
 //! but never the keep-alive pool, and never count as proxied requests.
 
-use bytes::BufMut;
+use bytes::{BufMut, BytesMut};
+use squall_h1::{ResponseDecoder, ResponseLimits};
 use squall_upstream::ServerId;
 use tracing::debug;
 
-use super::Worker;
-use super::proxy;
+use super::{OriginTarget, origin_socket};
+use crate::worker::Worker;
+
+/// A probe's side of its origin connection: the response decoder and what arrived.
+pub struct Probe {
+    decoder: ResponseDecoder,
+    pub rbuf: BytesMut,
+}
+
+impl Probe {
+    pub fn new(method: &http::Method) -> Probe {
+        Probe {
+            decoder: ResponseDecoder::new(ResponseLimits::default(), method),
+            rbuf: BytesMut::new(),
+        }
+    }
+}
 
 impl Worker {
     /// Starts the probes that are due (once per loop turn).
-    pub(super) fn start_due_probes(&mut self) {
+    pub(in crate::worker) fn start_due_probes(&mut self) {
         let now = self.now;
         let mut due = Vec::new();
         for (upstream, group) in self.upstreams.groups.iter_mut().enumerate() {
@@ -31,7 +47,7 @@ impl Worker {
 
     /// Publishes this worker's view of every upstream server (up, in flight, picks, failures)
     /// for `/metrics`, at most every `UPSTREAM_GAUGES_PERIOD`.
-    pub(super) fn publish_upstream_state(&mut self) {
+    pub(in crate::worker) fn publish_upstream_state(&mut self) {
         use std::sync::atomic::Ordering::Relaxed;
         const UPSTREAM_GAUGES_PERIOD: std::time::Duration = std::time::Duration::from_millis(100);
         if self.now < self.upstream_gauges_due {
@@ -58,7 +74,7 @@ impl Worker {
     }
 
     /// When the next probe of any group is due, for the loop's wait.
-    pub(super) fn next_probe_at(&self) -> Option<std::time::Instant> {
+    pub(in crate::worker) fn next_probe_at(&self) -> Option<std::time::Instant> {
         (self.upstreams.groups.iter())
             .filter_map(|g| g.group.next_check_at())
             .min()
@@ -69,7 +85,7 @@ impl Worker {
         let Some(address) = group.group.address(server) else {
             return;
         };
-        let fd = match proxy::origin_socket(address) {
+        let fd = match origin_socket(address) {
             Ok(fd) => fd,
             Err(e) => {
                 debug!(worker = self.id, %address, "probe socket: {e}");
@@ -79,16 +95,19 @@ impl Worker {
                 return;
             }
         };
-        let target = super::forward::OriginTarget {
+        let target = OriginTarget {
             upstream,
             server,
             address,
         };
-        self.open_origin(fd, target, &http::Method::GET, None);
+        let connect_timeout = self.upstreams.groups[upstream].connect_timeout;
+        let index = self.open_origin(fd, target, &http::Method::GET, None);
+        self.origins[index].deadline = Some(self.now + connect_timeout);
+        self.arm_origin_timer(index);
     }
 
     /// The probe's connection is up: send the request.
-    pub(super) fn write_probe(&mut self, index: usize) {
+    pub(in crate::worker) fn write_probe(&mut self, index: usize) {
         let origin = &mut self.origins[index];
         let Some(upstream) = self.upstreams.groups.get(origin.upstream) else {
             self.close_origin(index);
@@ -101,18 +120,20 @@ impl Worker {
         out.put_slice(b" HTTP/1.1\r\nhost: ");
         out.put_slice(origin.address.to_string().as_bytes());
         out.put_slice(b"\r\nuser-agent: squall-health-check\r\nconnection: close\r\n\r\n");
-        origin.deadline = self.now + upstream.response_timeout;
+        origin.deadline = Some(self.now + upstream.response_timeout);
         self.arm_origin_timer(index);
         self.flush_origin(index);
     }
 
     /// Reads the probe's answer: its status decides; the body is not waited for.
-    pub(super) fn read_probe(&mut self, index: usize, eof: bool) {
-        let origin = &mut self.origins[index];
-        let event = if eof && origin.rbuf.is_empty() {
-            origin.decoder.eof()
+    pub(in crate::worker) fn read_probe(&mut self, index: usize, eof: bool) {
+        let Some(probe) = self.origins[index].probe.as_mut() else {
+            return;
+        };
+        let event = if eof && probe.rbuf.is_empty() {
+            probe.decoder.eof()
         } else {
-            origin.decoder.decode(&mut origin.rbuf)
+            probe.decoder.decode(&mut probe.rbuf)
         };
         let ok = match event {
             Ok(Some(squall_h1::ResponseEvent::Head(head))) => {
@@ -126,7 +147,7 @@ impl Worker {
     }
 
     /// Records the probe's result and closes its connection.
-    pub(super) fn end_probe(&mut self, index: usize, ok: bool) {
+    pub(in crate::worker) fn end_probe(&mut self, index: usize, ok: bool) {
         let origin = &self.origins[index];
         if origin.upstream_generation == self.upstreams.generation
             && let Some(group) = self.upstreams.groups.get_mut(origin.upstream)

@@ -1,0 +1,426 @@
+//! Client connections on the ring: receiving (through TLS when configured), sending (one send
+//! or writev in flight, partial sends resumed in order), lingering, closing once the kernel has
+//! reported every operation, and the connection's deadline (header, idle, linger, HTTP/2 and
+//! parked-request timers).
+
+use std::io;
+use std::time::Instant;
+
+use bytes::Bytes;
+use socket2::SockRef;
+use squall_uring::RecvBuf;
+use tracing::debug;
+
+use super::conn::{Conn, Phase};
+use super::downstream;
+use super::token::{self, Kind, Token};
+use super::{LINGER, Worker};
+use crate::metrics::WorkerCounters;
+
+impl Worker {
+    pub(super) fn conn_index(&self, token: Token) -> Option<usize> {
+        debug_assert_eq!(token.kind(), token::Kind::Client);
+        let index = token.index();
+        let conn = self.conns.get(index)?;
+        token.names(conn.generation).then_some(index)
+    }
+
+    pub(super) fn on_recv(
+        &mut self,
+        token: Token,
+        result: io::Result<Option<RecvBuf>>,
+        more: bool,
+    ) {
+        let Some(index) = self.conn_index(token) else {
+            if let Ok(Some(buf)) = result {
+                self.ring.recycle(buf);
+            }
+            return;
+        };
+        let conn = &mut self.conns[index];
+        if !more {
+            conn.recv = None;
+            conn.ops -= 1;
+        }
+        match result {
+            Ok(Some(buf)) => {
+                if conn.phase == Phase::Open {
+                    let counters = self.runtime.metrics.worker(self.id);
+                    receive(conn, self.ring.recv_bytes(&buf), counters, self.id, index);
+                    conn.last_activity = self.now;
+                }
+                self.ring.recycle(buf);
+                if !more && conn.phase != Phase::Closed {
+                    let raw = conn.raw_fd().expect("open connections have a socket");
+                    conn.recv = Some(self.ring.recv_multi(raw, token.raw()));
+                    conn.ops += 1;
+                }
+                if conn.phase == Phase::Open {
+                    self.process(index);
+                }
+            }
+            // End of stream: answer what was received, then close.
+            Ok(None) => {
+                if conn.phase == Phase::Open {
+                    conn.close_after = true;
+                    self.process(index);
+                } else {
+                    self.close_now(index);
+                }
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                // Every receive buffer is in use for a moment: ask again.
+                if conn.phase != Phase::Closed {
+                    let raw = conn.raw_fd().expect("open connections have a socket");
+                    conn.recv = Some(self.ring.recv_multi(raw, token.raw()));
+                    conn.ops += 1;
+                }
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => {}
+            Err(e) => {
+                debug!(worker = self.id, conn = index, "recv: {e}");
+                self.close_now(index);
+            }
+        }
+        self.op_done_at(index);
+    }
+
+    pub(super) fn flush(&mut self, index: usize) {
+        let conn = &mut self.conns[index];
+        if conn.send.is_some() || conn.phase == Phase::Closed {
+            return;
+        }
+        if let Err(e) = seal(conn) {
+            debug!(worker = self.id, conn = index, "tls: {e}");
+            self.close_now(index);
+            return;
+        }
+        if !conn.chain.is_empty() {
+            let bufs = conn
+                .chain
+                .take(&mut conn.out, squall_uring::WRITEV_BUFS_MAX);
+            let raw = conn.raw_fd().expect("only open connections send");
+            let token = Token::client(index, conn.generation).raw();
+            conn.send = Some(self.ring.writev(raw, bufs, token));
+            conn.ops += 1;
+            return;
+        }
+        let pending = if conn.tls.is_some() {
+            &mut conn.wire
+        } else {
+            &mut conn.out
+        };
+        if pending.is_empty() {
+            if conn.cut && conn.phase == Phase::Open {
+                self.close_now(index);
+            } else if conn.close_after && conn.phase == Phase::Open {
+                self.linger(index);
+            }
+            return;
+        }
+        let buf = pending.split().freeze();
+        self.queue_send(index, buf);
+    }
+
+    pub(super) fn queue_send(&mut self, index: usize, buf: Bytes) {
+        let conn = &mut self.conns[index];
+        let raw = conn.raw_fd().expect("only open connections send");
+        let token = Token::client(index, conn.generation).raw();
+        conn.send = Some(self.ring.send(raw, buf, token));
+        conn.ops += 1;
+    }
+
+    pub(super) fn on_send(&mut self, token: Token, result: io::Result<usize>, buf: Bytes) {
+        let Some(index) = self.conn_index(token) else {
+            return;
+        };
+        let conn = &mut self.conns[index];
+        conn.send = None;
+        conn.ops -= 1;
+        match result {
+            _ if conn.phase == Phase::Closed => {}
+            Ok(sent) if sent < buf.len() => {
+                // A partial send: the rest goes first, before anything queued since.
+                self.queue_send(index, buf.slice(sent..));
+            }
+            Ok(_) => self.sent(index),
+            Err(e) => {
+                debug!(worker = self.id, conn = index, "send: {e}");
+                self.close_now(index);
+            }
+        }
+        self.op_done_at(index);
+    }
+
+    pub(super) fn on_writev(&mut self, token: Token, result: io::Result<usize>, bufs: Vec<Bytes>) {
+        let Some(index) = self.conn_index(token) else {
+            return;
+        };
+        let conn = &mut self.conns[index];
+        conn.send = None;
+        conn.ops -= 1;
+        match result {
+            _ if conn.phase == Phase::Closed => {}
+            Ok(sent) => {
+                let total: usize = bufs.iter().map(Bytes::len).sum();
+                if sent < total {
+                    // The rest goes first, before anything queued since.
+                    conn.chain.unsent(bufs, sent);
+                    self.flush(index);
+                } else {
+                    self.sent(index);
+                }
+            }
+            Err(e) => {
+                debug!(worker = self.id, conn = index, "writev: {e}");
+                self.close_now(index);
+            }
+        }
+        self.op_done_at(index);
+    }
+
+    /// A send completed whole: produce and send more.
+    pub(super) fn sent(&mut self, index: usize) {
+        let conn = &mut self.conns[index];
+        conn.last_activity = self.now;
+        if conn.h2.is_some() {
+            self.pump_h2(index);
+        } else if conn.blocked {
+            conn.blocked = false;
+            self.process(index);
+        } else {
+            self.flush(index);
+            self.update_deadline(index);
+        }
+        // A proxied response paused for this client reads on once it has drained.
+        if let Some(id) = self.conns[index].exchange {
+            self.client_drained(id);
+        }
+    }
+
+    // ---- closing ----
+
+    /// Shuts our write side and reads until the client closes or `LINGER` passes.
+    pub(super) fn linger(&mut self, index: usize) {
+        let conn = &mut self.conns[index];
+        let shut = conn
+            .fd
+            .as_ref()
+            .map(|fd| SockRef::from(fd).shutdown(std::net::Shutdown::Write));
+        if conn.recv.is_none() || !matches!(shut, Some(Ok(()))) {
+            self.close_now(index);
+            return;
+        }
+        conn.phase = Phase::Lingering;
+        conn.rbuf = bytes::BytesMut::new();
+        self.update_deadline(index);
+    }
+
+    /// Cancels the connection's operations and queues the close of its socket.
+    pub(super) fn close_now(&mut self, index: usize) {
+        for id in downstream::sessions_of(&self.conns[index]) {
+            self.abort_session(id);
+        }
+        let conn = &mut self.conns[index];
+        if conn.phase == Phase::Closed {
+            return;
+        }
+        conn.phase = Phase::Closed;
+        let token = Token::client(index, conn.generation).raw();
+        for op in [conn.recv, conn.send].into_iter().flatten() {
+            self.ring.cancel(op, token);
+        }
+        if let Some(fd) = conn.fd.take() {
+            self.ring.close(fd, token);
+            conn.ops += 1;
+        }
+        conn.request = None;
+        conn.rbuf = bytes::BytesMut::new();
+        // Requests parked on the cache go too: a later wake-up finds nothing to resume.
+        conn.parked = None;
+        if let Some(h2) = conn.h2.as_mut() {
+            h2.parked.clear();
+        }
+    }
+
+    pub(super) fn op_done(&mut self, token: Token) {
+        if let Some(index) = self.conn_index(token) {
+            self.conns[index].ops -= 1;
+            self.op_done_at(index);
+        }
+    }
+
+    /// Frees a closed connection's slot once the kernel has reported all its operations.
+    pub(super) fn op_done_at(&mut self, index: usize) {
+        let Some(conn) = self.conns.get(index) else {
+            return;
+        };
+        conn.check_invariants();
+        if conn.phase == Phase::Closed && conn.ops == 0 {
+            let conn = self.conns.remove(index);
+            if let Some(ip) = conn.counted_ip {
+                self.clients.close(ip);
+            }
+            if self.listeners.iter().any(|l| l.paused_since.is_some()) {
+                self.resume_accepting();
+            }
+        }
+    }
+
+    // ---- timers ----
+
+    /// Recomputes when this connection must next be looked at, and files a timer if needed.
+    pub(super) fn update_deadline(&mut self, index: usize) {
+        let limits = &self.runtime.limits;
+        let conn = &mut self.conns[index];
+        let deadline = match conn.phase {
+            Phase::Closed => return,
+            Phase::Lingering => self.now + LINGER,
+            // A new connection has header_timeout from its accept for the TLS handshake and
+            // its first head together: trickling either does not extend it.
+            Phase::Open if conn.fresh => conn.accepted_at + limits.header_timeout,
+            Phase::Open if conn.head_in_progress() => {
+                conn.head_started.unwrap_or(conn.last_activity) + limits.header_timeout
+            }
+            Phase::Open => {
+                if conn.is_idle() {
+                    conn.shrink_idle();
+                }
+                let idle = conn.last_activity + limits.idle_timeout;
+                // HTTP/2's own timers (streams stalled on a zero window), and requests parked
+                // behind another's fetch.
+                let h2 = conn.h2.as_ref();
+                [
+                    h2.and_then(|h2| h2.conn.next_deadline()),
+                    conn.parked.as_ref().map(|p| p.until),
+                    h2.and_then(|h2| h2.parked.values().map(|p| p.until).min()),
+                ]
+                .into_iter()
+                .flatten()
+                .fold(idle, Instant::min)
+            }
+        };
+        conn.deadline = deadline;
+        if conn.timer_due.is_none_or(|due| deadline < due) {
+            conn.timer_due = Some(deadline);
+            self.timers
+                .insert(Token::client(index, conn.generation).raw(), deadline);
+        }
+    }
+
+    pub(super) fn expire_timers(&mut self) {
+        let mut fired = std::mem::take(&mut self.fired);
+        self.timers.expire(self.now, &mut fired);
+        for entry in fired.drain(..) {
+            let token = Token::from_raw(entry.key);
+            if token.kind() == Kind::Origin {
+                self.on_origin_timer(token, entry.due);
+                continue;
+            }
+            let Some(index) = self.conn_index(token) else {
+                continue;
+            };
+            let conn = &mut self.conns[index];
+            if conn.timer_due == Some(entry.due) {
+                conn.timer_due = None;
+            }
+            if conn.phase == Phase::Closed {
+                continue;
+            }
+            if conn.deadline <= self.now {
+                self.on_deadline(index);
+            } else if conn.timer_due.is_none() {
+                conn.timer_due = Some(conn.deadline);
+                self.timers.insert(entry.key, conn.deadline);
+            }
+        }
+        self.fired = fired;
+    }
+
+    pub(super) fn on_deadline(&mut self, index: usize) {
+        if self.conns[index].phase == Phase::Open {
+            self.unpark_expired(index);
+        }
+        let conn = &mut self.conns[index];
+        let metrics = self.runtime.metrics.worker(self.id);
+        if conn.phase == Phase::Open
+            && (conn.parked.is_some() || conn.exchange.is_some())
+            && conn.last_activity + self.runtime.limits.idle_timeout > self.now
+        {
+            self.update_deadline(index);
+            return;
+        }
+        if let Some(h2) = conn.h2.as_mut()
+            && conn.phase == Phase::Open
+            && conn.last_activity + self.runtime.limits.idle_timeout > self.now
+        {
+            // Not idle: an HTTP/2 timer (a stalled stream) is due.
+            h2.conn.on_timer(self.now);
+            self.pump_h2(index);
+            return;
+        }
+        if conn.phase == Phase::Open && conn.send.is_none() && conn.head_in_progress() {
+            // Slowloris: part of a head arrived, the rest did not come in time.
+            debug!(worker = self.id, conn = index, "request header timeout");
+            metrics.count_bad_request(http::StatusCode::REQUEST_TIMEOUT);
+            conn.out.clear();
+            squall_h1::encode_error(
+                http::StatusCode::REQUEST_TIMEOUT,
+                self.date.get(),
+                &mut conn.out,
+            );
+            conn.close_after = true;
+            self.flush(index);
+            self.update_deadline(index);
+        } else {
+            // Idle keep-alive, a client that stopped reading, or the end of a linger.
+            metrics.timeouts.inc();
+            self.close_now(index);
+        }
+    }
+}
+
+/// Takes received bytes into the connection: as they are, or through TLS. A TLS failure leaves
+/// its alert in `wire` and ends the connection after it is sent.
+fn receive(conn: &mut Conn, bytes: &[u8], counters: &WorkerCounters, worker: usize, index: usize) {
+    let Some(tls) = &mut conn.tls else {
+        conn.rbuf.extend_from_slice(bytes);
+        return;
+    };
+    let handshaking = tls.is_handshaking();
+    if let Err(e) = tls.read_tls(bytes, &mut conn.rbuf, &mut conn.wire) {
+        debug!(worker, conn = index, kind = e.kind().as_str(), "tls: {e}");
+        counters.tls_errors.inc();
+        conn.close_after = true;
+    } else if handshaking && !tls.is_handshaking() {
+        if tls.is_resumed() {
+            counters.tls_handshakes_resumed.inc();
+        } else {
+            counters.tls_handshakes_full.inc();
+        }
+    }
+    if !conn.close_after && tls.peer_closed() {
+        // close_notify: the client sends no more requests; answer those received, then close.
+        conn.close_after = true;
+    }
+}
+
+/// Encrypts the plaintext responses of a TLS connection into `wire`, with a close_notify after
+/// the last one when the connection is to close. A no-op for cleartext connections and while
+/// the handshake runs (a response exists only after a request, which follows the handshake).
+fn seal(conn: &mut Conn) -> Result<(), squall_tls::TlsError> {
+    let Some(tls) = &mut conn.tls else {
+        return Ok(());
+    };
+    if tls.is_handshaking() {
+        return Ok(());
+    }
+    if !conn.out.is_empty() {
+        tls.write_plain(&conn.out, &mut conn.wire)?;
+        conn.out.clear();
+    }
+    if conn.close_after && !conn.cut && conn.phase == Phase::Open {
+        tls.close(&mut conn.wire);
+    }
+    Ok(())
+}

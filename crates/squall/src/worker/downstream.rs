@@ -1,0 +1,663 @@
+//! The downstream: how any answer reaches the client, whatever protocol it came on.
+//!
+//! A request is answered through one interface (a proxied response's head, data, end, error
+//! or reset; a cache entry; a short status response) and this file is the one place that
+//! knows whether the client is an HTTP/1.1 connection or a stream of an HTTP/2 connection
+//! ([`Client`]). It writes the bytes (status line, Date, framing, chunks, or HPACK and DATA
+//! frames), counts the response and writes the access log line, so that a feature written
+//! against it is written once for both protocols.
+//!
+//! Why a struct of borrowed parts and not methods of the worker: a session's driver holds
+//! its session (in the worker's session slab) while it writes to the client, and the
+//! downstream needs only the connections, the log and the clock, never the sessions, the
+//! origins or the ring. [`Worker::split`] hands out both halves at once.
+
+use std::time::Instant;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, StatusCode};
+use slab::Slab;
+use squall_cache::Entry;
+use squall_h1::RequestHead;
+use squall_h2::{ErrorCode, StreamId};
+use squall_proxy::{ClientFraming, ClientHead, ClientProtocol, ToClient};
+
+use super::cache::{Label, Parked};
+use super::conn::Conn;
+use super::session::{Session, SessionId};
+use super::token::Token;
+use super::{RequestLog, Worker, log_request};
+use crate::metrics::WorkerCounters;
+
+/// Whom an answer goes to: an HTTP/1.x connection, or one stream of an HTTP/2 connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Client {
+    H1(usize),
+    H2(usize, StreamId),
+}
+
+/// A [`Client`] as something that outlives a turn of the loop remembers it (a request parked
+/// on the cache, possibly on another worker): with the connection's generation, so that a
+/// slot freed and reused is never mistaken for the client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientToken {
+    pub token: Token,
+    pub stream: Option<StreamId>,
+}
+
+impl Client {
+    /// The client connection's slot.
+    pub fn conn(self) -> usize {
+        match self {
+            Client::H1(index) | Client::H2(index, _) => index,
+        }
+    }
+
+    pub fn token(self, generation: u32) -> ClientToken {
+        let stream = match self {
+            Client::H1(_) => None,
+            Client::H2(_, stream) => Some(stream),
+        };
+        ClientToken {
+            token: Token::client(self.conn(), generation),
+            stream,
+        }
+    }
+
+    /// The client a token names, on the connection in slot `index`.
+    pub fn of(index: usize, token: ClientToken) -> Client {
+        match token.stream {
+            None => Client::H1(index),
+            Some(stream) => Client::H2(index, stream),
+        }
+    }
+
+    /// How the exchange must frame a response for this client.
+    pub fn protocol(self, head: &RequestHead) -> ClientProtocol {
+        match self {
+            Client::H2(..) => ClientProtocol::H2,
+            Client::H1(_) if head.version == http::Version::HTTP_10 => ClientProtocol::Http10,
+            Client::H1(_) => ClientProtocol::Http11,
+        }
+    }
+}
+
+/// The downstream's state for one proxied response.
+#[derive(Debug, Default)]
+pub struct Reply {
+    framing: Option<ClientFraming>,
+    /// HTTP/1.x: the connection stays open after the response.
+    keep_alive: bool,
+    /// Bytes written for the access log.
+    sent: usize,
+    /// An `X-Cache: MISS` goes into the head (a cached route with `x_cache`).
+    x_cache: bool,
+}
+
+impl Reply {
+    /// A reply not begun; `x_cache` adds `X-Cache: MISS` to its head.
+    pub fn new(x_cache: bool) -> Reply {
+        Reply {
+            x_cache,
+            ..Reply::default()
+        }
+    }
+}
+
+/// What writing a proxied response's piece asks of the connection afterwards.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Written {
+    /// Something was queued for the client: its connection must send (or pump) it.
+    pub queued: bool,
+}
+
+/// The parts of the worker that write to clients (see the module docs).
+pub(super) struct Downstream<'a> {
+    pub conns: &'a mut Slab<Conn>,
+    pub log: &'a mut RequestLog,
+    pub counters: &'a WorkerCounters,
+    /// The current IMF-fixdate.
+    pub date: &'a [u8],
+    /// Reused to assemble a cache hit's head, so that a hit allocates nothing.
+    pub scratch: &'a mut BytesMut,
+    pub now: Instant,
+    pub draining: bool,
+}
+
+impl Worker {
+    /// The downstream and the session slab, borrowed at once.
+    pub(super) fn split(&mut self) -> (Downstream<'_>, &mut Slab<Session>) {
+        let down = Downstream {
+            conns: &mut self.conns,
+            log: &mut self.log,
+            counters: self.runtime.metrics.worker(self.id),
+            date: self.date.get(),
+            scratch: &mut self.scratch,
+            now: self.now,
+            draining: self.drain_deadline.is_some(),
+        };
+        (down, &mut self.sessions)
+    }
+
+    pub(super) fn downstream(&mut self) -> Downstream<'_> {
+        self.split().0
+    }
+
+    /// Lets a client go on after its exchange or cached request ended or wrote something: an
+    /// HTTP/1.x connection sends and reads its next request, an HTTP/2 connection sends what
+    /// its streams have. Queued, never re-entrant (see `ready`).
+    pub(super) fn resume_client(&mut self, client: Client) {
+        self.schedule(client.conn());
+    }
+
+    pub(super) fn client_token(&self, client: Client) -> ClientToken {
+        client.token(self.conns[client.conn()].generation)
+    }
+
+    /// Gives back HTTP/2 window for `n` request body bytes that moved on to the origin, so the
+    /// client may send more; HTTP/1.x reads on by itself.
+    pub(super) fn body_consumed(&mut self, client: Client, n: usize) {
+        if let Client::H2(index, stream) = client
+            && let Some(h2) = self.conns.get_mut(index).and_then(|c| c.h2.as_mut())
+        {
+            h2.conn.release_capacity(stream, n);
+        }
+    }
+
+    /// How many more response bytes the client takes before its origin should pause: the
+    /// output bound less what waits for it (the connection's unsent bytes, or the stream's
+    /// data queued under HTTP/2 flow control).
+    pub(super) fn client_room(&self, client: Client) -> usize {
+        let Some(conn) = self.conns.get(client.conn()) else {
+            return 0;
+        };
+        let waiting = match client {
+            Client::H1(_) => conn.unsent_bytes(),
+            Client::H2(_, stream) => conn.h2.as_ref().map_or(0, |h2| h2.conn.queued_data(stream)),
+        };
+        super::OUT_HIGH_BYTES.saturating_sub(waiting)
+    }
+}
+
+// ---- the per-request slots of a client ----
+
+/// Records that `id` answers `client` (or, with `None`, that it no longer does).
+pub(super) fn set_session(conn: &mut Conn, client: Client, id: Option<SessionId>) {
+    match client {
+        Client::H1(_) => conn.exchange = id,
+        Client::H2(_, stream) => {
+            if let Some(h2) = conn.h2.as_mut() {
+                match id {
+                    Some(id) => h2.exchanges.insert(stream, id),
+                    None => h2.exchanges.remove(&stream),
+                };
+            }
+        }
+    }
+}
+
+/// Every session answering a client on this connection.
+pub(super) fn sessions_of(conn: &Conn) -> Vec<SessionId> {
+    let streams = conn.h2.as_ref().map(|h2| h2.exchanges.values().copied());
+    conn.exchange
+        .into_iter()
+        .chain(streams.into_iter().flatten())
+        .collect()
+}
+
+pub(super) fn park(conn: &mut Conn, client: Client, parked: Parked) {
+    match client {
+        Client::H1(_) => conn.parked = Some(Box::new(parked)),
+        Client::H2(_, stream) => {
+            if let Some(h2) = conn.h2.as_mut() {
+                h2.parked.insert(stream, Box::new(parked));
+            }
+        }
+    }
+}
+
+pub(super) fn take_parked(conn: &mut Conn, client: Client) -> Option<Box<Parked>> {
+    match client {
+        Client::H1(_) => conn.parked.take(),
+        Client::H2(_, stream) => conn.h2.as_mut()?.parked.remove(&stream),
+    }
+}
+
+/// The requests on connection `index` whose wait on the cache ends by `now`.
+pub(super) fn parked_due(conn: &Conn, index: usize, now: Instant) -> Vec<Client> {
+    let mut due = Vec::new();
+    if conn.parked.as_ref().is_some_and(|p| p.until <= now) {
+        due.push(Client::H1(index));
+    }
+    if let Some(h2) = &conn.h2 {
+        let streams = h2.parked.iter().filter(|(_, p)| p.until <= now);
+        due.extend(streams.map(|(stream, _)| Client::H2(index, *stream)));
+    }
+    due
+}
+
+impl Downstream<'_> {
+    /// Writes one piece of a proxied response for `session`'s client.
+    pub fn write(&mut self, session: &mut Session, message: ToClient) -> Written {
+        let Some(conn) = self.conns.get_mut(session.client.conn()) else {
+            return Written::default();
+        };
+        let written = Written { queued: true };
+        let ended = match (session.client, message) {
+            (_, ToClient::Error { .. }) => {
+                debug_assert!(false, "errors are answered by the session");
+                false
+            }
+            (Client::H1(_), ToClient::Abort) => {
+                // The client has part of a response: the only honest end is a cut connection,
+                // once what it was sent so far has left.
+                conn.close_after = true;
+                conn.cut = true;
+                false
+            }
+            (Client::H2(_, stream), ToClient::Abort) => {
+                if let Some(h2) = conn.h2.as_mut() {
+                    h2.conn.reset_stream(stream, ErrorCode::InternalError);
+                }
+                false
+            }
+            (Client::H1(_), message) => {
+                let head = session.ex.head();
+                let keep_alive = !self.draining;
+                write_h1(
+                    conn,
+                    &mut session.reply,
+                    head,
+                    message,
+                    self.date,
+                    keep_alive,
+                )
+            }
+            (Client::H2(_, stream), message) => {
+                let Some(h2) = conn.h2.as_mut() else {
+                    return Written::default();
+                };
+                write_h2(&mut h2.conn, stream, &mut session.reply, message, self.date)
+            }
+        };
+        if ended {
+            self.log_session(session);
+        }
+        written
+    }
+
+    /// Counts and logs a proxied response that ended whole.
+    fn log_session(&mut self, session: &Session) {
+        let Some(conn) = self.conns.get_mut(session.client.conn()) else {
+            return;
+        };
+        let started = session.ex.started();
+        let upstream = self.now.saturating_duration_since(started);
+        self.counters.upstream_duration.observe(upstream);
+        conn.log_note.route = Some(session.ex.route().id);
+        conn.log_note.upstream = Some(upstream);
+        if session.fill.is_some() {
+            conn.log_note.cache = Some(Label::Miss.as_str());
+        }
+        let status = session.ex.status();
+        self.counters.count_response(status);
+        if let Client::H2(..) = session.client {
+            // Streams interleave: the connection's request clock is this stream's.
+            conn.request_started = started;
+        }
+        let head = Some(session.ex.head());
+        let (log, counters) = (&mut *self.log, self.counters);
+        let sent = session.reply.sent;
+        log_request(log, conn, head, status, sent, self.now, counters);
+    }
+
+    /// Answers with a short text response generated here (PURGE results, 403, 502, 504), as
+    /// the request's framing allows (keep-alive, no body for HEAD).
+    pub fn answer_status(&mut self, client: Client, head: &RequestHead, status: StatusCode) {
+        if let Client::H2(index, stream) = client {
+            self.refuse_h2(index, stream, status, Some(head));
+            return;
+        }
+        let Some(conn) = self.conns.get_mut(client.conn()) else {
+            return;
+        };
+        let before = conn.out.len();
+        let reason = status.canonical_reason().unwrap_or("");
+        let body = format!("{} {reason}\n", status.as_u16());
+        let response = squall_h1::ResponseHead {
+            status,
+            headers: &HeaderMap::new(),
+            raw_headers: b"server: squall\r\ncontent-type: text/plain\r\n",
+            body_len: Some(body.len() as u64),
+        };
+        if squall_h1::encode_response_head(&response, head.framing(), self.date, &mut conn.out) {
+            conn.out.extend_from_slice(body.as_bytes());
+        }
+        self.counters.count_response(status);
+        let sent = conn.out.len() - before;
+        log_request(
+            self.log,
+            conn,
+            Some(head),
+            status,
+            sent,
+            self.now,
+            self.counters,
+        );
+    }
+
+    /// An error response that ends the HTTP/1.x connection: the request was not read to its
+    /// end, so the next bytes are not a request.
+    pub fn answer_error_and_close(
+        &mut self,
+        client: Client,
+        head: &RequestHead,
+        status: StatusCode,
+    ) {
+        let Client::H1(index) = client else {
+            self.answer_status(client, head, status);
+            return;
+        };
+        let Some(conn) = self.conns.get_mut(index) else {
+            return;
+        };
+        self.counters.count_response(status);
+        let before = conn.out.len();
+        squall_h1::encode_error(status, self.date, &mut conn.out);
+        let sent = conn.out.len() - before;
+        conn.close_after = true;
+        log_request(
+            self.log,
+            conn,
+            Some(head),
+            status,
+            sent,
+            self.now,
+            self.counters,
+        );
+    }
+
+    /// Answers a request Squall refuses itself (400, 429, 502, ...) on an HTTP/2 stream, with a
+    /// short text body.
+    pub fn refuse_h2(
+        &mut self,
+        index: usize,
+        stream: StreamId,
+        status: StatusCode,
+        head: Option<&RequestHead>,
+    ) {
+        let Some(conn) = self.conns.get_mut(index) else {
+            return;
+        };
+        let Some(h2) = conn.h2.as_mut() else {
+            return;
+        };
+        let reason = status.canonical_reason().unwrap_or("Error");
+        let body = Bytes::from(format!("{} {reason}\n", status.as_u16()));
+        let fields = [
+            (&b"server"[..], &b"squall"[..]),
+            (&b"content-type"[..], &b"text/plain"[..]),
+        ];
+        let sent = super::h2::send_reply(
+            &mut h2.conn,
+            stream,
+            status,
+            fields,
+            None,
+            body,
+            head.is_some_and(|h| h.method == Method::HEAD),
+            self.date,
+        );
+        if status.is_client_error() && status != StatusCode::TOO_MANY_REQUESTS {
+            self.counters.count_bad_request(status);
+        }
+        self.counters.count_response(status);
+        log_request(self.log, conn, head, status, sent, self.now, self.counters);
+    }
+
+    /// Writes a stored entry as the response to `head`: a 304 when the client's validators
+    /// match, else the whole response (no body for HEAD). `x_cache` adds the label.
+    #[allow(clippy::too_many_arguments)]
+    pub fn serve_entry(
+        &mut self,
+        client: Client,
+        head: &RequestHead,
+        entry: &Entry,
+        label: Label,
+        x_cache: bool,
+        route: u32,
+    ) {
+        let not_modified = squall_cache::not_modified(&head.headers, entry);
+        let status = if not_modified {
+            StatusCode::NOT_MODIFIED
+        } else {
+            entry.status
+        };
+        // No allocation here: numbers are formatted on the stack, the head is assembled in the
+        // worker's scratch buffer and the body is shared.
+        let age = entry.age(std::time::SystemTime::now()).as_secs() as usize;
+        let mut age = super::h2::itoa_buf(age);
+        let age = age.as_bytes();
+        let logged = label.as_str();
+        let label = x_cache.then_some(label.as_str().as_bytes());
+        let date = self.date;
+        let Some(conn) = self.conns.get_mut(client.conn()) else {
+            return;
+        };
+        let sent = match client {
+            Client::H2(_, stream) => {
+                let Some(h2) = conn.h2.as_mut() else { return };
+                let mut length = super::h2::itoa_buf(entry.body.len());
+                let length = length.as_bytes();
+                let no_body = not_modified || head.method == Method::HEAD || entry.body.is_empty();
+                let fields = entry
+                    .headers
+                    .iter()
+                    .filter(|(name, _)| !not_modified || keeps_in_304(name))
+                    .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()))
+                    .chain([(&b"date"[..], date), (&b"age"[..], age)])
+                    .chain(label.map(|l| (&b"x-cache"[..], l)))
+                    .chain((!not_modified).then_some((&b"content-length"[..], length)));
+                if h2
+                    .conn
+                    .send_headers(stream, status.as_u16(), fields, no_body)
+                    .is_err()
+                {
+                    return;
+                }
+                if !no_body {
+                    let _ = h2.conn.send_data(stream, entry.body.clone(), true);
+                }
+                if no_body { 0 } else { entry.body.len() }
+            }
+            Client::H1(_) => {
+                let raw = &mut *self.scratch;
+                raw.clear();
+                if not_modified {
+                    for (name, value) in entry.headers.iter().filter(|(n, _)| keeps_in_304(n)) {
+                        put_line(raw, name.as_str().as_bytes(), value.as_bytes());
+                    }
+                } else {
+                    raw.put_slice(&entry.wire_head);
+                }
+                put_line(raw, b"age", age);
+                if let Some(label) = label {
+                    put_line(raw, b"x-cache", label);
+                }
+                let mut framing = head.framing();
+                framing.keep_alive &= !self.draining;
+                let response = squall_h1::ResponseHead {
+                    status,
+                    headers: &HeaderMap::new(),
+                    raw_headers: raw,
+                    body_len: Some(entry.body.len() as u64),
+                };
+                let before = conn.out.len() + conn.chain.bytes;
+                if squall_h1::encode_response_head(&response, framing, date, &mut conn.out)
+                    && !not_modified
+                {
+                    let copy = conn.tls.is_some();
+                    conn.chain.push(&mut conn.out, entry.body.clone(), copy);
+                }
+                if !framing.keep_alive {
+                    conn.close_after = true;
+                }
+                conn.out.len() + conn.chain.bytes - before
+            }
+        };
+        conn.log_note.cache = Some(logged);
+        conn.log_note.route = Some(route);
+        self.counters.count_response(status);
+        log_request(
+            self.log,
+            conn,
+            Some(head),
+            status,
+            sent,
+            self.now,
+            self.counters,
+        );
+    }
+}
+
+/// Writes a piece of a proxied response to an HTTP/1.x connection. Returns true when the
+/// response ended.
+fn write_h1(
+    conn: &mut Conn,
+    reply: &mut Reply,
+    request: &RequestHead,
+    message: ToClient,
+    date: &[u8],
+    keep_alive: bool,
+) -> bool {
+    let before = conn.out.len() + conn.chain.bytes;
+    let ended = match message {
+        ToClient::Continue => {
+            squall_h1::encode_continue(&mut conn.out);
+            return false;
+        }
+        ToClient::Head(mut head) => {
+            add_x_cache(reply, &mut head);
+            let mut framing = request.framing();
+            // The exchange decided the framing; the drain may still close the connection.
+            framing.keep_alive = head.keep_alive && keep_alive;
+            let response = squall_h1::ResponseHead {
+                status: head.status,
+                headers: &head.headers,
+                raw_headers: b"",
+                body_len: head.body_len,
+            };
+            squall_h1::encode_response_head(&response, framing, date, &mut conn.out);
+            reply.framing = Some(head.framing);
+            reply.keep_alive = framing.keep_alive;
+            false
+        }
+        ToClient::Data(data) => {
+            match reply.framing {
+                Some(ClientFraming::Chunked) => squall_h1::encode_chunk(&data, &mut conn.out),
+                Some(ClientFraming::Empty) | None => {}
+                Some(_) => {
+                    let copy = conn.tls.is_some();
+                    conn.chain.push(&mut conn.out, data, copy);
+                }
+            }
+            false
+        }
+        ToClient::End {
+            request_unfinished, ..
+        } => {
+            // Origin trailers are not forwarded to HTTP/1.x clients, as before the exchange.
+            if reply.framing == Some(ClientFraming::Chunked) {
+                squall_h1::encode_last_chunk(None, &mut conn.out);
+            }
+            if !reply.keep_alive || request_unfinished {
+                conn.close_after = true;
+            }
+            true
+        }
+        ToClient::Error { .. } | ToClient::Abort => false,
+    };
+    reply.sent += conn.out.len() + conn.chain.bytes - before;
+    ended
+}
+
+/// Writes a piece of a proxied response to an HTTP/2 stream. Returns true when the response
+/// ended.
+fn write_h2(
+    conn: &mut squall_h2::Connection,
+    stream: StreamId,
+    reply: &mut Reply,
+    message: ToClient,
+    date: &[u8],
+) -> bool {
+    match message {
+        ToClient::Head(mut head) => {
+            add_x_cache(reply, &mut head);
+            let no_body = head.framing == ClientFraming::Empty;
+            let mut length = head.body_len.map(|n| super::h2::itoa_buf(n as usize));
+            let fields = head
+                .headers
+                .iter()
+                .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()))
+                .chain([(&b"date"[..], date)])
+                .chain(
+                    length
+                        .as_mut()
+                        .map(|l| (&b"content-length"[..], l.as_bytes())),
+                );
+            let _ = conn.send_headers(stream, head.status.as_u16(), fields, no_body);
+            reply.framing = Some(head.framing);
+            false
+        }
+        ToClient::Data(data) => {
+            reply.sent += data.len();
+            let _ = conn.send_data(stream, data, false);
+            false
+        }
+        ToClient::End {
+            request_unfinished, ..
+        } => {
+            // Response trailers are not forwarded yet: END_STREAM on an empty DATA frame.
+            if reply.framing != Some(ClientFraming::Empty) {
+                let _ = conn.send_data(stream, Bytes::new(), true);
+            }
+            if request_unfinished {
+                // The response is whole; the rest of the request is not needed (RFC 9113 §8.1).
+                conn.reset_stream(stream, ErrorCode::NoError);
+            }
+            true
+        }
+        ToClient::Continue | ToClient::Error { .. } | ToClient::Abort => false,
+    }
+}
+
+fn add_x_cache(reply: &Reply, head: &mut ClientHead) {
+    if reply.x_cache {
+        head.headers.insert(
+            HeaderName::from_static("x-cache"),
+            HeaderValue::from_static(Label::Miss.as_str()),
+        );
+    }
+}
+
+pub(super) fn put_line(out: &mut BytesMut, name: &[u8], value: &[u8]) {
+    out.put_slice(name);
+    out.put_slice(b": ");
+    out.put_slice(value);
+    out.put_slice(b"\r\n");
+}
+
+/// The fields a 304 carries (RFC 9110 §15.4.5): those a 200 would have that describe the
+/// representation's validators and caching.
+fn keeps_in_304(name: &HeaderName) -> bool {
+    [
+        header::ETAG,
+        header::LAST_MODIFIED,
+        header::CACHE_CONTROL,
+        header::EXPIRES,
+        header::VARY,
+        header::CONTENT_LOCATION,
+    ]
+    .contains(name)
+}

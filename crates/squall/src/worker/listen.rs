@@ -1,0 +1,208 @@
+//! Listening sockets: multishot accepts, the back-off when descriptors run out, listeners added
+//! and removed by a reload, and the set-up of each accepted client connection.
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use socket2::SockRef;
+use squall_h1::RequestDecoder;
+use squall_tls::TlsConn;
+use tracing::{debug, warn};
+
+use super::conn::Conn;
+use super::h2::Protocols;
+use super::token::{self, Token};
+use super::{ACCEPT_RETRY, CONNS_MAX, Listener, PAUSE_LOG_INTERVAL, Worker};
+
+impl Worker {
+    /// Starts accepting on new listening sockets (at start-up and from a reload).
+    pub(super) fn add_listeners(&mut self, listeners: Vec<(SocketAddr, OwnedFd)>) {
+        for (address, fd) in listeners {
+            self.listeners.push(Listener {
+                address,
+                fd: Some(fd),
+                accept: None,
+                paused_since: None,
+            });
+            self.arm_accept(self.listeners.len() - 1);
+        }
+    }
+
+    /// Stops accepting on the listeners configured as `address` and closes their sockets;
+    /// connections they accepted go on. The entries stay, so accept tokens keep their index.
+    pub(super) fn remove_listener(&mut self, address: SocketAddr) {
+        /// Connections taken from a closing listener's queue at most (a bound on the loop).
+        const QUEUED_TAKEN_MAX: usize = 4096;
+        for index in 0..self.listeners.len() {
+            let listener = &mut self.listeners[index];
+            if listener.address != address {
+                continue;
+            }
+            if let Some(op) = listener.accept.take() {
+                self.ring.cancel(op, Token::listener(0).raw());
+            }
+            listener.paused_since = None;
+            let Some(fd) = listener.fd.take() else {
+                continue;
+            };
+            // Closing a listening socket resets the connections the kernel completed but no
+            // accept took yet: take them first, without blocking, and serve them.
+            let mut queued = Vec::new();
+            let socket = SockRef::from(&fd);
+            if socket.set_nonblocking(true).is_ok() {
+                while queued.len() < QUEUED_TAKEN_MAX {
+                    match socket.accept() {
+                        Ok((conn, _)) => queued.push(OwnedFd::from(conn)),
+                        Err(_) => break,
+                    }
+                }
+            }
+            self.ring.close(fd, Token::listener(0).raw());
+            for conn in queued {
+                if self.drain_deadline.is_none() && self.conns.len() < CONNS_MAX {
+                    self.open_conn(conn, index);
+                }
+            }
+        }
+    }
+
+    pub(super) fn arm_accept(&mut self, index: usize) {
+        let listener = &mut self.listeners[index];
+        if let (Some(fd), None) = (&listener.fd, listener.accept) {
+            let token = Token::listener(index).raw();
+            listener.accept = Some(self.ring.accept_multi(fd.as_raw_fd(), token));
+        }
+    }
+
+    pub(super) fn on_accept(&mut self, token: Token, result: io::Result<OwnedFd>, more: bool) {
+        let index = token.index();
+        if !more {
+            self.listeners[index].accept = None;
+        }
+        match result {
+            Ok(fd) if self.drain_deadline.is_none() && self.conns.len() < CONNS_MAX => {
+                self.listeners[index].paused_since = None;
+                self.open_conn(fd, index);
+            }
+            Ok(fd) => drop(fd),
+            Err(e) if is_out_of_descriptors(&e) => {
+                let listener = &mut self.listeners[index];
+                if listener.paused_since.is_none() {
+                    self.runtime.metrics.worker(self.id).accept_pauses.inc();
+                    listener.paused_since = Some(self.now);
+                }
+                // At the limit, accepting flaps between paused and running as connections come
+                // and go: one warning per minute says it all.
+                if self
+                    .pause_logged_at
+                    .is_none_or(|at| self.now >= at + PAUSE_LOG_INTERVAL)
+                {
+                    warn!(
+                        worker = self.id,
+                        "accept paused: {e}; resuming when descriptors free up"
+                    );
+                    self.pause_logged_at = Some(self.now);
+                }
+                self.accept_retry_at = Some(self.now + ACCEPT_RETRY);
+                return;
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => return,
+            Err(e) => debug!(worker = self.id, "accept: {e}"),
+        }
+        if !more && self.drain_deadline.is_none() {
+            self.arm_accept(index);
+        }
+    }
+
+    pub(super) fn retry_accept(&mut self) {
+        if self.accept_retry_at.is_some_and(|at| at <= self.now) {
+            self.accept_retry_at = None;
+            self.resume_accepting();
+        }
+    }
+
+    pub(super) fn resume_accepting(&mut self) {
+        if self.drain_deadline.is_some() {
+            return;
+        }
+        for index in 0..self.listeners.len() {
+            if self.listeners[index].paused_since.is_some()
+                && self.listeners[index].accept.is_none()
+            {
+                self.arm_accept(index);
+            }
+        }
+    }
+
+    pub(super) fn open_conn(&mut self, fd: OwnedFd, listener: usize) {
+        // Small responses go out at once: Nagle would hold a pipelined batch's tail for an ACK.
+        if let Err(e) = SockRef::from(&fd).set_tcp_nodelay(true) {
+            debug!(worker = self.id, "TCP_NODELAY: {e}");
+        }
+        // 30 bits: the top two bits of a token say what it belongs to.
+        self.next_generation = token::next_generation(self.next_generation);
+        let generation = self.next_generation;
+        let decoder = RequestDecoder::new(self.runtime.h1_limits);
+        let acceptor = self.runtime.tls.acceptor(self.listeners[listener].address);
+        let tls = acceptor.map(|acceptor| Box::new(TlsConn::new(acceptor)));
+        let raw = fd.as_raw_fd();
+        let mut conn = Conn::new(fd, generation, decoder, tls, self.now);
+        conn.protocols = self.listener_protocols(listener);
+        let limits = self.runtime.client_limits;
+        if self.log.access.is_some() || limits.any() || !self.runtime.upstreams.is_empty() {
+            // One getpeername per connection, paid only when a log, a limit or the
+            // X-Forwarded-For of a proxied request needs it.
+            let fd = conn.fd.as_ref().expect("a new connection has its socket");
+            conn.peer = SockRef::from(fd)
+                .peer_addr()
+                .ok()
+                .and_then(|a| a.as_socket());
+        }
+        if let (true, Some(peer)) = (limits.any(), conn.peer) {
+            if !self
+                .clients
+                .open(peer.ip(), limits.connections_max, self.now)
+            {
+                debug!(worker = self.id, %peer, "connections_per_ip_max reached: refused");
+                self.runtime.metrics.worker(self.id).limit_connections.inc();
+                return; // dropping `conn` closes the socket
+            }
+            conn.counted_ip = Some(peer.ip());
+        }
+        let index = self.conns.insert(conn);
+        let token = Token::client(index, generation);
+        let conn = &mut self.conns[index];
+        conn.recv = Some(self.ring.recv_multi(raw, token.raw()));
+        conn.ops += 1;
+        self.runtime
+            .metrics
+            .worker(self.id)
+            .connections_accepted
+            .inc();
+        self.update_deadline(index);
+    }
+
+    /// The protocols listener `listener` serves (HTTP/1.1 for one no longer configured).
+    pub(super) fn listener_protocols(&self, listener: usize) -> Protocols {
+        let address = self.listeners[listener].address;
+        self.runtime
+            .protocols
+            .iter()
+            .find(|(a, _)| *a == address)
+            .map_or(
+                Protocols {
+                    http1: true,
+                    ..Protocols::default()
+                },
+                |(_, p)| *p,
+            )
+    }
+}
+
+fn is_out_of_descriptors(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+    )
+}

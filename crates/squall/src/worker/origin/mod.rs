@@ -1,0 +1,496 @@
+//! Connections to origin servers, as the ring sees them: the slab, connects, sends, receives,
+//! the keep-alive pool and the timers. This is I/O only: what to send, when to retry, whether
+//! a connection may be kept are the exchange's decisions (`session.rs` runs them), and a
+//! health probe's are `probe.rs`'s.
+//!
+//! Bounds: a paused origin's receive is cancelled (and re-armed when the exchange resumes
+//! it), so a client slow to read holds at most what was already in flight; bytes to send wait
+//! behind the one send in flight, and the exchange stops taking request body while they do.
+
+mod probe;
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use socket2::{Domain, Protocol, Socket, Type};
+use squall_upstream::{Checkin, ConnId, ServerId, Upstream};
+use squall_uring::{OpId, RecvBuf};
+use tracing::debug;
+
+use super::Worker;
+use super::session::SessionId;
+use super::token::{self, Token};
+
+/// Where an origin connection is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OriginState {
+    /// The TCP connect is in flight.
+    Connecting,
+    /// Request going out and/or response coming in.
+    Busy,
+    /// In the pool, read only to notice a close.
+    Idle,
+    Closed,
+}
+
+/// One connection to an origin server.
+pub struct Origin {
+    pub fd: Option<OwnedFd>,
+    pub generation: u32,
+    pub upstream: usize,
+    /// The worker's upstream generation this connection belongs to (a reload rebuilds pools).
+    pub upstream_generation: u64,
+    pub server: ServerId,
+    pub address: SocketAddr,
+    pub state: OriginState,
+    /// Bytes to send behind the send in flight.
+    pub out: BytesMut,
+    pub recv: Option<OpId>,
+    pub send: Option<OpId>,
+    /// Operations queued or in flight (connect, receive, send, close): freed at zero.
+    pub ops: u32,
+    /// The session whose exchange holds this connection, while busy.
+    pub session: Option<SessionId>,
+    /// A health-check probe's own state, for a probe's connection (see `probe.rs`).
+    pub probe: Option<Box<probe::Probe>>,
+    /// The receive was cancelled because the client is slow to read.
+    pub paused: bool,
+    /// When the connection's timer is due: the exchange's `next_deadline`, or a probe's.
+    pub deadline: Option<Instant>,
+    /// Due time of the earliest timer entry filed for this connection, if one is filed.
+    pub timer_due: Option<Instant>,
+}
+
+impl Origin {
+    pub fn raw_fd(&self) -> Option<RawFd> {
+        self.fd.as_ref().map(AsRawFd::as_raw_fd)
+    }
+}
+
+/// Which server of which group an origin connection goes to.
+#[derive(Clone, Copy, Debug)]
+pub struct OriginTarget {
+    pub upstream: usize,
+    pub server: ServerId,
+    pub address: SocketAddr,
+}
+
+/// One worker's upstream groups, rebuilt on reload (a generation tells old connections apart).
+pub struct Upstreams {
+    pub groups: Vec<Upstream>,
+    pub generation: u64,
+}
+
+/// A new nonblocking TCP socket for `address`, with TCP_NODELAY (requests go out whole).
+pub fn origin_socket(address: SocketAddr) -> io::Result<OwnedFd> {
+    let socket = Socket::new(
+        Domain::for_address(address),
+        Type::STREAM,
+        Some(Protocol::TCP),
+    )?;
+    socket.set_tcp_nodelay(true)?;
+    Ok(socket.into())
+}
+
+impl Worker {
+    pub(super) fn origin_index(&self, token: Token) -> Option<usize> {
+        debug_assert_eq!(token.kind(), token::Kind::Origin);
+        let index = token.index();
+        let origin = self.origins.get(index)?;
+        token.names(origin.generation).then_some(index)
+    }
+
+    /// Puts a new origin connection in the slab and starts its connect: for session `session`
+    /// or, with `None`, a health probe of `method`. Returns its slot.
+    pub(super) fn open_origin(
+        &mut self,
+        fd: OwnedFd,
+        target: OriginTarget,
+        method: &http::Method,
+        session: Option<SessionId>,
+    ) -> usize {
+        self.next_generation = token::next_generation(self.next_generation);
+        let generation = self.next_generation;
+        let raw = fd.as_raw_fd();
+        let probe = session
+            .is_none()
+            .then(|| Box::new(probe::Probe::new(method)));
+        let index = self.origins.insert(Origin {
+            fd: Some(fd),
+            generation,
+            upstream: target.upstream,
+            upstream_generation: self.upstreams.generation,
+            server: target.server,
+            address: target.address,
+            state: OriginState::Connecting,
+            out: BytesMut::new(),
+            recv: None,
+            send: None,
+            ops: 1,
+            session,
+            probe,
+            paused: false,
+            deadline: None,
+            timer_due: None,
+        });
+        let token = Token::origin(index, generation);
+        self.ring.connect(raw, target.address, token.raw());
+        index
+    }
+
+    pub(super) fn on_origin_connect(&mut self, token: Token, result: io::Result<()>) {
+        let Some(index) = self.origin_index(token) else {
+            return;
+        };
+        self.origins[index].ops -= 1;
+        if self.origins[index].state != OriginState::Connecting {
+            self.origin_op_done(index);
+            return;
+        }
+        let now = self.now;
+        let origin = &mut self.origins[index];
+        match result {
+            Ok(()) => {
+                origin.state = OriginState::Busy;
+                let raw = origin.raw_fd().expect("a connecting origin has a socket");
+                origin.recv = Some(self.ring.recv_multi(raw, token.raw()));
+                origin.ops += 1;
+                match origin.session {
+                    Some(id) => self.feed(id, |ex| ex.on_origin_connected(false, now)),
+                    None => self.write_probe(index),
+                }
+            }
+            Err(e) => {
+                debug!(worker = self.id, address = %origin.address, "connect: {e}");
+                self.origin_failed(index, |ex| {
+                    ex.on_connect_failed(squall_upstream::UpstreamErrorClass::ConnectFailed, now);
+                });
+            }
+        }
+    }
+
+    /// A connection's I/O failed: its exchange hears `event`, a probe fails.
+    fn origin_failed(&mut self, index: usize, event: impl FnOnce(&mut squall_proxy::Exchange)) {
+        match self.origins[index].session {
+            Some(id) => self.feed(id, event),
+            None if self.origins[index].probe.is_some() => self.end_probe(index, false),
+            None => self.close_origin(index),
+        }
+    }
+
+    /// Sends `bytes` after whatever the connection has not sent yet.
+    pub(super) fn write_origin(&mut self, index: usize, bytes: Bytes) {
+        let origin = &mut self.origins[index];
+        if origin.state == OriginState::Closed {
+            return;
+        }
+        if origin.send.is_none() && origin.out.is_empty() {
+            let raw = origin.raw_fd().expect("an open origin has a socket");
+            let token = Token::origin(index, origin.generation);
+            origin.send = Some(self.ring.send(raw, bytes, token.raw()));
+            origin.ops += 1;
+        } else {
+            origin.out.extend_from_slice(&bytes);
+        }
+    }
+
+    pub(super) fn flush_origin(&mut self, index: usize) {
+        let origin = &mut self.origins[index];
+        if origin.send.is_some() || origin.out.is_empty() || origin.state == OriginState::Closed {
+            return;
+        }
+        let raw = origin.raw_fd().expect("an open origin has a socket");
+        let token = Token::origin(index, origin.generation);
+        let buf = origin.out.split().freeze();
+        origin.send = Some(self.ring.send(raw, buf, token.raw()));
+        origin.ops += 1;
+    }
+
+    pub(super) fn on_origin_send(&mut self, token: Token, result: io::Result<usize>, buf: Bytes) {
+        let Some(index) = self.origin_index(token) else {
+            return;
+        };
+        let now = self.now;
+        let origin = &mut self.origins[index];
+        origin.send = None;
+        origin.ops -= 1;
+        match result {
+            _ if origin.state == OriginState::Closed => {}
+            Ok(sent) => {
+                if sent < buf.len() {
+                    // A partial send: the rest goes first, before anything queued since.
+                    let raw = origin.raw_fd().expect("an open origin has a socket");
+                    origin.send = Some(self.ring.send(raw, buf.slice(sent..), token.raw()));
+                    origin.ops += 1;
+                } else {
+                    self.flush_origin(index);
+                }
+                if let Some(id) = self.origins[index].session {
+                    self.origin_sent(id, sent);
+                }
+            }
+            Err(e) => {
+                debug!(worker = self.id, "origin send: {e}");
+                self.origin_failed(index, |ex| ex.on_origin_error(now));
+            }
+        }
+        self.origin_op_done(index);
+    }
+
+    /// Request bytes reached the origin: the exchange may take more body, so a client paused
+    /// on a full upload reads on.
+    fn origin_sent(&mut self, id: SessionId, sent: usize) {
+        let now = self.now;
+        self.feed(id, |ex| ex.on_origin_sent(sent, now));
+        let Some(client) = self.session_mut(id).map(|s| s.client) else {
+            return;
+        };
+        if let Some(conn) = self.conns.get_mut(client.conn())
+            && conn.blocked
+        {
+            conn.blocked = false;
+            self.schedule(client.conn());
+        }
+    }
+
+    pub(super) fn on_origin_recv(
+        &mut self,
+        token: Token,
+        result: io::Result<Option<RecvBuf>>,
+        more: bool,
+    ) {
+        let Some(index) = self.origin_index(token) else {
+            if let Ok(Some(buf)) = result {
+                self.ring.recycle(buf);
+            }
+            return;
+        };
+        let now = self.now;
+        if !more {
+            self.origins[index].recv = None;
+            self.origins[index].ops -= 1;
+        }
+        match result {
+            Ok(Some(buf)) => {
+                if !more {
+                    self.arm_origin_recv(index);
+                }
+                let origin = &mut self.origins[index];
+                let bytes = self.ring.recv_bytes(&buf);
+                match (origin.state, origin.session, origin.probe.as_mut()) {
+                    // A paused origin's bytes already in flight still go to the exchange,
+                    // which holds them undecoded until the client has room.
+                    (OriginState::Busy, Some(id), _) => {
+                        if let Some(session) = self.sessions.get_mut(id.index)
+                            && session.is(id)
+                        {
+                            session.ex.on_origin_data(bytes, now);
+                        }
+                        self.ring.recycle(buf);
+                        self.drive(id);
+                    }
+                    (OriginState::Busy, None, Some(probe)) => {
+                        probe.rbuf.extend_from_slice(bytes);
+                        self.ring.recycle(buf);
+                        self.read_probe(index, false);
+                    }
+                    // An idle origin has nothing to say: a stray byte desyncs it. Close.
+                    _ => {
+                        self.ring.recycle(buf);
+                        self.close_origin(index);
+                    }
+                }
+            }
+            Ok(None) => match self.origins[index].state {
+                OriginState::Busy => match self.origins[index].session {
+                    Some(id) => self.feed(id, |ex| ex.on_origin_eof(now)),
+                    None if self.origins[index].probe.is_some() => self.read_probe(index, true),
+                    None => self.close_origin(index),
+                },
+                _ => self.close_origin(index),
+            },
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOBUFS | libc::ECANCELED)) => {
+                // Every receive buffer was in use for a moment, or the receive was cancelled
+                // to pause and the client caught up meanwhile: read again.
+                self.arm_origin_recv(index);
+            }
+            Err(e) => {
+                debug!(worker = self.id, "origin recv: {e}");
+                match self.origins[index].state {
+                    OriginState::Busy => self.origin_failed(index, |ex| ex.on_origin_error(now)),
+                    _ => self.close_origin(index),
+                }
+            }
+        }
+        self.origin_op_done(index);
+    }
+
+    /// Stops reading the origin while its client is slow to read.
+    pub(super) fn pause_origin(&mut self, index: usize) {
+        let origin = &mut self.origins[index];
+        if origin.paused || origin.state != OriginState::Busy {
+            return;
+        }
+        debug!(worker = self.id, address = %origin.address, "client reads slowly: origin paused");
+        origin.paused = true;
+        // `recv` stays set until the cancelled receive's final completion arrives.
+        if let Some(op) = origin.recv {
+            self.ring
+                .cancel(op, Token::origin(index, origin.generation).raw());
+        }
+    }
+
+    /// Reads a paused origin again.
+    pub(super) fn resume_origin(&mut self, index: usize) {
+        let origin = &mut self.origins[index];
+        if !origin.paused || origin.state != OriginState::Busy {
+            return;
+        }
+        origin.paused = false;
+        self.arm_origin_recv(index);
+    }
+
+    /// Arms the receive of a busy connection that is not paused, or of a pooled one (read to
+    /// notice a close), unless one is armed or still reporting its cancellation (whose final
+    /// completion arms it again).
+    pub(super) fn arm_origin_recv(&mut self, index: usize) {
+        let origin = &mut self.origins[index];
+        let reading = match origin.state {
+            OriginState::Busy => !origin.paused,
+            OriginState::Idle => true,
+            OriginState::Connecting | OriginState::Closed => false,
+        };
+        if reading && origin.recv.is_none() {
+            let raw = origin.raw_fd().expect("an open origin has a socket");
+            let token = Token::origin(index, origin.generation);
+            origin.recv = Some(self.ring.recv_multi(raw, token.raw()));
+            origin.ops += 1;
+        }
+    }
+
+    /// The exchange is done with the connection: to the pool when reusable and still of the
+    /// current upstream generation (and its receive armed, so a close is noticed), else closed.
+    pub(super) fn release_origin(&mut self, index: usize, reusable: bool) {
+        let now = self.now;
+        let origin = &mut self.origins[index];
+        let current = origin.upstream_generation == self.upstreams.generation;
+        let keep = reusable
+            && current
+            && origin.state == OriginState::Busy
+            && origin.recv.is_some()
+            && !origin.paused;
+        if keep {
+            let group = &mut self.upstreams.groups[origin.upstream];
+            let id = ConnId(Token::origin(index, origin.generation).raw());
+            if group.pool.checkin(origin.server, id, now) == Checkin::Keep {
+                origin.state = OriginState::Idle;
+                origin.deadline = None;
+                return;
+            }
+        }
+        self.close_origin(index);
+    }
+
+    pub(super) fn close_origin(&mut self, index: usize) {
+        let origin = &mut self.origins[index];
+        if origin.state == OriginState::Closed {
+            return;
+        }
+        if origin.state == OriginState::Idle
+            && origin.upstream_generation == self.upstreams.generation
+        {
+            let id = ConnId(Token::origin(index, origin.generation).raw());
+            self.upstreams.groups[origin.upstream].pool.remove(id);
+        }
+        origin.state = OriginState::Closed;
+        let token = Token::origin(index, origin.generation);
+        for op in [origin.recv.take(), origin.send].into_iter().flatten() {
+            self.ring.cancel(op, token.raw());
+        }
+        if let Some(fd) = origin.fd.take() {
+            self.ring.close(fd, token.raw());
+            origin.ops += 1;
+        }
+        self.origin_op_done(index);
+    }
+
+    pub(super) fn on_origin_close(&mut self, token: Token) {
+        if let Some(index) = self.origin_index(token) {
+            self.origins[index].ops -= 1;
+            self.origin_op_done(index);
+        }
+    }
+
+    /// Frees a closed origin's slot once every operation has reported.
+    fn origin_op_done(&mut self, index: usize) {
+        let Some(origin) = self.origins.get(index) else {
+            return;
+        };
+        if origin.state == OriginState::Closed && origin.ops == 0 && origin.recv.is_none() {
+            self.origins.remove(index);
+        }
+    }
+
+    pub(super) fn arm_origin_timer(&mut self, index: usize) {
+        let origin = &mut self.origins[index];
+        let Some(deadline) = origin.deadline else {
+            return;
+        };
+        if origin.timer_due.is_none_or(|due| deadline < due) {
+            origin.timer_due = Some(deadline);
+            self.timers
+                .insert(Token::origin(index, origin.generation).raw(), deadline);
+        }
+    }
+
+    /// A timer entry for an origin came due: its exchange's (or probe's) deadline may have
+    /// passed.
+    pub(super) fn on_origin_timer(&mut self, token: Token, due: Instant) {
+        let Some(index) = self.origin_index(token) else {
+            return;
+        };
+        let now = self.now;
+        let origin = &mut self.origins[index];
+        if origin.timer_due == Some(due) {
+            origin.timer_due = None;
+        }
+        if origin.state != OriginState::Connecting && origin.state != OriginState::Busy {
+            return;
+        }
+        let Some(deadline) = origin.deadline else {
+            return;
+        };
+        if deadline > now {
+            self.arm_origin_timer(index);
+            return;
+        }
+        match origin.session {
+            Some(id) => self.feed(id, |ex| ex.on_timer(now)),
+            None => {
+                debug!(worker = self.id, address = %origin.address, "probe timeout");
+                self.end_probe(index, false);
+            }
+        }
+    }
+
+    /// Closes pooled connections that sat idle too long (once per loop turn).
+    pub(super) fn expire_pools(&mut self) {
+        let now = self.now;
+        let mut expired = Vec::new();
+        for group in &mut self.upstreams.groups {
+            if group.pool.next_expiry().is_some_and(|at| at <= now) {
+                expired.extend(group.pool.expire(now));
+            }
+        }
+        for ConnId(raw) in expired {
+            if let Some(index) = self.origin_index(Token::from_raw(raw)) {
+                // Already forgotten by the pool: mark busy-less and close.
+                self.origins[index].state = OriginState::Busy;
+                self.close_origin(index);
+            }
+        }
+    }
+}

@@ -1,0 +1,455 @@
+//! Sessions: the worker's side of a proxied request. A session owns one
+//! [`squall_proxy::Exchange`] (the decisions) and, on a cached route, the cache fill that
+//! watches it; the worker feeds the exchange events (origin connected, bytes, EOF, failure,
+//! sent; client body, end, room, gone; the timer) and runs the actions it queues.
+//!
+//! The driver keeps only I/O: picking from the worker's balancer and pool, the origin
+//! sockets (`origin.rs`), and the client through the downstream (`downstream.rs`). Actions are
+//! run in a loop by [`Worker::drive`], never re-entrantly: nothing an action does calls back
+//! into a session, and a client that may go on (its next pipelined request, its stream's
+//! output) is queued on the ready list rather than processed from inside the loop.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use squall_cache::CacheKey;
+use squall_h1::{RequestHead, ResponseLimits};
+use squall_proxy::{Action, ClientInfo, Exchange, ExchangeConfig, FillHook, ProxyRoute, ToClient};
+use squall_upstream::{ConnId, RetryPolicy, ServerId, UpstreamErrorClass};
+
+use super::cache::{self, Fill, Label};
+use super::downstream::{self, Client, Reply};
+use super::origin::{self, OriginState, OriginTarget};
+use super::token::{self, Token};
+use super::{OUT_HIGH_BYTES, Worker};
+use crate::cache::Cache;
+
+/// Timeouts for a route whose group does not exist (an upstream that failed to build answers
+/// 502 at the first pick, so these are never waited for).
+const FALLBACK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A session's slot and the occupant of that slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SessionId {
+    pub index: usize,
+    pub generation: u32,
+}
+
+/// One proxied request.
+pub struct Session {
+    generation: u32,
+    pub ex: Exchange,
+    pub client: Client,
+    /// The origin connection the exchange holds (between `Connect` and `ReleaseOrigin`).
+    origin: Option<usize>,
+    /// The route's group, and the worker's upstream generation it was chosen under.
+    upstream: usize,
+    upstream_generation: u64,
+    peer: Option<std::net::SocketAddr>,
+    pub reply: Reply,
+    /// On a cached route: the response may be stored (see `cache.rs`).
+    pub fill: Option<Box<Fill>>,
+    /// For a method that is not safe on a cached route: the URL its success purges.
+    invalidate: Option<(Arc<Cache>, CacheKey)>,
+    /// The client was answered from the cache after all (a revalidation's 304, a stale entry
+    /// for an origin error): the exchange reads the origin's response to its end and drops it.
+    answered: bool,
+    /// The client went away: the exchange is being wound down and nothing reaches it.
+    gone: bool,
+}
+
+/// What running a batch of actions asks of the client afterwards.
+#[derive(Default)]
+struct Effects {
+    /// The client has output to send, or may go on to its next request.
+    kick: bool,
+}
+
+impl Session {
+    /// Whether this session is the occupant `id` names.
+    pub fn is(&self, id: SessionId) -> bool {
+        self.generation == id.generation
+    }
+}
+
+impl Worker {
+    /// Starts a session for `head` on `route`, answering `client`, and runs its first actions.
+    pub(super) fn start_session(
+        &mut self,
+        client: Client,
+        head: RequestHead,
+        route: Arc<ProxyRoute>,
+        invalidate: Option<(Arc<Cache>, CacheKey)>,
+        fill: Option<Box<Fill>>,
+    ) {
+        let upstream = route.upstream;
+        let group = self.upstreams.groups.get(upstream);
+        let config = ExchangeConfig {
+            retry: group.map_or(RetryPolicy::new(1, 1, false), |g| g.retry),
+            connect_timeout: group.map_or(FALLBACK_TIMEOUT, |g| g.connect_timeout),
+            response_timeout: group.map_or(FALLBACK_TIMEOUT, |g| g.response_timeout),
+            high_water_bytes: OUT_HIGH_BYTES,
+            response_limits: ResponseLimits::default(),
+        };
+        let conn = &self.conns[client.conn()];
+        let info = ClientInfo {
+            peer: conn.peer,
+            tls: conn.tls.is_some(),
+            protocol: client.protocol(&head),
+            keep_alive: self.drain_deadline.is_none(),
+        };
+        let x_cache = fill.is_some() && self.runtime.cache.x_cache;
+        self.next_generation = token::next_generation(self.next_generation);
+        let generation = self.next_generation;
+        let index = self.sessions.insert(Session {
+            generation,
+            ex: Exchange::new(head, route, info, config, self.now),
+            client,
+            origin: None,
+            upstream,
+            upstream_generation: self.upstreams.generation,
+            peer: info.peer,
+            reply: Reply::new(x_cache),
+            fill,
+            invalidate,
+            answered: false,
+            gone: false,
+        });
+        let id = SessionId { index, generation };
+        downstream::set_session(&mut self.conns[client.conn()], client, Some(id));
+        self.drive(id);
+    }
+
+    pub(super) fn session_mut(&mut self, id: SessionId) -> Option<&mut Session> {
+        self.sessions.get_mut(id.index).filter(|s| s.is(id))
+    }
+
+    /// Feeds the exchange of session `id` one event, then runs what it queued.
+    pub(super) fn feed(&mut self, id: SessionId, event: impl FnOnce(&mut Exchange)) {
+        if let Some(session) = self.session_mut(id) {
+            event(&mut session.ex);
+            self.drive(id);
+        }
+    }
+
+    /// Runs the actions session `id` has queued, in order, until it has none; ends the session
+    /// once its exchange is finished. The one place actions are run.
+    pub(super) fn drive(&mut self, id: SessionId) {
+        let mut effects = Effects::default();
+        while let Some(action) = self.session_mut(id).and_then(|s| s.ex.poll_action()) {
+            self.run_action(id, action, &mut effects);
+        }
+        let Some(session) = self.session_mut(id) else {
+            return;
+        };
+        let (client, gone) = (session.client, session.gone);
+        if session.ex.is_finished() {
+            self.end_session(id);
+            effects.kick = true;
+        } else {
+            self.arm_session_timer(id);
+        }
+        if effects.kick && !gone {
+            self.resume_client(client);
+        }
+    }
+
+    fn run_action(&mut self, id: SessionId, action: Action, effects: &mut Effects) {
+        let now = self.now;
+        match action {
+            Action::Pick => self.pick(id),
+            Action::Connect { server, pooled } => self.connect_session(id, server, pooled),
+            Action::WriteOrigin(bytes) => {
+                if let Some(index) = self.session_mut(id).and_then(|s| s.origin) {
+                    self.write_origin(index, bytes);
+                }
+            }
+            Action::PauseOrigin => {
+                if let Some(index) = self.session_mut(id).and_then(|s| s.origin) {
+                    self.pause_origin(index);
+                }
+            }
+            Action::ResumeOrigin => {
+                if let Some(index) = self.session_mut(id).and_then(|s| s.origin) {
+                    self.resume_origin(index);
+                }
+            }
+            Action::ReleaseOrigin { reusable } => {
+                if let Some(index) = self.session_mut(id).and_then(|s| s.origin.take()) {
+                    self.origins[index].session = None;
+                    self.release_origin(index, reusable);
+                }
+            }
+            Action::Report {
+                server, outcome, ..
+            } => {
+                let Some(session) = self.sessions.get(id.index) else {
+                    return;
+                };
+                if session.upstream_generation == self.upstreams.generation
+                    && let Some(group) = self.upstreams.groups.get_mut(session.upstream)
+                {
+                    group.group.report(server, outcome, now);
+                }
+            }
+            Action::ClientBodyConsumed(n) => {
+                if let Some(session) = self.session_mut(id).filter(|s| !s.gone) {
+                    let client = session.client;
+                    self.body_consumed(client, n);
+                    effects.kick = true;
+                }
+            }
+            Action::Client(ToClient::Error {
+                status,
+                request_unfinished,
+            }) => {
+                self.session_error(id, status, request_unfinished);
+                effects.kick = true;
+            }
+            Action::Client(message) => {
+                let (mut down, sessions) = self.split();
+                let Some(session) = sessions.get_mut(id.index).filter(|s| !s.gone) else {
+                    return;
+                };
+                let written = down.write(session, message);
+                effects.kick |= written.queued;
+            }
+            Action::Fill(hook) => self.fill_hook(id, hook),
+        }
+    }
+
+    /// `Action::Pick`: a server of the route's group, by its balancing, not yet tried.
+    fn pick(&mut self, id: SessionId) {
+        let now = self.now;
+        let Some(session) = self.sessions.get_mut(id.index).filter(|s| s.is(id)) else {
+            return;
+        };
+        let key = (self.runtime.hash_keys.get(session.upstream))
+            .map(|k| squall_proxy::forward::balance_key(k, session.ex.head(), session.peer));
+        let picked = (self.upstreams.groups.get_mut(session.upstream))
+            .and_then(|u| u.group.pick(key, now, session.ex.tried()));
+        session.ex.on_pick(picked, now);
+    }
+
+    /// `Action::Connect`: a pooled connection to `server` if allowed and one is idle (LIFO:
+    /// the one most likely still open), else a new connect.
+    fn connect_session(&mut self, id: SessionId, server: ServerId, pooled: bool) {
+        let now = self.now;
+        let Some(upstream) = self.session_mut(id).map(|s| s.upstream) else {
+            return;
+        };
+        while pooled
+            && let Some(ConnId(raw)) =
+                (self.upstreams.groups.get_mut(upstream)).and_then(|g| g.pool.checkout(server, now))
+        {
+            let Some(index) = self.origin_index(Token::from_raw(raw)) else {
+                continue;
+            };
+            let origin = &mut self.origins[index];
+            if origin.state != OriginState::Idle {
+                continue;
+            }
+            origin.state = OriginState::Busy;
+            origin.session = Some(id);
+            // Its receive may have ended while it was pooled (a pause's cancellation
+            // reporting late): a busy connection must be read.
+            self.arm_origin_recv(index);
+            self.runtime.metrics.worker(self.id).upstream_reuses.inc();
+            if let Some(session) = self.session_mut(id) {
+                session.origin = Some(index);
+                session.ex.on_origin_connected(true, now);
+            }
+            return;
+        }
+        let address = (self.upstreams.groups.get(upstream)).and_then(|g| g.group.address(server));
+        let fd = address.map(origin::origin_socket);
+        let Some(Ok(fd)) = fd else {
+            if let Some(Err(e)) = fd {
+                tracing::debug!(worker = self.id, ?address, "origin socket: {e}");
+            }
+            if let Some(session) = self.session_mut(id) {
+                session
+                    .ex
+                    .on_connect_failed(UpstreamErrorClass::ConnectFailed, now);
+            }
+            return;
+        };
+        let target = OriginTarget {
+            upstream,
+            server,
+            address: address.expect("a socket was made for it"),
+        };
+        let index = self.open_origin(fd, target, &http::Method::GET, Some(id));
+        self.runtime.metrics.worker(self.id).upstream_connects.inc();
+        if let Some(session) = self.session_mut(id) {
+            session.origin = Some(index);
+        }
+    }
+
+    /// Files the exchange's next deadline under its origin connection's timer.
+    fn arm_session_timer(&mut self, id: SessionId) {
+        let Some(session) = self.session_mut(id) else {
+            return;
+        };
+        let (origin, deadline) = (session.origin, session.ex.next_deadline());
+        if let Some(index) = origin {
+            self.origins[index].deadline = deadline;
+            self.arm_origin_timer(index);
+        }
+    }
+
+    /// The exchange gave up before the response started: stale-if-error may answer with the
+    /// stored entry, else the client gets the error status.
+    fn session_error(&mut self, id: SessionId, status: http::StatusCode, request_unfinished: bool) {
+        let stale_served = self.serve_stale_on_error(id);
+        let (mut down, sessions) = self.split();
+        let Some(session) = sessions.get_mut(id.index).filter(|s| !s.gone) else {
+            return;
+        };
+        if stale_served {
+            session.answered = true;
+            return;
+        }
+        let head = session.ex.head();
+        if request_unfinished {
+            down.answer_error_and_close(session.client, head, status);
+        } else {
+            // The request was read whole: the connection may go on (as nginx keeps it), so an
+            // origin outage does not turn into a storm of reconnects and TLS handshakes.
+            down.answer_status(session.client, head, status);
+        }
+    }
+
+    /// Serves the fill's stale entry in place of an origin error, if `stale-if-error` allows.
+    fn serve_stale_on_error(&mut self, id: SessionId) -> bool {
+        let (mut down, sessions) = self.split();
+        let Some(session) = sessions.get_mut(id.index).filter(|s| !s.gone) else {
+            return false;
+        };
+        let Some(fill) = session.fill.as_deref() else {
+            return false;
+        };
+        let head = session.ex.head();
+        let Some(stale) = cache::stale_for_error(fill, &head.headers) else {
+            return false;
+        };
+        let request = cache::client_request(head, fill);
+        let x_cache = fill.cache.x_cache;
+        down.counters.cache_stale.inc();
+        let route = session.ex.route().id;
+        down.serve_entry(
+            session.client,
+            &request,
+            &stale,
+            Label::Stale,
+            x_cache,
+            route,
+        );
+        true
+    }
+
+    /// What the cache fill sees of the response.
+    fn fill_hook(&mut self, id: SessionId, hook: FillHook) {
+        let stores = &self.runtime.metrics.worker(self.id).cache_stores;
+        let Some(session) = self.sessions.get_mut(id.index).filter(|s| s.is(id)) else {
+            return;
+        };
+        let Some(fill) = session.fill.as_deref_mut() else {
+            return;
+        };
+        match hook {
+            FillHook::Head {
+                status,
+                headers,
+                body_len,
+            } => {
+                let head = session.ex.head();
+                let mut to_client =
+                    squall_proxy::forward::response_headers(&headers, session.ex.route());
+                let action = cache::on_head(
+                    fill,
+                    &head.method,
+                    &head.headers,
+                    status,
+                    &headers,
+                    &mut to_client,
+                    body_len,
+                );
+                if let cache::HeadAction::Answered(entry, label) = action {
+                    let request = cache::client_request(head, fill);
+                    let (x_cache, route) = (fill.cache.x_cache, session.ex.route().id);
+                    let client = session.client;
+                    session.ex.on_answered_elsewhere();
+                    session.answered = true;
+                    if !session.gone {
+                        self.downstream()
+                            .serve_entry(client, &request, &entry, label, x_cache, route);
+                    }
+                }
+            }
+            FillHook::Data(data) => cache::on_data(fill, &data),
+            FillHook::End { .. } => {
+                if !session.answered && cache::on_end(fill, &session.ex.head().headers) {
+                    stores.inc();
+                }
+            }
+        }
+    }
+
+    /// Removes a finished session: detaches it from its client and origin, settles the purge
+    /// an unsafe method's success implies, and drops the fill (whose leadership, dropped,
+    /// wakes the requests parked behind it).
+    fn end_session(&mut self, id: SessionId) {
+        let session = self.sessions.remove(id.index);
+        debug_assert!(
+            session.origin.is_none(),
+            "a finished exchange holds no origin"
+        );
+        if let Some(index) = session.origin {
+            self.origins[index].session = None;
+            self.close_origin(index);
+        }
+        if let Some(conn) = self.conns.get_mut(session.client.conn())
+            && !session.gone
+        {
+            downstream::set_session(conn, session.client, None);
+        }
+        if session.answered {
+            let started = session.ex.started();
+            (self.runtime.metrics.worker(self.id).upstream_duration)
+                .observe(self.now.saturating_duration_since(started));
+        }
+        if let Some((cache, key)) = session.invalidate
+            && squall_cache::invalidates(&session.ex.head().method, session.ex.status())
+        {
+            cache.store.purge(&key);
+        }
+    }
+
+    /// The client (or its HTTP/2 stream) went away mid-exchange: the exchange lets its origin
+    /// go (not reusable) and the session ends without writing anything.
+    pub(super) fn abort_session(&mut self, id: SessionId) {
+        let now = self.now;
+        let Some(session) = self.session_mut(id) else {
+            return;
+        };
+        let client = session.client;
+        session.gone = true;
+        session.ex.on_client_gone(now);
+        if let Some(conn) = self.conns.get_mut(client.conn()) {
+            downstream::set_session(conn, client, None);
+        }
+        self.drive(id);
+    }
+
+    /// The client has room again (a send completed, HTTP/2 output moved on): a paused origin
+    /// may be read again.
+    pub(super) fn client_drained(&mut self, id: SessionId) {
+        let Some(client) = self.session_mut(id).map(|s| s.client) else {
+            return;
+        };
+        let room = self.client_room(client);
+        let now = self.now;
+        self.feed(id, |ex| ex.on_client_room(room, now));
+    }
+}
