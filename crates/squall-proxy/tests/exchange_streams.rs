@@ -178,3 +178,49 @@ fn a_cached_route_shows_the_fill_the_response_and_its_clean_end() {
     assert!(pair.client.is_empty());
     assert_eq!(pair.conns[0].released, Some(true));
 }
+
+#[test]
+fn a_refetch_resends_the_request_with_other_fields_and_drops_the_first_response() {
+    let not_modified = b"HTTP/1.1 304 Not Modified\r\nETag: \"other\"\r\n\r\n";
+    let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfresh";
+    for pieces in splits(ok) {
+        let raw = "GET /c HTTP/1.1\r\nHost: x\r\nIf-None-Match: \"stored\"\r\n\r\n";
+        let mut pair = Pair::with(head(raw), ClientProtocol::Http11, true, &[Server::Accept]);
+        pair.run();
+        pair.ex.on_origin_data(not_modified, pair.now);
+        // The fill sees the 304's head first, before the client would.
+        assert!(matches!(
+            pair.ex.poll_action(),
+            Some(squall_proxy::Action::Fill(
+                squall_proxy::FillHook::Head { .. }
+            ))
+        ));
+        let mut client_fields = http::HeaderMap::new();
+        client_fields.insert(http::header::HOST, "x".parse().unwrap());
+        pair.ex.refetch(client_fields, pair.now);
+        pair.run();
+        assert!(pair.client.is_empty(), "the 304 never reaches the client");
+        // The 304 was read whole, so its connection went back to the pool and carries the
+        // request again.
+        assert_eq!(pair.conns[0].released, Some(true));
+        assert_eq!(pair.conns.len(), 2, "sent again");
+        assert!(pair.conns[1].reused);
+        assert!(pair.written(1).starts_with("GET /c HTTP/1.1\r\n"));
+        assert!(
+            !pair.written(1).to_lowercase().contains("if-none-match"),
+            "{}",
+            pair.written(1)
+        );
+        pair.origin_sends(&pieces);
+        assert_eq!(
+            pair.client,
+            [
+                "head 200 len=Some(5) Length(5) keep_alive=true []",
+                "data fresh",
+                "end [] unfinished=false"
+            ]
+        );
+        assert_eq!(pair.reports.len(), 2, "one report per pick");
+        assert!(pair.ex.is_finished());
+    }
+}

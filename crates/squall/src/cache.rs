@@ -1,6 +1,7 @@
 //! The response cache as the process holds it: one store and one in-flight table shared by
 //! every worker (squall-cache), the `[cache]` settings, and the wake-ups that tell a worker a
-//! request it parked behind another's origin fetch may go on.
+//! request it parked behind another's origin fetch may go on (the driver turns a finished or
+//! abandoned ticket's waiters into them).
 //!
 //! The store outlives reloads: a reload that keeps `cache.memory` keeps every cached object.
 
@@ -8,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
-use squall_cache::{InFlight, Store, Ticket};
+use squall_cache::{FillLimits, InFlight, Store};
 use squall_config::IpNet;
 use squall_uring::Waker;
 
@@ -78,6 +79,15 @@ impl Cache {
         })
     }
 
+    /// What bounds a fill on a route whose `cache_ttl` is `default_ttl`.
+    pub fn fill_limits(&self, default_ttl: Option<Duration>) -> FillLimits {
+        FillLimits {
+            object_bytes_max: self.object_bytes_max,
+            default_ttl,
+            encode_head: squall_cache::header_lines,
+        }
+    }
+
     /// May a client at `ip` send PURGE?
     pub fn purge_allowed(&self, ip: std::net::IpAddr) -> bool {
         self.purge_allow.iter().any(|net| net.contains(ip))
@@ -91,39 +101,17 @@ pub struct Peer {
     pub waker: Waker,
 }
 
-/// The leadership of one fetch: ends (and wakes the requests parked behind it) when dropped,
-/// whatever way the fetch ended, so that no follower is ever stranded.
-pub struct Leader {
-    ticket: Option<Ticket>,
-    cache: Arc<Cache>,
-    peers: Arc<[Peer]>,
-}
-
-impl Leader {
-    pub fn new(ticket: Ticket, cache: Arc<Cache>, peers: Arc<[Peer]>) -> Leader {
-        Leader {
-            ticket: Some(ticket),
-            cache,
-            peers,
-        }
-    }
-}
-
-impl Drop for Leader {
-    fn drop(&mut self) {
-        let Some(ticket) = self.ticket.take() else {
-            return;
-        };
-        for waiter in self.cache.inflight.finish(ticket) {
-            if let Some(peer) = self.peers.get(waiter.worker) {
-                // A worker that is gone has no requests to wake.
-                if peer
-                    .control
-                    .send(Control::CacheReady(waiter.client))
-                    .is_ok()
-                {
-                    peer.waker.wake();
-                }
+/// Wakes each waiter on the worker that holds it (a finished or abandoned fetch's followers).
+pub fn wake(peers: &[Peer], waiters: Vec<Waiter>) {
+    for waiter in waiters {
+        if let Some(peer) = peers.get(waiter.worker) {
+            // A worker that is gone has no requests to wake.
+            if peer
+                .control
+                .send(Control::CacheReady(waiter.client))
+                .is_ok()
+            {
+                peer.waker.wake();
             }
         }
     }

@@ -413,6 +413,44 @@ impl Exchange {
         self.actions.retain(|a| !matches!(a, Action::Client(_)));
     }
 
+    /// Sends the request again from the start with `headers` in place of its own, and drops
+    /// the response in progress: the cache fill found that the origin's 304 answers a
+    /// validator it does not hold (RFC 9111 §4.3.4), so it must neither reach the client nor
+    /// end the request. The response's client actions and fill hooks still queued are
+    /// withdrawn; a connection still held is let go (not reused: the rest of that response
+    /// is not read) and its pick reported as the status it had. The new attempt picks afresh, with
+    /// the group's whole retry budget.
+    ///
+    /// Only for requests without a body (what a cache fill fetches): a body is not kept for
+    /// a second send.
+    pub fn refetch(&mut self, headers: HeaderMap, now: Instant) {
+        debug_assert!(
+            self.request_complete && self.body.is_empty(),
+            "a bodiless request"
+        );
+        if !self.request_complete || !self.response_started {
+            return;
+        }
+        self.actions
+            .retain(|a| !matches!(a, Action::Client(_) | Action::Fill(_)));
+        if self.holding_origin {
+            self.release_origin(false);
+        }
+        let outcome = Outcome::from_status(self.status.as_u16());
+        self.report(outcome, None, now);
+        self.head.headers = headers;
+        self.tried.clear();
+        self.decoder = None;
+        self.rbuf.clear();
+        self.paused = false;
+        self.response_started = false;
+        self.framing = None;
+        self.status = StatusCode::BAD_GATEWAY;
+        self.room = self.config.high_water_bytes;
+        self.phase = Phase::Picking;
+        self.actions.push_back(Action::Pick);
+    }
+
     /// Panics if an invariant does not hold; tests call it after every step (STYLE §8).
     pub fn check_invariants(&self) {
         let attempts = u32::try_from(self.tried.len()).unwrap_or(u32::MAX);

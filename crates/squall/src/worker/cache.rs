@@ -21,54 +21,27 @@
 //! the revalidation fails (an error status, or no response).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Instant, SystemTime};
 
-use bytes::{BufMut, Bytes, BytesMut};
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::header::{self, HeaderValue};
 use http::{Method, StatusCode};
-use squall_cache::{CacheKey, Entry, EntryState, Freshness, Join, Lookup};
+use squall_cache::{Admission, CacheKey, Entry, Fill, FillRequest, Lookup, Served};
 use squall_h1::RequestHead;
 use squall_proxy::ProxyRoute;
 use tracing::debug;
 
 use super::Worker;
-use super::downstream::{self, Client, put_line};
-use crate::cache::{Cache, Leader, Waiter};
+use super::downstream::{self, Client};
+use crate::cache::{Cache, Waiter};
 
-/// The cache side of an exchange that may store its response.
-pub struct Fill {
+/// The `X-Cache` label of a response (the access log's cache field).
+pub type Label = Served;
+
+/// The cache side of a session: the fill, and the cache whose store and in-flight table it
+/// fills (a reload may have replaced the worker's since).
+pub struct CacheFill {
     pub cache: Arc<Cache>,
-    pub key: CacheKey,
-    /// Held by the one request that fetches for its key; waking the others when dropped.
-    #[expect(
-        dead_code,
-        reason = "held for its Drop, which wakes the parked requests"
-    )]
-    pub leader: Option<Leader>,
-    pub request_time: SystemTime,
-    pub ttl: Option<Duration>,
-    /// The stored entry this fetch replaces: revalidated when the request went out
-    /// conditional, and served if the fetch fails and `stale-if-error` allows.
-    pub stale: Option<Arc<Entry>>,
-    /// The client's own request fields, when revalidation replaced its conditionals.
-    pub client_headers: Option<HeaderMap>,
-    pub state: FillState,
-}
-
-pub enum FillState {
-    /// No response head yet.
-    Waiting,
-    /// Collecting a storable response.
-    Storing(Box<Storing>),
-    /// Not stored (not storable, too large, or answered from the cache after all).
-    Passed,
-}
-
-pub struct Storing {
-    status: StatusCode,
-    headers: HeaderMap,
-    freshness: Freshness,
-    body: BytesMut,
+    pub fill: Fill,
 }
 
 /// A request waiting for another's fetch of the same object.
@@ -84,30 +57,10 @@ pub struct Parked {
 pub enum Begun {
     /// Answered from the cache (or refused): the client may go on to its next request.
     Answered,
-    /// Forwarded: an exchange runs.
+    /// Forwarded: a session runs.
     Forwarded,
     /// Parked behind another fetch.
     Parked,
-}
-
-/// The `X-Cache` label of a response.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Label {
-    Hit,
-    Miss,
-    Stale,
-    Revalidated,
-}
-
-impl Label {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Label::Hit => "HIT",
-            Label::Miss => "MISS",
-            Label::Stale => "STALE",
-            Label::Revalidated => "REVALIDATED",
-        }
-    }
 }
 
 /// The cache key of a request: scheme, host (from Host or `:authority`) and target.
@@ -122,15 +75,6 @@ pub fn key_of(head: &RequestHead, scheme: &str) -> CacheKey {
     CacheKey::new(scheme, host, target.as_bytes())
 }
 
-/// Encodes stored header fields as HTTP/1.1 lines: the head every hit copies.
-pub fn wire_head(headers: &HeaderMap) -> Bytes {
-    let mut out = BytesMut::with_capacity(32 * headers.len());
-    for (name, value) in headers {
-        put_line(&mut out, name.as_str().as_bytes(), value.as_bytes());
-    }
-    out.freeze()
-}
-
 /// The PURGE method (Varnish, Squid, Tempesta); not in the `http` crate's constants.
 pub(super) fn is_purge(method: &Method) -> bool {
     method.as_str() == "PURGE"
@@ -143,7 +87,7 @@ impl Worker {
     pub(super) fn begin_cached(
         &mut self,
         client: Client,
-        mut head: RequestHead,
+        head: RequestHead,
         route: Arc<ProxyRoute>,
     ) -> Begun {
         let cache = self.runtime.cache.clone();
@@ -162,136 +106,85 @@ impl Worker {
                 return Begun::Forwarded;
             }
         };
-        let now = SystemTime::now();
-        let counters = self.runtime.metrics.worker(self.id);
         let entry = cache.store.lookup(&key, &head.headers);
-        let mut stale = None;
-        if let Some(entry) = entry {
-            match entry.state(now, &control) {
-                EntryState::Fresh => {
-                    counters.cache_hits.inc();
-                    self.downstream().serve_entry(
-                        client,
-                        &head,
-                        &entry,
-                        Label::Hit,
-                        cache.x_cache,
-                        route.id,
-                    );
-                    return Begun::Answered;
-                }
-                EntryState::Stale {
-                    can_serve_while_revalidate,
-                    ..
-                } => {
-                    if can_serve_while_revalidate && !self.may_lead(&cache, &key, client) {
-                        // Another request is revalidating it: serve stale meanwhile.
-                        counters.cache_stale.inc();
-                        self.downstream().serve_entry(
-                            client,
-                            &head,
-                            &entry,
-                            Label::Stale,
-                            cache.x_cache,
-                            route.id,
-                        );
-                        return Begun::Answered;
-                    }
-                    stale = Some(entry);
-                }
-                EntryState::MustRevalidate => stale = Some(entry),
-            }
-        } else if control.only_if_cached {
-            // RFC 9111 §5.2.1.7: nothing stored, so 504 without asking the origin.
-            self.downstream()
-                .answer_status(client, &head, StatusCode::GATEWAY_TIMEOUT);
-            return Begun::Answered;
-        }
+        let decision = squall_cache::decide(entry, &control, SystemTime::now());
         let waiter = Waiter {
             worker: self.id,
             client: self.client_token(client),
         };
-        let leader = match cache.inflight.join(&key, waiter) {
-            Join::Leader(ticket) => Some(Leader::new(ticket, cache.clone(), self.peers.clone())),
-            Join::Follower => {
+        let counters = self.runtime.metrics.worker(self.id);
+        match squall_cache::admit(&cache.inflight, &key, decision, waiter) {
+            Admission::Serve(entry, served) => {
+                match served {
+                    Served::Stale => counters.cache_stale.inc(),
+                    _ => counters.cache_hits.inc(),
+                }
+                self.downstream().serve_entry(
+                    client,
+                    &head,
+                    &entry,
+                    served,
+                    cache.x_cache,
+                    route.id,
+                );
+                Begun::Answered
+            }
+            // RFC 9111 §5.2.1.7: nothing the client accepts is stored, so 504 without asking
+            // the origin.
+            Admission::GatewayTimeout => {
+                self.downstream()
+                    .answer_status(client, &head, StatusCode::GATEWAY_TIMEOUT);
+                Begun::Answered
+            }
+            Admission::Wait => {
                 counters.cache_coalesced.inc();
                 let until = self.now + cache.coalesce_timeout;
-                self.park(
-                    client,
-                    Parked {
-                        head,
-                        route,
-                        key,
-                        until,
-                    },
-                );
-                return Begun::Parked;
+                let parked = Parked {
+                    head,
+                    route,
+                    key,
+                    until,
+                };
+                downstream::park(&mut self.conns[client.conn()], client, parked);
+                self.update_deadline(client.conn());
+                Begun::Parked
             }
-            // Too many waiting already: this one goes to the origin itself.
-            Join::Full(_) => None,
-        };
-        counters.cache_misses.inc();
-        let mut client_headers = None;
-        if let Some(entry) = &stale {
-            let validators = squall_cache::revalidation_headers(entry);
-            if !validators.is_empty() {
-                client_headers = Some(head.headers.clone());
-                for name in [
-                    header::IF_NONE_MATCH,
-                    header::IF_MODIFIED_SINCE,
-                    header::IF_MATCH,
-                    header::IF_UNMODIFIED_SINCE,
-                    header::IF_RANGE,
-                ] {
-                    head.headers.remove(name);
-                }
-                for (name, value) in validators {
-                    head.headers.insert(name, value);
-                }
+            Admission::Fetch { stale, ticket } => {
+                counters.cache_misses.inc();
+                self.start_fill(client, head, route, cache, key, stale, ticket);
+                Begun::Forwarded
             }
         }
-        let fill = Fill {
-            cache,
+    }
+
+    /// Sends `head` to the origin through a fill of `key` (revalidating `stale` when it has
+    /// validators, leading the key when it has a `ticket`).
+    #[allow(clippy::too_many_arguments)]
+    fn start_fill(
+        &mut self,
+        client: Client,
+        mut head: RequestHead,
+        route: Arc<ProxyRoute>,
+        cache: Arc<Cache>,
+        key: CacheKey,
+        stale: Option<Arc<Entry>>,
+        ticket: Option<squall_cache::Ticket>,
+    ) {
+        let request = FillRequest {
             key,
-            leader,
-            request_time: now,
-            ttl: route.cache_ttl,
-            stale,
-            client_headers,
-            state: FillState::Waiting,
+            method: head.method.clone(),
+            headers: head.headers.clone(),
         };
-        self.start_session(client, head, route, None, Some(Box::new(fill)));
-        Begun::Forwarded
-    }
-
-    /// True when `client` may lead a fetch of `key` (nobody else is fetching it); registers it
-    /// as a waiter otherwise, whose wake-up is then ignored.
-    fn may_lead(&self, cache: &Cache, key: &CacheKey, client: Client) -> bool {
-        let waiter = Waiter {
-            worker: self.id,
-            client: self.client_token(client),
-        };
-        match cache.inflight.join(key, waiter) {
-            // Give the ticket straight back: `begin_cached` joins again as the leader.
-            Join::Leader(ticket) => {
-                cache.inflight.finish(ticket);
-                true
-            }
-            Join::Follower => {
-                cache.inflight.leave(key, &waiter);
-                false
-            }
-            Join::Full(_) => false,
-        }
-    }
-
-    fn park(&mut self, client: Client, parked: Parked) {
-        downstream::park(&mut self.conns[client.conn()], client, parked);
-        self.update_deadline(client.conn());
+        let limits = cache.fill_limits(route.cache_ttl);
+        let store = cache.store.clone();
+        let fill = Fill::new(store, limits, request, stale, ticket, SystemTime::now());
+        fill.origin_request_headers(&mut head.headers);
+        let fill = Box::new(CacheFill { cache, fill });
+        self.start_session(client, head, route, None, Some(fill));
     }
 
     /// A fetch this client waited for has ended (or its wait timed out): look again, then
-    /// serve the entry or go to the origin.
+    /// serve the entry or go to the origin (with no ticket and no stale entry).
     pub(super) fn unpark(&mut self, client: Client) {
         let conn = &mut self.conns[client.conn()];
         if conn.phase != super::conn::Phase::Open {
@@ -305,39 +198,21 @@ impl Worker {
         } = *parked;
         let cache = self.runtime.cache.clone();
         let control = squall_cache::request_cache_control(&head.headers);
-        let now = SystemTime::now();
-        let fresh = cache
-            .store
-            .lookup(&key, &head.headers)
-            .filter(|e| e.state(now, &control) == EntryState::Fresh);
-        if let Some(entry) = fresh {
-            self.runtime.metrics.worker(self.id).cache_hits.inc();
-            self.downstream().serve_entry(
-                client,
-                &head,
-                &entry,
-                Label::Hit,
-                cache.x_cache,
-                route.id,
-            );
-        } else {
-            let fill = Fill {
-                cache,
-                key,
-                leader: None,
-                request_time: now,
-                ttl: route.cache_ttl,
-                stale: None,
-                client_headers: None,
-                state: FillState::Waiting,
-            };
-            self.start_session(client, head, route, None, Some(Box::new(fill)));
+        let entry = cache.store.lookup(&key, &head.headers);
+        match squall_cache::decide(entry, &control, SystemTime::now()) {
+            squall_cache::Decision::Hit(entry) => {
+                self.runtime.metrics.worker(self.id).cache_hits.inc();
+                self.downstream().serve_entry(
+                    client,
+                    &head,
+                    &entry,
+                    Served::Hit,
+                    cache.x_cache,
+                    route.id,
+                );
+            }
+            _ => self.start_fill(client, head, route, cache, key, None, None),
         }
-        self.after_begin(client);
-    }
-
-    /// Lets the client's connection go on after a cached request was answered or started.
-    fn after_begin(&mut self, client: Client) {
         self.resume_client(client);
     }
 
@@ -351,6 +226,26 @@ impl Worker {
             );
             self.unpark(client);
         }
+    }
+
+    /// Finishes a fill's ticket once its fate is known, and wakes the requests it led.
+    pub(super) fn release_fill(&mut self, fill: &mut CacheFill) {
+        if let Some(ticket) = fill.fill.release() {
+            let waiters = fill.cache.inflight.finish(ticket);
+            crate::cache::wake(&self.peers, waiters);
+        }
+    }
+
+    /// Wakes the followers of leaders whose ticket was dropped unfinished (a client gone, a
+    /// session torn down), once per loop turn, on the cache in force and on tables a reload
+    /// replaced until they are empty.
+    pub(super) fn wake_abandoned(&mut self) {
+        let woken = self.runtime.cache.inflight.take_abandoned();
+        crate::cache::wake(&self.peers, woken);
+        self.old_inflight.retain(|table| {
+            crate::cache::wake(&self.peers, table.take_abandoned());
+            !table.is_empty()
+        });
     }
 
     /// PURGE: removes every variant of the URL, if the client may.
@@ -395,182 +290,7 @@ impl Worker {
         // `X-Tempesta-Cache: get`).
         head.method = Method::GET;
         head.headers.remove(PURGE_HEADER);
-        let fill = Fill {
-            cache,
-            key,
-            leader: None,
-            request_time: SystemTime::now(),
-            ttl: route.cache_ttl,
-            stale: None,
-            client_headers: None,
-            state: FillState::Waiting,
-        };
-        self.start_session(client, head, route, None, Some(Box::new(fill)));
+        self.start_fill(client, head, route, cache, key, None, None);
         Begun::Forwarded
     }
-}
-
-// ---- the fill's side: called by the session as the origin's response arrives ----
-
-/// What the exchange does with the origin's response head.
-pub enum HeadAction {
-    /// Forward it (with `X-Cache: MISS` added when configured).
-    Forward,
-    /// The response was answered from the cache (a 304 refreshed the entry, or an error
-    /// turned into a stale entry): swallow the origin's body.
-    Answered(Arc<Entry>, Label),
-}
-
-/// Decides what to do with the origin's response head for an exchange that has a fill, and
-/// starts collecting the body when it will be stored. `headers` are the fields as they go to
-/// the client (hop-by-hop removed, route edits applied).
-pub fn on_head(
-    fill: &mut Fill,
-    method: &Method,
-    request_headers: &HeaderMap,
-    status: StatusCode,
-    origin_headers: &HeaderMap,
-    headers: &mut HeaderMap,
-    content_length: Option<u64>,
-) -> HeadAction {
-    let now = SystemTime::now();
-    let client_headers = fill.client_headers.as_ref().unwrap_or(request_headers);
-    if let Some(stale) = &fill.stale {
-        if status == StatusCode::NOT_MODIFIED {
-            let exchange = squall_cache::Exchange {
-                request_headers: client_headers,
-                default_ttl: fill.ttl,
-                request_time: fill.request_time,
-                response_time: now,
-            };
-            let mut merged = headers.clone();
-            merged.remove(header::AGE);
-            if let Some(freshened) =
-                squall_cache::freshen(stale, &merged, &exchange, |_, h| wire_head(&stored(h)))
-            {
-                let entry = Arc::new(freshened.entry);
-                if freshened.storable.is_ok() {
-                    fill.cache.store.insert(fill.key.clone(), entry.clone());
-                } else {
-                    fill.cache.store.remove_variant(&fill.key, stale);
-                }
-                fill.state = FillState::Passed;
-                return HeadAction::Answered(entry, Label::Revalidated);
-            }
-        }
-        if status.is_server_error() {
-            let state = stale.state(now, &squall_cache::request_cache_control(client_headers));
-            if matches!(
-                state,
-                EntryState::Stale {
-                    can_serve_if_error: true,
-                    ..
-                }
-            ) {
-                fill.state = FillState::Passed;
-                return HeadAction::Answered(stale.clone(), Label::Stale);
-            }
-        }
-    }
-    if fill.cache.x_cache {
-        headers.insert(
-            HeaderName::from_static("x-cache"),
-            HeaderValue::from_static(Label::Miss.as_str()),
-        );
-    }
-    let storable = squall_cache::storable(
-        method,
-        client_headers,
-        status,
-        origin_headers,
-        fill.ttl,
-        fill.request_time,
-        now,
-    );
-    let too_big = content_length.is_some_and(|n| n > fill.cache.object_bytes_max as u64);
-    fill.state = match storable {
-        Ok(freshness) if !too_big => FillState::Storing(Box::new(Storing {
-            status,
-            headers: stored(headers),
-            freshness,
-            body: BytesMut::with_capacity(content_length.unwrap_or(0) as usize),
-        })),
-        Ok(_) => FillState::Passed,
-        Err(reason) => {
-            debug!(reason = reason.as_str(), "not stored");
-            FillState::Passed
-        }
-    };
-    HeadAction::Forward
-}
-
-/// The stale entry to serve when the fetch that revalidates it fails, if `stale-if-error`
-/// allows it.
-pub fn stale_for_error(fill: &Fill, request_headers: &HeaderMap) -> Option<Arc<Entry>> {
-    let stale = fill.stale.as_ref()?;
-    let client_headers = fill.client_headers.as_ref().unwrap_or(request_headers);
-    let control = squall_cache::request_cache_control(client_headers);
-    match stale.state(SystemTime::now(), &control) {
-        EntryState::Stale {
-            can_serve_if_error: true,
-            ..
-        } => Some(stale.clone()),
-        _ => None,
-    }
-}
-
-/// The request as the client sent it: a revalidation replaced its conditional fields with the
-/// entry's validators, and a 304 to the client must follow the client's own.
-pub fn client_request(sent: &RequestHead, fill: &Fill) -> RequestHead {
-    let mut request = sent.clone();
-    if let Some(headers) = &fill.client_headers {
-        request.headers = headers.clone();
-    }
-    request
-}
-
-/// The fields an entry keeps: the client's, without per-response ones.
-fn stored(headers: &HeaderMap) -> HeaderMap {
-    let mut kept = headers.clone();
-    for name in [header::AGE, header::DATE, header::CONTENT_LENGTH] {
-        kept.remove(name);
-    }
-    kept.remove("x-cache");
-    kept
-}
-
-/// Collects a piece of the body of a response being stored.
-pub fn on_data(fill: &mut Fill, data: &[u8]) {
-    if let FillState::Storing(storing) = &mut fill.state {
-        if storing.body.len() + data.len() > fill.cache.object_bytes_max {
-            fill.state = FillState::Passed;
-        } else {
-            storing.body.put_slice(data);
-        }
-    }
-}
-
-/// The response ended cleanly: store it. Returns true when an entry was stored.
-pub fn on_end(fill: &mut Fill, request_headers: &HeaderMap) -> bool {
-    let state = std::mem::replace(&mut fill.state, FillState::Passed);
-    let FillState::Storing(storing) = state else {
-        return false;
-    };
-    let Storing {
-        status,
-        headers,
-        freshness,
-        body,
-    } = *storing;
-    let client_headers = fill.client_headers.as_ref().unwrap_or(request_headers);
-    let wire = wire_head(&headers);
-    let entry = Entry::new(
-        status,
-        headers,
-        body.freeze(),
-        wire,
-        freshness,
-        client_headers,
-    );
-    fill.cache.store.insert(fill.key.clone(), Arc::new(entry))
 }

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use http::StatusCode;
-use squall_cache::CacheKey;
+use squall_cache::Invalidation;
 use squall_h1::RequestHead;
 use squall_proxy::{Handler, ProxyRoute};
 
@@ -31,7 +31,7 @@ pub(super) enum Admission {
     /// response purges if it succeeds.
     Forward {
         route: Arc<ProxyRoute>,
-        invalidate: Option<(Arc<Cache>, CacheKey)>,
+        invalidate: Option<(Arc<Cache>, Invalidation)>,
     },
 }
 
@@ -72,11 +72,12 @@ impl Worker {
         index: usize,
         head: &RequestHead,
         route: &ProxyRoute,
-    ) -> Option<(Arc<Cache>, CacheKey)> {
-        if !route.cache || head.method.is_safe() {
+    ) -> Option<(Arc<Cache>, Invalidation)> {
+        if !route.cache {
             return None;
         }
-        let key = key_of(head, super::scheme(&self.conns[index]));
-        Some((self.runtime.cache.clone(), key))
+        let scheme = super::scheme(&self.conns[index]);
+        let invalidation = Invalidation::for_request(&head.method, || key_of(head, scheme))?;
+        Some((self.runtime.cache.clone(), invalidation))
     }
 }

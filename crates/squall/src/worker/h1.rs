@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use squall_cache::CacheKey;
+use squall_cache::Invalidation;
 use squall_h1::{Event, RequestHead};
 use squall_proxy::ProxyRoute;
 use tracing::debug;
@@ -258,5 +258,9 @@ enum Decoded {
     Cached(RequestHead, Arc<ProxyRoute>),
     /// The head of a proxied request (its body, if any, follows), with the purge its success
     /// implies on a cached route.
-    Forward(RequestHead, Arc<ProxyRoute>, Option<(Arc<Cache>, CacheKey)>),
+    Forward(
+        RequestHead,
+        Arc<ProxyRoute>,
+        Option<(Arc<Cache>, Invalidation)>,
+    ),
 }

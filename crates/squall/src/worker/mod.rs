@@ -125,6 +125,8 @@ struct Worker {
     ready: std::collections::VecDeque<Token>,
     /// Proxied requests in progress (see `session.rs`).
     sessions: Slab<session::Session>,
+    /// In-flight tables a reload replaced, drained of abandoned tickets until empty.
+    old_inflight: Vec<Arc<squall_cache::InFlight<crate::cache::Waiter>>>,
 }
 
 /// Runs a worker until it has drained after a stop.
@@ -180,6 +182,7 @@ pub fn run(setup: Setup) {
         },
         ready: std::collections::VecDeque::new(),
         sessions: Slab::new(),
+        old_inflight: Vec::new(),
     };
     worker.rebuild_upstreams();
     worker.start(setup.listeners);
@@ -258,6 +261,7 @@ impl Worker {
             self.start_due_probes();
             self.publish_upstream_state();
             self.run_ready();
+            self.wake_abandoned();
             if let Some((at, length)) = self.stall
                 && self.now >= at
             {
@@ -382,6 +386,10 @@ impl Worker {
                         self.remove_listener(address);
                     }
                     self.log.routes = runtime.routes.clone();
+                    let old = &self.runtime.cache.inflight;
+                    if !Arc::ptr_eq(old, &runtime.cache.inflight) {
+                        self.old_inflight.push(old.clone());
+                    }
                     self.runtime = runtime;
                     self.rebuild_upstreams();
                     self.add_listeners(add);

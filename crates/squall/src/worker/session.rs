@@ -12,12 +12,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use squall_cache::CacheKey;
+use squall_cache::{HeadAction, Invalidation, OriginHead, Outcome};
 use squall_h1::{RequestHead, ResponseLimits};
 use squall_proxy::{Action, ClientInfo, Exchange, ExchangeConfig, FillHook, ProxyRoute, ToClient};
 use squall_upstream::{ConnId, RetryPolicy, ServerId, UpstreamErrorClass};
 
-use super::cache::{self, Fill, Label};
+use super::cache::{CacheFill, Label};
 use super::downstream::{self, Client, Reply};
 use super::origin::{self, OriginState, OriginTarget};
 use super::token::{self, Token};
@@ -47,10 +47,10 @@ pub struct Session {
     upstream_generation: u64,
     peer: Option<std::net::SocketAddr>,
     pub reply: Reply,
-    /// On a cached route: the response may be stored (see `cache.rs`).
-    pub fill: Option<Box<Fill>>,
+    /// On a cached route: the fill that may store the response (see `cache.rs`).
+    pub fill: Option<Box<CacheFill>>,
     /// For a method that is not safe on a cached route: the URL its success purges.
-    invalidate: Option<(Arc<Cache>, CacheKey)>,
+    invalidate: Option<(Arc<Cache>, Invalidation)>,
     /// The client was answered from the cache after all (a revalidation's 304, a stale entry
     /// for an origin error): the exchange reads the origin's response to its end and drops it.
     answered: bool,
@@ -79,8 +79,8 @@ impl Worker {
         client: Client,
         head: RequestHead,
         route: Arc<ProxyRoute>,
-        invalidate: Option<(Arc<Cache>, CacheKey)>,
-        fill: Option<Box<Fill>>,
+        invalidate: Option<(Arc<Cache>, Invalidation)>,
+        fill: Option<Box<CacheFill>>,
     ) {
         let upstream = route.upstream;
         let group = self.upstreams.groups.get(upstream);
@@ -98,7 +98,7 @@ impl Worker {
             protocol: client.protocol(&head),
             keep_alive: self.drain_deadline.is_none(),
         };
-        let x_cache = fill.is_some() && self.runtime.cache.x_cache;
+        let x_cache = fill.as_ref().is_some_and(|f| f.cache.x_cache);
         self.next_generation = token::next_generation(self.next_generation);
         let generation = self.next_generation;
         let index = self.sessions.insert(Session {
@@ -326,17 +326,16 @@ impl Worker {
         let Some(session) = sessions.get_mut(id.index).filter(|s| !s.gone) else {
             return false;
         };
-        let Some(fill) = session.fill.as_deref() else {
+        let Some(fill) = session.fill.as_deref_mut() else {
             return false;
         };
-        let head = session.ex.head();
-        let Some(stale) = cache::stale_for_error(fill, &head.headers) else {
+        let Some(stale) = fill.fill.on_failed(std::time::SystemTime::now()) else {
             return false;
         };
-        let request = cache::client_request(head, fill);
-        let x_cache = fill.cache.x_cache;
+        let mut request = session.ex.head().clone();
+        request.headers = fill.fill.client_headers().clone();
         down.counters.cache_stale.inc();
-        let route = session.ex.route().id;
+        let (x_cache, route) = (fill.cache.x_cache, session.ex.route().id);
         down.serve_entry(
             session.client,
             &request,
@@ -348,13 +347,14 @@ impl Worker {
         true
     }
 
-    /// What the cache fill sees of the response.
+    /// What the cache fill sees of the response; a leader's ticket is finished as soon as the
+    /// fill's fate is known.
     fn fill_hook(&mut self, id: SessionId, hook: FillHook) {
-        let stores = &self.runtime.metrics.worker(self.id).cache_stores;
+        let now = std::time::SystemTime::now();
         let Some(session) = self.sessions.get_mut(id.index).filter(|s| s.is(id)) else {
             return;
         };
-        let Some(fill) = session.fill.as_deref_mut() else {
+        let Some(mut fill) = session.fill.take() else {
             return;
         };
         match hook {
@@ -363,36 +363,47 @@ impl Worker {
                 headers,
                 body_len,
             } => {
-                let head = session.ex.head();
-                let mut to_client =
-                    squall_proxy::forward::response_headers(&headers, session.ex.route());
-                let action = cache::on_head(
-                    fill,
-                    &head.method,
-                    &head.headers,
+                let route = session.ex.route();
+                let to_client = squall_proxy::forward::response_headers(&headers, route);
+                let head = OriginHead {
                     status,
-                    &headers,
-                    &mut to_client,
-                    body_len,
-                );
-                if let cache::HeadAction::Answered(entry, label) = action {
-                    let request = cache::client_request(head, fill);
-                    let (x_cache, route) = (fill.cache.x_cache, session.ex.route().id);
-                    let client = session.client;
-                    session.ex.on_answered_elsewhere();
-                    session.answered = true;
-                    if !session.gone {
-                        self.downstream()
-                            .serve_entry(client, &request, &entry, label, x_cache, route);
+                    origin_headers: &headers,
+                    client_headers: &to_client,
+                    content_length: body_len,
+                };
+                match fill.fill.on_head(head, now) {
+                    HeadAction::Forward => {}
+                    HeadAction::Answer(entry, served) => {
+                        let mut request = session.ex.head().clone();
+                        request.headers = fill.fill.client_headers().clone();
+                        let (x_cache, route) = (fill.cache.x_cache, route.id);
+                        let client = session.client;
+                        session.ex.on_answered_elsewhere();
+                        session.answered = true;
+                        if !session.gone {
+                            self.downstream()
+                                .serve_entry(client, &request, &entry, served, x_cache, route);
+                        }
+                    }
+                    // A 304 for another validator than the entry's must not reach a client
+                    // that did not ask for it (RFC 9111 §4.3.4): ask again, unconditionally,
+                    // with the client's own fields.
+                    HeadAction::Refetch => {
+                        let headers = fill.fill.client_headers().clone();
+                        session.ex.refetch(headers, self.now);
                     }
                 }
             }
-            FillHook::Data(data) => cache::on_data(fill, &data),
+            FillHook::Data(data) => fill.fill.on_body(&data),
             FillHook::End { .. } => {
-                if !session.answered && cache::on_end(fill, &session.ex.head().headers) {
-                    stores.inc();
+                if fill.fill.on_end() == Some(Outcome::Stored) {
+                    self.runtime.metrics.worker(self.id).cache_stores.inc();
                 }
             }
+        }
+        self.release_fill(&mut fill);
+        if let Some(session) = self.session_mut(id) {
+            session.fill = Some(fill);
         }
     }
 
@@ -419,10 +430,13 @@ impl Worker {
             (self.runtime.metrics.worker(self.id).upstream_duration)
                 .observe(self.now.saturating_duration_since(started));
         }
-        if let Some((cache, key)) = session.invalidate
-            && squall_cache::invalidates(&session.ex.head().method, session.ex.status())
-        {
-            cache.store.purge(&key);
+        if let Some((cache, invalidation)) = session.invalidate {
+            invalidation.on_response(session.ex.status(), &cache.store);
+        }
+        if let Some(mut fill) = session.fill {
+            // A fill whose fate is still open (the response was cut) is dropped with its
+            // ticket: its followers are woken from the abandoned queue this turn.
+            self.release_fill(&mut fill);
         }
     }
 
