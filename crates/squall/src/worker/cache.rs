@@ -21,7 +21,7 @@
 //! the revalidation fails (an error status, or no response).
 
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use http::header::{self, HeaderValue};
 use http::{Method, StatusCode};
@@ -107,7 +107,7 @@ impl Worker {
             }
         };
         let entry = cache.store.lookup(&key, &head.headers);
-        let decision = squall_cache::decide(entry, &control, SystemTime::now());
+        let decision = squall_cache::decide(entry, &control, self.wall);
         let waiter = Waiter {
             worker: self.id,
             client: self.client_token(client),
@@ -177,7 +177,7 @@ impl Worker {
         };
         let limits = cache.fill_limits(route.cache_ttl);
         let store = cache.store.clone();
-        let fill = Fill::new(store, limits, request, stale, ticket, SystemTime::now());
+        let fill = Fill::new(store, limits, request, stale, ticket, self.wall);
         fill.origin_request_headers(&mut head.headers);
         let fill = Box::new(CacheFill { cache, fill });
         self.start_session(client, head, route, None, Some(fill));
@@ -199,7 +199,7 @@ impl Worker {
         let cache = self.runtime.cache.clone();
         let control = squall_cache::request_cache_control(&head.headers);
         let entry = cache.store.lookup(&key, &head.headers);
-        match squall_cache::decide(entry, &control, SystemTime::now()) {
+        match squall_cache::decide(entry, &control, self.wall) {
             squall_cache::Decision::Hit(entry) => {
                 self.runtime.metrics.worker(self.id).cache_hits.inc();
                 self.downstream().serve_entry(

@@ -122,6 +122,8 @@ pub(super) struct Downstream<'a> {
     /// Reused to assemble a cache hit's head, so that a hit allocates nothing.
     pub scratch: &'a mut BytesMut,
     pub now: Instant,
+    /// The wall clock of this loop turn (cache ages).
+    pub wall: std::time::SystemTime,
     pub draining: bool,
 }
 
@@ -135,6 +137,7 @@ impl Worker {
             date: self.date.get(),
             scratch: &mut self.scratch,
             now: self.now,
+            wall: self.wall,
             draining: self.drain_deadline.is_some(),
         };
         (down, &mut self.sessions)
@@ -436,7 +439,7 @@ impl Downstream<'_> {
         };
         // No allocation here: numbers are formatted on the stack, the head is assembled in the
         // worker's scratch buffer and the body is shared.
-        let age = entry.age(std::time::SystemTime::now()).as_secs() as usize;
+        let age = entry.age(self.wall).as_secs() as usize;
         let mut age = super::h2::itoa_buf(age);
         let age = age.as_bytes();
         let logged = label.as_str();

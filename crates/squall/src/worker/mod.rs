@@ -97,6 +97,9 @@ struct Worker {
     control: Receiver<Control>,
     waker: Waker,
     now: Instant,
+    /// The wall clock, read once per loop turn with `now`: what the cache's freshness
+    /// arithmetic and ages are computed against.
+    wall: SystemTime,
     next_generation: u32,
     /// Set by a graceful stop: the time by which every connection must be gone.
     drain_deadline: Option<Instant>,
@@ -160,6 +163,7 @@ pub fn run(setup: Setup) {
         control: setup.control,
         waker: setup.waker,
         now,
+        wall: SystemTime::now(),
         next_generation: 0,
         drain_deadline: None,
         accept_retry_at: None,
@@ -251,7 +255,8 @@ impl Worker {
             }
             self.ring.submit_and_wait(self.wait_timeout())?;
             self.now = Instant::now();
-            self.date.update(SystemTime::now());
+            self.wall = SystemTime::now();
+            self.date.update(self.wall);
             while let Some(completion) = self.ring.next_completion() {
                 self.on_completion(completion);
             }

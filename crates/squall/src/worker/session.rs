@@ -329,7 +329,7 @@ impl Worker {
         let Some(fill) = session.fill.as_deref_mut() else {
             return false;
         };
-        let Some(stale) = fill.fill.on_failed(std::time::SystemTime::now()) else {
+        let Some(stale) = fill.fill.on_failed(down.wall) else {
             return false;
         };
         let mut request = session.ex.head().clone();
@@ -350,7 +350,7 @@ impl Worker {
     /// What the cache fill sees of the response; a leader's ticket is finished as soon as the
     /// fill's fate is known.
     fn fill_hook(&mut self, id: SessionId, hook: FillHook) {
-        let now = std::time::SystemTime::now();
+        let now = self.wall;
         let Some(session) = self.sessions.get_mut(id.index).filter(|s| s.is(id)) else {
             return;
         };
