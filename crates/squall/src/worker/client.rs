@@ -7,7 +7,6 @@ use std::io;
 use std::time::Instant;
 
 use bytes::Bytes;
-use socket2::SockRef;
 use squall_uring::RecvBuf;
 use tracing::debug;
 
@@ -38,10 +37,7 @@ impl Worker {
             return;
         };
         let conn = &mut self.conns[index];
-        if !more {
-            conn.recv = None;
-            conn.ops -= 1;
-        }
+        conn.socket.on_recv(more);
         match result {
             Ok(Some(buf)) => {
                 if conn.phase == Phase::Open {
@@ -50,11 +46,9 @@ impl Worker {
                     conn.last_activity = self.now;
                 }
                 self.ring.recycle(buf);
-                if !more && conn.phase != Phase::Closed {
-                    let raw = conn.raw_fd().expect("open connections have a socket");
-                    conn.recv = Some(self.ring.recv_multi(raw, token.raw()));
-                    conn.ops += 1;
-                }
+                // A multishot receive ends when the ring runs short of buffers: re-armed
+                // unless the connection is closing.
+                conn.socket.arm_recv(&mut self.ring, token);
                 if conn.phase == Phase::Open {
                     self.process(index);
                 }
@@ -70,11 +64,7 @@ impl Worker {
             }
             Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
                 // Every receive buffer is in use for a moment: ask again.
-                if conn.phase != Phase::Closed {
-                    let raw = conn.raw_fd().expect("open connections have a socket");
-                    conn.recv = Some(self.ring.recv_multi(raw, token.raw()));
-                    conn.ops += 1;
-                }
+                conn.socket.arm_recv(&mut self.ring, token);
             }
             Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => {}
             Err(e) => {
@@ -87,7 +77,7 @@ impl Worker {
 
     pub(super) fn flush(&mut self, index: usize) {
         let conn = &mut self.conns[index];
-        if conn.send.is_some() || conn.phase == Phase::Closed {
+        if conn.socket.sending() || conn.phase == Phase::Closed {
             return;
         }
         if let Err(e) = seal(conn) {
@@ -99,10 +89,8 @@ impl Worker {
             let bufs = conn
                 .chain
                 .take(&mut conn.out, squall_uring::WRITEV_BUFS_MAX);
-            let raw = conn.raw_fd().expect("only open connections send");
-            let token = Token::client(index, conn.generation).raw();
-            conn.send = Some(self.ring.writev(raw, bufs, token));
-            conn.ops += 1;
+            let token = Token::client(index, conn.generation);
+            conn.socket.writev(&mut self.ring, bufs, token);
             return;
         }
         let pending = if conn.tls.is_some() {
@@ -124,10 +112,8 @@ impl Worker {
 
     pub(super) fn queue_send(&mut self, index: usize, buf: Bytes) {
         let conn = &mut self.conns[index];
-        let raw = conn.raw_fd().expect("only open connections send");
-        let token = Token::client(index, conn.generation).raw();
-        conn.send = Some(self.ring.send(raw, buf, token));
-        conn.ops += 1;
+        let token = Token::client(index, conn.generation);
+        conn.socket.send(&mut self.ring, buf, token);
     }
 
     pub(super) fn on_send(&mut self, token: Token, result: io::Result<usize>, buf: Bytes) {
@@ -135,8 +121,7 @@ impl Worker {
             return;
         };
         let conn = &mut self.conns[index];
-        conn.send = None;
-        conn.ops -= 1;
+        conn.socket.on_send();
         match result {
             _ if conn.phase == Phase::Closed => {}
             Ok(sent) if sent < buf.len() => {
@@ -157,8 +142,7 @@ impl Worker {
             return;
         };
         let conn = &mut self.conns[index];
-        conn.send = None;
-        conn.ops -= 1;
+        conn.socket.on_send();
         match result {
             _ if conn.phase == Phase::Closed => {}
             Ok(sent) => {
@@ -203,11 +187,7 @@ impl Worker {
     /// Shuts our write side and reads until the client closes or `LINGER` passes.
     pub(super) fn linger(&mut self, index: usize) {
         let conn = &mut self.conns[index];
-        let shut = conn
-            .fd
-            .as_ref()
-            .map(|fd| SockRef::from(fd).shutdown(std::net::Shutdown::Write));
-        if conn.recv.is_none() || !matches!(shut, Some(Ok(()))) {
+        if !conn.socket.receiving() || !conn.socket.shutdown_write() {
             self.close_now(index);
             return;
         }
@@ -226,14 +206,8 @@ impl Worker {
             return;
         }
         conn.phase = Phase::Closed;
-        let token = Token::client(index, conn.generation).raw();
-        for op in [conn.recv, conn.send].into_iter().flatten() {
-            self.ring.cancel(op, token);
-        }
-        if let Some(fd) = conn.fd.take() {
-            self.ring.close(fd, token);
-            conn.ops += 1;
-        }
+        let token = Token::client(index, conn.generation);
+        conn.socket.close(&mut self.ring, token);
         conn.request = None;
         conn.rbuf = bytes::BytesMut::new();
         // Requests parked on the cache go too: a later wake-up finds nothing to resume.
@@ -245,7 +219,7 @@ impl Worker {
 
     pub(super) fn op_done(&mut self, token: Token) {
         if let Some(index) = self.conn_index(token) {
-            self.conns[index].ops -= 1;
+            self.conns[index].socket.on_close();
             self.op_done_at(index);
         }
     }
@@ -256,7 +230,7 @@ impl Worker {
             return;
         };
         conn.check_invariants();
-        if conn.phase == Phase::Closed && conn.ops == 0 {
+        if conn.phase == Phase::Closed && conn.socket.drained() {
             let conn = self.conns.remove(index);
             if let Some(ip) = conn.counted_ip {
                 self.clients.close(ip);
@@ -359,7 +333,7 @@ impl Worker {
             self.pump_h2(index);
             return;
         }
-        if conn.phase == Phase::Open && conn.send.is_none() && conn.head_in_progress() {
+        if conn.phase == Phase::Open && !conn.socket.sending() && conn.head_in_progress() {
             // Slowloris: part of a head arrived, the rest did not come in time.
             debug!(worker = self.id, conn = index, "request header timeout");
             metrics.count_bad_request(http::StatusCode::REQUEST_TIMEOUT);

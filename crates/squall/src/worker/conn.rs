@@ -7,7 +7,7 @@
 //! reason for nginx's `lingering_close`). Closed: the close is queued and the slot waits for every
 //! in-flight operation to report before it is reused, because the ring owns their buffers.
 
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::OwnedFd;
 use std::time::Instant;
 
 use std::collections::VecDeque;
@@ -15,7 +15,8 @@ use std::collections::VecDeque;
 use bytes::{Bytes, BytesMut};
 use squall_h1::{RequestDecoder, RequestHead};
 use squall_tls::TlsConn;
-use squall_uring::OpId;
+
+use super::socket::Socket;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
@@ -25,8 +26,8 @@ pub enum Phase {
 }
 
 pub struct Conn {
-    /// The socket; `None` once its close is queued.
-    pub fd: Option<OwnedFd>,
+    /// The socket and the ring operations on it (receive, send, close).
+    pub socket: Socket,
     pub generation: u32,
     pub phase: Phase,
     pub decoder: RequestDecoder,
@@ -41,12 +42,6 @@ pub struct Conn {
     pub tls: Option<Box<TlsConn>>,
     /// TLS records (handshake, encrypted responses, alerts) not yet handed to the ring.
     pub wire: BytesMut,
-    /// The armed multishot receive, if any.
-    pub recv: Option<OpId>,
-    /// The send in flight, if any; at most one, so responses leave in order.
-    pub send: Option<OpId>,
-    /// Operations queued or in flight (receive, send, close): the slot is freed at zero.
-    pub ops: u32,
     /// The session of the proxied request in progress, if any (one at a time: later ones
     /// wait in `rbuf`).
     pub exchange: Option<super::session::SessionId>,
@@ -108,7 +103,7 @@ impl Conn {
         now: Instant,
     ) -> Conn {
         Conn {
-            fd: Some(fd),
+            socket: Socket::new(fd),
             generation,
             phase: Phase::Open,
             decoder,
@@ -117,9 +112,6 @@ impl Conn {
             chain: Chain::default(),
             tls,
             wire: BytesMut::new(),
-            recv: None,
-            send: None,
-            ops: 0,
             request: None,
             cached_route: None,
             answer_route: None,
@@ -146,10 +138,6 @@ impl Conn {
         }
     }
 
-    pub fn raw_fd(&self) -> Option<RawFd> {
-        self.fd.as_ref().map(AsRawFd::as_raw_fd)
-    }
-
     /// True when no request is in progress and nothing is left to send: safe to close at once.
     pub fn is_idle(&self) -> bool {
         self.h2.as_ref().is_none_or(|h2| h2.is_idle())
@@ -159,7 +147,7 @@ impl Conn {
             && self.rbuf.is_empty()
             && self.decoder.is_between_messages()
             && self.unsent_bytes() == 0
-            && self.send.is_none()
+            && !self.socket.sending()
     }
 
     /// Gives back buffer memory an idle keep-alive connection does not need, so that 10,000 of
@@ -197,10 +185,8 @@ impl Conn {
 
     /// Checks the relations the worker relies on; called by tests and debug builds.
     pub fn check_invariants(&self) {
-        debug_assert!(self.phase != Phase::Closed || self.fd.is_none());
-        debug_assert!(self.phase == Phase::Closed || self.fd.is_some());
-        let armed = u32::from(self.recv.is_some()) + u32::from(self.send.is_some());
-        debug_assert!(self.ops >= armed, "ops {} < armed {armed}", self.ops);
+        debug_assert_eq!(self.phase == Phase::Closed, !self.socket.is_open());
+        self.socket.check_invariants();
     }
 }
 

@@ -146,14 +146,13 @@ impl Worker {
         let decoder = RequestDecoder::new(self.runtime.h1_limits);
         let acceptor = self.runtime.tls.acceptor(self.listeners[listener].address);
         let tls = acceptor.map(|acceptor| Box::new(TlsConn::new(acceptor)));
-        let raw = fd.as_raw_fd();
         let mut conn = Conn::new(fd, generation, decoder, tls, self.now);
         conn.protocols = self.listener_protocols(listener);
         let limits = self.runtime.client_limits;
         if self.log.access.is_some() || limits.any() || !self.runtime.upstreams.is_empty() {
             // One getpeername per connection, paid only when a log, a limit or the
             // X-Forwarded-For of a proxied request needs it.
-            let fd = conn.fd.as_ref().expect("a new connection has its socket");
+            let fd = conn.socket.fd().expect("a new connection has its socket");
             conn.peer = SockRef::from(fd)
                 .peer_addr()
                 .ok()
@@ -173,8 +172,7 @@ impl Worker {
         let index = self.conns.insert(conn);
         let token = Token::client(index, generation);
         let conn = &mut self.conns[index];
-        conn.recv = Some(self.ring.recv_multi(raw, token.raw()));
-        conn.ops += 1;
+        conn.socket.arm_recv(&mut self.ring, token);
         self.runtime
             .metrics
             .worker(self.id)

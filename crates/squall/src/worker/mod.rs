@@ -15,6 +15,7 @@ mod h2;
 mod listen;
 mod origin;
 mod session;
+mod socket;
 mod token;
 
 use std::io;

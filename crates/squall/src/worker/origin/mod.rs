@@ -11,17 +11,18 @@ mod probe;
 
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::OwnedFd;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
-use socket2::{Domain, Protocol, Socket, Type};
+use socket2::{Domain, Protocol, Type};
 use squall_upstream::{Checkin, ConnId, ServerId, Upstream};
-use squall_uring::{OpId, RecvBuf};
+use squall_uring::RecvBuf;
 use tracing::debug;
 
 use super::Worker;
 use super::session::SessionId;
+use super::socket::Socket;
 use super::token::{self, Token};
 
 /// Where an origin connection is in its life.
@@ -38,7 +39,8 @@ pub enum OriginState {
 
 /// One connection to an origin server.
 pub struct Origin {
-    pub fd: Option<OwnedFd>,
+    /// The socket and the ring operations on it (connect, receive, send, close).
+    pub socket: Socket,
     pub generation: u32,
     pub upstream: usize,
     /// The worker's upstream generation this connection belongs to (a reload rebuilds pools).
@@ -48,10 +50,6 @@ pub struct Origin {
     pub state: OriginState,
     /// Bytes to send behind the send in flight.
     pub out: BytesMut,
-    pub recv: Option<OpId>,
-    pub send: Option<OpId>,
-    /// Operations queued or in flight (connect, receive, send, close): freed at zero.
-    pub ops: u32,
     /// The session whose exchange holds this connection, while busy.
     pub session: Option<SessionId>,
     /// A health-check probe's own state, for a probe's connection (see `probe.rs`).
@@ -64,11 +62,7 @@ pub struct Origin {
     pub timer_due: Option<Instant>,
 }
 
-impl Origin {
-    pub fn raw_fd(&self) -> Option<RawFd> {
-        self.fd.as_ref().map(AsRawFd::as_raw_fd)
-    }
-}
+impl Origin {}
 
 /// Which server of which group an origin connection goes to.
 #[derive(Clone, Copy, Debug)]
@@ -86,7 +80,7 @@ pub struct Upstreams {
 
 /// A new nonblocking TCP socket for `address`, with TCP_NODELAY (requests go out whole).
 pub fn origin_socket(address: SocketAddr) -> io::Result<OwnedFd> {
-    let socket = Socket::new(
+    let socket = socket2::Socket::new(
         Domain::for_address(address),
         Type::STREAM,
         Some(Protocol::TCP),
@@ -114,12 +108,11 @@ impl Worker {
     ) -> usize {
         self.next_generation = token::next_generation(self.next_generation);
         let generation = self.next_generation;
-        let raw = fd.as_raw_fd();
         let probe = session
             .is_none()
             .then(|| Box::new(probe::Probe::new(method)));
         let index = self.origins.insert(Origin {
-            fd: Some(fd),
+            socket: Socket::new(fd),
             generation,
             upstream: target.upstream,
             upstream_generation: self.upstreams.generation,
@@ -127,9 +120,6 @@ impl Worker {
             address: target.address,
             state: OriginState::Connecting,
             out: BytesMut::new(),
-            recv: None,
-            send: None,
-            ops: 1,
             session,
             probe,
             paused: false,
@@ -137,7 +127,9 @@ impl Worker {
             timer_due: None,
         });
         let token = Token::origin(index, generation);
-        self.ring.connect(raw, target.address, token.raw());
+        self.origins[index]
+            .socket
+            .connect(&mut self.ring, target.address, token);
         index
     }
 
@@ -145,7 +137,7 @@ impl Worker {
         let Some(index) = self.origin_index(token) else {
             return;
         };
-        self.origins[index].ops -= 1;
+        self.origins[index].socket.on_connect();
         if self.origins[index].state != OriginState::Connecting {
             self.origin_op_done(index);
             return;
@@ -155,9 +147,7 @@ impl Worker {
         match result {
             Ok(()) => {
                 origin.state = OriginState::Busy;
-                let raw = origin.raw_fd().expect("a connecting origin has a socket");
-                origin.recv = Some(self.ring.recv_multi(raw, token.raw()));
-                origin.ops += 1;
+                origin.socket.arm_recv(&mut self.ring, token);
                 match origin.session {
                     Some(id) => self.feed(id, |ex| ex.on_origin_connected(false, now)),
                     None => self.write_probe(index),
@@ -187,11 +177,9 @@ impl Worker {
         if origin.state == OriginState::Closed {
             return;
         }
-        if origin.send.is_none() && origin.out.is_empty() {
-            let raw = origin.raw_fd().expect("an open origin has a socket");
+        if !origin.socket.sending() && origin.out.is_empty() {
             let token = Token::origin(index, origin.generation);
-            origin.send = Some(self.ring.send(raw, bytes, token.raw()));
-            origin.ops += 1;
+            origin.socket.send(&mut self.ring, bytes, token);
         } else {
             origin.out.extend_from_slice(&bytes);
         }
@@ -199,14 +187,12 @@ impl Worker {
 
     pub(super) fn flush_origin(&mut self, index: usize) {
         let origin = &mut self.origins[index];
-        if origin.send.is_some() || origin.out.is_empty() || origin.state == OriginState::Closed {
+        if origin.socket.sending() || origin.out.is_empty() || origin.state == OriginState::Closed {
             return;
         }
-        let raw = origin.raw_fd().expect("an open origin has a socket");
         let token = Token::origin(index, origin.generation);
         let buf = origin.out.split().freeze();
-        origin.send = Some(self.ring.send(raw, buf, token.raw()));
-        origin.ops += 1;
+        origin.socket.send(&mut self.ring, buf, token);
     }
 
     pub(super) fn on_origin_send(&mut self, token: Token, result: io::Result<usize>, buf: Bytes) {
@@ -215,16 +201,13 @@ impl Worker {
         };
         let now = self.now;
         let origin = &mut self.origins[index];
-        origin.send = None;
-        origin.ops -= 1;
+        origin.socket.on_send();
         match result {
             _ if origin.state == OriginState::Closed => {}
             Ok(sent) => {
                 if sent < buf.len() {
                     // A partial send: the rest goes first, before anything queued since.
-                    let raw = origin.raw_fd().expect("an open origin has a socket");
-                    origin.send = Some(self.ring.send(raw, buf.slice(sent..), token.raw()));
-                    origin.ops += 1;
+                    origin.socket.send(&mut self.ring, buf.slice(sent..), token);
                 } else {
                     self.flush_origin(index);
                 }
@@ -269,10 +252,7 @@ impl Worker {
             return;
         };
         let now = self.now;
-        if !more {
-            self.origins[index].recv = None;
-            self.origins[index].ops -= 1;
-        }
+        self.origins[index].socket.on_recv(more);
         match result {
             Ok(Some(buf)) => {
                 if !more {
@@ -336,11 +316,9 @@ impl Worker {
         }
         debug!(worker = self.id, address = %origin.address, "client reads slowly: origin paused");
         origin.paused = true;
-        // `recv` stays set until the cancelled receive's final completion arrives.
-        if let Some(op) = origin.recv {
-            self.ring
-                .cancel(op, Token::origin(index, origin.generation).raw());
-        }
+        // The receive stays armed until the cancelled receive's final completion arrives.
+        let token = Token::origin(index, origin.generation);
+        origin.socket.cancel_recv(&mut self.ring, token);
     }
 
     /// Reads a paused origin again.
@@ -363,11 +341,9 @@ impl Worker {
             OriginState::Idle => true,
             OriginState::Connecting | OriginState::Closed => false,
         };
-        if reading && origin.recv.is_none() {
-            let raw = origin.raw_fd().expect("an open origin has a socket");
+        if reading {
             let token = Token::origin(index, origin.generation);
-            origin.recv = Some(self.ring.recv_multi(raw, token.raw()));
-            origin.ops += 1;
+            origin.socket.arm_recv(&mut self.ring, token);
         }
     }
 
@@ -380,7 +356,7 @@ impl Worker {
         let keep = reusable
             && current
             && origin.state == OriginState::Busy
-            && origin.recv.is_some()
+            && origin.socket.receiving()
             && !origin.paused;
         if keep {
             let group = &mut self.upstreams.groups[origin.upstream];
@@ -407,19 +383,13 @@ impl Worker {
         }
         origin.state = OriginState::Closed;
         let token = Token::origin(index, origin.generation);
-        for op in [origin.recv.take(), origin.send].into_iter().flatten() {
-            self.ring.cancel(op, token.raw());
-        }
-        if let Some(fd) = origin.fd.take() {
-            self.ring.close(fd, token.raw());
-            origin.ops += 1;
-        }
+        origin.socket.close(&mut self.ring, token);
         self.origin_op_done(index);
     }
 
     pub(super) fn on_origin_close(&mut self, token: Token) {
         if let Some(index) = self.origin_index(token) {
-            self.origins[index].ops -= 1;
+            self.origins[index].socket.on_close();
             self.origin_op_done(index);
         }
     }
@@ -429,7 +399,7 @@ impl Worker {
         let Some(origin) = self.origins.get(index) else {
             return;
         };
-        if origin.state == OriginState::Closed && origin.ops == 0 && origin.recv.is_none() {
+        if origin.state == OriginState::Closed && origin.socket.drained() {
             self.origins.remove(index);
         }
     }
