@@ -123,6 +123,53 @@ fn check_refuses_a_key_that_does_not_match_its_certificate() {
     assert_refused_at(&config, &at, "does not match the certificate");
 }
 
+/// Every broken certificate is named at once, each at its own key, in file order: an operator
+/// fixing one should not meet the next only on the next run.
+#[test]
+fn check_names_every_broken_certificate_at_once() {
+    let dir = TempDir::new();
+    let (cert, _) = openssl_cert(dir.path(), "a.test");
+    let (good_cert, good_key) = openssl_cert(dir.path(), "c.test");
+    let (_, other_key) = openssl_cert(dir.path(), "b.test");
+    let missing = dir.path().join("missing.pem");
+    // Entry 1: a key that does not match; entry 2: good; entry 3: a missing chain file.
+    let extra = format!(
+        "[[certificate]]\nhosts = [\"c.test\"]\ncert = \"{}\"\nkey = \"{}\"\n\n\
+         [[certificate]]\nhosts = [\"d.test\"]\ncert = \"{}\"\nkey = \"{}\"\n",
+        good_cert.display(),
+        good_key.display(),
+        missing.display(),
+        good_key.display()
+    );
+    let text = tls_config(&cert, &other_key, &extra);
+    let config = write_config(&dir, &text);
+    let out = squall(&["check"], &config);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "two problems: {stderr}");
+    let key_at = at_key(&config, &text, "key");
+    assert!(lines[0].starts_with(&key_at), "{stderr}");
+    assert!(
+        lines[0].contains("does not match the certificate"),
+        "{stderr}"
+    );
+    let missing_line = text
+        .lines()
+        .position(|l| l.contains("missing.pem"))
+        .expect("the missing cert's line")
+        + 1;
+    let missing_at = format!("{}:{missing_line}:8: ", config.display());
+    assert!(
+        lines[1].starts_with(&missing_at),
+        "at {missing_at}: {stderr}"
+    );
+    assert!(
+        lines[1].contains("cannot read certificate file"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn check_refuses_an_access_log_it_cannot_open_for_append() {
     let dir = TempDir::new();

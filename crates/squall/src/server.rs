@@ -107,7 +107,9 @@ impl Runtime {
         let (service, tls) = match (service, tls) {
             (Ok(service), Ok(tls)) => (service, tls),
             (service, tls) => {
-                let problems = service.err().into_iter().chain(tls.err()).collect();
+                let problems = (service.err().into_iter())
+                    .chain(tls.err().into_iter().flatten())
+                    .collect();
                 return Err(Diagnostics(problems));
             }
         };

@@ -17,13 +17,14 @@ pub struct Tls {
 
 impl Tls {
     /// Loads the certificates; on reload, `previous` keeps the ticket key and session cache so
-    /// clients resume across it. An error is reported at the `cert`, `key` or `hosts` it is
-    /// about.
+    /// clients resume across it. Errors are reported at the `cert`, `key` or `hosts` they are
+    /// about, every failing entry at once (an operator fixing a file should not find the next
+    /// broken certificate only on the next run).
     pub fn load(
         config: &Config,
         sites: &Sites,
         previous: Option<&TlsStore>,
-    ) -> Result<Tls, Diagnostic> {
+    ) -> Result<Tls, Vec<Diagnostic>> {
         let specs: Vec<CertSpec> = config.certificate.iter().enumerate().map(spec).collect();
         let store = if specs.is_empty() {
             None
@@ -32,7 +33,7 @@ impl Tls {
                 Some(previous) => previous.reload(&specs),
                 None => TlsStore::load(&specs),
             };
-            let (store, warnings) = loaded.map_err(|e| diagnostic(sites, &e))?;
+            let (store, warnings) = loaded.map_err(|e| every_problem(sites, &specs, &e))?;
             for warning in warnings {
                 warn!("{warning}");
             }
@@ -61,10 +62,30 @@ impl Tls {
     }
 }
 
-/// A load error at the value it is about. The message is the error's alone: its source (an
-/// OS error) is already in it.
-fn diagnostic(sites: &Sites, error: &TlsError) -> Diagnostic {
-    let site = match error.entry() {
+/// Every entry's load error, once loading them together failed with `first`: each entry is
+/// loaded alone (only on this error path) so that each broken one is named. `first` stands
+/// alone when no single entry fails by itself (a problem between entries).
+fn every_problem(sites: &Sites, specs: &[CertSpec], first: &TlsError) -> Vec<Diagnostic> {
+    let mut problems: Vec<Diagnostic> = specs
+        .iter()
+        .enumerate()
+        .filter_map(|(index, spec)| {
+            let error = TlsStore::load(std::slice::from_ref(spec)).err()?;
+            Some(diagnostic_at(sites, &error, Some(index)))
+        })
+        .collect();
+    if problems.is_empty() {
+        problems.push(diagnostic_at(sites, first, None));
+    }
+    problems
+}
+
+/// A load error at the value it is about; `index` replaces the error's own entry index (for an
+/// entry loaded alone, whose index is 0). The message is the error's alone: its source (an OS
+/// error) is already in it.
+fn diagnostic_at(sites: &Sites, error: &TlsError, index: Option<usize>) -> Diagnostic {
+    let entry = error.entry().map(|(i, field)| (index.unwrap_or(i), field));
+    let site = match entry {
         Some((i, Some(CertField::Cert))) => Site::CertificateCert(i),
         Some((i, Some(CertField::Key))) => Site::CertificateKey(i),
         Some((i, Some(CertField::Hosts))) => Site::CertificateHosts(i),
