@@ -256,3 +256,76 @@ async fn metrics_parse_as_prometheus_text_and_match_the_traffic() {
         "the hash follows the config"
     );
 }
+
+/// Fifty connections dribbling a request at the admin port do not delay `/healthz`: each admin
+/// connection is served on its own, so a balancer's health check is answered at once.
+#[test]
+fn healthz_answers_at_once_while_fifty_connections_dribble_at_the_admin_port() {
+    let squall = Squall::start(&hello_config("[admin]\nlisten = \"127.0.0.2:0\""));
+    let admin = admin_addr(&squall);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let dribblers = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut slow: Vec<std::net::TcpStream> = (0..50)
+                .map(|_| std::net::TcpStream::connect(admin).expect("connect to admin"))
+                .collect();
+            // A byte per connection every 100 ms, for at most 3 s.
+            let request = b"GET /metrics HTTP/1.1\r\nHost: admin\r\nX-Slow: ";
+            for i in 0..30 {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                for stream in &mut slow {
+                    let _ = stream.write_all(&[request[i.min(request.len() - 1)]]);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let started = std::time::Instant::now();
+    let (status, body) = admin_get(admin, "/healthz");
+    let took = started.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    dribblers.join().unwrap();
+    assert_eq!((status, body.as_str()), (200, "ok\n"));
+    assert!(
+        took < std::time::Duration::from_secs(1),
+        "/healthz took {took:?}"
+    );
+}
+
+/// An admin connection that dribbles its request is cut when its total time (5 s) is up,
+/// however often a byte arrives: a per-read timeout alone would let it hold on for ever.
+#[test]
+fn a_dribbling_admin_connection_is_cut_when_its_total_time_is_up() {
+    let squall = Squall::start(&hello_config("[admin]\nlisten = \"127.0.0.2:0\""));
+    let admin = admin_addr(&squall);
+    let mut slow = std::net::TcpStream::connect(admin).expect("connect to admin");
+    slow.set_read_timeout(Some(std::time::Duration::from_millis(250)))
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut buf = [0u8; 64];
+    let cut = loop {
+        // A byte every 250 ms: never a pause near any per-read timeout.
+        if slow.write_all(b"x").is_err() {
+            break started.elapsed();
+        }
+        match std::io::Read::read(&mut slow, &mut buf) {
+            Ok(0) => break started.elapsed(),
+            Ok(n) => panic!("no answer expected to a request that never ends: {n} bytes"),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break started.elapsed(),
+            Err(_) => {}
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "still open after 10 s of dribbling"
+        );
+    };
+    assert!(
+        cut >= std::time::Duration::from_millis(4500),
+        "cut early: {cut:?}"
+    );
+    assert!(cut < std::time::Duration::from_secs(7), "cut late: {cut:?}");
+}
