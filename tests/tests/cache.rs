@@ -130,6 +130,31 @@ async fn handle(
             response.header("cache-control", "max-age=60"),
             format!("edit {method} {n}"),
         ),
+        // RFC 9111 §5.1: the first member of an Age list counts; an unreadable one is stale.
+        "/c/age-old" => (
+            response
+                .header("cache-control", "max-age=3600")
+                .header("age", "7200, 0"),
+            format!("age-old {n}"),
+        ),
+        "/c/age-params" => (
+            response
+                .header("cache-control", "max-age=3600")
+                .header("age", "7200;foo=bar"),
+            format!("age-params {n}"),
+        ),
+        "/c/age-young" => (
+            response
+                .header("cache-control", "max-age=3600")
+                .header("age", "60, 7200"),
+            format!("age-young {n}"),
+        ),
+        "/c/age-bad" => (
+            response
+                .header("cache-control", "max-age=3600")
+                .header("age", "soon"),
+            format!("age-bad {n}"),
+        ),
         p if p.starts_with("/c/big/") => (
             response.header("cache-control", "max-age=60"),
             "b".repeat(100 * 1024),
@@ -498,4 +523,33 @@ async fn http2_clients_get_the_same_cache() {
     );
     assert_eq!((h1.body_text().as_str(), x_cache(&h1)), ("fresh 1", "HIT"));
     assert_eq!(seen.count("/c/fresh"), 1);
+}
+
+/// RFC 9111 §5.1: `Age: 7200, 0` and `Age: 7200;foo=bar` are 7200 s old, past a max-age of
+/// 3600 (stale on arrival, no validator: not stored); `Age: 60, 7200` is 60 s old (stored,
+/// and the hit says so); an Age that is no number is not taken for fresh.
+#[test]
+fn age_lists_count_by_their_first_member_and_bad_ages_are_stale() {
+    let (origin, seen) = start_origin();
+    let squall = Squall::start(&config(origin, ""));
+    for path in ["/c/age-old", "/c/age-params", "/c/age-bad"] {
+        for _ in 0..2 {
+            let response = get(&squall, path, "");
+            assert_eq!(
+                (response.status, x_cache(&response)),
+                (200, "MISS"),
+                "{path}"
+            );
+        }
+        assert_eq!(seen.count(path), 2, "{path} reached the origin each time");
+    }
+    assert_eq!(get(&squall, "/c/age-young", "").body_text(), "age-young 1");
+    let hit = get(&squall, "/c/age-young", "");
+    assert_eq!(
+        (hit.body_text().as_str(), x_cache(&hit)),
+        ("age-young 1", "HIT")
+    );
+    let age: u64 = hit.header("age").unwrap().parse().unwrap();
+    assert!((60..70).contains(&age), "age {age}");
+    assert_eq!(seen.count("/c/age-young"), 1);
 }

@@ -48,7 +48,9 @@
 //!   only for requests; HTTP/1.0 origins use it to mean "don't cache").
 //! - Repeated or invalid directive values take the most conservative reading: the smallest
 //!   max-age/s-maxage/max-stale/stale-* value, an unreadable max-age is 0 (stale, §4.2.1), an
-//!   invalid or repeated Expires means already expired (§5.3). Invalid Date or Age is ignored.
+//!   invalid or repeated Expires means already expired (§5.3). An invalid Date is ignored; an
+//!   Age list counts by its first member (parameters dropped), and an Age that is still not a
+//!   number makes the response stale (§5.1).
 //! - A response that is unusable from the start (stale on arrival or no-cache, with no
 //!   validator and no stale window) is not stored ([`NotStorable::Expired`]).
 //! - A stale entry is served only inside its `stale-while-revalidate` or `stale-if-error`

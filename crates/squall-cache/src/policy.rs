@@ -366,8 +366,7 @@ fn expires_lifetime(headers: &HeaderMap, response_time: SystemTime) -> Duration 
 /// corrected_age_value = age_value + response_delay
 /// corrected_initial_age = max(apparent_age, corrected_age_value)
 /// ```
-/// A missing or invalid Date gives an apparent age of 0; a missing or invalid Age an age value
-/// of 0.
+/// A missing or invalid Date gives an apparent age of 0; the age value is [`age_value`].
 pub fn corrected_initial_age(
     headers: &HeaderMap,
     request_time: SystemTime,
@@ -376,14 +375,26 @@ pub fn corrected_initial_age(
     let apparent_age = date(headers, DATE)
         .and_then(|d| response_time.duration_since(d).ok())
         .unwrap_or(Duration::ZERO);
-    let age_value = headers
-        .get(AGE)
-        .and_then(|v| directives::delta_seconds(v.as_bytes().trim_ascii()))
-        .map_or(Duration::ZERO, secs);
+    let age_value = age_value(headers);
     let response_delay = response_time
         .duration_since(request_time)
         .unwrap_or(Duration::ZERO);
     apparent_age.max(age_value.saturating_add(response_delay))
+}
+
+/// The Age a response arrived with (RFC 9111 §5.1): 0 when absent. A list (`7200, 0`, or
+/// several lines) counts by its first member, and parameters after a `;` are dropped; a first
+/// member that is still not a delta-seconds makes the response as old as an age can be
+/// (2^31 s), so it is stale, since an unreadable Age is no evidence of freshness.
+fn age_value(headers: &HeaderMap) -> Duration {
+    let Some(line) = headers.get(AGE) else {
+        return Duration::ZERO;
+    };
+    let bytes = line.as_bytes();
+    let first = bytes.split(|&b| b == b',').next().unwrap_or(bytes);
+    let value = first.split(|&b| b == b';').next().unwrap_or(first);
+    let seconds = directives::delta_seconds(value.trim_ascii());
+    secs(seconds.unwrap_or(directives::DELTA_SECONDS_MAX))
 }
 
 fn has_validator(headers: &HeaderMap) -> bool {
