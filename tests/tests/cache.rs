@@ -155,6 +155,19 @@ async fn handle(
                 .header("age", "soon"),
             format!("age-bad {n}"),
         ),
+        // RFC 9111 §3: statuses with no registered meaning, stored on explicit freshness.
+        "/c/s299" => (
+            response.status(299).header("cache-control", "max-age=60"),
+            format!("s299 {n}"),
+        ),
+        "/c/s499" => (
+            response.status(499).header("cache-control", "s-maxage=60"),
+            format!("s499 {n}"),
+        ),
+        "/c/s599" => (
+            response.status(599).header("cache-control", "max-age=60"),
+            format!("s599 {n}"),
+        ),
         p if p.starts_with("/c/big/") => (
             response.header("cache-control", "max-age=60"),
             "b".repeat(100 * 1024),
@@ -552,4 +565,30 @@ fn age_lists_count_by_their_first_member_and_bad_ages_are_stale() {
     let age: u64 = hit.header("age").unwrap().parse().unwrap();
     assert!((60..70).contains(&age), "age {age}");
     assert_eq!(seen.count("/c/age-young"), 1);
+}
+
+/// RFC 9111 §3: a final status the cache knows only by its class (299, 499, 599) is stored and
+/// served when its freshness is explicit, to HTTP/1.1 and HTTP/2 clients alike.
+#[tokio::test]
+async fn unknown_statuses_with_explicit_freshness_are_stored_and_served() {
+    let (origin, seen) = start_origin();
+    let squall = Squall::start(&config(origin, ""));
+    let client = h2_client::h2c(squall.addr).await;
+    for (path, status) in [("/c/s299", 299), ("/c/s499", 499), ("/c/s599", 599)] {
+        let first = get(&squall, path, "");
+        assert_eq!((first.status, x_cache(&first)), (status, "MISS"), "{path}");
+        let name = &path[3..];
+        let hit = get(&squall, path, "");
+        assert_eq!((hit.status, x_cache(&hit)), (status, "HIT"), "{path}");
+        assert_eq!(hit.body_text(), format!("{name} 1"));
+        let url = format!("http://cache.test{path}");
+        let h2 = h2_client::fetch(&client, "GET", &url, None).await;
+        assert_eq!(
+            (h2.status, h2.headers["x-cache"].to_str().unwrap()),
+            (status, "HIT"),
+            "{path}"
+        );
+        assert_eq!(h2.body, format!("{name} 1").as_bytes());
+        assert_eq!(seen.count(path), 1, "{path}");
+    }
 }

@@ -27,8 +27,9 @@
 //! that stores wrongly serves one user's response to another, while one that declines only
 //! costs an origin round trip.
 //! - Only responses to GET are stored; a HEAD is answered from a stored GET response (one key
-//!   class for both). 206 and 304 are never stored, nor statuses without a registered reason
-//!   phrase (the cache must "understand" the status, §3).
+//!   class for both). 206 and 304 are never stored. A status without a registered meaning
+//!   (299, 499, 599) is understood as its class (RFC 9110 §15) and stored only with explicit
+//!   freshness (`max-age`, `s-maxage`, `Expires`), never from `cache_ttl` (§3).
 //! - Heuristic freshness (§4.2.2) only from the route's `cache_ttl` (`default_ttl`), and only
 //!   for heuristically cacheable statuses (200, 203, 204, 300, 301, 308, 404, 405, 410, 414,
 //!   501) or `public` responses. No Last-Modified 10% heuristic: CONFIG.md promises that

@@ -288,13 +288,13 @@ pub fn storable(
     Ok(freshness)
 }
 
-/// A final status this cache knows the meaning of (registered with a reason phrase), and not a
-/// partial (206) or not-modified (304) one: §3 "the cache understands the response status".
+/// A final status, and not a partial (206) or not-modified (304) one. An unregistered status
+/// is understood as its class (RFC 9110 §15), which is enough to store it when its freshness
+/// is explicit (§3); see [`lifetime`].
 fn understood_status(status: StatusCode) -> bool {
     !status.is_informational()
         && status != StatusCode::PARTIAL_CONTENT
         && status != StatusCode::NOT_MODIFIED
-        && status.canonical_reason().is_some()
 }
 
 /// The directive and header checks of §3, §3.5 and §4.1, in a fixed order so the reported
@@ -337,8 +337,10 @@ fn lifetime(
     if headers.contains_key(EXPIRES) {
         return Ok(expires_lifetime(headers, response_time));
     }
-    // §4.2.2: a heuristic lifetime only for heuristically cacheable statuses or `public`.
-    if !heuristically_cacheable(status) && !cc.public {
+    // §4.2.2: a heuristic lifetime only for heuristically cacheable statuses or `public`, and
+    // never for a status without a registered meaning: its freshness must be explicit.
+    let registered = status.canonical_reason().is_some();
+    if !registered || (!heuristically_cacheable(status) && !cc.public) {
         return Err(NotStorable::Status);
     }
     default_ttl.ok_or(NotStorable::NoFreshness)

@@ -150,7 +150,14 @@ fn storage_and_freshness_table() {
         // Status codes.
         row("206", &[("cache-control", "max-age=60")], No(NotStorable::Status)).status(206),
         row("304", &[("cache-control", "max-age=60")], No(NotStorable::Status)).status(304),
-        row("unregistered 299", &[("cache-control", "max-age=60")], No(NotStorable::Status)).status(299),
+        // §3: a final status unknown to the cache is stored with explicit freshness only.
+        row("unregistered 299 max-age", &[("cache-control", "max-age=60")], Yes(60, 0, "")).status(299),
+        row("unregistered 499 s-maxage", &[("cache-control", "s-maxage=60")], Yes(60, 0, "mr")).status(499),
+        row("unregistered 599 Expires", &[("date", &d0), ("expires", &d_plus_300)], Yes(300, 0, "")).status(599),
+        row("unregistered 299 heuristic", &[], No(NotStorable::Status)).status(299).ttl(60),
+        row("unregistered 299 public heuristic", &[("cache-control", "public")], No(NotStorable::Status)).status(299).ttl(60),
+        row("102 never", &[("cache-control", "max-age=60")], No(NotStorable::Status)).status(102),
+        row("103 never", &[("cache-control", "max-age=60")], No(NotStorable::Status)).status(103),
         row("302 explicit", &[("cache-control", "max-age=60")], Yes(60, 0, "")).status(302),
         row("302 heuristic", &[], No(NotStorable::Status)).status(302).ttl(60),
         row("302 public heuristic", &[("cache-control", "public")], Yes(60, 0, "")).status(302).ttl(60),
