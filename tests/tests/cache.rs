@@ -109,6 +109,21 @@ async fn handle(
                 .header("etag", "\"s1\"");
             return Ok(response.body(Full::new(Bytes::new())).unwrap());
         }
+        // Each answer has a new validator: the revalidation's 304 names another ETag than
+        // the stored one (RFC 9111 §4.3.4).
+        p if p.starts_with("/c/flip") && inm.is_some() => {
+            let response = response
+                .status(304)
+                .header("cache-control", "max-age=1")
+                .header("etag", format!("\"f{n}\""));
+            return Ok(response.body(Full::new(Bytes::new())).unwrap());
+        }
+        p if p.starts_with("/c/flip") => (
+            response
+                .header("cache-control", "max-age=1")
+                .header("etag", format!("\"f{n}\"")),
+            format!("flip {n}"),
+        ),
         "/c/short" => (
             response
                 .header("cache-control", "max-age=1")
@@ -591,4 +606,46 @@ async fn unknown_statuses_with_explicit_freshness_are_stored_and_served() {
         assert_eq!(h2.body, format!("{name} 1").as_bytes());
         assert_eq!(seen.count(path), 1, "{path}");
     }
+}
+
+/// RFC 9111 §4.3.4: the revalidation of a stale entry is answered 304 with another ETag than
+/// the stored one. That 304 updates nothing and must not reach a client that asked
+/// unconditionally: Squall asks again without validators and the client gets the full 200,
+/// which replaces the entry (the old body is never served as freshened).
+#[tokio::test]
+async fn a_304_for_another_validator_is_refetched_not_forwarded() {
+    let (origin, seen) = start_origin();
+    let squall = Squall::start(&config(origin, ""));
+    let client = h2_client::h2c(squall.addr).await;
+    for path in ["/c/flip-h1", "/c/flip-h2"] {
+        assert_eq!(get(&squall, path, "").body_text(), "flip 1");
+        std::thread::sleep(Duration::from_millis(2100));
+        let (status, etag, body) = if path.ends_with("h1") {
+            let r = get(&squall, path, "");
+            (
+                r.status,
+                r.header("etag").unwrap().to_owned(),
+                r.body_text(),
+            )
+        } else {
+            let url = format!("http://cache.test{path}");
+            let r = h2_client::fetch(&client, "GET", &url, None).await;
+            let etag = r.headers["etag"].to_str().unwrap().to_owned();
+            (r.status, etag, String::from_utf8(r.body).unwrap())
+        };
+        // 1: the first fetch, 2: the revalidation's 304, 3: the unconditional refetch.
+        assert_eq!(
+            (status, etag.as_str(), body.as_str()),
+            (200, "\"f3\"", "flip 3"),
+            "{path}"
+        );
+        assert_eq!(seen.count(path), 3, "{path}");
+        let hit = get(&squall, path, "");
+        assert_eq!(
+            (hit.body_text().as_str(), x_cache(&hit)),
+            ("flip 3", "HIT"),
+            "{path}"
+        );
+    }
+    assert_eq!(seen.conditional.load(Ordering::Relaxed), 2);
 }
