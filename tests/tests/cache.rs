@@ -145,6 +145,16 @@ async fn handle(
             response.header("cache-control", "max-age=60"),
             format!("edit {method} {n}"),
         ),
+        // A response generated 30 s before it reached Squall.
+        "/c/dated" => {
+            let date = std::time::SystemTime::now() - Duration::from_secs(30);
+            (
+                response
+                    .header("cache-control", "max-age=600")
+                    .header("date", httpdate::fmt_http_date(date)),
+                format!("dated {n}"),
+            )
+        }
         // RFC 9111 §5.1: the first member of an Age list counts; an unreadable one is stale.
         "/c/age-old" => (
             response
@@ -648,4 +658,42 @@ async fn a_304_for_another_validator_is_refetched_not_forwarded() {
         );
     }
     assert_eq!(seen.conditional.load(Ordering::Relaxed), 2);
+}
+
+/// RFC 9111 §4: a hit carries the stored response's own Date with Age beside it (a fresh Date
+/// next to a non-zero Age would count the time in cache twice), over HTTP/1.1 and HTTP/2, and
+/// a 304 from the entry carries it too.
+#[tokio::test]
+async fn a_hit_carries_the_stored_date_with_its_age() {
+    let (origin, _) = start_origin();
+    let squall = Squall::start(&config(origin, ""));
+    let miss = get(&squall, "/c/dated", "");
+    assert_eq!(x_cache(&miss), "MISS");
+    let etag_miss = get(&squall, "/c/etag", "");
+    std::thread::sleep(Duration::from_millis(1100));
+    let parse = |date: &str| httpdate::parse_http_date(date).unwrap();
+    let hit = get(&squall, "/c/dated", "");
+    assert_eq!(x_cache(&hit), "HIT");
+    let stored = hit.header("date").unwrap().to_owned();
+    let age: u64 = hit.header("age").unwrap().parse().unwrap();
+    // The origin dated its response 30 s back: the hit says so, and is 30 s old or more.
+    let behind = std::time::SystemTime::now()
+        .duration_since(parse(&stored))
+        .unwrap();
+    assert!((30..40).contains(&behind.as_secs()), "date {stored}");
+    assert!((31..40).contains(&age), "age {age}");
+    let dates = hit
+        .headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("date"));
+    assert_eq!(dates.count(), 1);
+    let client = h2_client::h2c(squall.addr).await;
+    let h2 = h2_client::fetch(&client, "GET", "http://cache.test/c/dated", None).await;
+    assert_eq!(h2.headers["x-cache"], "HIT");
+    assert_eq!(h2.headers.get_all("date").iter().count(), 1);
+    assert_eq!(h2.headers["date"], stored.as_str());
+    // hyper dated /c/etag when it answered the miss: the 304 from the entry says that time.
+    let not_modified = get(&squall, "/c/etag", "If-None-Match: \"v1\"\r\n");
+    assert_eq!(not_modified.status, 304);
+    assert_eq!(not_modified.header("date"), etag_miss.header("date"));
 }

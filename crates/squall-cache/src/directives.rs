@@ -124,6 +124,15 @@ pub(crate) fn date(headers: &HeaderMap, name: impl AsHeaderName) -> Option<Syste
     headers.get(name).and_then(parse_date)
 }
 
+/// `time` as an IMF-fixdate (RFC 9110 §5.6.7), the only form a sender generates: always 29
+/// bytes.
+pub(crate) fn imf_fixdate(time: SystemTime) -> HeaderValue {
+    let text = httpdate::fmt_http_date(time);
+    debug_assert_eq!(text.len(), 29);
+    // An IMF-fixdate is visible ASCII and spaces only, a valid field value.
+    HeaderValue::from_str(&text).expect("an IMF-fixdate is a valid field value")
+}
+
 pub(crate) fn parse_date(value: &HeaderValue) -> Option<SystemTime> {
     let text = value.to_str().ok()?;
     httpdate::parse_http_date(text.trim()).ok()

@@ -5,7 +5,7 @@
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use http::header::{ETAG, HeaderName, LAST_MODIFIED, VARY};
+use http::header::{DATE, ETAG, HeaderName, HeaderValue, LAST_MODIFIED, VARY};
 use http::{HeaderMap, StatusCode};
 
 use crate::directives::{self, is_ows, secs};
@@ -23,8 +23,13 @@ pub const HEADER_OVERHEAD_BYTES: usize = 32;
 #[derive(Clone, Debug)]
 pub struct Entry {
     pub status: StatusCode,
-    /// The stored response headers (hop-by-hop fields already removed by the caller).
+    /// The stored response headers (hop-by-hop fields already removed by the caller), less
+    /// Date, which is [`Entry::date`].
     pub headers: HeaderMap,
+    /// The stored response's own Date, as an IMF-fixdate: a hit carries it, with Age beside
+    /// it (RFC 9111 §4), rather than the time of the hit. `None` only for an entry built from
+    /// fields that had no valid Date (the fill always supplies one, RFC 9110 §6.6.1).
+    pub date: Option<HeaderValue>,
     pub body: Bytes,
     /// The caller's pre-encoded form of status line and headers (e.g. HTTP/1.1 lines); opaque
     /// here, counted in the size.
@@ -60,10 +65,12 @@ pub enum EntryState {
 
 impl Entry {
     /// Builds an entry from a response [`crate::storable`] accepted, and the headers of the
-    /// request it answered (for the Vary values).
+    /// request it answered (for the Vary values). A Date among `headers` becomes
+    /// [`Entry::date`] (re-formatted as an IMF-fixdate) and leaves the map, so that the
+    /// wire head and the fields a hit writes never repeat it.
     pub fn new(
         status: StatusCode,
-        headers: HeaderMap,
+        mut headers: HeaderMap,
         body: Bytes,
         wire_head: Bytes,
         freshness: Freshness,
@@ -77,9 +84,12 @@ impl Entry {
             .get(ETAG)
             .map(|v| Bytes::copy_from_slice(v.as_bytes().trim_ascii()));
         let last_modified = directives::date(&headers, LAST_MODIFIED);
+        let date = directives::date(&headers, DATE).map(directives::imf_fixdate);
+        headers.remove(DATE);
         let mut entry = Entry {
             status,
             headers,
+            date,
             body,
             wire_head,
             freshness,
@@ -107,6 +117,7 @@ impl Entry {
             })
             .sum();
         let validators = self.etag.as_ref().map_or(0, Bytes::len);
+        let validators = validators + self.date.as_ref().map_or(0, HeaderValue::len);
         ENTRY_OVERHEAD_BYTES + headers + vary + validators + self.body.len() + self.wire_head.len()
     }
 

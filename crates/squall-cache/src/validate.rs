@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http::header::{
-    AGE, CONNECTION, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_RANGE, ETAG, HeaderName,
+    AGE, CONNECTION, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_RANGE, DATE, ETAG, HeaderName,
     HeaderValue, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED, PROXY_AUTHENTICATE, TE, TRAILER,
     TRANSFER_ENCODING, UPGRADE,
 };
@@ -117,7 +117,11 @@ pub fn freshen(
     if !validator_selects(entry, response_304_headers) {
         return None;
     }
-    let headers = merge_headers(&entry.headers, response_304_headers);
+    let mut headers = merge_headers(&entry.headers, response_304_headers);
+    // The stored Date stays unless the 304 brought its own (§3.2).
+    if let Some(date) = entry.date.as_ref().filter(|_| !headers.contains_key(DATE)) {
+        headers.insert(DATE, date.clone());
+    }
     let result = storable(
         &Method::GET,
         exchange.request_headers,

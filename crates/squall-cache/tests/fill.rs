@@ -5,6 +5,7 @@
 mod common;
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use bytes::Bytes;
 use common::{at, headers, secs, t0};
@@ -117,10 +118,12 @@ fn a_storable_response_is_stored_at_its_clean_end_whatever_the_split() {
         let entry = store.lookup(&key(), &HeaderMap::new()).expect("stored");
         assert_eq!(entry.body, Bytes::from_static(body));
         assert_eq!(entry.status, StatusCode::OK);
-        // Per-response fields are written fresh on every hit, so they are not kept.
+        // Per-response fields are written fresh on every hit, so they are not kept; the
+        // origin's Date is, apart from the fields (RFC 9111 §4).
         for gone in ["date", "content-length", "age"] {
             assert!(!entry.headers.contains_key(gone), "{gone} kept");
         }
+        assert_eq!(entry.date.as_ref().unwrap(), &common::http_date(t0()));
         assert_eq!(
             &entry.wire_head[..],
             b"cache-control: max-age=60\r\ncontent-type: text/plain\r\n"
@@ -277,6 +280,64 @@ fn a_body_cut_short_is_not_stored() {
         "an end after the failure changes nothing"
     );
     assert_eq!(store.stats().entries, 0);
+}
+
+/// RFC 9111 §4: a hit carries the stored response's own Date. The fill keeps the origin's
+/// (as an IMF-fixdate), the arrival time when the origin sent none, an invalid one or two
+/// (RFC 9110 §6.6.1), and a matching 304's Date replaces it (§3.2).
+#[test]
+fn the_stored_date_is_the_origins_or_the_arrival_time() {
+    let d_minus_30 = common::http_date(t0() - secs(30));
+    let rfc850 = "Sunday, 31-Dec-23 23:59:30 GMT";
+    let d_plus_5 = common::http_date(at(5));
+    let cases: [(Fields, SystemTime); 5] = [
+        (&[("date", &d_minus_30)], t0() - secs(30)),
+        (&[("date", rfc850)], t0() - secs(30)),
+        (&[], at(2)),
+        (&[("date", "yesterday")], at(2)),
+        (&[("date", &d_minus_30), ("date", &d_plus_5)], at(2)),
+    ];
+    for (date, want) in cases {
+        let store = new_store();
+        let mut fields = headers(&[("cache-control", "max-age=60"), ("etag", "\"v1\"")]);
+        for (_, value) in date {
+            fields.append(http::header::DATE, value.parse().unwrap());
+        }
+        let mut f = fill(&store, get(&[]), None);
+        f.on_head(head(200, &fields, None), at(2));
+        assert_eq!(f.on_end(), Some(Outcome::Stored));
+        let entry = store.lookup(&key(), &HeaderMap::new()).unwrap();
+        assert_eq!(
+            entry.date.as_ref().unwrap(),
+            &common::http_date(want),
+            "{date:?}"
+        );
+        assert!(!entry.headers.contains_key("date"));
+        assert!(
+            !entry
+                .wire_head
+                .windows(5)
+                .any(|w| w.eq_ignore_ascii_case(b"date:"))
+        );
+    }
+    // A 304 with its own Date brings it; one without leaves the time it arrived.
+    for (update, want) in [(Some(d_plus_5.as_str()), at(5)), (None, at(100))] {
+        let store = new_store();
+        let old = stored_entry(
+            &store,
+            &[("cache-control", "max-age=1"), ("etag", "\"v1\"")],
+            b"x",
+        );
+        let mut f = fill(&store, get(&[]), Some(old));
+        let mut fields = headers(&[("etag", "\"v1\"")]);
+        if let Some(date) = update {
+            fields.insert(http::header::DATE, date.parse().unwrap());
+        }
+        let HeadAction::Answer(entry, _) = f.on_head(head(304, &fields, None), at(100)) else {
+            panic!("a matching 304 answers from the entry")
+        };
+        assert_eq!(entry.date.as_ref().unwrap(), &common::http_date(want));
+    }
 }
 
 #[test]

@@ -31,6 +31,7 @@ use http::{HeaderMap, Method, StatusCode};
 pub use invalidate::Invalidation;
 pub use lookup::{Admission, Decision, Served, admit, decide};
 
+use crate::directives;
 use crate::entry::{Entry, EntryState};
 use crate::inflight::Ticket;
 use crate::key::CacheKey;
@@ -212,7 +213,7 @@ impl Fill {
             return HeadAction::Forward;
         }
         if head.status == StatusCode::NOT_MODIFIED
-            && let Some(action) = self.on_not_modified(head.client_headers, now)
+            && let Some(action) = self.on_not_modified(head, now)
         {
             return action;
         }
@@ -341,11 +342,7 @@ impl Fill {
     /// A 304: freshen the stale entry if its validator matches. `None`: not a revalidation
     /// answer (no stale entry, or the client's own conditional request was passed on), so the
     /// 304 is forwarded like any response.
-    fn on_not_modified(
-        &mut self,
-        client_headers: &HeaderMap,
-        now: SystemTime,
-    ) -> Option<HeadAction> {
+    fn on_not_modified(&mut self, head: OriginHead<'_>, now: SystemTime) -> Option<HeadAction> {
         let stale = self.stale.clone()?;
         let exchange = validate::Exchange {
             request_headers: &self.request.headers,
@@ -354,7 +351,9 @@ impl Fill {
             response_time: now,
         };
         let encode = self.limits.encode_head;
-        let update = stored_headers(client_headers);
+        let mut update = stored_headers(head.client_headers);
+        // §3.2: the 304's Date replaces the stored one, as its other fields do.
+        add_date(&mut update, head.origin_headers, now);
         let Some(freshened) = freshen(&stale, &update, &exchange, encode) else {
             if !self.revalidating {
                 return None;
@@ -416,9 +415,11 @@ impl Fill {
             Ok(freshness) => {
                 // Bounded by the limit: the length was checked above.
                 let capacity = head.content_length.unwrap_or(0) as usize;
+                let mut headers = stored_headers(head.client_headers);
+                add_date(&mut headers, head.origin_headers, now);
                 self.state = State::Collecting(Box::new(Collecting {
                     status: head.status,
-                    headers: stored_headers(head.client_headers),
+                    headers,
                     freshness,
                     body: BytesMut::with_capacity(capacity),
                 }));
@@ -459,8 +460,8 @@ impl Fill {
 }
 
 /// The fields an entry keeps of a response's client-bound fields: all but the per-response
-/// ones (Age, Date and Content-Length are written fresh on every hit, `X-Cache` by the
-/// binary when configured).
+/// ones (Age and Content-Length are written fresh on every hit, `X-Cache` by the binary when
+/// configured; the Date is the origin's, see [`add_date`]).
 pub fn stored_headers(headers: &HeaderMap) -> HeaderMap {
     let mut kept = headers.clone();
     for name in [AGE, DATE, CONTENT_LENGTH] {
@@ -470,11 +471,24 @@ pub fn stored_headers(headers: &HeaderMap) -> HeaderMap {
     kept
 }
 
+/// The stored response's Date (RFC 9110 §6.6.1): the origin's, when it sent one valid Date
+/// line, else `received`, the time the response arrived (a recipient with a clock adds the
+/// Date a cached message lacks). Re-formatted as an IMF-fixdate by [`Entry::new`].
+fn add_date(stored: &mut HeaderMap, origin: &HeaderMap, received: SystemTime) {
+    let mut lines = origin.get_all(DATE).iter();
+    let date = match (lines.next(), lines.next()) {
+        (Some(line), None) => directives::parse_date(line).unwrap_or(received),
+        _ => received,
+    };
+    stored.insert(DATE, directives::imf_fixdate(date));
+}
+
 /// Encodes header fields as HTTP/1.1 lines (`name: value\r\n`), the wire head every HTTP/1.1
-/// hit copies after its status line. Usable as [`FillLimits::encode_head`].
+/// hit copies after its status line. Date is left out: the encoder writes the status line and
+/// Date itself, from [`Entry::date`]. Usable as [`FillLimits::encode_head`].
 pub fn header_lines(_status: StatusCode, headers: &HeaderMap) -> Bytes {
     let mut out = BytesMut::with_capacity(32 * headers.len());
-    for (name, value) in headers {
+    for (name, value) in headers.iter().filter(|(name, _)| *name != DATE) {
         out.put_slice(name.as_str().as_bytes());
         out.put_slice(b": ");
         out.put_slice(value.as_bytes());

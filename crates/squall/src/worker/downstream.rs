@@ -444,7 +444,9 @@ impl Downstream<'_> {
         let age = age.as_bytes();
         let logged = label.as_str();
         let label = x_cache.then_some(label.as_str().as_bytes());
-        let date = self.date;
+        // RFC 9111 §4: the stored response's own Date, with Age beside it; the time of the
+        // hit would count the time in cache twice.
+        let date = entry.date.as_ref().map_or(self.date, |d| d.as_bytes());
         let Some(conn) = self.conns.get_mut(client.conn()) else {
             return;
         };
