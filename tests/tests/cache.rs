@@ -697,3 +697,55 @@ async fn a_hit_carries_the_stored_date_with_its_age() {
     assert_eq!(not_modified.status, 304);
     assert_eq!(not_modified.header("date"), etag_miss.header("date"));
 }
+
+/// An origin on raw sockets: the first request is answered (fresh for 1 s, stale-if-error for
+/// 60), every later one is read and the connection closed without a byte of answer.
+fn start_closing_origin() -> SocketAddr {
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut answered = false;
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            if !answered {
+                answered = true;
+                let body = "kept";
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\ncache-control: max-age=1, stale-if-error=60\r\n\
+                     content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        }
+    });
+    addr
+}
+
+/// RFC 5861 §4: an origin that closes the connection instead of answering is an error that
+/// `stale-if-error` covers: the stale entry is served, over HTTP/1.1 and HTTP/2, not a 502.
+#[tokio::test]
+async fn an_origin_that_closes_without_answering_gets_the_stale_entry_served() {
+    let origin = start_closing_origin();
+    let squall = Squall::start(&config(origin, ""));
+    assert_eq!(get(&squall, "/c/gone", "").body_text(), "kept");
+    std::thread::sleep(Duration::from_millis(2100));
+    let response = get(&squall, "/c/gone", "");
+    assert_eq!(
+        (
+            response.status,
+            response.body_text().as_str(),
+            x_cache(&response)
+        ),
+        (200, "kept", "STALE"),
+        "{}",
+        squall.log()
+    );
+    let client = h2_client::h2c(squall.addr).await;
+    let h2 = h2_client::fetch(&client, "GET", "http://cache.test/c/gone", None).await;
+    assert_eq!((h2.status, h2.body.as_slice()), (200, &b"kept"[..]));
+    assert_eq!(h2.headers["x-cache"], "STALE");
+}
