@@ -749,3 +749,60 @@ async fn an_origin_that_closes_without_answering_gets_the_stale_entry_served() {
     assert_eq!((h2.status, h2.body.as_slice()), (200, &b"kept"[..]));
     assert_eq!(h2.headers["x-cache"], "STALE");
 }
+
+/// An origin on raw sockets that says `103 Early Hints` before each final answer (a stored
+/// 200). Keeps no count: each connection gets one exchange and is closed.
+fn start_hinting_origin() -> SocketAddr {
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let _ = stream.write_all(
+                b"HTTP/1.1 103 Early Hints\r\nlink: </style.css>; rel=preload\r\n\r\n\
+                  HTTP/1.1 200 OK\r\ncache-control: max-age=60\r\ncontent-length: 5\r\n\
+                  connection: close\r\n\r\nhints",
+            );
+        }
+    });
+    addr
+}
+
+/// RFC 9110 §15.2: a `103 Early Hints` from the origin reaches the client ahead of the final
+/// response (an interim head on HTTP/1.1, interim HEADERS on HTTP/2), and is not stored: the
+/// hit that follows has none.
+#[tokio::test]
+async fn early_hints_are_forwarded_and_never_stored() {
+    use std::io::Read;
+    let origin = start_hinting_origin();
+    let squall = Squall::start(&config(origin, ""));
+    let read_all = |request: &str| {
+        let mut stream = squall.connect();
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut text = String::new();
+        let _ = stream.read_to_string(&mut text);
+        text
+    };
+    let request = "GET /c/hints HTTP/1.1\r\nHost: cache.test\r\nConnection: close\r\n\r\n";
+    let miss = read_all(request);
+    assert!(miss.starts_with("HTTP/1.1 103 Early Hints\r\n"), "{miss}");
+    let interim = &miss[..miss.find("\r\n\r\n").unwrap()];
+    assert!(
+        interim.contains("link: </style.css>; rel=preload"),
+        "{miss}"
+    );
+    let final_at = miss.find("HTTP/1.1 200 OK\r\n").expect("a final 200");
+    assert!(miss[final_at..].ends_with("\r\n\r\nhints"), "{miss}");
+    let hit = read_all(request);
+    assert!(hit.starts_with("HTTP/1.1 200 OK\r\n"), "{hit}");
+    assert!(hit.to_lowercase().contains("x-cache: hit"), "{hit}");
+    // HTTP/2: the interim HEADERS leave the stream open for the final response.
+    let client = h2_client::h2c(squall.addr).await;
+    let url = "http://cache.test/c/hints-h2";
+    let h2 = h2_client::fetch(&client, "GET", url, None).await;
+    assert_eq!((h2.status, h2.body.as_slice()), (200, &b"hints"[..]));
+    assert_eq!(h2.headers["x-cache"], "MISS");
+}

@@ -178,7 +178,7 @@ fn the_origin_connection_is_reused_after_a_clean_end_and_not_after_close() {
 }
 
 #[test]
-fn interim_responses_are_dropped_and_continue_is_said_at_once() {
+fn interim_responses_are_forwarded_and_continue_is_said_at_once() {
     let raw = "PUT /p/u HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n";
     let mut pair = Pair::new(raw, &[Server::Accept]);
     pair.run();
@@ -204,9 +204,23 @@ fn interim_responses_are_dropped_and_continue_is_said_at_once() {
             pair.client,
             [
                 "continue",
+                // The origin's 100 is not said twice; its 103 goes on (RFC 9110 §15.2).
+                "interim 103 [\"link: </a>\"]",
                 "head 201 len=Some(0) Length(0) keep_alive=true []",
                 "end [] unfinished=false"
             ]
         );
     }
+    // An HTTP/1.0 client knows no 1xx: it gets none.
+    let raw = "GET /p/u HTTP/1.0\r\nHost: x\r\n\r\n";
+    let response = b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n";
+    let mut pair = Pair::with(head(raw), ClientProtocol::Http10, false, &[Server::Accept]);
+    pair.run();
+    pair.origin_sends(&[response]);
+    assert!(
+        pair.client.iter().all(|m| !m.starts_with("interim")),
+        "{:?}",
+        pair.client
+    );
+    assert!(pair.client[0].starts_with("head 204"), "{:?}", pair.client);
 }

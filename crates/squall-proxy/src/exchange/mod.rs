@@ -129,8 +129,16 @@ pub enum Action {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToClient {
     /// `100 Continue` (RFC 9110 §10.1.1): the client waits for it before sending its body.
-    /// The exchange says it at once, as nginx does, and does not forward the origin's 1xx.
+    /// The exchange says it at once, as nginx does, and does not forward the origin's 100.
     Continue,
+    /// An origin's interim (1xx) response other than 100 and 101, `103 Early Hints` say
+    /// (RFC 9110 §15.2), its fields as the final head's are (hop-by-hop removed, route edits
+    /// applied): an interim head on HTTP/1.1, an interim HEADERS frame on HTTP/2. Never sent
+    /// to HTTP/1.0 clients, which do not know 1xx, and never stored.
+    Interim {
+        status: StatusCode,
+        headers: HeaderMap,
+    },
     Head(ClientHead),
     /// A piece of the body, never empty; the downstream frames it as [`ClientHead::framing`]
     /// says (a chunk for `Chunked`, a DATA frame for `Frames`, as it is otherwise).

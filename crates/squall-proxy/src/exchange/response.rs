@@ -9,7 +9,7 @@
 
 use std::time::Instant;
 
-use http::{HeaderMap, Method, Version};
+use http::{HeaderMap, Method, StatusCode, Version};
 use squall_h1::{OriginHead, RequestFraming, ResponseBody, ResponseEvent};
 use squall_upstream::{Outcome, UpstreamErrorClass};
 
@@ -64,9 +64,7 @@ impl Exchange {
                 decoder.decode(&mut self.rbuf)
             };
             match event {
-                // 1xx are dropped: `100 Continue` was said to the client at once, and 103 is
-                // not forwarded yet.
-                Ok(Some(ResponseEvent::Interim(_))) => {}
+                Ok(Some(ResponseEvent::Interim(head))) => self.forward_interim(head),
                 Ok(Some(ResponseEvent::Head(head))) => self.forward_head(head),
                 Ok(Some(ResponseEvent::Data(data))) => self.forward_data(data),
                 Ok(Some(ResponseEvent::End { trailers })) => self.finish(trailers, now),
@@ -91,6 +89,20 @@ impl Exchange {
             self.paused = true;
             self.actions.push_back(Action::PauseOrigin);
         }
+    }
+
+    /// An origin's 1xx goes on to the client (RFC 9110 §15.2), except `100 Continue`, which the
+    /// exchange said to the client itself, and except to an HTTP/1.0 client. The decoder
+    /// refuses 101, since no upgrade was asked for.
+    fn forward_interim(&mut self, head: OriginHead) {
+        if head.status == StatusCode::CONTINUE || self.client.protocol == ClientProtocol::Http10 {
+            return;
+        }
+        let headers = forward::response_headers(&head.headers, &self.route);
+        self.tell_client(ToClient::Interim {
+            status: head.status,
+            headers,
+        });
     }
 
     fn forward_head(&mut self, head: OriginHead) {

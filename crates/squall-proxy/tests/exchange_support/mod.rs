@@ -296,6 +296,14 @@ impl Pair {
 fn client_line(message: &ToClient) -> String {
     match message {
         ToClient::Continue => "continue".to_owned(),
+        ToClient::Interim { status, headers } => {
+            let mut fields: Vec<String> = headers
+                .iter()
+                .map(|(n, v)| format!("{n}: {}", v.to_str().unwrap_or("?")))
+                .collect();
+            fields.sort();
+            format!("interim {} {fields:?}", status.as_u16())
+        }
         ToClient::Head(head) => {
             let mut fields: Vec<String> = head
                 .headers

@@ -542,6 +542,17 @@ fn write_h1(
             squall_h1::encode_continue(&mut conn.out);
             return false;
         }
+        ToClient::Interim { status, headers } => {
+            // A 1xx has no body and decides nothing about the connection (RFC 9112 §6.1).
+            let response = squall_h1::ResponseHead {
+                status,
+                headers: &headers,
+                raw_headers: b"",
+                body_len: None,
+            };
+            squall_h1::encode_response_head(&response, request.framing(), date, &mut conn.out);
+            false
+        }
         ToClient::Head(mut head) => {
             add_x_cache(reply, &mut head);
             let mut framing = request.framing();
@@ -613,6 +624,15 @@ fn write_h2(
                 );
             let _ = conn.send_headers(stream, head.status.as_u16(), fields, no_body);
             reply.framing = Some(head.framing);
+            false
+        }
+        ToClient::Interim { status, headers } => {
+            // An interim HEADERS frame: the stream stays open for the final head (RFC 9113
+            // §8.1).
+            let fields = headers
+                .iter()
+                .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()));
+            let _ = conn.send_headers(stream, status.as_u16(), fields, false);
             false
         }
         ToClient::Data(data) => {
