@@ -4,7 +4,10 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use squall_e2e::{Squall, TempDir, hello_config, read_response, roundtrip};
+use squall_e2e::{Squall, TempDir, hello_config, read_response, roundtrip, tiny_origin};
+
+#[path = "support/h2_client.rs"]
+mod h2_client;
 
 /// Waits (bounded) until `path` holds `lines` lines, and returns them.
 fn wait_lines(path: &std::path::Path, lines: usize) -> Vec<String> {
@@ -82,5 +85,63 @@ fn every_request_is_logged_and_sigusr1_reopens() {
         wait_lines(&rotated, 3).len(),
         3,
         "the rotated file keeps its lines"
+    );
+}
+
+/// The BYTES field of a log line: the number after the status.
+fn bytes_of(line: &str) -> usize {
+    let after_request = &line[line.find("\" ").expect("a request line") + 2..];
+    let mut fields = after_request.split(' ');
+    let _status = fields.next();
+    fields.next().and_then(|b| b.parse().ok()).expect("BYTES")
+}
+
+/// HTTP/2 lines count the response head (its HEADERS frames) as HTTP/1.1 lines do, not only
+/// the body; a PURGE answered with a refetch is logged as the PURGE the client sent.
+#[tokio::test]
+async fn http2_bytes_include_the_head_and_a_refetching_purge_is_logged_as_purge() {
+    let dir = TempDir::new();
+    let log = dir.path().join("access.log");
+    let origin = tiny_origin("fresh");
+    let extra = format!(
+        "[log]\naccess = {log:?}\n\n[[upstream]]\nname = \"app\"\n\
+         servers = [{{ address = \"{origin}\" }}]\n"
+    );
+    let mut config = hello_config(&extra).replace(
+        "address = \"ADDR\"",
+        "address = \"ADDR\"\nprotocols = [\"http1\", \"h2c\"]",
+    );
+    config.push_str(
+        "\n[[vhost.route]]\nprefix = \"/cached/\"\nproxy = \"app\"\ncache = true\n\
+         cache_ttl = \"60s\"\n",
+    );
+    let squall = Squall::start(&config);
+    let client = h2_client::h2c(squall.addr).await;
+    let reply = h2_client::fetch(&client, "GET", "http://x/a", None).await;
+    assert_eq!((reply.status, reply.body.as_slice()), (200, &b"A"[..]));
+    let mut stream = squall.connect();
+    let purge = "PURGE /cached/x HTTP/1.1\r\nHost: x\r\nX-Squall-Purge: refetch\r\n\r\n";
+    let refetched = roundtrip(&mut stream, purge);
+    assert_eq!(
+        (refetched.status, refetched.body_text()),
+        (200, "fresh".to_owned())
+    );
+
+    let lines = wait_lines(&log, 2);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    let h2 = lines
+        .iter()
+        .find(|l| l.contains("proto=HTTP/2.0"))
+        .expect("the HTTP/2 line");
+    assert!(h2.contains("\"GET /a HTTP/2.0\" 200 "), "{h2}");
+    // One body byte, and a HEADERS frame: a 9-byte frame header and at least `:status`.
+    assert!(bytes_of(h2) > 1 + 9, "{h2}");
+    let purged = lines
+        .iter()
+        .find(|l| l.contains("proto=HTTP/1.1"))
+        .expect("the PURGE line");
+    assert!(
+        purged.contains("\"PURGE /cached/x HTTP/1.1\" 200 "),
+        "{purged}"
     );
 }

@@ -181,6 +181,14 @@ impl Connection {
         self.refresh_stalls();
     }
 
+    /// Bytes of frames encoded and not yet handed out by [`Connection::poll_output`]: HEADERS,
+    /// CONTINUATION and control frames (DATA leaves from the streams' queues). Read before and
+    /// after a `send_headers`, it is what the head took on the wire, frame headers included
+    /// (the access log's bytes sent).
+    pub fn encoded_bytes(&self) -> usize {
+        self.out.len()
+    }
+
     /// Whether [`Connection::poll_output`] would emit something now.
     pub fn has_output(&self) -> bool {
         if !self.out.is_empty() {

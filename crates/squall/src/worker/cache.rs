@@ -42,6 +42,9 @@ pub type Label = Served;
 pub struct CacheFill {
     pub cache: Arc<Cache>,
     pub fill: Fill,
+    /// The method the client sent, when the fill forwards another: a PURGE refetched as a GET
+    /// is logged as the PURGE it was.
+    pub logged_method: Option<Method>,
 }
 
 /// A request waiting for another's fetch of the same object.
@@ -151,7 +154,7 @@ impl Worker {
             }
             Admission::Fetch { stale, ticket } => {
                 counters.cache_misses.inc();
-                self.start_fill(client, head, route, cache, key, stale, ticket);
+                self.start_fill(client, head, route, cache, key, stale, ticket, None);
                 Begun::Forwarded
             }
         }
@@ -169,6 +172,7 @@ impl Worker {
         key: CacheKey,
         stale: Option<Arc<Entry>>,
         ticket: Option<squall_cache::Ticket>,
+        logged_method: Option<Method>,
     ) {
         let request = FillRequest {
             key,
@@ -179,7 +183,11 @@ impl Worker {
         let store = cache.store.clone();
         let fill = Fill::new(store, limits, request, stale, ticket, self.wall);
         fill.origin_request_headers(&mut head.headers);
-        let fill = Box::new(CacheFill { cache, fill });
+        let fill = Box::new(CacheFill {
+            cache,
+            fill,
+            logged_method,
+        });
         self.start_session(client, head, route, None, Some(fill));
     }
 
@@ -211,7 +219,7 @@ impl Worker {
                     route.id,
                 );
             }
-            _ => self.start_fill(client, head, route, cache, key, None, None),
+            _ => self.start_fill(client, head, route, cache, key, None, None, None),
         }
         self.resume_client(client);
     }
@@ -288,9 +296,9 @@ impl Worker {
         }
         // Fetch a fresh copy now, as a GET, and answer the PURGE with it (Tempesta's
         // `X-Tempesta-Cache: get`).
-        head.method = Method::GET;
+        let purge = std::mem::replace(&mut head.method, Method::GET);
         head.headers.remove(PURGE_HEADER);
-        self.start_fill(client, head, route, cache, key, None, None);
+        self.start_fill(client, head, route, cache, key, None, None, Some(purge));
         Begun::Forwarded
     }
 }

@@ -309,7 +309,15 @@ impl Downstream<'_> {
             // Streams interleave: the connection's request clock is this stream's.
             conn.request_started = started;
         }
-        let head = Some(session.ex.head());
+        // A PURGE refetched as a GET is logged as the PURGE the client sent (a copy of the
+        // head, on that rare path only).
+        let relabeled = (session.fill.as_ref())
+            .and_then(|f| f.logged_method.clone())
+            .map(|method| RequestHead {
+                method,
+                ..session.ex.head().clone()
+            });
+        let head = Some(relabeled.as_ref().unwrap_or(session.ex.head()));
         let (log, counters) = (&mut *self.log, self.counters);
         let sent = session.reply.sent;
         log_request(log, conn, head, status, sent, self.now, counters);
@@ -464,6 +472,7 @@ impl Downstream<'_> {
                     .chain([(&b"date"[..], date), (&b"age"[..], age)])
                     .chain(label.map(|l| (&b"x-cache"[..], l)))
                     .chain((!not_modified).then_some((&b"content-length"[..], length)));
+                let before = h2.conn.encoded_bytes();
                 if h2
                     .conn
                     .send_headers(stream, status.as_u16(), fields, no_body)
@@ -471,10 +480,15 @@ impl Downstream<'_> {
                 {
                     return;
                 }
+                let head = h2.conn.encoded_bytes().saturating_sub(before);
                 if !no_body {
                     let _ = h2.conn.send_data(stream, entry.body.clone(), true);
                 }
-                if no_body { 0 } else { entry.body.len() }
+                if no_body {
+                    head
+                } else {
+                    head + entry.body.len()
+                }
             }
             Client::H1(_) => {
                 let raw = &mut *self.scratch;
@@ -622,7 +636,9 @@ fn write_h2(
                         .as_mut()
                         .map(|l| (&b"content-length"[..], l.as_bytes())),
                 );
+            let before = conn.encoded_bytes();
             let _ = conn.send_headers(stream, head.status.as_u16(), fields, no_body);
+            reply.sent += conn.encoded_bytes().saturating_sub(before);
             reply.framing = Some(head.framing);
             false
         }
@@ -632,7 +648,9 @@ fn write_h2(
             let fields = headers
                 .iter()
                 .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()));
+            let before = conn.encoded_bytes();
             let _ = conn.send_headers(stream, status.as_u16(), fields, false);
+            reply.sent += conn.encoded_bytes().saturating_sub(before);
             false
         }
         ToClient::Data(data) => {

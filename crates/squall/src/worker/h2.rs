@@ -414,7 +414,7 @@ fn count_stats(counters: &crate::metrics::WorkerCounters, stats: squall_h2::Stat
 /// Queues a whole response on a stream: HEADERS (with `date` and `content-length`), then the
 /// body as DATA unless the request was HEAD. `encoded`, when given, is the fields and the
 /// content-length already HPACK-encoded (a fixed response) and the encoded date, sent as they
-/// are. Returns the body bytes queued, for the log.
+/// are. Returns the bytes queued (the HEADERS frames and the body), for the access log.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn send_reply<'a>(
     conn: &mut Connection,
@@ -427,6 +427,7 @@ pub(super) fn send_reply<'a>(
     date: &'a [u8],
 ) -> usize {
     let no_body = is_head || body.is_empty();
+    let before = conn.encoded_bytes();
     let sent = match encoded {
         Some((fields, date)) => {
             conn.send_headers_encoded(stream_id, status.as_u16(), &[fields, date], [], no_body)
@@ -441,13 +442,17 @@ pub(super) fn send_reply<'a>(
             conn.send_headers(stream_id, status.as_u16(), fields, no_body)
         }
     };
-    if sent.is_err() || no_body {
-        return 0; // the client reset the stream meanwhile, or no body goes
+    if sent.is_err() {
+        return 0; // the client reset the stream meanwhile
     }
-    let sent = body.len();
+    let head = conn.encoded_bytes().saturating_sub(before);
+    if no_body {
+        return head;
+    }
+    let body_len = body.len();
     match conn.send_data(stream_id, body, true) {
-        Ok(()) => sent,
-        Err(_) => 0,
+        Ok(()) => head + body_len,
+        Err(_) => head,
     }
 }
 
