@@ -99,17 +99,17 @@ pub fn encode_response_head(
     if !informational && head.status != StatusCode::NO_CONTENT {
         match (head.body_len, framing.body) {
             (Some(n), _) => put_content_length(n, out),
-            (None, ResponseBody::Chunked) => out.put_slice(b"Transfer-Encoding: chunked\r\n"),
+            (None, ResponseBody::Chunked) => out.put_slice(b"transfer-encoding: chunked\r\n"),
             (None, _) => {}
         }
     }
     // A 1xx is interim: persistence is decided by the final response.
     if !informational {
         if !framing.keep_alive {
-            out.put_slice(b"Connection: close\r\n");
+            out.put_slice(b"connection: close\r\n");
         } else if req.version == Version::HTTP_10 {
             // RFC 9112 §9.3: an HTTP/1.0 connection persists only when both sides say so.
-            out.put_slice(b"Connection: keep-alive\r\n");
+            out.put_slice(b"connection: keep-alive\r\n");
         }
     }
     for (name, value) in head.headers {
@@ -167,11 +167,11 @@ pub fn encode_error(status: StatusCode, date: &[u8], out: &mut BytesMut) {
     put_status_line(status, out);
     put_date(date, out);
     if !bodiless {
-        out.put_slice(b"Content-Type: text/plain\r\n");
+        out.put_slice(b"content-type: text/plain\r\n");
         // The body is "NNN Reason\n".
         put_content_length(3 + 1 + reason.len() as u64 + 1, out);
     }
-    out.put_slice(b"Connection: close\r\n\r\n");
+    out.put_slice(b"connection: close\r\n\r\n");
     if !bodiless {
         out.put_slice(status.as_str().as_bytes());
         out.put_u8(b' ');
@@ -190,7 +190,7 @@ fn put_status_line(status: StatusCode, out: &mut BytesMut) {
 }
 
 fn put_date(date: &[u8], out: &mut BytesMut) {
-    out.put_slice(b"Date: ");
+    out.put_slice(b"date: ");
     out.put_slice(date);
     out.put_slice(b"\r\n");
 }
@@ -204,7 +204,13 @@ pub(crate) fn put_line(out: &mut BytesMut, name: &[u8], value: &[u8]) {
 }
 
 pub(crate) fn put_content_length(n: u64, out: &mut BytesMut) {
-    out.put_slice(b"Content-Length: ");
+    put_length_field(b"content-length: ", n, out);
+}
+
+/// `name` (with its `: `) and `n` in decimal, then CRLF: the request encoder keeps its own
+/// spelling of the field name.
+pub(crate) fn put_length_field(name: &[u8], n: u64, out: &mut BytesMut) {
+    out.put_slice(name);
     let mut digits = [0u8; 20];
     let mut i = digits.len();
     let mut n = n;

@@ -63,8 +63,8 @@ fn ok_with_length_and_fields() {
     assert_eq!(
         &out[..],
         b"previousHTTP/1.1 200 OK\r\n\
-          Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n\
-          Content-Length: 13\r\n\
+          date: Sun, 06 Nov 1994 08:49:37 GMT\r\n\
+          content-length: 13\r\n\
           content-type: text/plain\r\n\
           set-cookie: a=1\r\n\
           set-cookie: b=2\r\n\
@@ -78,7 +78,7 @@ fn chunked_for_http11_with_unknown_length() {
     let (bytes, body) = encode(StatusCode::OK, None, H11);
     assert_eq!(
         bytes,
-        "HTTP/1.1 200 OK\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "HTTP/1.1 200 OK\r\ndate: Sun, 06 Nov 1994 08:49:37 GMT\r\ntransfer-encoding: chunked\r\n\r\n"
     );
     assert!(body);
 }
@@ -88,7 +88,7 @@ fn close_delimited_for_http10_with_unknown_length() {
     let (bytes, body) = encode(StatusCode::OK, None, H10_KEEP);
     assert_eq!(
         bytes,
-        "HTTP/1.1 200 OK\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\nConnection: close\r\n\r\n"
+        "HTTP/1.1 200 OK\r\ndate: Sun, 06 Nov 1994 08:49:37 GMT\r\nconnection: close\r\n\r\n"
     );
     assert!(body);
     let framing = response_framing(StatusCode::OK, None, H10_KEEP);
@@ -103,26 +103,26 @@ fn close_delimited_for_http10_with_unknown_length() {
 
 #[test]
 fn connection_field_by_version_and_persistence() {
-    let date = "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n";
+    let date = "date: Sun, 06 Nov 1994 08:49:37 GMT\r\n";
     let (bytes, _) = encode(StatusCode::OK, Some(0), H11_CLOSE);
     assert_eq!(
         bytes,
-        format!("HTTP/1.1 200 OK\r\n{date}Content-Length: 0\r\nConnection: close\r\n\r\n")
+        format!("HTTP/1.1 200 OK\r\n{date}content-length: 0\r\nconnection: close\r\n\r\n")
     );
     let (bytes, _) = encode(StatusCode::OK, Some(0), H10);
     assert_eq!(
         bytes,
-        format!("HTTP/1.1 200 OK\r\n{date}Content-Length: 0\r\nConnection: close\r\n\r\n")
+        format!("HTTP/1.1 200 OK\r\n{date}content-length: 0\r\nconnection: close\r\n\r\n")
     );
     let (bytes, _) = encode(StatusCode::OK, Some(0), H10_KEEP);
     assert_eq!(
         bytes,
-        format!("HTTP/1.1 200 OK\r\n{date}Content-Length: 0\r\nConnection: keep-alive\r\n\r\n")
+        format!("HTTP/1.1 200 OK\r\n{date}content-length: 0\r\nconnection: keep-alive\r\n\r\n")
     );
     let (bytes, _) = encode(StatusCode::OK, Some(0), H11);
     assert_eq!(
         bytes,
-        format!("HTTP/1.1 200 OK\r\n{date}Content-Length: 0\r\n\r\n")
+        format!("HTTP/1.1 200 OK\r\n{date}content-length: 0\r\n\r\n")
     );
 }
 
@@ -131,14 +131,14 @@ fn head_responses_carry_the_get_length_but_no_body() {
     let (bytes, body) = encode(StatusCode::OK, Some(1234), HEAD11);
     assert_eq!(
         bytes,
-        "HTTP/1.1 200 OK\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\nContent-Length: 1234\r\n\r\n"
+        "HTTP/1.1 200 OK\r\ndate: Sun, 06 Nov 1994 08:49:37 GMT\r\ncontent-length: 1234\r\n\r\n"
     );
     assert!(!body);
     // Unknown length: no framing field, and the connection can stay open.
     let (bytes, body) = encode(StatusCode::OK, None, HEAD11);
     assert_eq!(
         bytes,
-        "HTTP/1.1 200 OK\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n"
+        "HTTP/1.1 200 OK\r\ndate: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n"
     );
     assert!(!body);
     let head10 = RequestFraming {
@@ -159,13 +159,13 @@ fn not_modified_carries_the_length_but_no_body() {
     let (bytes, body) = encode(StatusCode::NOT_MODIFIED, Some(42), H11);
     assert_eq!(
         bytes,
-        "HTTP/1.1 304 Not Modified\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\nContent-Length: 42\r\n\r\n"
+        "HTTP/1.1 304 Not Modified\r\ndate: Sun, 06 Nov 1994 08:49:37 GMT\r\ncontent-length: 42\r\n\r\n"
     );
     assert!(!body);
     let (bytes, _) = encode(StatusCode::NOT_MODIFIED, None, H11);
     assert_eq!(
         bytes,
-        "HTTP/1.1 304 Not Modified\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n"
+        "HTTP/1.1 304 Not Modified\r\ndate: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n"
     );
 }
 
@@ -174,19 +174,19 @@ fn no_content_and_informational_have_no_framing_fields() {
     let (bytes, body) = encode(StatusCode::NO_CONTENT, Some(10), H11_CLOSE);
     assert_eq!(
         bytes,
-        "HTTP/1.1 204 No Content\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\nConnection: close\r\n\r\n"
+        "HTTP/1.1 204 No Content\r\ndate: Sun, 06 Nov 1994 08:49:37 GMT\r\nconnection: close\r\n\r\n"
     );
     assert!(!body);
     let (bytes, body) = encode(StatusCode::NO_CONTENT, None, H11);
     assert_eq!(
         bytes,
-        "HTTP/1.1 204 No Content\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n"
+        "HTTP/1.1 204 No Content\r\ndate: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n"
     );
     assert!(!body);
     let (bytes, body) = encode(StatusCode::from_u16(103).unwrap(), Some(5), H11_CLOSE);
     assert_eq!(
         bytes,
-        "HTTP/1.1 103 Early Hints\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n"
+        "HTTP/1.1 103 Early Hints\r\ndate: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n"
     );
     assert!(!body);
 }
@@ -242,10 +242,10 @@ fn error_responses() {
     assert_eq!(
         &out[..],
         b"HTTP/1.1 431 Request Header Fields Too Large\r\n\
-          Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n\
-          Content-Type: text/plain\r\n\
-          Content-Length: 36\r\n\
-          Connection: close\r\n\
+          date: Sun, 06 Nov 1994 08:49:37 GMT\r\n\
+          content-type: text/plain\r\n\
+          content-length: 36\r\n\
+          connection: close\r\n\
           \r\n\
           431 Request Header Fields Too Large\n"
     );
@@ -253,8 +253,8 @@ fn error_responses() {
     encode_error(StatusCode::BAD_REQUEST, DATE, &mut out);
     assert_eq!(
         &out[..],
-        b"HTTP/1.1 400 Bad Request\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n\
-          Content-Type: text/plain\r\nContent-Length: 16\r\nConnection: close\r\n\r\n400 Bad Request\n"
+        b"HTTP/1.1 400 Bad Request\r\ndate: Sun, 06 Nov 1994 08:49:37 GMT\r\n\
+          content-type: text/plain\r\ncontent-length: 16\r\nconnection: close\r\n\r\n400 Bad Request\n"
     );
 }
 
@@ -272,7 +272,7 @@ fn error_responses_parse_back_with_their_length() {
         let length = response
             .headers
             .iter()
-            .find(|f| f.name == "Content-Length")
+            .find(|f| f.name == "content-length")
             .unwrap();
         let length: usize = std::str::from_utf8(length.value).unwrap().parse().unwrap();
         assert_eq!(out.len() - len, length, "code {code}");

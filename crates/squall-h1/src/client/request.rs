@@ -14,7 +14,7 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::uri::PathAndQuery;
 
 use crate::BodyKind;
-use crate::encoder::{put_content_length, put_line};
+use crate::encoder::{put_length_field, put_line};
 use crate::fields::{is_token, trim_ows};
 
 /// A request head to send to an origin, always as HTTP/1.1.
@@ -59,7 +59,7 @@ pub fn encode_request_head(req: &OutboundRequest<'_>, out: &mut BytesMut) {
     put_line(out, b"Host", req.host.as_bytes());
     match req.body {
         BodyKind::Empty => {}
-        BodyKind::Length(n) => put_content_length(n, out),
+        BodyKind::Length(n) => put_length_field(b"Content-Length: ", n, out),
         BodyKind::Chunked => out.put_slice(b"Transfer-Encoding: chunked\r\n"),
     }
     if !req.keep_alive {
