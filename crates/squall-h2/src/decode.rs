@@ -142,6 +142,7 @@ fn parse_payload(head: &Head, payload: Bytes) -> Result<Frame, FrameError> {
         kind::GOAWAY => parse_goaway(head, payload),
         kind::WINDOW_UPDATE => parse_window_update(head, &payload),
         kind::CONTINUATION => parse_continuation(head, payload),
+        kind::PRIORITY_UPDATE => parse_priority_update(head, payload),
         // RFC 9113 §4.1, §5.5: unknown types "MUST be ignored and discarded".
         ty => Ok(Frame::Unknown {
             ty,
@@ -261,6 +262,10 @@ fn validate_setting(id: SettingId, value: u32) -> Result<(), FrameError> {
             ErrorCode::FlowControlError,
             "SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1",
         ),
+        SettingId::NoRfc7540Priorities if value > 1 => (
+            ErrorCode::ProtocolError,
+            "SETTINGS_NO_RFC7540_PRIORITIES is not 0 or 1",
+        ),
         SettingId::MaxFrameSize
             if !(FRAME_PAYLOAD_BYTES_DEFAULT..=FRAME_PAYLOAD_BYTES_LIMIT).contains(&value) =>
         {
@@ -344,6 +349,30 @@ fn parse_continuation(head: &Head, payload: Bytes) -> Result<Frame, FrameError> 
         stream_id: head.stream_id,
         block: payload,
         end_headers: head.has(flag::END_HEADERS),
+    })
+}
+
+/// RFC 9218 §7.1: on stream 0, at least the 4-byte prioritized stream id, which is not 0.
+/// The field value is left to the connection: one it cannot parse is ignored, not an error.
+fn parse_priority_update(head: &Head, mut payload: Bytes) -> Result<Frame, FrameError> {
+    head.require_connection("PRIORITY_UPDATE on a stream")?;
+    if payload.len() < 4 {
+        return Err(FrameError::connection(
+            ErrorCode::FrameSizeError,
+            "PRIORITY_UPDATE shorter than 4",
+        ));
+    }
+    let prioritized_stream_id = read_u32(&payload) & STREAM_ID_MASK;
+    if prioritized_stream_id == 0 {
+        return Err(FrameError::connection(
+            ErrorCode::ProtocolError,
+            "PRIORITY_UPDATE for stream 0",
+        ));
+    }
+    payload.advance(4);
+    Ok(Frame::PriorityUpdate {
+        prioritized_stream_id,
+        value: payload,
     })
 }
 

@@ -64,6 +64,15 @@ pub fn encode_priority(dst: &mut BytesMut, stream_id: StreamId, priority: Priori
     dst.put_u8(priority.weight);
 }
 
+/// Appends a PRIORITY_UPDATE frame (RFC 9218 §7.1): on stream 0, for `prioritized`.
+pub fn encode_priority_update(dst: &mut BytesMut, prioritized: StreamId, value: &[u8]) {
+    // A priority value is a short field; the caller keeps it within a frame.
+    let len = u32::try_from(4 + value.len()).unwrap_or(u32::MAX);
+    put_head(dst, len, kind::PRIORITY_UPDATE, 0, 0);
+    dst.put_u32(prioritized & STREAM_ID_MASK);
+    dst.put_slice(value);
+}
+
 /// Appends an RST_STREAM frame (RFC 9113 §6.4).
 pub fn encode_rst_stream(dst: &mut BytesMut, stream_id: StreamId, code: ErrorCode) {
     debug_assert!(stream_id != 0, "RST_STREAM on stream 0");

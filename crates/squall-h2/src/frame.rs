@@ -40,6 +40,8 @@ pub(crate) mod kind {
     pub const GOAWAY: u8 = 0x7;
     pub const WINDOW_UPDATE: u8 = 0x8;
     pub const CONTINUATION: u8 = 0x9;
+    /// RFC 9218 §7.1.
+    pub const PRIORITY_UPDATE: u8 = 0x10;
 }
 
 /// Frame flags (RFC 9113 §6). ACK and END_STREAM share a bit on different frame types.
@@ -104,6 +106,13 @@ pub enum Frame {
         block: Bytes,
         end_headers: bool,
     },
+    /// PRIORITY_UPDATE (RFC 9218 §7.1), on stream 0: a request stream's new priority.
+    PriorityUpdate {
+        /// The stream whose priority changes; never 0.
+        prioritized_stream_id: StreamId,
+        /// The Priority Field Value, as the `priority` field carries it (RFC 9218 §5).
+        value: Bytes,
+    },
     /// A frame type RFC 9113 does not define: to be ignored (§4.1, §5.5), payload dropped.
     Unknown { ty: u8, stream_id: StreamId },
 }
@@ -119,7 +128,10 @@ impl Frame {
             | Self::WindowUpdate { stream_id, .. }
             | Self::Continuation { stream_id, .. }
             | Self::Unknown { stream_id, .. } => *stream_id,
-            Self::Settings(_) | Self::Ping { .. } | Self::GoAway { .. } => 0,
+            Self::Settings(_)
+            | Self::Ping { .. }
+            | Self::GoAway { .. }
+            | Self::PriorityUpdate { .. } => 0,
         }
     }
 }
@@ -145,7 +157,7 @@ pub struct Settings {
     pub params: Vec<(SettingId, u32)>,
 }
 
-/// A SETTINGS parameter defined by RFC 9113 §6.5.2.
+/// A SETTINGS parameter defined by RFC 9113 §6.5.2, or RFC 9218 §2.1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SettingId {
     /// 0x1: the HPACK dynamic table size the sender's decoder allows.
@@ -160,6 +172,8 @@ pub enum SettingId {
     MaxFrameSize,
     /// 0x6: advisory limit on the uncompressed header list.
     MaxHeaderListSize,
+    /// 0x9: 0 or 1; 1 says the sender ignores RFC 7540 priority signals (RFC 9218 §2.1).
+    NoRfc7540Priorities,
 }
 
 impl SettingId {
@@ -172,6 +186,7 @@ impl SettingId {
             0x4 => Self::InitialWindowSize,
             0x5 => Self::MaxFrameSize,
             0x6 => Self::MaxHeaderListSize,
+            0x9 => Self::NoRfc7540Priorities,
             _ => return None,
         })
     }
@@ -185,6 +200,7 @@ impl SettingId {
             Self::InitialWindowSize => 0x4,
             Self::MaxFrameSize => 0x5,
             Self::MaxHeaderListSize => 0x6,
+            Self::NoRfc7540Priorities => 0x9,
         }
     }
 }

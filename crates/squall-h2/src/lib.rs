@@ -24,9 +24,13 @@
 //!   a window. A stream reset before its request was polled never reaches the application.
 //! - Output: `send_headers`, `send_data`, `send_trailers` and `reset_stream` queue the
 //!   response; [`Connection::poll_output`] emits control frames and header blocks first,
-//!   then DATA round-robin over streams, one frame per turn, within the peer's windows and
-//!   SETTINGS_MAX_FRAME_SIZE. DATA payloads are slices of the application's `Bytes`
-//!   (copied only below 1 KiB); HPACK blocks leave in the order they were encoded.
+//!   then DATA one frame per turn, within the peer's windows and SETTINGS_MAX_FRAME_SIZE,
+//!   in the order of RFC 9218 priorities (the `priority` request field, PRIORITY_UPDATE):
+//!   lower urgency first, non-incremental streams of an urgency one after another,
+//!   incremental ones round robin; requests without a signal share urgency 3 round robin.
+//!   Our SETTINGS carry SETTINGS_NO_RFC7540_PRIORITIES = 1. DATA payloads are slices of the
+//!   application's `Bytes` (copied only below 1 KiB); HPACK blocks leave in the order they were
+//!   encoded.
 //! - Answered by the connection itself, without the application: 431 (header list over
 //!   SETTINGS_MAX_HEADER_LIST_SIZE), 414 (`:path` too long), 413 (body over the limit, by
 //!   content-length or counted; reset with CANCEL instead if the response has begun), 501
@@ -46,7 +50,8 @@
 //! | HPACK table | 4,096 | GOAWAY(COMPRESSION_ERROR) |
 //! | `:path` / body | 8 KiB / 16 MiB | 414 / 413 |
 //! | streams reset (by the peer, refused, or malformed) per 10 s | 200 | GOAWAY(ENHANCE_YOUR_CALM) |
-//! | SETTINGS, PING, PRIORITY, RST_STREAM, useless WINDOW_UPDATE per 10 s | 1,000 | same |
+//! | SETTINGS, PING, PRIORITY, PRIORITY_UPDATE, RST_STREAM, useless WINDOW_UPDATE per 10 s | 1,000 | same |
+//! | PRIORITY_UPDATEs kept for streams not yet open, with the open streams | concurrent streams | GOAWAY(PROTOCOL_ERROR) |
 //! | WINDOW_UPDATEs below 1 KiB per 10 s | 1,000 | same |
 //! | empty DATA / HEADERS / CONTINUATION per 10 s | 100 | same |
 //! | CONTINUATION frames per block / block bytes | 32 / 2 × header list | same |
@@ -112,7 +117,8 @@ pub use conn::{
 pub use decode::FrameDecoder;
 pub use encode::{
     encode_data_header, encode_goaway, encode_headers, encode_ping, encode_priority,
-    encode_rst_stream, encode_settings, encode_settings_ack, encode_window_update,
+    encode_priority_update, encode_rst_stream, encode_settings, encode_settings_ack,
+    encode_window_update,
 };
 pub use error::{ErrorCode, ErrorScope, FrameError};
 pub use frame::{

@@ -22,6 +22,7 @@ fn server_preface_is_settings_then_window_update() {
                 (SettingId::InitialWindowSize, 1 << 20),
                 (SettingId::MaxFrameSize, 16_384),
                 (SettingId::MaxHeaderListSize, 16 << 10),
+                (SettingId::NoRfc7540Priorities, 1),
             ]),
             Out::WindowUpdate {
                 stream_id: 0,

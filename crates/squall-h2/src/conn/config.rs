@@ -36,9 +36,9 @@ pub struct ServerConfig {
     /// Streams reset by the peer, refused by us or reset by us for a malformed request, per
     /// `flood_window` (default 200): the rapid reset attack, CVE-2023-44487.
     pub max_resets_per_window: u32,
-    /// SETTINGS, PING, PRIORITY, RST_STREAM and useless WINDOW_UPDATE frames received per
-    /// `flood_window` (default 1,000; CVE-2019-9512, -9515, -9513). Also the budget of tiny
-    /// WINDOW_UPDATEs (CVE-2019-9511, data dribble): see the crate docs.
+    /// SETTINGS, PING, PRIORITY, PRIORITY_UPDATE, RST_STREAM and useless WINDOW_UPDATE frames
+    /// received per `flood_window` (default 1,000; CVE-2019-9512, -9515, -9513). Also the
+    /// budget of tiny WINDOW_UPDATEs (CVE-2019-9511, data dribble): see the crate docs.
     pub max_control_frames_per_window: u32,
     /// DATA frames with no data and no END_STREAM, and empty HEADERS or CONTINUATION
     /// fragments, per `flood_window` (default 100; CVE-2019-9518).

@@ -4,6 +4,7 @@
 use bytes::{Bytes, BytesMut};
 use squall_hpack::Field;
 
+use super::priority::PriorityParams;
 use super::recv::Step;
 use super::request::{self, HeadError};
 use super::stream::{Closed, SendState, Stream};
@@ -21,6 +22,8 @@ pub(crate) struct PartialBlock {
     self_dependent: bool,
     /// The block opens a new stream (else: trailers, or a block to decode and ignore).
     new_stream: bool,
+    /// A PRIORITY_UPDATE that arrived before the stream opened (RFC 9218 §7.1).
+    priority_update: Option<PriorityParams>,
     /// The HEADERS fragment; most blocks are only this, and then nothing is copied.
     first: Bytes,
     /// CONTINUATION fragments, with `first` copied in front once the first arrives.
@@ -53,6 +56,24 @@ impl PartialBlock {
     }
 }
 
+/// What a complete header block that opens a stream carried besides its fields.
+#[derive(Debug, Clone, Copy)]
+struct Opening {
+    end_stream: bool,
+    self_dependent: bool,
+    priority_update: Option<PriorityParams>,
+}
+
+/// The request's `priority` field (RFC 9218 §5), `None` when absent or not a dictionary.
+fn request_priority(headers: &http::HeaderMap) -> Option<PriorityParams> {
+    let mut lines = headers.get_all(&PRIORITY).iter().peekable();
+    lines.peek()?;
+    PriorityParams::parse(lines.map(http::HeaderValue::as_bytes))
+}
+
+/// The RFC 9218 request field.
+static PRIORITY: http::HeaderName = http::HeaderName::from_static("priority");
+
 /// A field list grown past this many entries by one large block is not kept for the next.
 const FIELDS_KEPT_MAX: usize = 64;
 
@@ -71,8 +92,10 @@ impl Connection {
             self.count(FloodKind::EmptyFrames)?;
         }
         let new_stream = id % 2 == 1 && id > self.highest_stream_id;
+        let mut priority_update = None;
         if new_stream {
             self.highest_stream_id = id;
+            priority_update = self.take_pending_priority(id);
         } else {
             self.check_block_stream(id)?;
         }
@@ -81,6 +104,7 @@ impl Connection {
             end_stream,
             self_dependent: priority.is_some_and(|p| p.dependency == id),
             new_stream,
+            priority_update,
             first: block,
             joined: BytesMut::new(),
             continuations: 0,
@@ -146,13 +170,19 @@ impl Connection {
         };
         let (id, end_stream) = (partial.stream_id, partial.end_stream);
         let (new_stream, self_dependent) = (partial.new_stream, partial.self_dependent);
+        let priority_update = partial.priority_update;
         // The field list is a scratch vector kept across blocks: one allocation per
         // connection, not per request.
         let mut fields = std::mem::take(&mut self.fields_buf);
         let complete = self.decode_block(&partial.into_block(), &mut fields)?;
         let decoded = complete.then_some(&mut fields);
         let step = if new_stream {
-            self.open_stream(id, decoded, end_stream, self_dependent)
+            let opening = Opening {
+                end_stream,
+                self_dependent,
+                priority_update,
+            };
+            self.open_stream(id, decoded, opening)
         } else {
             match self.streams.get(&id) {
                 Some(stream) if stream.recv_open => self.on_trailers(id, decoded, end_stream),
@@ -191,13 +221,29 @@ impl Connection {
         }
     }
 
+    /// The PRIORITY_UPDATE kept for a stream that opens now. Ids below it can no longer
+    /// open (§5.1.1): what was kept for them goes.
+    fn take_pending_priority(&mut self, id: StreamId) -> Option<PriorityParams> {
+        if self.pending_priorities.is_empty() {
+            return None;
+        }
+        let mut later = self.pending_priorities.split_off(&id);
+        let priority = later.remove(&id);
+        self.pending_priorities = later;
+        priority
+    }
+
     fn open_stream(
         &mut self,
         id: StreamId,
         fields: Option<&mut Vec<Field>>,
-        end_stream: bool,
-        self_dependent: bool,
+        opening: Opening,
     ) -> Step {
+        let Opening {
+            end_stream,
+            self_dependent,
+            priority_update,
+        } = opening;
         let full = self.streams.len() >= self.config.max_concurrent_streams as usize;
         if self.goaway_sent || self.peer_goaway || full {
             return self.refuse(id);
@@ -217,6 +263,10 @@ impl Connection {
                 let send_window = i64::from(self.peer_initial_window);
                 let mut stream = Stream::new(!end_stream, recv_window, send_window);
                 stream.content_length = request.content_length;
+                // RFC 9218 §7.1: a PRIORITY_UPDATE is newer than the request's field.
+                stream.priority = (priority_update)
+                    .or_else(|| request_priority(&request.headers))
+                    .unwrap_or(PriorityParams::UNSIGNALLED);
                 self.streams.insert(id, Box::new(stream));
                 self.push_request(id, request);
                 Ok(())

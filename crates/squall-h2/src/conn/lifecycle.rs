@@ -74,9 +74,7 @@ impl Connection {
         if stream.stalled_since.is_some() {
             self.stalled_streams -= 1;
         }
-        if stream.in_ready {
-            self.ready.retain(|&r| r != id);
-        }
+        self.scheduler.remove(id, stream.priority, stream.slot);
         self.closed.insert(id, how);
         match notify {
             Notify::Nobody => {}

@@ -3,7 +3,8 @@
 //! sans-IO. Bytes and instants in; events, and bytes to send, out.
 //!
 //! - `recv.rs`: frames from the peer, by type; stream states and receive flow control.
-//! - `send.rs`: the application's responses, and the output scheduler (send flow control).
+//! - `send.rs`: the application's responses, and the output (send flow control).
+//! - `schedule.rs`, `priority.rs`: the DATA scheduler and the RFC 9218 priorities it orders by.
 //! - `events.rs`: the event queue and request body inboxes.
 //! - `request.rs`: request head validation, pure.
 //! - `stream.rs`, `flood.rs`, `config.rs`, `types.rs`: the pieces.
@@ -14,8 +15,10 @@ mod events;
 mod flood;
 mod headers;
 mod lifecycle;
+mod priority;
 mod recv;
 mod request;
+mod schedule;
 mod send;
 mod stream;
 mod types;
@@ -38,7 +41,9 @@ use crate::frame::{
 use events::{Inbox, Queued};
 use flood::Floods;
 use lifecycle::{Lookup, Notify};
+use priority::PriorityParams;
 use request::HeadLimits;
+use schedule::{Scheduler, Slot};
 use stream::{ClosedStreams, Stream};
 
 /// One server connection. See the crate docs for the limits it enforces.
@@ -74,6 +79,9 @@ pub struct Connection {
     highest_stream_id: StreamId,
     /// The highest stream id we opened or answered: GOAWAY's last stream id (§6.8).
     last_processed: StreamId,
+    /// PRIORITY_UPDATEs for streams not open yet (RFC 9218 §7.1), applied when they open:
+    /// with the open streams at most SETTINGS_MAX_CONCURRENT_STREAMS when one is added.
+    pending_priorities: BTreeMap<StreamId, PriorityParams>,
 
     // Flow control.
     conn_send_window: i64,
@@ -88,8 +96,8 @@ pub struct Connection {
     /// Bytes in `out` that answer the peer's frames (ACKs, RST_STREAM, WINDOW_UPDATE)
     /// since it was last drained: what a peer that sends but does not read makes us keep.
     reply_bytes: usize,
-    /// Streams with something to send, in round-robin order.
-    ready: VecDeque<StreamId>,
+    /// Streams with something to send, by RFC 9218 priority (`schedule.rs`).
+    scheduler: Scheduler,
     queued_total: usize,
     conn_stalled_since: Option<Instant>,
     /// Streams whose `stalled_since` is set, so that the hot path never scans for stalls.
@@ -140,12 +148,13 @@ impl Connection {
             closed: ClosedStreams::default(),
             highest_stream_id: 0,
             last_processed: 0,
+            pending_priorities: BTreeMap::new(),
             conn_send_window: i64::from(WINDOW_BYTES_INITIAL),
             conn_recv_window: i64::from(config.connection_window_size),
             conn_recv_owed: 0,
             out: BytesMut::new(),
             reply_bytes: 0,
-            ready: VecDeque::new(),
+            scheduler: Scheduler::default(),
             queued_total: 0,
             conn_stalled_since: None,
             stalled_streams: 0,
@@ -174,6 +183,9 @@ impl Connection {
                 (SettingId::InitialWindowSize, c.initial_window_size),
                 (SettingId::MaxFrameSize, c.max_frame_size),
                 (SettingId::MaxHeaderListSize, c.max_header_list_size),
+                // RFC 9218 §2.1: priorities come from the `priority` field and
+                // PRIORITY_UPDATE, so clients need not send RFC 7540 ones.
+                (SettingId::NoRfc7540Priorities, 1),
             ],
         );
         // `sanitized` keeps the connection window at least 65,535.
@@ -330,7 +342,8 @@ impl Connection {
         }
         self.streams.clear();
         self.stalled_streams = 0;
-        self.ready.clear();
+        self.scheduler.clear();
+        self.pending_priorities.clear();
         self.queued_total = 0;
         self.conn_stalled_since = None;
         self.events.clear();
@@ -357,10 +370,9 @@ impl Connection {
                 stream.queue.iter().map(|b| b.len()).sum::<usize>(),
                 stream.queued_bytes
             );
-            assert_eq!(stream.in_ready, self.ready.contains(&id), "stream {id}");
             assert!(!stream.is_closed(), "closed stream {id} kept");
         }
-        assert!(self.ready.len() <= self.streams.len());
+        self.check_schedule();
         let stalled = (self.streams.values())
             .filter(|s| s.stalled_since.is_some())
             .count();
@@ -379,7 +391,38 @@ impl Connection {
             assert!(block.len() <= self.config.header_block_bytes_max());
         }
         if self.error.is_some() {
-            assert!(self.streams.is_empty() && self.ready.is_empty() && self.events.is_empty());
+            assert!(self.streams.is_empty() && self.events.is_empty());
+        }
+    }
+
+    /// Every stream is filed where its slot says, once, at its current priority; a stream
+    /// waits for connection window only while that window is closed; pending priorities
+    /// are for idle streams and within the stream limit.
+    fn check_schedule(&self) {
+        let filed = self.scheduler.check();
+        let mut seen = std::collections::BTreeSet::new();
+        for &(id, slot, priority) in &filed {
+            assert!(seen.insert(id), "stream {id} filed twice");
+            let stream = self.streams.get(&id).expect("filed stream exists");
+            assert_eq!(stream.slot, slot, "stream {id}");
+            if let Some(priority) = priority {
+                assert_eq!(
+                    stream.priority, priority,
+                    "stream {id} filed at another priority"
+                );
+            }
+        }
+        let out = self
+            .streams
+            .values()
+            .filter(|s| s.slot == Slot::Out)
+            .count();
+        assert_eq!(filed.len() + out, self.streams.len());
+        assert!(!self.scheduler.has_parked() || self.conn_send_window <= 0);
+        let limit = self.config.max_concurrent_streams as usize;
+        assert!(self.pending_priorities.len() <= limit);
+        if let Some((&id, _)) = self.pending_priorities.first_key_value() {
+            assert!(id > self.highest_stream_id && !id.is_multiple_of(2));
         }
     }
 }

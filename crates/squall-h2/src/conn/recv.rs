@@ -1,12 +1,13 @@
 //! Frames from the peer: the entry point [`Connection::recv`], the dispatch by frame type,
 //! and the frames that concern the connection or a stream's existence (SETTINGS, PING,
-//! GOAWAY, PRIORITY, RST_STREAM, WINDOW_UPDATE). Header blocks are in `headers.rs`, DATA
-//! in `body.rs`.
+//! GOAWAY, PRIORITY, PRIORITY_UPDATE, RST_STREAM, WINDOW_UPDATE). Header blocks are in
+//! `headers.rs`, DATA in `body.rs`.
 
 use std::time::Instant;
 
 use bytes::{Buf, BytesMut};
 
+use super::priority::PriorityParams;
 use super::stream::Closed;
 use super::types::{ConnError, FloodKind};
 use super::{Connection, Lookup};
@@ -131,6 +132,10 @@ impl Connection {
                 stream_id,
                 priority,
             } => self.on_priority(stream_id, priority),
+            Frame::PriorityUpdate {
+                prioritized_stream_id,
+                value,
+            } => self.on_priority_update(prioritized_stream_id, &value),
             Frame::RstStream { stream_id, code } => self.on_rst_stream(stream_id, code),
             Frame::Settings(settings) => self.on_settings(settings),
             Frame::Ping { ack, data } => self.on_ping(ack, data),
@@ -166,9 +171,11 @@ impl Connection {
             SettingId::MaxFrameSize => self.peer_max_frame_size = value,
             // A server does not push, and the header list limit is advisory (§6.5.2): our
             // responses come from origins that already kept to a similar one.
+            // RFC 7540 priorities are ignored whatever the client says it sends.
             SettingId::EnablePush
             | SettingId::MaxConcurrentStreams
-            | SettingId::MaxHeaderListSize => {}
+            | SettingId::MaxHeaderListSize
+            | SettingId::NoRfc7540Priorities => {}
         }
         Ok(())
     }
@@ -239,6 +246,32 @@ impl Connection {
         Ok(())
     }
 
+    /// RFC 9218 §7.1: a new priority for an open stream, or one not opened yet (kept until it
+    /// opens, within the stream limit; beyond it, a PROTOCOL_ERROR as the RFC asks).
+    /// Closed streams, even ids (Squall never pushes) and values that are not a
+    /// dictionary are ignored. Counted as a control frame, against floods.
+    fn on_priority_update(&mut self, id: StreamId, value: &[u8]) -> Step {
+        self.count(FloodKind::Control)?;
+        let Some(priority) = PriorityParams::parse([value]) else {
+            return Ok(());
+        };
+        match self.lookup(id) {
+            Lookup::Active => self.reprioritize(id, priority),
+            Lookup::Closed(_) => {}
+            Lookup::Idle if id.is_multiple_of(2) => {}
+            Lookup::Idle => {
+                let pending = &mut self.pending_priorities;
+                let limit = self.config.max_concurrent_streams as usize;
+                if !pending.contains_key(&id) && pending.len() + self.streams.len() >= limit {
+                    let reason = "PRIORITY_UPDATE for more streams than the stream limit";
+                    return Err(self.fail(ErrorCode::ProtocolError, reason, None));
+                }
+                pending.insert(id, priority);
+            }
+        }
+        Ok(())
+    }
+
     /// §6.4.
     fn on_rst_stream(&mut self, id: StreamId, code: ErrorCode) -> Step {
         self.count(FloodKind::Control)?;
@@ -269,6 +302,9 @@ impl Connection {
                 return Err(self.fail(ErrorCode::FlowControlError, reason, None));
             }
             self.conn_send_window = window;
+            if window > 0 {
+                self.unpark();
+            }
             return Ok(());
         }
         match self.lookup(id) {

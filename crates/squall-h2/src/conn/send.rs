@@ -1,8 +1,9 @@
 //! Responses from the application, and the output scheduler.
 //!
 //! Output leaves in this order: everything in `out` (control frames and header blocks, in
-//! the order they were queued), then DATA, one frame per stream in turn (round-robin), as
-//! the peer's windows and SETTINGS_MAX_FRAME_SIZE allow (RFC 9113 §6.9). A stream's own
+//! the order they were queued), then DATA, one frame per turn in the order of the streams'
+//! RFC 9218 priorities (`schedule.rs`; round robin for streams that sent none), as the
+//! peer's windows and SETTINGS_MAX_FRAME_SIZE allow (RFC 9113 §6.9). A stream's own
 //! frames keep their order: its HEADERS went into `out` before any of its DATA could be
 //! queued, and its trailers wait behind its DATA.
 
@@ -10,7 +11,9 @@ use bytes::{Bytes, BytesMut};
 
 use super::Connection;
 use super::lifecycle::Notify;
+use super::priority::PriorityParams;
 use super::request::is_connection_specific;
+use super::schedule::Slot;
 use super::stream::{AppState, Closed, SendEnd, SendState, Stream};
 use super::types::StreamClosed;
 use crate::encode::{encode_data_header, encode_headers, encode_rst_stream};
@@ -43,7 +46,7 @@ enum Turn {
         payload: Option<Bytes>,
         more: bool,
     },
-    /// DATA is waiting for connection window; the stream keeps its place.
+    /// DATA is waiting for connection window; the stream is parked until it opens.
     WaitConnection,
     /// Nothing can go until the stream's window opens (or nothing is left).
     Blocked,
@@ -194,26 +197,26 @@ impl Connection {
         if !self.out.is_empty() {
             return true;
         }
+        // Parked streams need the connection window, which is closed while any are parked.
         let connection_open = self.conn_send_window > 0;
-        self.ready.iter().any(|id| {
+        self.scheduler.ready().any(|id| {
             self.streams
-                .get(id)
+                .get(&id)
                 .is_some_and(|s| s.sendable() && (connection_open || !s.needs_window()))
         })
     }
 
-    /// Round-robin over ready streams, one frame per turn, until the budget is spent or
-    /// every stream left waits for window.
+    /// One frame per turn, in the scheduler's order (`schedule.rs`), until the budget is
+    /// spent or every stream left waits for window.
     fn emit_data(&mut self, budget: usize, emitted: &mut usize, emit: &mut impl FnMut(Bytes)) {
-        let mut waiting = 0;
-        while (*emitted == 0 || *emitted < budget) && waiting < self.ready.len() {
-            let Some(id) = self.ready.pop_front() else {
+        while *emitted == 0 || *emitted < budget {
+            let Some(id) = self.scheduler.pop() else {
                 break;
             };
-            // Out of the ready list while its frame is made: a stream that closes now is
-            // removed without a scan of the list.
+            // Out of the scheduler while its frame is made: a stream that closes now is
+            // removed without a scan.
             if let Some(stream) = self.streams.get_mut(&id) {
-                stream.in_ready = false;
+                stream.slot = Slot::Out;
             }
             let turn = self.send_frame(id);
             self.refresh_stall(id);
@@ -223,32 +226,51 @@ impl Connection {
                     payload,
                     more,
                 } => {
-                    waiting = 0;
                     *emitted += head.len();
                     emit(head);
                     if let Some(payload) = payload {
                         *emitted += payload.len();
                         emit(payload);
                     }
-                    self.requeue(id, more);
+                    if more {
+                        self.schedule(id);
+                    }
                 }
-                Turn::WaitConnection => {
-                    waiting += 1;
-                    self.requeue(id, true);
-                }
-                Turn::Blocked => self.requeue(id, false),
+                Turn::WaitConnection => self.park(id),
+                Turn::Blocked => {}
             }
         }
     }
 
-    /// Puts a stream back at the end of the ready list, or marks it out of it.
-    fn requeue(&mut self, id: StreamId, more: bool) {
+    /// Sets a stream aside until the connection window opens ([`Connection::unpark`]).
+    fn park(&mut self, id: StreamId) {
+        if let Some(stream) = self.streams.get_mut(&id) {
+            stream.slot = Slot::Parked;
+            self.scheduler.park(id);
+        }
+    }
+
+    /// The connection window opened: parked streams go back to their levels, in the order
+    /// they were parked.
+    pub(super) fn unpark(&mut self) {
+        for id in self.scheduler.unpark() {
+            if let Some(stream) = self.streams.get_mut(&id) {
+                stream.slot = Slot::Out;
+            }
+            self.schedule(id);
+        }
+    }
+
+    /// A new priority for a stream (RFC 9218 §7.1); a stream waiting in a level moves to
+    /// the back of its new one.
+    pub(super) fn reprioritize(&mut self, id: StreamId, priority: PriorityParams) {
         let Some(stream) = self.streams.get_mut(&id) else {
             return;
         };
-        stream.in_ready = more;
-        if more {
-            self.ready.push_back(id);
+        let old = std::mem::replace(&mut stream.priority, priority);
+        if stream.slot == Slot::Ready && old != priority {
+            self.scheduler.remove(id, old, Slot::Ready);
+            self.scheduler.push(id, priority);
         }
     }
 
@@ -333,14 +355,14 @@ impl Connection {
         (self.out.split().freeze(), Some(payload))
     }
 
-    /// Adds a stream to the ready list if it can send and is not there yet.
+    /// Files a stream in the scheduler at its priority if it can send and is not filed yet.
     pub(super) fn schedule(&mut self, id: StreamId) {
         if let Some(stream) = self.streams.get_mut(&id)
-            && !stream.in_ready
+            && stream.slot == Slot::Out
             && stream.sendable()
         {
-            stream.in_ready = true;
-            self.ready.push_back(id);
+            stream.slot = Slot::Ready;
+            self.scheduler.push(id, stream.priority);
         }
     }
 

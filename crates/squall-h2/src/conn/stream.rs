@@ -9,6 +9,8 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
+use super::priority::PriorityParams;
+use super::schedule::Slot;
 use crate::frame::StreamId;
 
 /// Where the application is with a stream's request.
@@ -68,8 +70,10 @@ pub(crate) struct Stream {
     pub queue: VecDeque<Bytes>,
     pub queued_bytes: usize,
     pub end: SendEnd,
-    /// Whether the id is in the connection's ready list.
-    pub in_ready: bool,
+    /// Where the id is in the connection's DATA scheduler.
+    pub slot: Slot,
+    /// The RFC 9218 priority its response is sent with.
+    pub priority: PriorityParams,
     /// Since when data has been queued with no stream window.
     pub stalled_since: Option<Instant>,
 }
@@ -89,7 +93,8 @@ impl Stream {
             queue: VecDeque::new(),
             queued_bytes: 0,
             end: SendEnd::None,
-            in_ready: false,
+            slot: Slot::Out,
+            priority: PriorityParams::UNSIGNALLED,
             stalled_since: None,
         }
     }

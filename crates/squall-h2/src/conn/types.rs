@@ -60,7 +60,8 @@ pub enum FloodKind {
     RapidReset,
     /// A header block of too many CONTINUATION frames or bytes.
     Continuation,
-    /// Too many SETTINGS, PING, PRIORITY, RST_STREAM or useless WINDOW_UPDATE frames.
+    /// Too many SETTINGS, PING, PRIORITY, PRIORITY_UPDATE, RST_STREAM or useless
+    /// WINDOW_UPDATE frames.
     Control,
     /// Too many DATA, HEADERS or CONTINUATION frames that carry nothing.
     EmptyFrames,

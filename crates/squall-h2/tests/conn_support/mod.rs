@@ -11,7 +11,8 @@ use bytes::{BufMut, Bytes, BytesMut};
 use squall_h2::{
     ConnError, Connection, ErrorCode, Event, Frame, FrameDecoder, PREFACE, Priority, ServerConfig,
     SettingId, StreamId, encode_data_header, encode_goaway, encode_headers, encode_ping,
-    encode_priority, encode_rst_stream, encode_settings, encode_settings_ack, encode_window_update,
+    encode_priority, encode_priority_update, encode_rst_stream, encode_settings,
+    encode_settings_ack, encode_window_update,
 };
 use squall_hpack::{Decoder, Encoder};
 
@@ -136,6 +137,12 @@ impl Client {
             weight: 15,
         };
         encode_priority(&mut self.bytes, id, priority);
+        self
+    }
+
+    /// PRIORITY_UPDATE (RFC 9218 §7.1) for `prioritized`, on stream 0.
+    pub fn priority_update(&mut self, prioritized: StreamId, value: &str) -> &mut Self {
+        encode_priority_update(&mut self.bytes, prioritized, value.as_bytes());
         self
     }
 
