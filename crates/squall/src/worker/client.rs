@@ -13,7 +13,7 @@ use tracing::debug;
 use super::conn::{Conn, Phase};
 use super::downstream;
 use super::token::{self, Kind, Token};
-use super::{LINGER, Worker};
+use super::{IDLE_GOAWAY_GRACE, LINGER, Worker};
 use crate::metrics::WorkerCounters;
 
 impl Worker {
@@ -260,7 +260,10 @@ impl Worker {
                 if conn.is_idle() {
                     conn.shrink_idle();
                 }
-                let idle = conn.last_activity + limits.idle_timeout;
+                let idle = match conn.h2.as_ref().and_then(|h2| h2.idle_goaway) {
+                    Some(sent) => sent + IDLE_GOAWAY_GRACE,
+                    None => conn.last_activity + limits.idle_timeout,
+                };
                 // HTTP/2's own timers (streams stalled on a zero window), and requests parked
                 // behind another's fetch.
                 let h2 = conn.h2.as_ref();
@@ -317,6 +320,14 @@ impl Worker {
         }
         let conn = &mut self.conns[index];
         let metrics = self.runtime.metrics.worker(self.id);
+        let goaway_sent = conn.h2.as_ref().and_then(|h2| h2.idle_goaway);
+        if conn.phase == Phase::Open
+            && goaway_sent.is_some_and(|t| t + IDLE_GOAWAY_GRACE <= self.now)
+        {
+            // The grace after an idle GOAWAY is over: what is still in flight is cut.
+            self.close_now(index);
+            return;
+        }
         if conn.phase == Phase::Open
             && (conn.parked.is_some() || conn.exchange.is_some())
             && conn.last_activity + self.runtime.limits.idle_timeout > self.now
@@ -346,6 +357,17 @@ impl Worker {
             conn.close_after = true;
             self.flush(index);
             self.update_deadline(index);
+        } else if let Some(h2) = conn.h2.as_mut()
+            && conn.phase == Phase::Open
+            && goaway_sent.is_none()
+        {
+            // RFC 9113 §9.1: an idle HTTP/2 connection is ended with GOAWAY(NO_ERROR) and the
+            // last stream processed, not a bare close, so the client knows which of its
+            // requests were not seen and may send them again. The connection closes once the
+            // GOAWAY has left (then lingers), or after the grace.
+            metrics.timeouts.inc();
+            h2.idle_goaway = Some(self.now);
+            self.go_away_h2(index);
         } else {
             // Idle keep-alive, a client that stopped reading, or the end of a linger.
             metrics.timeouts.inc();

@@ -10,6 +10,7 @@
 //! the h2 connection keeps the rest queued under its flow control until the send completes.
 
 use std::collections::HashMap;
+use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use http::{HeaderValue, Method, StatusCode, Uri, Version};
@@ -33,6 +34,9 @@ pub struct H2 {
     pub exchanges: HashMap<StreamId, SessionId>,
     /// Streams waiting for another request's fetch of the same object.
     pub parked: HashMap<StreamId, Box<super::cache::Parked>>,
+    /// When `idle_timeout` sent this connection its GOAWAY: it is closed `IDLE_GOAWAY_GRACE`
+    /// later at the latest.
+    pub idle_goaway: Option<Instant>,
 }
 
 impl H2 {
@@ -42,6 +46,7 @@ impl H2 {
             pending: HashMap::new(),
             exchanges: HashMap::new(),
             parked: HashMap::new(),
+            idle_goaway: None,
         }
     }
 

@@ -48,6 +48,11 @@ const OUT_HIGH_BYTES: usize = 256 * 1024;
 const RBUF_BLOCKED_MAX_BYTES: usize = 1024 * 1024;
 /// How long a closing connection reads and discards before the socket is closed.
 const LINGER: Duration = Duration::from_secs(2);
+/// How long an HTTP/2 connection that reached `idle_timeout` has, after its GOAWAY, to finish
+/// what it has before it is closed: a request the client sent as the GOAWAY left is refused
+/// (REFUSED_STREAM, safe to retry, RFC 9113 §8.7) rather than cut off by a bare close. A
+/// connection with nothing in flight is closed sooner: once the GOAWAY has left, it lingers.
+const IDLE_GOAWAY_GRACE: Duration = Duration::from_secs(1);
 /// How long accepting stays paused after running out of descriptors before it is retried.
 const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 /// Least time between two warnings about running out of descriptors.
