@@ -1,11 +1,15 @@
 //! What a browser expects from an edge: an idle HTTP/2 connection ends with GOAWAY, not a bare
-//! close (RFC 9113 §9.1), so a request sent at that moment is known to be unprocessed.
+//! close (RFC 9113 §9.1), so a request sent at that moment is known to be unprocessed; and a
+//! reload (`Cache-Control: no-cache`) either stays at the edge (`request_no_cache = "ignore"`)
+//! or, honoured, reaches the origin once however many clients reload at the same moment.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use squall_e2e::Squall;
+use squall_e2e::{Squall, roundtrip};
 
 fn idle_config(idle_timeout: &str) -> String {
     format!(
@@ -57,6 +61,141 @@ fn an_idle_http2_connection_gets_goaway_before_the_close() {
         goaway_last_stream(goaway),
         1,
         "the last stream Squall processed"
+    );
+}
+
+// ---- request no-cache ----
+
+/// An origin that answers every request `200`, fresh for 600 s, after `delay`, and counts
+/// what it answered.
+fn counting_origin(delay: Duration) -> (SocketAddr, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let count = Arc::new(AtomicUsize::new(0));
+    let seen = count.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let seen = seen.clone();
+            std::thread::spawn(move || {
+                let mut pending = Vec::new();
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = stream.read(&mut buf) {
+                    if n == 0 {
+                        return;
+                    }
+                    pending.extend_from_slice(&buf[..n]);
+                    while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+                        pending.drain(..end + 4);
+                        std::thread::sleep(delay);
+                        let n = seen.fetch_add(1, Ordering::SeqCst) + 1;
+                        let body = format!("response {n}");
+                        let response = format!(
+                            "HTTP/1.1 200 OK\r\ncache-control: max-age=600\r\n\
+                             etag: \"v1\"\r\ncontent-length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        if stream.write_all(response.as_bytes()).is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    (addr, count)
+}
+
+fn cache_config(origin: SocketAddr, request_no_cache: &str) -> String {
+    format!(
+        r#"[server]
+workers = 2
+
+[[listen]]
+address = "ADDR"
+
+[cache]
+{request_no_cache}
+
+[[upstream]]
+name = "app"
+servers = [{{ address = "{origin}" }}]
+
+[[vhost]]
+hosts = ["*"]
+
+[[vhost.route]]
+prefix = "/"
+proxy = "app"
+cache = true
+"#
+    )
+}
+
+fn get(squall: &Squall, extra: &str) -> squall_e2e::Response {
+    let mut stream = squall.connect();
+    roundtrip(
+        &mut stream,
+        &format!("GET /page HTTP/1.1\r\nHost: b.test\r\n{extra}\r\n"),
+    )
+}
+
+#[test]
+fn with_ignore_a_reload_is_a_hit() {
+    let (origin, count) = counting_origin(Duration::ZERO);
+    let squall = Squall::start(&cache_config(origin, "request_no_cache = \"ignore\""));
+    assert_eq!(get(&squall, "").header("x-cache"), Some("MISS"));
+    for reload in [
+        "Cache-Control: no-cache\r\nPragma: no-cache\r\n",
+        "Cache-Control: max-age=0\r\n",
+        "Pragma: no-cache\r\n",
+    ] {
+        let response = get(&squall, reload);
+        assert_eq!(response.status, 200);
+        assert_eq!(response.header("x-cache"), Some("HIT"), "{reload}");
+    }
+    assert_eq!(
+        count.load(Ordering::SeqCst),
+        1,
+        "only the first reached the origin"
+    );
+}
+
+#[test]
+fn with_honor_a_hundred_concurrent_reloads_make_one_origin_request() {
+    // The origin takes 1 s, so every reload arrives while the first one's fetch is on.
+    let (origin, count) = counting_origin(Duration::from_secs(1));
+    let squall = Squall::start(&cache_config(origin, "request_no_cache = \"honor\""));
+    assert_eq!(get(&squall, "").header("x-cache"), Some("MISS"));
+    assert_eq!(count.load(Ordering::SeqCst), 1);
+    // Each client connects first, then all send together.
+    let barrier = Arc::new(std::sync::Barrier::new(100));
+    let clients: Vec<_> = (0..100)
+        .map(|_| {
+            let mut stream = squall.connect();
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                barrier.wait();
+                roundtrip(
+                    &mut stream,
+                    "GET /page HTTP/1.1\r\nHost: b.test\r\nCache-Control: no-cache\r\n\r\n",
+                )
+            })
+        })
+        .collect();
+    for client in clients {
+        let response = client.join().unwrap();
+        assert_eq!(response.status, 200);
+        assert_eq!(
+            response.body_text(),
+            "response 2",
+            "every reload got the one refetch"
+        );
+    }
+    assert_eq!(
+        count.load(Ordering::SeqCst),
+        2,
+        "100 concurrent no-cache requests made one origin request"
     );
 }
 

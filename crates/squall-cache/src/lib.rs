@@ -80,7 +80,7 @@ mod validate;
 pub use entry::{ENTRY_OVERHEAD_BYTES, Entry, EntryState, HEADER_OVERHEAD_BYTES, normalize_header};
 pub use fill::{
     Admission, Decision, EncodeHead, Fill, FillLimits, FillRequest, HeadAction, Invalidation,
-    OriginHead, Outcome, Served, admit, decide, header_lines, stored_headers,
+    OriginHead, Outcome, Served, admit, decide, decide_after_wait, header_lines, stored_headers,
 };
 pub use inflight::{InFlight, Join, Ticket, WAITERS_PER_KEY_MAX};
 pub use key::CacheKey;

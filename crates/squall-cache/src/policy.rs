@@ -30,6 +30,20 @@ pub struct RequestCacheControl {
     pub only_if_cached: bool,
 }
 
+impl RequestCacheControl {
+    /// These directives without the ones a browser sends on reload to force a revalidation:
+    /// `no-cache` (also from `Pragma: no-cache`) and `max-age`. What `request_no_cache =
+    /// "ignore"` applies, as nginx and Varnish do: a fresh entry answers a reload, so clients
+    /// cannot make the origin work by asking. The other directives keep their meaning.
+    pub fn without_reload(self) -> RequestCacheControl {
+        RequestCacheControl {
+            no_cache: false,
+            max_age: None,
+            ..self
+        }
+    }
+}
+
 /// Parses the request's Cache-Control (all lines) and Pragma. Repeated directives take the
 /// value that asks more of the cache: the smallest max-age and max-stale, the largest
 /// min-fresh.

@@ -163,3 +163,46 @@ fn only_unsafe_methods_that_succeed_invalidate() {
         }
     }
 }
+
+#[test]
+fn reload_directives_can_be_ignored_and_a_waited_for_fetch_satisfies_them() {
+    use squall_cache::decide_after_wait;
+    let plain = entry(&[("cache-control", "max-age=60"), ("etag", "\"v\"")]);
+    let show = |d: Decision| match d {
+        Decision::Hit(_) => "hit",
+        Decision::Revalidate(_) => "revalidate",
+        _ => "other",
+    };
+    for reload in [
+        &[("cache-control", "no-cache")][..],
+        &[("cache-control", "max-age=0")][..],
+        &[("pragma", "no-cache")][..],
+    ] {
+        let control = request_cache_control(&headers(reload));
+        assert_eq!(decision(Some(plain.clone()), reload, 10), "revalidate");
+        let ignored = control.without_reload();
+        assert_eq!(show(decide(Some(plain.clone()), &ignored, at(10))), "hit");
+        // Stored at t0: a request that parked at t0 or before is answered by it, one that
+        // parked later is not.
+        let waited = |since| {
+            show(decide_after_wait(
+                Some(plain.clone()),
+                &control,
+                at(10),
+                since,
+            ))
+        };
+        assert_eq!(waited(t0()), "hit", "{reload:?}");
+        assert_eq!(waited(at(1)), "revalidate", "{reload:?}");
+    }
+    // Other directives keep their meaning: a stale entry is still revalidated.
+    let control = request_cache_control(&headers(&[("cache-control", "no-cache")]));
+    assert_eq!(
+        show(decide(
+            Some(plain.clone()),
+            &control.without_reload(),
+            at(61)
+        )),
+        "revalidate"
+    );
+}

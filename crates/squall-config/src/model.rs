@@ -317,6 +317,33 @@ pub struct Cache {
     /// How long a request waits for another's fetch of the same object before it goes to the
     /// origin itself (as nginx's `proxy_cache_lock_timeout`).
     pub coalesce_timeout: Duration,
+    /// Whether a request's `Cache-Control: no-cache` / `max-age` (and `Pragma: no-cache`) send
+    /// a fresh entry to the origin; a route's own setting overrides it.
+    pub request_no_cache: RequestNoCache,
+}
+
+/// `cache.request_no_cache` (and a route's): what the request directives a browser sends on
+/// reload do to a fresh entry.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RequestNoCache {
+    /// RFC 9111 §5.2.1: `no-cache`, `Pragma: no-cache` and `max-age` the entry exceeds make
+    /// the request revalidate with the origin.
+    #[default]
+    Honor,
+    /// As nginx and Varnish: those request directives do not bypass a fresh entry, so clients
+    /// cannot make the origin work by asking.
+    Ignore,
+}
+
+impl RequestNoCache {
+    /// The mode named `name` in the config file.
+    pub fn from_name(name: &str) -> Option<RequestNoCache> {
+        match name {
+            "honor" => Some(RequestNoCache::Honor),
+            "ignore" => Some(RequestNoCache::Ignore),
+            _ => None,
+        }
+    }
 }
 
 /// `cache.object_bytes_max` when absent.
@@ -342,6 +369,7 @@ impl Default for Cache {
             object_bytes_max: CACHE_OBJECT_BYTES_MAX_DEFAULT,
             x_cache: true,
             coalesce_timeout: CACHE_COALESCE_TIMEOUT_DEFAULT,
+            request_no_cache: RequestNoCache::default(),
         }
     }
 }
@@ -474,6 +502,8 @@ pub struct Route {
     pub cache: bool,
     /// Freshness when the origin gives none; only with `cache`.
     pub cache_ttl: Option<Duration>,
+    /// `request_no_cache` for this route; `None`: `cache.request_no_cache`. Only with `cache`.
+    pub request_no_cache: Option<RequestNoCache>,
     /// Applied to the request before it is forwarded.
     pub request_headers: HeaderEdits,
     /// Applied to the response before it is sent to the client.

@@ -109,6 +109,7 @@ pub(crate) struct RawCache {
     pub object_bytes_max: Option<Val>,
     pub x_cache: Option<Spanned<bool>>,
     pub coalesce_timeout: Option<Val>,
+    pub request_no_cache: Option<Str>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -162,6 +163,7 @@ pub(crate) struct RawRoute {
     pub proxy: Option<Str>,
     pub cache: Option<Spanned<bool>>,
     pub cache_ttl: Option<Val>,
+    pub request_no_cache: Option<Str>,
     pub request_headers: Option<Spanned<RawHeaderEdits>>,
     pub response_headers: Option<Spanned<RawHeaderEdits>>,
 }

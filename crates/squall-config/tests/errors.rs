@@ -83,7 +83,7 @@ fn unknown_keys() {
         ),
         (
             "[[vhost]]\n[[vhost.route]]\nexact = \"/\"\nrespnd = { status = 200 }\n",
-            "test.toml:4:1: unknown key \"respnd\" in [[vhost.route]]; expected one of \"exact\", \"prefix\", \"regex\", \"template\", \"methods\", \"headers\", \"respond\", \"redirect\", \"block\", \"proxy\", \"cache\", \"cache_ttl\", \"request_headers\", \"response_headers\"",
+            "test.toml:4:1: unknown key \"respnd\" in [[vhost.route]]; expected one of \"exact\", \"prefix\", \"regex\", \"template\", \"methods\", \"headers\", \"respond\", \"redirect\", \"block\", \"proxy\", \"cache\", \"cache_ttl\", \"request_no_cache\", \"request_headers\", \"response_headers\"",
         ),
         (
             "[server.extra]\n",
@@ -424,5 +424,20 @@ fn vhosts() {
             "[[vhost]]\nhosts = [\"a.test\"]\n[[vhost]]\nhosts = [\"*\", \"A.TEST\"]\n",
             "test.toml:4:15: host \"a.test\" is already served by the [[vhost]] at line 1",
         ),
+    ]);
+}
+
+#[test]
+fn request_no_cache_values() {
+    check(&[
+        (
+            "[cache]\nrequest_no_cache = \"never\"\n",
+            "test.toml:2:20: unknown request_no_cache \"never\": use honor or ignore",
+        ),
+        (
+            "[cache]\nrequest_no_cache = true\n",
+            "test.toml:2:20: invalid type: boolean \"true\", expected a string",
+        ),
+        ("[cache]\nrequest_no_cache = \"ignore\"\n", "(parsed)"),
     ]);
 }

@@ -34,6 +34,7 @@ fn route(matcher: RouteMatch, action: Action) -> Route {
         action,
         cache: false,
         cache_ttl: None,
+        request_no_cache: None,
         request_headers: HeaderEdits::default(),
         response_headers: HeaderEdits::default(),
     }
@@ -149,6 +150,7 @@ fn defaults_of_a_minimal_file() {
             object_bytes_max: 16 << 20,
             x_cache: true,
             coalesce_timeout: secs(5),
+            request_no_cache: RequestNoCache::Honor,
         },
         upstream: Vec::new(),
         vhost: Vec::new(),
@@ -362,6 +364,7 @@ fn every_option() {
         headers: vec![header("x-canary", "1")],
         cache: true,
         cache_ttl: Some(secs(60)),
+        request_no_cache: None,
         request_headers: HeaderEdits {
             set: vec![header("x-forwarded-proto", "https")],
             remove: vec![HeaderName::from_static("x-debug")],
@@ -454,4 +457,42 @@ fn load_reports_an_unreadable_file() {
     );
     assert_eq!(error.to_string(), expected);
     assert_eq!((error.0[0].line, error.0[0].col), (0, 0));
+}
+
+#[test]
+fn request_no_cache_in_cache_and_per_route() {
+    let text = r#"
+[[listen]]
+address = "127.0.0.1:8080"
+
+[cache]
+request_no_cache = "ignore"
+
+[[upstream]]
+name = "app"
+servers = [{ address = "127.0.0.1:9000" }]
+
+[[vhost]]
+[[vhost.route]]
+prefix = "/strict/"
+proxy = "app"
+cache = true
+request_no_cache = "honor"
+
+[[vhost.route]]
+prefix = "/"
+proxy = "app"
+cache = true
+"#;
+    let config = match parse(text, "test.toml") {
+        Ok(config) => config,
+        Err(e) => panic!("{e}"),
+    };
+    assert_eq!(config.cache.request_no_cache, RequestNoCache::Ignore);
+    let routes = &config.vhost[0].routes;
+    assert_eq!(routes[0].request_no_cache, Some(RequestNoCache::Honor));
+    assert_eq!(routes[1].request_no_cache, None);
+    // Absent: honoured, as RFC 9111 says.
+    let config = parse("[[listen]]\naddress = \"127.0.0.1:8080\"\n", "t.toml").unwrap();
+    assert_eq!(config.cache.request_no_cache, RequestNoCache::Honor);
 }

@@ -202,3 +202,21 @@ test.toml:12:9: unknown upstream \"nowhere\"; there is no [[upstream]]";
     assert_eq!(diagnostics.to_string(), expected);
     assert_eq!(diagnostics.len(), 6);
 }
+
+#[test]
+fn request_no_cache_per_route() {
+    check(&[
+        (
+            "[[vhost.route]]\nexact = \"/\"\nproxy = \"app\"\nrequest_no_cache = \"ignore\"\n",
+            "test.toml:5:20: request_no_cache needs cache = true",
+        ),
+        (
+            "[[vhost.route]]\nexact = \"/\"\nproxy = \"app\"\ncache = true\nrequest_no_cache = \"Ignore\"\n",
+            "test.toml:6:20: unknown request_no_cache \"Ignore\": use honor or ignore",
+        ),
+        (
+            "[[vhost.route]]\nexact = \"/\"\nproxy = \"app\"\ncache = true\nrequest_no_cache = \"ignore\"\n",
+            "(parsed)",
+        ),
+    ]);
+}

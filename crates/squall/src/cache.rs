@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
-use squall_cache::{FillLimits, InFlight, Store};
+use squall_cache::{FillLimits, InFlight, RequestCacheControl, Store};
 use squall_config::IpNet;
 use squall_uring::Waker;
 
@@ -40,6 +40,8 @@ pub struct Cache {
     pub x_cache: bool,
     pub coalesce_timeout: Duration,
     pub purge_allow: Vec<IpNet>,
+    /// Per route id: `request_no_cache = "ignore"` (the route's, else `[cache]`'s).
+    ignore_reload: Vec<bool>,
 }
 
 impl Cache {
@@ -47,6 +49,7 @@ impl Cache {
     /// in flight) when its size is unchanged: a reload then changes only settings.
     pub fn new(
         config: &squall_config::Cache,
+        vhosts: &[squall_config::Vhost],
         workers: usize,
         previous: Option<&Arc<Cache>>,
     ) -> Arc<Cache> {
@@ -76,7 +79,25 @@ impl Cache {
             x_cache: config.x_cache,
             coalesce_timeout: config.coalesce_timeout,
             purge_allow: config.purge_allow.clone(),
+            // In route id order: the vhosts' routes in file order, as the service numbers them.
+            ignore_reload: (vhosts.iter().flat_map(|v| &v.routes))
+                .map(|r| r.request_no_cache.unwrap_or(config.request_no_cache))
+                .map(|mode| mode == squall_config::RequestNoCache::Ignore)
+                .collect(),
         })
+    }
+
+    /// The request directives a lookup on route `route` goes by: without the reload ones
+    /// (`no-cache`, `max-age`) where `request_no_cache = "ignore"`.
+    pub fn request_control(&self, route: u32, control: RequestCacheControl) -> RequestCacheControl {
+        let ignore = usize::try_from(route)
+            .ok()
+            .and_then(|id| self.ignore_reload.get(id));
+        if ignore == Some(&true) {
+            control.without_reload()
+        } else {
+            control
+        }
     }
 
     /// What bounds a fill on a route whose `cache_ttl` is `default_ttl`.

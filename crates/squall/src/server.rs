@@ -88,6 +88,7 @@ impl Runtime {
         let previous_store = previous.and_then(|r| r.tls.store.as_ref());
         let cache = crate::cache::Cache::new(
             &config.cache,
+            &config.vhost,
             metrics.workers().len(),
             previous.map(|r| &r.cache),
         );

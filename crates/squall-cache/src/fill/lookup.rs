@@ -86,6 +86,27 @@ pub fn decide(
     }
 }
 
+/// The lookup decision for a request that waited, since `waited_since`, for another's fetch of
+/// its key: as [`decide`], except that an entry stored or revalidated at or after
+/// `waited_since` already satisfies the request's `no-cache` and `max-age`, since the origin
+/// was asked after this request arrived (RFC 9111 §5.2.1.1, §5.2.1.4). Without this, every
+/// follower of a reload storm would go to the origin again once the leader's fetch ended.
+pub fn decide_after_wait(
+    entry: Option<Arc<Entry>>,
+    control: &RequestCacheControl,
+    now: SystemTime,
+    waited_since: SystemTime,
+) -> Decision {
+    let validated_since = entry
+        .as_ref()
+        .is_some_and(|e| e.freshness.response_time >= waited_since);
+    if validated_since {
+        decide(entry, &control.without_reload(), now)
+    } else {
+        decide(entry, control, now)
+    }
+}
+
 /// What a request on a cached route does after [`admit`].
 #[derive(Debug)]
 pub enum Admission {

@@ -430,6 +430,8 @@ fn cache(raw: &RawCache, r: &mut Report) -> Cache {
         CACHE_COALESCE_TIMEOUT_DEFAULT,
     );
     let x_cache = raw.x_cache.as_ref().is_none_or(|v| *v.get_ref());
+    let request_no_cache = (raw.request_no_cache.as_ref())
+        .map_or_else(RequestNoCache::default, |v| request_no_cache(v, r));
     let purge_allow = match &raw.purge_allow {
         None => Cache::purge_allow_default(),
         Some(list) => {
@@ -452,7 +454,22 @@ fn cache(raw: &RawCache, r: &mut Report) -> Cache {
         object_bytes_max,
         x_cache,
         coalesce_timeout,
+        request_no_cache,
     }
+}
+
+/// A `request_no_cache` value, in `[cache]` or a route.
+pub(super) fn request_no_cache(value: &Str, r: &mut Report) -> RequestNoCache {
+    RequestNoCache::from_name(value.get_ref()).unwrap_or_else(|| {
+        r.error(
+            &value.span(),
+            format!(
+                "unknown request_no_cache {:?}: use honor or ignore",
+                value.get_ref()
+            ),
+        );
+        RequestNoCache::default()
+    })
 }
 
 fn upstreams(raw: &[Spanned<RawUpstream>], r: &mut Report) -> Vec<Upstream> {

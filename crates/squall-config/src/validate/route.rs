@@ -101,6 +101,12 @@ fn route(item: &Spanned<RawRoute>, upstreams: &[Upstream], r: &mut Report) -> Op
     if let (Some(ttl), false) = (&raw.cache_ttl, cache) {
         r.error(&ttl.span(), "cache_ttl needs cache = true");
     }
+    let request_no_cache = (raw.request_no_cache.as_ref()).map(|v| {
+        if !cache {
+            r.error(&v.span(), "request_no_cache needs cache = true");
+        }
+        super::request_no_cache(v, r)
+    });
     let methods = raw.methods.as_ref().map(|m| methods(m, r));
     let headers = raw
         .headers
@@ -115,6 +121,7 @@ fn route(item: &Spanned<RawRoute>, upstreams: &[Upstream], r: &mut Report) -> Op
         action: action?,
         cache,
         cache_ttl,
+        request_no_cache,
         request_headers,
         response_headers,
     })

@@ -21,7 +21,7 @@
 //! the revalidation fails (an error status, or no response).
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use http::header::{self, HeaderValue};
 use http::{Method, StatusCode};
@@ -53,6 +53,9 @@ pub struct Parked {
     pub route: Arc<ProxyRoute>,
     pub key: CacheKey,
     pub until: Instant,
+    /// When it parked (wall clock, as entries' response times): an entry stored since then
+    /// satisfies its `no-cache` and `max-age`.
+    pub since: SystemTime,
 }
 
 /// What `begin_cached` did with a request.
@@ -103,7 +106,7 @@ impl Worker {
             return self.purge(client, head, route, cache, key);
         }
         let control = match squall_cache::lookup_policy(&head.method, &head.headers) {
-            Lookup::Use(control) => control,
+            Lookup::Use(control) => cache.request_control(route.id, control),
             Lookup::Bypass => {
                 self.start_session(client, head, route, None, None);
                 return Begun::Forwarded;
@@ -147,6 +150,7 @@ impl Worker {
                     route,
                     key,
                     until,
+                    since: self.wall,
                 };
                 downstream::park(&mut self.conns[client.conn()], client, parked);
                 self.update_deadline(client.conn());
@@ -202,12 +206,19 @@ impl Worker {
             return;
         };
         let Parked {
-            head, route, key, ..
+            head,
+            route,
+            key,
+            since,
+            ..
         } = *parked;
         let cache = self.runtime.cache.clone();
         let control = squall_cache::request_cache_control(&head.headers);
+        let control = cache.request_control(route.id, control);
         let entry = cache.store.lookup(&key, &head.headers);
-        match squall_cache::decide(entry, &control, self.wall) {
+        // The fetch it waited for was made after it arrived: what it stored answers a
+        // `no-cache` request too, so a reload storm makes one origin request, not one each.
+        match squall_cache::decide_after_wait(entry, &control, self.wall, since) {
             squall_cache::Decision::Hit(entry) => {
                 self.runtime.metrics.worker(self.id).cache_hits.inc();
                 self.downstream().serve_entry(
