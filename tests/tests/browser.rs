@@ -1,7 +1,8 @@
 //! What a browser expects from an edge: an idle HTTP/2 connection ends with GOAWAY, not a bare
 //! close (RFC 9113 §9.1), so a request sent at that moment is known to be unprocessed; and a
 //! reload (`Cache-Control: no-cache`) either stays at the edge (`request_no_cache = "ignore"`)
-//! or, honoured, reaches the origin once however many clients reload at the same moment.
+//! or, honoured, reaches the origin once however many clients reload at the same moment; and
+//! an origin that was never asked reads as up, not down.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -9,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use squall_e2e::{Squall, roundtrip};
+use squall_e2e::{Squall, admin_addr, admin_get, roundtrip};
 
 fn idle_config(idle_timeout: &str) -> String {
     format!(
@@ -299,4 +300,24 @@ fn goaway_error(goaway: &RawFrame) -> u32 {
 
 fn goaway_last_stream(goaway: &RawFrame) -> u32 {
     u32::from_be_bytes(goaway.payload[..4].try_into().unwrap()) & 0x7fff_ffff
+}
+
+/// Right after start, before any request or probe, every upstream server reads as up in
+/// `/metrics` (it read 0 until a worker had published, which made a healthy origin look down).
+#[test]
+fn upstream_servers_read_as_up_before_any_request() {
+    let (origin, _) = counting_origin(Duration::ZERO);
+    let config = cache_config(origin, "").replace(
+        "[[listen]]",
+        "[admin]\nlisten = \"127.0.0.2:0\"\n\n[[listen]]",
+    );
+    let squall = Squall::start(&config);
+    let (_, metrics) = admin_get(admin_addr(&squall), "/metrics");
+    let series =
+        format!("squall_upstream_server_up{{upstream=\"app\",server=\"{origin}\",worker=\"0\"}} ");
+    let line = metrics
+        .lines()
+        .find(|l| l.starts_with(&series))
+        .unwrap_or_else(|| panic!("{series} in {metrics}"));
+    assert!(line.ends_with(" 1"), "{line}");
 }

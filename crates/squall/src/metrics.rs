@@ -92,12 +92,13 @@ pub struct ServerGauges {
 }
 
 impl UpstreamGauges {
-    /// Zeroed gauges for `specs`, with a slot per worker.
+    /// Gauges for `specs`, with a slot per worker: every server up, every count zero.
     pub fn for_specs(
         specs: &[squall_upstream::UpstreamSpec],
         workers: usize,
     ) -> std::sync::Arc<[UpstreamGauges]> {
-        let slots = || (0..workers.max(1)).map(|_| AtomicU64::new(0)).collect();
+        let slots_of = |value: u64| (0..workers.max(1)).map(|_| AtomicU64::new(value)).collect();
+        let slots = || slots_of(0);
         specs
             .iter()
             .map(|spec| UpstreamGauges {
@@ -107,7 +108,10 @@ impl UpstreamGauges {
                     .iter()
                     .map(|s| ServerGauges {
                         address: s.address,
-                        up: slots(),
+                        // Up until a worker's health state says otherwise (a failure or a
+                        // probe), as the balancer treats a server it has not tried yet: a
+                        // healthy origin must not read as down right after a start or reload.
+                        up: slots_of(1),
                         in_flight: slots(),
                         picks: slots(),
                         failures: slots(),
