@@ -3,12 +3,9 @@
 //!
 //! A ref is built in release mode in its own git worktree under `BENCH/worktrees/`, and the
 //! binary is kept in `BENCH/builds/COMMIT/` so a second call with the same commit builds
-//! nothing (`BENCH` is the bench folder of [`Layout`]). A worktree whose `Cargo.lock` is the
-//! workspace's builds in the workspace's own target folder, so the dependencies the developer
-//! already built in release mode are not built again; one with another lock file builds in a
-//! folder kept for that lock file ([`Layout::cargo_target`]). Each binary is copied out right
-//! after its build, and the workspace's own `release/squall` is put back, so no build is
-//! mistaken for another. A build that fails, or a ref without the `squall` package, makes the
+//! nothing (`BENCH` is the bench folder of [`Layout`]). A worktree builds in a cargo target folder kept for its lock file ([`Layout::cargo_target`]), never the
+//! workspace's own, so no build links another's libraries. Each binary is copied out right
+//! after its build. A build that fails, or a ref without the `squall` package, makes the
 //! build unavailable ("not supported by REF") rather than stopping the whole bench.
 
 use std::fs::{self, File};
@@ -163,60 +160,13 @@ fn cached_or_built(
         return Err(reason);
     }
     let lock = |dir: &Path| fs::read(dir.join("Cargo.lock")).ok();
-    let target_dir = layout.cargo_target(commit, lock(&worktree).as_deref(), lock(repo).as_deref());
+    let target_dir = layout.cargo_target(commit, lock(&worktree).as_deref());
     eprintln!(
         "bench: building squall at {name} in {}, cargo target folder {}",
         worktree.display(),
         target_dir.display()
     );
-    if target_dir != layout.target {
-        return cargo_build(&worktree, &target_dir, cache).map(Target::Squall);
-    }
-    let kept = KeptOutputs::set_aside(&target_dir.join("release"), cache)?;
-    let built = cargo_build(&worktree, &target_dir, cache);
-    kept.put_back()?;
-    built.map(Target::Squall)
-}
-
-/// The workspace's own `release/squall` (and its `.d`), set aside while a worktree builds in
-/// the same target folder: cargo copies every build's binary to that one path, and a developer
-/// who runs `target/release/squall` after a bench must get the working tree's, not base's.
-struct KeptOutputs {
-    /// (where cargo puts it, where it waits meanwhile, whether there was one)
-    files: Vec<(PathBuf, PathBuf, bool)>,
-}
-
-impl KeptOutputs {
-    fn set_aside(release: &Path, cache: &Path) -> Result<KeptOutputs, String> {
-        fs::create_dir_all(cache).map_err(|err| format!("creating {}: {err}", cache.display()))?;
-        let mut files = Vec::new();
-        for name in ["squall", "squall.d"] {
-            let (path, aside) = (release.join(name), cache.join(format!("workspace-{name}")));
-            let present = path.is_file();
-            if present {
-                fs::rename(&path, &aside)
-                    .map_err(|err| format!("setting {} aside: {err}", path.display()))?;
-            }
-            files.push((path, aside, present));
-        }
-        Ok(KeptOutputs { files })
-    }
-
-    /// Puts each file back, or removes the worktree's where the workspace had none.
-    fn put_back(self) -> Result<(), String> {
-        for (path, aside, present) in self.files {
-            let done = if present {
-                fs::rename(&aside, &path)
-            } else {
-                fs::remove_file(&path).or_else(|err| match err.kind() {
-                    std::io::ErrorKind::NotFound => Ok(()),
-                    _ => Err(err),
-                })
-            };
-            done.map_err(|err| format!("restoring {}: {err}", path.display()))?;
-        }
-        Ok(())
-    }
+    cargo_build(&worktree, &target_dir, cache).map(Target::Squall)
 }
 
 /// A detached worktree of `commit` in `dir`, made or reused.
@@ -304,27 +254,4 @@ pub fn git(dir: &Path, args: &[&str]) -> Result<String> {
         );
     }
     Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_workspace_binary_comes_back_and_a_worktree_one_does_not_stay() {
-        let dir = std::env::temp_dir().join(format!("xtask-kept-{}", std::process::id()));
-        let (release, cache) = (dir.join("release"), dir.join("cache"));
-        fs::create_dir_all(&release).expect("temp folder");
-        fs::write(release.join("squall"), "workspace").expect("write");
-        let kept = KeptOutputs::set_aside(&release, &cache).expect("set aside");
-        assert!(!release.join("squall").exists());
-        // What a worktree build leaves behind.
-        fs::write(release.join("squall"), "worktree").expect("write");
-        fs::write(release.join("squall.d"), "worktree").expect("write");
-        kept.put_back().expect("put back");
-        let read = |name: &str| fs::read_to_string(release.join(name)).ok();
-        assert_eq!(read("squall").as_deref(), Some("workspace"));
-        assert_eq!(read("squall.d"), None);
-        fs::remove_dir_all(&dir).expect("cleanup");
-    }
 }

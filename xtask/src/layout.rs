@@ -52,23 +52,16 @@ impl Layout {
         self.bench.join("builds").join(name)
     }
 
-    /// The cargo target folder a worktree of `commit` builds in. Its `Cargo.lock` the same,
-    /// byte for byte, as the workspace's: the workspace's own target folder, so the release
-    /// build of every dependency the developer already has is reused (cargo keys each artifact
-    /// by package, version, features, profile and compiler, and the worktree's own crates have
-    /// other paths, hence other keys). Another lock file: a folder of its own under
-    /// `BENCH/cargo-target`, named by the lock's hash, shared by the commits with that lock, so
-    /// builds of two lock files never share a folder. No lock file at all (cargo makes one up
-    /// during the build): a folder for that commit alone.
-    pub fn cargo_target(
-        &self,
-        commit: &str,
-        worktree_lock: Option<&[u8]>,
-        workspace_lock: Option<&[u8]>,
-    ) -> PathBuf {
+    /// The cargo target folder a worktree of `commit` builds in: a folder under
+    /// `BENCH/cargo-target` named by the hash of its `Cargo.lock`, shared by every commit with
+    /// that lock (their dependencies build once), never the workspace's own target folder.
+    /// Sharing that one was tried and mixed builds: cargo keys the workspace's own crates by
+    /// their path *within* the workspace, so a worktree's `squall-config` and the working
+    /// tree's had the same key, and one build linked the other's library. No lock file at all
+    /// (cargo makes one up during the build): a folder for that commit alone.
+    pub fn cargo_target(&self, commit: &str, worktree_lock: Option<&[u8]>) -> PathBuf {
         let own = self.bench.join("cargo-target");
         match worktree_lock {
-            Some(lock) if Some(lock) == workspace_lock => self.target.clone(),
             Some(lock) => own.join(format!("lock-{:016x}", fnv1a(lock))),
             None => own.join(format!("unlocked-{commit}")),
         }
@@ -118,31 +111,23 @@ mod tests {
     }
 
     #[test]
-    fn worktrees_share_the_workspace_target_only_with_the_same_lock_file() {
+    fn worktrees_build_in_a_folder_per_lock_file_never_the_workspace_target() {
         let layout = Layout::new(None, Path::new("/"), Path::new("/src/squall"));
         let lock = b"version = 4\n".as_slice();
         let other = b"version = 3\n".as_slice();
-        assert_eq!(
-            layout.cargo_target("c1", Some(lock), Some(lock)),
-            Path::new("/src/squall/target")
-        );
-        let own = layout.cargo_target("c1", Some(other), Some(lock));
+        let own = layout.cargo_target("c1", Some(lock));
+        assert_ne!(own, Path::new("/src/squall/target"));
         assert!(
             own.to_string_lossy()
                 .starts_with("/src/squall/target/bench/cargo-target/lock-"),
             "{own:?}"
         );
         // Same lock, same folder, whatever the commit; another lock, another folder.
-        assert_eq!(layout.cargo_target("c2", Some(other), Some(lock)), own);
-        assert_eq!(layout.cargo_target("c2", Some(other), None), own);
-        assert_ne!(layout.cargo_target("c1", Some(b"x"), Some(lock)), own);
+        assert_eq!(layout.cargo_target("c2", Some(lock)), own);
+        assert_ne!(layout.cargo_target("c1", Some(other)), own);
         assert_eq!(
-            layout.cargo_target("c1", None, Some(lock)),
+            layout.cargo_target("c1", None),
             Path::new("/src/squall/target/bench/cargo-target/unlocked-c1")
-        );
-        assert_eq!(
-            layout.cargo_target("c1", None, None),
-            layout.cargo_target("c1", None, Some(lock))
         );
     }
 
