@@ -16,6 +16,10 @@ use crate::IpNet;
 
 /// `server.drain_timeout` when absent.
 pub const DRAIN_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
+/// `server.tcp_notsent_lowat` when absent: small enough that the kernel holds little more than
+/// a few segments of a large response ahead of what Squall chooses to send next, as
+/// Cloudflare and Apple recommend for HTTP/2 prioritization.
+pub const TCP_NOTSENT_LOWAT_DEFAULT: u64 = 16 * 1024;
 /// `server.workers` may not exceed this: one worker per core, and no host we target has more.
 pub const WORKERS_MAX: usize = 1024;
 /// `limits.header_bytes_max` when absent (nginx's `large_client_header_buffers` is 4 × 8 KiB).
@@ -119,6 +123,8 @@ pub struct Server {
     /// The Unix socket `squall reload` talks to; `None`: `$RUNTIME_DIRECTORY/control.sock`
     /// under systemd, no control socket otherwise.
     pub control: Option<PathBuf>,
+    /// `TCP_NOTSENT_LOWAT` for client connections, in bytes; 0 leaves the kernel's default.
+    pub tcp_notsent_lowat: u64,
 }
 
 impl Default for Server {
@@ -127,6 +133,7 @@ impl Default for Server {
             workers: Workers::Auto,
             drain_timeout: DRAIN_TIMEOUT_DEFAULT,
             control: None,
+            tcp_notsent_lowat: TCP_NOTSENT_LOWAT_DEFAULT,
         }
     }
 }

@@ -50,6 +50,7 @@ pub(crate) struct RawServer {
     pub workers: Option<Val>,
     pub drain_timeout: Option<Val>,
     pub control: Option<Str>,
+    pub tcp_notsent_lowat: Option<Val>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -59,7 +59,8 @@ fn syntax_errors() {
 
 #[test]
 fn unknown_keys() {
-    let server_keys = "expected one of \"workers\", \"drain_timeout\", \"control\"";
+    let server_keys =
+        "expected one of \"workers\", \"drain_timeout\", \"control\", \"tcp_notsent_lowat\"";
     check(&[
         (
             "[server]\nworkerz = 4\n",
@@ -87,7 +88,7 @@ fn unknown_keys() {
         ),
         (
             "[server.extra]\n",
-            "test.toml:1:9: unknown section [server.extra]; expected one of \"workers\", \"drain_timeout\", \"control\" in [server]",
+            "test.toml:1:9: unknown section [server.extra]; expected one of \"workers\", \"drain_timeout\", \"control\", \"tcp_notsent_lowat\" in [server]",
         ),
         (
             "[[vhost]]\n[[vhost.route]]\nexact = \"/\"\n[vhost.route.respond]\nbdy = \"\"\n",
@@ -169,6 +170,14 @@ fn server() {
         (
             "[server]\ndrain_timeout = \"10\"\n",
             "test.toml:2:17: drain_timeout: duration without a unit: use ms, s, m or h",
+        ),
+        (
+            "[server]\ntcp_notsent_lowat = \"4GiB\"\n",
+            "test.toml:2:21: tcp_notsent_lowat must be under 2GiB (0 leaves the kernel's default)",
+        ),
+        (
+            "[server]\ntcp_notsent_lowat = true\n",
+            "test.toml:2:21: tcp_notsent_lowat: expected a size such as \"16KiB\" or a number of bytes, found boolean",
         ),
         (
             "[server]\ndrain_timeout = 10\n",

@@ -53,6 +53,7 @@ fn contract_example_parses() {
             workers: Workers::Auto,
             drain_timeout: secs(10),
             control: None,
+            tcp_notsent_lowat: TCP_NOTSENT_LOWAT_DEFAULT,
         },
         admin: Some(Admin {
             listen: addr("127.0.0.1:9901"),
@@ -125,6 +126,7 @@ fn defaults_of_a_minimal_file() {
             workers: Workers::Auto,
             drain_timeout: secs(10),
             control: None,
+            tcp_notsent_lowat: TCP_NOTSENT_LOWAT_DEFAULT,
         },
         admin: None,
         listen: vec![Listen {
@@ -164,6 +166,7 @@ const ALL_OPTIONS: &str = r#"
 workers = 4
 drain_timeout = "1500ms"
 control = "/run/squall/control.sock"
+tcp_notsent_lowat = "64KiB"
 
 [admin]
 listen = "[::1]:9901"
@@ -250,6 +253,7 @@ fn every_option() {
             workers: Workers::Count(NonZeroUsize::new(4).unwrap()),
             drain_timeout: Duration::from_millis(1500),
             control: Some("/run/squall/control.sock".into()),
+            tcp_notsent_lowat: 64 * 1024,
         }
     );
     assert_eq!(

@@ -30,7 +30,7 @@ use io_uring::{IoUring, cqueue, opcode, squeue};
 use slab::Slab;
 
 pub use bufring::RecvBuf;
-pub use limits::raise_nofile_limit;
+pub use limits::{raise_nofile_limit, set_tcp_notsent_lowat};
 pub use waker::Waker;
 
 use bufring::BufRing;

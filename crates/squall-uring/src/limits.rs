@@ -28,3 +28,26 @@ pub fn raise_nofile_limit() -> io::Result<u64> {
     }
     Ok(limit.rlim_cur)
 }
+
+/// Sets `TCP_NOTSENT_LOWAT` on a TCP socket: the kernel then keeps at most about `bytes` of
+/// not-yet-sent data queued on it, so the next bytes to go out are chosen by the application
+/// (an HTTP/2 scheduler serving an urgent stream) rather than already sitting in the kernel
+/// behind a large response. 0 is not passed: callers leave the option unset instead.
+pub fn set_tcp_notsent_lowat(fd: &impl std::os::fd::AsRawFd, bytes: u32) -> io::Result<()> {
+    let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    // SAFETY: setsockopt reads one c_int from the local we pass, of the length we pass; the
+    // descriptor is borrowed for the call and stays open across it.
+    let result = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_NOTSENT_LOWAT,
+            std::ptr::from_ref(&value).cast::<libc::c_void>(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if result != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

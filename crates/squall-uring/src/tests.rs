@@ -287,3 +287,27 @@ fn new_socket(domain: i32) -> OwnedFd {
     // SAFETY: `fd` was just created and is owned by nothing else.
     unsafe { OwnedFd::from_raw_fd(fd) }
 }
+
+#[test]
+fn tcp_notsent_lowat_is_set_on_a_connected_socket() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).expect("connect");
+    let (server, _) = listener.accept().expect("accept");
+    crate::set_tcp_notsent_lowat(&server, 16 * 1024).expect("setsockopt");
+    let mut value: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into the local c_int we pass and updates
+    // `len`; the descriptor stays open (borrowed from `server`) across the call.
+    let result = unsafe {
+        libc::getsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(&server),
+            libc::IPPROTO_TCP,
+            libc::TCP_NOTSENT_LOWAT,
+            std::ptr::from_mut(&mut value).cast::<libc::c_void>(),
+            &mut len,
+        )
+    };
+    assert_eq!(result, 0, "{}", std::io::Error::last_os_error());
+    assert_eq!(value, 16 * 1024);
+    drop(client);
+}

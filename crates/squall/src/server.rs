@@ -58,6 +58,8 @@ pub struct Runtime {
 pub struct ConnLimits {
     pub header_timeout: Duration,
     pub idle_timeout: Duration,
+    /// `server.tcp_notsent_lowat`, set on each accepted connection; 0 leaves it unset.
+    pub tcp_notsent_lowat: u32,
 }
 
 /// Messages from the control thread to a worker.
@@ -125,6 +127,8 @@ impl Runtime {
             limits: ConnLimits {
                 header_timeout: limits.header_timeout,
                 idle_timeout: limits.idle_timeout,
+                tcp_notsent_lowat: u32::try_from(config.server.tcp_notsent_lowat)
+                    .unwrap_or(u32::MAX),
             },
             metrics,
             client_limits: crate::clients::ClientLimits::from_config(&config.limits),

@@ -77,6 +77,23 @@ fn server(raw: &RawServer, r: &mut Report) -> Server {
             defaults.drain_timeout,
         ),
         control: raw.control.as_ref().and_then(|c| path(r, "control", c)),
+        tcp_notsent_lowat: notsent_lowat(raw.tcp_notsent_lowat.as_ref(), r),
+    }
+}
+
+/// A size the kernel takes as an `int` (0 leaves the option unset).
+fn notsent_lowat(value: Option<&Val>, r: &mut Report) -> u64 {
+    let default = Server::default().tcp_notsent_lowat;
+    let size = size_or(r, "tcp_notsent_lowat", value, default);
+    match (value, i32::try_from(size)) {
+        (Some(value), Err(_)) => {
+            r.error(
+                &value.span(),
+                "tcp_notsent_lowat must be under 2GiB (0 leaves the kernel's default)",
+            );
+            default
+        }
+        _ => size,
     }
 }
 

@@ -140,6 +140,14 @@ impl Worker {
         if let Err(e) = SockRef::from(&fd).set_tcp_nodelay(true) {
             debug!(worker = self.id, "TCP_NODELAY: {e}");
         }
+        // The kernel keeps only a little unsent data queued, so the next frame to go out is
+        // the one the HTTP/2 scheduler picks now, not one queued behind a large response.
+        let lowat = self.runtime.limits.tcp_notsent_lowat;
+        if lowat > 0
+            && let Err(e) = squall_uring::set_tcp_notsent_lowat(&fd, lowat)
+        {
+            debug!(worker = self.id, "TCP_NOTSENT_LOWAT: {e}");
+        }
         // 30 bits: the top two bits of a token say what it belongs to.
         self.next_generation = token::next_generation(self.next_generation);
         let generation = self.next_generation;
