@@ -486,7 +486,7 @@ fn purge_from_other_addresses_is_refused() {
 }
 
 #[test]
-fn a_successful_unsafe_method_invalidates_the_url() {
+fn a_successful_method_that_is_not_safe_invalidates_the_url() {
     let (origin, seen) = start_origin();
     let squall = Squall::start(&config(origin, ""));
     assert_eq!(get(&squall, "/c/edit", "").body_text(), "edit GET 1");
@@ -498,10 +498,10 @@ fn a_successful_unsafe_method_invalidates_the_url() {
     assert_eq!(seen.count("/c/edit"), 3);
 }
 
-/// A bodiless unsafe request (DELETE with no body; over HTTP/2, HEADERS with END_STREAM)
+/// A bodiless request whose method is not safe (DELETE with no body; over HTTP/2, HEADERS with END_STREAM)
 /// invalidates too: it once went to the cache lookup, which passed it on without the purge.
 #[tokio::test]
-async fn a_bodiless_unsafe_method_invalidates_the_url_over_http1_and_http2() {
+async fn a_bodiless_method_that_is_not_safe_invalidates_the_url_over_http1_and_http2() {
     let (origin, seen) = start_origin();
     let squall = Squall::start(&config(origin, ""));
     assert_eq!(get(&squall, "/c/edit", "").body_text(), "edit GET 1");

@@ -1,5 +1,5 @@
 //! Request coalescing: concurrent misses for one key wait on one origin fetch, across workers
-//! (DESIGN.md "Threads and sharing").
+//! (docs/ARCHITECTURE.md, the squall-cache row).
 //!
 //! The table only records who waits; it wakes nobody and keeps no time. The first caller for a
 //! key becomes the leader and gets a [`Ticket`]; later callers park a waiter handle (`W`: e.g.

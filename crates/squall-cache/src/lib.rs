@@ -8,8 +8,8 @@
 //!
 //! # How the proxy uses it
 //! 1. [`lookup_policy`]: GET and HEAD [`Lookup::Use`] the cache, every other method bypasses
-//!    it. Every request on a cached route also asks [`Invalidation::for_request`]: an unsafe
-//!    method's success purges the URL ([`Invalidation::on_response`], RFC 9111 §4.4).
+//!    it. Every request on a cached route also asks [`Invalidation::for_request`]: the success
+//!    of a method that is not safe purges the URL ([`Invalidation::on_response`], RFC 9111 §4.4).
 //! 2. [`Store::lookup`] by [`CacheKey`] and the request headers (Vary), then [`decide`] at
 //!    `now`: hit, stale while revalidating, revalidate, miss, or 504 for only-if-cached. A
 //!    conditional client request may get a 304 from an entry ([`not_modified`]).

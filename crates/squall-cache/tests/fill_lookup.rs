@@ -1,5 +1,5 @@
 //! The lookup decision as a table of (entry, request directives, now), and the invalidation
-//! rule for unsafe methods (RFC 9111 §4.4).
+//! rule for methods that are not safe (RFC 9111 §4.4).
 
 mod common;
 
@@ -118,20 +118,20 @@ fn key(path: &str) -> CacheKey {
 }
 
 #[test]
-fn only_unsafe_methods_that_succeed_invalidate() {
+fn only_methods_that_are_not_safe_invalidate_when_they_succeed() {
     for method in [Method::GET, Method::HEAD, Method::OPTIONS, Method::TRACE] {
         let made = Invalidation::for_request(&method, || panic!("{method}: no key needed"));
         assert!(made.is_none(), "{method} is safe");
     }
     let purge = Method::from_bytes(b"PURGE").unwrap();
-    let unsafe_methods = [
+    let not_safe = [
         Method::POST,
         Method::PUT,
         Method::DELETE,
         Method::PATCH,
         purge,
     ];
-    for method in unsafe_methods {
+    for method in not_safe {
         for (status, purges) in [
             (200, true),
             (201, true),

@@ -1,5 +1,5 @@
-//! Differential tests against the `hpack` crate, our oracle (DESIGN.md): an independent
-//! implementation that shares no code or tables with ours.
+//! Differential tests against the `hpack` crate, our oracle (docs/ARCHITECTURE.md, the
+//! squall-hpack row): an independent implementation that shares no code or tables with ours.
 //!
 //! - Header lists we encode decode with `hpack`, and lists `hpack` encodes decode with ours,
 //!   over a sequence of blocks per connection so that dynamic table state is exercised.

@@ -16,7 +16,7 @@ use squall_uring::Waker;
 use crate::server::Control;
 use crate::worker::ClientToken;
 
-/// Shards per worker: DESIGN.md asks for at least 4 × workers, so that two workers rarely
+/// Shards per worker: at least 4 × workers (docs/ARCHITECTURE.md), so that two workers rarely
 /// want the same lock.
 const SHARDS_PER_WORKER: usize = 8;
 

@@ -13,7 +13,7 @@ use crate::key::CacheKey;
 use crate::policy::{invalidates, safe_method};
 use crate::store::Store;
 
-/// A pending invalidation: the unsafe method and the key of its target URI.
+/// A pending invalidation: the method (not safe) and the key of its target URI.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Invalidation {
     method: Method,

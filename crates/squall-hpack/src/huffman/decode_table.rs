@@ -1,7 +1,7 @@
 //! The Huffman decoder's state machine, built from [`CODES`] at compile time.
 //!
 //! Why a state machine: walking the code tree one bit at a time costs a branch per bit, and
-//! the `hpack` crate's map lookups per bit cost far more (DESIGN.md measured it 100× slower).
+//! the `hpack` crate's map lookups per bit cost far more (measured here at about 100× slower).
 //! Like nghttp2, we consume four bits per step. A state is an internal node of the code tree
 //! (the bits read since the last complete symbol); the 257 leaves of a complete binary tree
 //! hang from exactly 256 internal nodes, so a state fits in a `u8`. For every state and every

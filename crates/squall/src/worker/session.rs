@@ -408,7 +408,7 @@ impl Worker {
     }
 
     /// Removes a finished session: detaches it from its client and origin, settles the purge
-    /// an unsafe method's success implies, and drops the fill (whose leadership, dropped,
+    /// the success of a method that is not safe implies, and drops the fill (whose leadership, dropped,
     /// wakes the requests parked behind it).
     fn end_session(&mut self, id: SessionId) {
         let session = self.sessions.remove(id.index);
