@@ -5,12 +5,16 @@
 //! an origin that was never asked reads as up, not down.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use squall_e2e::{Squall, admin_addr, admin_get, roundtrip};
+
+#[path = "support/raw_h2.rs"]
+mod raw_h2;
+use raw_h2::*;
 
 fn idle_config(idle_timeout: &str) -> String {
     format!(
@@ -198,108 +202,6 @@ fn with_honor_a_hundred_concurrent_reloads_make_one_origin_request() {
         2,
         "100 concurrent no-cache requests made one origin request"
     );
-}
-
-// ---- raw HTTP/2 frames ----
-
-/// One frame: the 9-byte header (RFC 9113 §4.1) and the payload.
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let len = payload.len() as u32;
-    let mut out = Vec::with_capacity(9 + payload.len());
-    out.extend_from_slice(&len.to_be_bytes()[1..]);
-    out.push(kind);
-    out.push(flags);
-    out.extend_from_slice(&stream.to_be_bytes());
-    out.extend_from_slice(payload);
-    out
-}
-
-const HEADERS: u8 = 0x1;
-const SETTINGS: u8 = 0x4;
-const GOAWAY: u8 = 0x7;
-const END_STREAM: u8 = 0x1;
-const END_HEADERS: u8 = 0x4;
-
-/// An HPACK block for `GET http://a/`, from the static table and a literal never indexed.
-fn get_block() -> Vec<u8> {
-    // :method GET (2), :scheme http (6), :path / (4), :authority "a" literal without indexing.
-    vec![0x82, 0x86, 0x84, 0x01, 0x01, b'a']
-}
-
-/// A raw connection: preface and an empty SETTINGS sent.
-fn raw_h2(addr: SocketAddr) -> TcpStream {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    stream
-        .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
-        .unwrap();
-    stream.write_all(&frame(SETTINGS, 0, 0, &[])).unwrap();
-    stream
-}
-
-/// One frame read off a raw connection.
-#[derive(Debug)]
-struct RawFrame {
-    kind: u8,
-    stream: u32,
-    payload: Vec<u8>,
-}
-
-/// Splits whole frames off the front of `bytes`.
-fn split_frames(bytes: &mut Vec<u8>) -> Vec<RawFrame> {
-    let mut frames = Vec::new();
-    while bytes.len() >= 9 {
-        let len = u32::from_be_bytes([0, bytes[0], bytes[1], bytes[2]]) as usize;
-        if bytes.len() < 9 + len {
-            break;
-        }
-        let stream = u32::from_be_bytes(bytes[5..9].try_into().unwrap()) & 0x7fff_ffff;
-        frames.push(RawFrame {
-            kind: bytes[3],
-            stream,
-            payload: bytes[9..9 + len].to_vec(),
-        });
-        bytes.drain(..9 + len);
-    }
-    frames
-}
-
-/// Reads frames until the server closes (EOF or reset: true) or 15 s pass (false).
-fn frames_until_close(stream: &mut TcpStream) -> (Vec<RawFrame>, bool) {
-    let mut bytes = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let mut buf = [0u8; 16384];
-    let mut closed = false;
-    while Instant::now() < deadline {
-        match stream.read(&mut buf) {
-            Ok(0) => {
-                closed = true;
-                break;
-            }
-            Ok(n) => bytes.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
-                closed = true;
-                break;
-            }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) => {}
-            Err(e) => panic!("reading frames: {e}"),
-        }
-    }
-    (split_frames(&mut bytes), closed)
-}
-
-fn goaway_error(goaway: &RawFrame) -> u32 {
-    u32::from_be_bytes(goaway.payload[4..8].try_into().unwrap())
-}
-
-fn goaway_last_stream(goaway: &RawFrame) -> u32 {
-    u32::from_be_bytes(goaway.payload[..4].try_into().unwrap()) & 0x7fff_ffff
 }
 
 /// Right after start, before any request or probe, every upstream server reads as up in

@@ -12,7 +12,10 @@ use squall_e2e::{Squall, TempDir, openssl_cert};
 
 #[path = "support/h2_client.rs"]
 mod h2_client;
+#[path = "support/raw_h2.rs"]
+mod raw_h2;
 use h2_client::{fetch, h2c};
+use raw_h2::*;
 
 /// A 256 KiB body: four times the default stream window, so flow control must work to send it.
 const BIG_BYTES: usize = 256 * 1024;
@@ -372,145 +375,7 @@ fn curl_nghttp_and_h2load_speak_http2() {
     );
 }
 
-// ---- floods, as raw frames ----
-
-/// One frame: the 9-byte header (RFC 9113 §4.1) and the payload.
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let len = payload.len() as u32;
-    let mut out = Vec::with_capacity(9 + payload.len());
-    out.extend_from_slice(&len.to_be_bytes()[1..]);
-    out.push(kind);
-    out.push(flags);
-    out.extend_from_slice(&stream.to_be_bytes());
-    out.extend_from_slice(payload);
-    out
-}
-
-const DATA: u8 = 0x0;
-const HEADERS: u8 = 0x1;
-const RST_STREAM: u8 = 0x3;
-const SETTINGS: u8 = 0x4;
-const PING: u8 = 0x6;
-const GOAWAY: u8 = 0x7;
-const CONTINUATION: u8 = 0x9;
-const END_STREAM: u8 = 0x1;
-const END_HEADERS: u8 = 0x4;
-const FRAME_SIZE_ERROR: u32 = 0x6;
-const ENHANCE_YOUR_CALM: u32 = 0xb;
-
-/// An HPACK block for `GET http://a/`, from the static table and literals that are never
-/// added to the dynamic table, so every copy decodes alike.
-fn get_block() -> Vec<u8> {
-    // :method GET (2), :scheme http (6), :path / (4), :authority "a" literal without indexing.
-    vec![0x82, 0x86, 0x84, 0x01, 0x01, b'a']
-}
-
-/// A raw connection: preface and an empty SETTINGS sent.
-fn raw_h2(addr: SocketAddr) -> TcpStream {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    stream
-        .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
-        .unwrap();
-    stream.write_all(&frame(SETTINGS, 0, 0, &[])).unwrap();
-    stream
-}
-
-/// One frame read off a raw connection.
-#[derive(Debug)]
-struct RawFrame {
-    kind: u8,
-    flags: u8,
-    stream: u32,
-    payload: Vec<u8>,
-}
-
-/// Splits whole frames off the front of `bytes`.
-fn split_frames(bytes: &mut Vec<u8>) -> Vec<RawFrame> {
-    let mut frames = Vec::new();
-    while bytes.len() >= 9 {
-        let len = u32::from_be_bytes([0, bytes[0], bytes[1], bytes[2]]) as usize;
-        if bytes.len() < 9 + len {
-            break;
-        }
-        let stream = u32::from_be_bytes(bytes[5..9].try_into().unwrap()) & 0x7fff_ffff;
-        frames.push(RawFrame {
-            kind: bytes[3],
-            flags: bytes[4],
-            stream,
-            payload: bytes[9..9 + len].to_vec(),
-        });
-        bytes.drain(..9 + len);
-    }
-    frames
-}
-
-/// Reads frames until one satisfies `done` (panics on a close, an error or 10 s first).
-fn read_frames_until(stream: &mut TcpStream, done: impl Fn(&RawFrame) -> bool) -> Vec<RawFrame> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let (mut bytes, mut frames) = (Vec::new(), Vec::new());
-    let mut buf = [0u8; 16384];
-    while Instant::now() < deadline {
-        match stream.read(&mut buf) {
-            Ok(0) => panic!("closed early; frames: {frames:?}"),
-            Ok(n) => bytes.extend_from_slice(&buf[..n]),
-            Err(e) => panic!("{e}; frames: {frames:?}"),
-        }
-        frames.extend(split_frames(&mut bytes));
-        if frames.iter().any(&done) {
-            return frames;
-        }
-    }
-    panic!("no awaited frame in 10 s: {frames:?}")
-}
-
-/// Reads frames until the server closes (EOF or reset: true) or 15 s pass (false).
-fn frames_until_close(stream: &mut TcpStream) -> (Vec<RawFrame>, bool) {
-    let mut bytes = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let mut buf = [0u8; 16384];
-    let mut closed = false;
-    while Instant::now() < deadline {
-        match stream.read(&mut buf) {
-            Ok(0) => {
-                closed = true;
-                break;
-            }
-            Ok(n) => bytes.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
-                closed = true;
-                break;
-            }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) => {}
-            Err(e) => panic!("reading frames: {e}"),
-        }
-    }
-    (split_frames(&mut bytes), closed)
-}
-
-fn goaway_error(goaway: &RawFrame) -> u32 {
-    u32::from_be_bytes(goaway.payload[4..8].try_into().unwrap())
-}
-
-fn goaway_last_stream(goaway: &RawFrame) -> u32 {
-    u32::from_be_bytes(goaway.payload[..4].try_into().unwrap()) & 0x7fff_ffff
-}
-
-/// Reads until the server closes, and returns the error code of its GOAWAY, if it sent one.
-fn goaway_code(stream: &mut TcpStream) -> Option<u32> {
-    let (frames, _) = frames_until_close(stream);
-    frames
-        .iter()
-        .rev()
-        .find(|f| f.kind == GOAWAY && f.payload.len() >= 8)
-        .map(goaway_error)
-}
+// ---- floods, as raw frames (support/raw_h2.rs) ----
 
 /// Sends `attack` on a raw connection and expects GOAWAY(ENHANCE_YOUR_CALM), while a good h2
 /// client on another connection completes requests before and after.

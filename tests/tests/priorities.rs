@@ -9,6 +9,10 @@ use std::time::{Duration, Instant};
 
 use squall_e2e::Squall;
 
+#[path = "support/raw_h2.rs"]
+mod raw_h2;
+use raw_h2::*;
+
 /// The large body: four times what the worker pulls ahead of the socket.
 const BIG_BYTES: usize = 1 << 20;
 /// The small body: four DATA frames, so that round robin shows.
@@ -16,12 +20,6 @@ const SMALL_BYTES: usize = 64 << 10;
 /// What the worker pulls from the connection ahead of the socket.
 const LOOKAHEAD_BYTES: usize = 256 << 10;
 
-const DATA: u8 = 0x0;
-const HEADERS: u8 = 0x1;
-const SETTINGS: u8 = 0x4;
-const WINDOW_UPDATE: u8 = 0x8;
-const END_STREAM: u8 = 0x1;
-const END_HEADERS: u8 = 0x4;
 const SETTINGS_INITIAL_WINDOW_SIZE: u16 = 0x4;
 
 fn config() -> String {
@@ -47,18 +45,6 @@ respond = {{ status = 200, body = "{small}" }}
         big = "b".repeat(BIG_BYTES),
         small = "s".repeat(SMALL_BYTES),
     )
-}
-
-/// One frame: the 9-byte header (RFC 9113 §4.1) and the payload.
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let len = payload.len() as u32;
-    let mut out = Vec::with_capacity(9 + payload.len());
-    out.extend_from_slice(&len.to_be_bytes()[1..]);
-    out.push(kind);
-    out.push(flags);
-    out.extend_from_slice(&stream.to_be_bytes());
-    out.extend_from_slice(payload);
-    out
 }
 
 fn window_update(stream: u32, increment: u32) -> Vec<u8> {
