@@ -73,6 +73,7 @@ mod fill;
 mod inflight;
 mod key;
 mod policy;
+mod range;
 mod sieve;
 mod store;
 mod validate;
@@ -87,6 +88,10 @@ pub use key::CacheKey;
 pub use policy::{
     Freshness, Lookup, NotStorable, RequestCacheControl, corrected_initial_age,
     heuristically_cacheable, invalidates, lookup_policy, request_cache_control, storable,
+};
+pub use range::{
+    ByteRange, ContentRange, Multipart, RANGES_MAX, RangeAnswer, if_range_matches, multipart,
+    parse_range, range_answer,
 };
 pub use store::{NODE_OVERHEAD_BYTES, Store, StoreStats, VARIANTS_PER_KEY_MAX};
 pub use validate::{Exchange, Freshened, freshen, not_modified, revalidation_headers};
