@@ -200,18 +200,18 @@ fn admit_leads_or_parks_misses_and_serves_stale_while_one_revalidates() {
         panic!("past the waiter limit a miss fetches alone")
     };
     assert_eq!(table.finish(ticket), [1]);
-    // Stale while revalidating: the first to find it revalidates, the others get it stale,
-    // and nobody parks.
+    // Stale while revalidating: everyone gets it stale at once, the first to find it also
+    // revalidates (in the background), and nobody parks.
     let stale = entry(30);
     let control = request_cache_control(&HeaderMap::new());
     let decision = squall_cache::decide(Some(stale.clone()), &control, at(70));
     assert!(matches!(decision, Decision::StaleWhileRevalidate(_)));
-    let Admission::Fetch {
-        stale: Some(revalidated),
-        ticket: Some(ticket),
+    let Admission::ServeAndRevalidate {
+        entry: revalidated,
+        ticket,
     } = admit(&table, &k, decision.clone(), 3)
     else {
-        panic!("leads the revalidation")
+        panic!("served stale, and leads the revalidation")
     };
     assert!(Arc::ptr_eq(&revalidated, &stale));
     let Admission::Serve(served, Served::Stale) = admit(&table, &k, decision, 4) else {

@@ -239,6 +239,11 @@ const FAMILIES: &[Family] = &[
         |w| &w.cache_coalesced,
     ),
     (
+        "squall_cache_background_fetches_total",
+        "Revalidations run in the background while the stale entry was served (stale-while-revalidate).",
+        |w| &w.cache_background_fetches,
+    ),
+    (
         "squall_cache_stores_total",
         "Responses stored in the cache.",
         |w| &w.cache_stores,

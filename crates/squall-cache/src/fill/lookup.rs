@@ -3,8 +3,9 @@
 //!
 //! [`decide`] is a pure function of (entry, request cache-control, now). [`admit`] then applies
 //! it against the in-flight table, because the stale-while-revalidate rule needs both: the
-//! request that finds the entry stale leads its revalidation (and waits for it), while requests
-//! arriving during that revalidation get the stale entry at once instead of parking.
+//! request that finds the entry stale is served it at once and hands the revalidation to the
+//! background (RFC 5861 §3), and requests arriving while it runs are served the stale entry
+//! too, without a second revalidation.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -44,8 +45,8 @@ impl Served {
 pub enum Decision {
     /// Serve the entry: fresh, or stale within what the client's max-stale accepts.
     Hit(Arc<Entry>),
-    /// Stale but servable while one revalidation runs (RFC 5861 §3): lead the revalidation if
-    /// nobody does, else serve it.
+    /// Stale but servable while one revalidation runs (RFC 5861 §3): serve it, and start the
+    /// revalidation in the background if nobody runs one.
     StaleWhileRevalidate(Arc<Entry>),
     /// Go to the origin before serving it, conditionally when it has validators; it becomes the
     /// fill's stale entry (304 freshening, stale-if-error).
@@ -124,11 +125,15 @@ pub enum Admission {
         stale: Option<Arc<Entry>>,
         ticket: Option<Ticket>,
     },
+    /// Serve `entry` stale now ([`Served::Stale`]), and revalidate it in the background
+    /// through a [`crate::Fill`] with `Some(entry)` as its stale entry, leading the key with
+    /// `ticket`: no client waits for that fetch.
+    ServeAndRevalidate { entry: Arc<Entry>, ticket: Ticket },
 }
 
 /// Applies `decision` for `key` against the in-flight table: a miss or a revalidation joins
-/// (leader fetches, follower waits); a stale-while-revalidate entry is revalidated by whoever
-/// finds nobody revalidating it, and served to everyone else.
+/// (leader fetches, follower waits); a stale-while-revalidate entry is served to everyone, and
+/// whoever finds nobody revalidating it also starts the background revalidation.
 pub fn admit<W: Send + 'static>(
     inflight: &InFlight<W>,
     key: &CacheKey,
@@ -140,10 +145,7 @@ pub fn admit<W: Send + 'static>(
         Decision::GatewayTimeout => return Admission::GatewayTimeout,
         Decision::StaleWhileRevalidate(entry) => {
             return match inflight.try_lead(key) {
-                Some(ticket) => Admission::Fetch {
-                    stale: Some(entry),
-                    ticket: Some(ticket),
-                },
+                Some(ticket) => Admission::ServeAndRevalidate { entry, ticket },
                 None => Admission::Serve(entry, Served::Stale),
             };
         }

@@ -15,9 +15,10 @@
 //!   not safe (POST, PUT, DELETE, ...) purges the URL (RFC 9111 §4.4). PURGE from `cache.purge_allow` removes the URL's variants
 //!   (with `X-Squall-Purge: refetch`, fetches it again at once).
 //!
-//! `stale-while-revalidate` is served while one revalidation runs: the request that finds the
-//! entry stale leads the revalidation (and waits for it); requests arriving meanwhile get the
-//! stale entry at once rather than parking. `stale-if-error` answers with the stale entry when
+//! `stale-while-revalidate` (RFC 5861 §3) is served at once to every request inside the
+//! window, the first included: the request that finds the entry stale and nobody revalidating
+//! it (on any worker: the in-flight table is process-wide) also starts the revalidation, as a
+//! background session that answers nobody and whose fill stores or freshens the entry. `stale-if-error` answers with the stale entry when
 //! the revalidation fails (an error status, or no response).
 
 use std::sync::Arc;
@@ -161,7 +162,52 @@ impl Worker {
                 self.start_fill(client, head, route, cache, key, stale, ticket, None);
                 Begun::Forwarded
             }
+            Admission::ServeAndRevalidate { entry, ticket } => {
+                counters.cache_stale.inc();
+                self.downstream().serve_entry(
+                    client,
+                    &head,
+                    &entry,
+                    Served::Stale,
+                    cache.x_cache,
+                    route.id,
+                );
+                self.revalidate_in_background(client, head, route, cache, key, entry, ticket);
+                Begun::Answered
+            }
         }
+    }
+
+    /// Revalidates `stale`, just served to `client` for `head`, with a session of its own that
+    /// answers nobody (RFC 5861 §3), leading `key` with `ticket`. It asks as a plain GET with
+    /// the entry's validators: the client's conditionals and range concern its own answer, and
+    /// a HEAD would bring no body to store.
+    #[allow(clippy::too_many_arguments)]
+    fn revalidate_in_background(
+        &mut self,
+        client: Client,
+        mut head: RequestHead,
+        route: Arc<ProxyRoute>,
+        cache: Arc<Cache>,
+        key: CacheKey,
+        stale: Arc<Entry>,
+        ticket: squall_cache::Ticket,
+    ) {
+        head.method = Method::GET;
+        for name in [
+            header::IF_NONE_MATCH,
+            header::IF_MODIFIED_SINCE,
+            header::IF_MATCH,
+            header::IF_UNMODIFIED_SINCE,
+            header::IF_RANGE,
+            header::RANGE,
+        ] {
+            head.headers.remove(name);
+        }
+        head.expect_continue = false;
+        let fill = self.cache_fill(&head, &route, cache, key, Some(stale), Some(ticket), None);
+        fill.fill.origin_request_headers(&mut head.headers);
+        self.start_background_session(client, head, route, fill);
     }
 
     /// Sends `head` to the origin through a fill of `key` (revalidating `stale` when it has
@@ -170,7 +216,7 @@ impl Worker {
     fn start_fill(
         &mut self,
         client: Client,
-        mut head: RequestHead,
+        head: RequestHead,
         route: Arc<ProxyRoute>,
         cache: Arc<Cache>,
         key: CacheKey,
@@ -178,6 +224,24 @@ impl Worker {
         ticket: Option<squall_cache::Ticket>,
         logged_method: Option<Method>,
     ) {
+        let mut head = head;
+        let fill = self.cache_fill(&head, &route, cache, key, stale, ticket, logged_method);
+        fill.fill.origin_request_headers(&mut head.headers);
+        self.start_session(client, head, route, None, Some(fill));
+    }
+
+    /// The fill of `key` for the request `head` (see [`Fill::new`]).
+    #[allow(clippy::too_many_arguments)]
+    fn cache_fill(
+        &self,
+        head: &RequestHead,
+        route: &ProxyRoute,
+        cache: Arc<Cache>,
+        key: CacheKey,
+        stale: Option<Arc<Entry>>,
+        ticket: Option<squall_cache::Ticket>,
+        logged_method: Option<Method>,
+    ) -> Box<CacheFill> {
         let request = FillRequest {
             key,
             method: head.method.clone(),
@@ -186,13 +250,11 @@ impl Worker {
         let limits = cache.fill_limits(route.cache_ttl);
         let store = cache.store.clone();
         let fill = Fill::new(store, limits, request, stale, ticket, self.wall);
-        fill.origin_request_headers(&mut head.headers);
-        let fill = Box::new(CacheFill {
+        Box::new(CacheFill {
             cache,
             fill,
             logged_method,
-        });
-        self.start_session(client, head, route, None, Some(fill));
+        })
     }
 
     /// A fetch this client waited for has ended (or its wait timed out): look again, then

@@ -14,7 +14,9 @@ use std::time::Duration;
 
 use squall_cache::{HeadAction, Invalidation, OriginHead, Outcome};
 use squall_h1::{RequestHead, ResponseLimits};
-use squall_proxy::{Action, ClientInfo, Exchange, ExchangeConfig, FillHook, ProxyRoute, ToClient};
+use squall_proxy::{
+    Action, ClientInfo, ClientProtocol, Exchange, ExchangeConfig, FillHook, ProxyRoute, ToClient,
+};
 use squall_upstream::{ConnId, RetryPolicy, ServerId, UpstreamErrorClass};
 
 use super::cache::{CacheFill, Label};
@@ -54,8 +56,10 @@ pub struct Session {
     /// The client was answered from the cache after all (a revalidation's 304, a stale entry
     /// for an origin error): the exchange reads the origin's response to its end and drops it.
     answered: bool,
-    /// The client went away: the exchange is being wound down and nothing reaches it.
-    gone: bool,
+    /// Nothing the session does reaches `client`: it went away (the exchange is being wound
+    /// down), or the session is a background revalidation and `client`, already served the
+    /// stale entry, is only the request that started it.
+    detached: bool,
 }
 
 /// What running a batch of actions asks of the client afterwards.
@@ -70,6 +74,11 @@ impl Session {
     pub fn is(&self, id: SessionId) -> bool {
         self.generation == id.generation
     }
+
+    /// The client the session writes to; `None` once detached (gone, or a background fill).
+    pub fn listener(&self) -> Option<Client> {
+        (!self.detached).then_some(self.client)
+    }
 }
 
 impl Worker {
@@ -82,6 +91,62 @@ impl Worker {
         invalidate: Option<(Arc<Cache>, Invalidation)>,
         fill: Option<Box<CacheFill>>,
     ) {
+        let info = self.client_info(client, &head);
+        let id = self.open_session(client, head, route, info, invalidate, fill);
+        downstream::set_session(&mut self.conns[client.conn()], client, Some(id));
+        self.drive(id);
+    }
+
+    /// Starts a session that answers nobody: a cache fill in the background (the revalidation
+    /// of an entry served stale meanwhile, RFC 5861 §3). Its exchange reads the origin's
+    /// response to the end for the fill; `client` is only the request that started it (its
+    /// address goes to the origin as the forwarded-for one). It ends with its exchange, or
+    /// with the worker.
+    pub(super) fn start_background_session(
+        &mut self,
+        client: Client,
+        head: RequestHead,
+        route: Arc<ProxyRoute>,
+        fill: Box<CacheFill>,
+    ) {
+        let info = ClientInfo {
+            protocol: ClientProtocol::Http11,
+            ..self.client_info(client, &head)
+        };
+        let id = self.open_session(client, head, route, info, None, Some(fill));
+        if let Some(session) = self.session_mut(id) {
+            session.detached = true;
+            session.answered = true;
+            session.ex.on_answered_elsewhere();
+        }
+        self.runtime
+            .metrics
+            .worker(self.id)
+            .cache_background_fetches
+            .inc();
+        self.drive(id);
+    }
+
+    fn client_info(&self, client: Client, head: &RequestHead) -> ClientInfo {
+        let conn = &self.conns[client.conn()];
+        ClientInfo {
+            peer: conn.peer,
+            tls: conn.tls.is_some(),
+            protocol: client.protocol(head),
+            keep_alive: self.drain_deadline.is_none(),
+        }
+    }
+
+    /// Makes the session (its exchange's first actions still queued).
+    fn open_session(
+        &mut self,
+        client: Client,
+        head: RequestHead,
+        route: Arc<ProxyRoute>,
+        info: ClientInfo,
+        invalidate: Option<(Arc<Cache>, Invalidation)>,
+        fill: Option<Box<CacheFill>>,
+    ) -> SessionId {
         let upstream = route.upstream;
         let group = self.upstreams.groups.get(upstream);
         let config = ExchangeConfig {
@@ -90,13 +155,6 @@ impl Worker {
             response_timeout: group.map_or(FALLBACK_TIMEOUT, |g| g.response_timeout),
             high_water_bytes: OUT_HIGH_BYTES,
             response_limits: ResponseLimits::default(),
-        };
-        let conn = &self.conns[client.conn()];
-        let info = ClientInfo {
-            peer: conn.peer,
-            tls: conn.tls.is_some(),
-            protocol: client.protocol(&head),
-            keep_alive: self.drain_deadline.is_none(),
         };
         let x_cache = fill.as_ref().is_some_and(|f| f.cache.x_cache);
         self.next_generation = token::next_generation(self.next_generation);
@@ -113,11 +171,9 @@ impl Worker {
             fill,
             invalidate,
             answered: false,
-            gone: false,
+            detached: false,
         });
-        let id = SessionId { index, generation };
-        downstream::set_session(&mut self.conns[client.conn()], client, Some(id));
-        self.drive(id);
+        SessionId { index, generation }
     }
 
     pub(super) fn session_mut(&mut self, id: SessionId) -> Option<&mut Session> {
@@ -142,14 +198,14 @@ impl Worker {
         let Some(session) = self.session_mut(id) else {
             return;
         };
-        let (client, gone) = (session.client, session.gone);
+        let (client, detached) = (session.client, session.detached);
         if session.ex.is_finished() {
             self.end_session(id);
             effects.kick = true;
         } else {
             self.arm_session_timer(id);
         }
-        if effects.kick && !gone {
+        if effects.kick && !detached {
             self.resume_client(client);
         }
     }
@@ -193,7 +249,7 @@ impl Worker {
                 }
             }
             Action::ClientBodyConsumed(n) => {
-                if let Some(session) = self.session_mut(id).filter(|s| !s.gone) {
+                if let Some(session) = self.session_mut(id).filter(|s| !s.detached) {
                     let client = session.client;
                     self.body_consumed(client, n);
                     effects.kick = true;
@@ -208,7 +264,7 @@ impl Worker {
             }
             Action::Client(message) => {
                 let (mut down, sessions) = self.split();
-                let Some(session) = sessions.get_mut(id.index).filter(|s| !s.gone) else {
+                let Some(session) = sessions.get_mut(id.index).filter(|s| !s.detached) else {
                     return;
                 };
                 let written = down.write(session, message);
@@ -303,7 +359,7 @@ impl Worker {
     fn session_error(&mut self, id: SessionId, status: http::StatusCode, request_unfinished: bool) {
         let stale_served = self.serve_stale_on_error(id);
         let (mut down, sessions) = self.split();
-        let Some(session) = sessions.get_mut(id.index).filter(|s| !s.gone) else {
+        let Some(session) = sessions.get_mut(id.index).filter(|s| !s.detached) else {
             return;
         };
         if stale_served {
@@ -323,7 +379,7 @@ impl Worker {
     /// Serves the fill's stale entry in place of an origin error, if `stale-if-error` allows.
     fn serve_stale_on_error(&mut self, id: SessionId) -> bool {
         let (mut down, sessions) = self.split();
-        let Some(session) = sessions.get_mut(id.index).filter(|s| !s.gone) else {
+        let Some(session) = sessions.get_mut(id.index).filter(|s| !s.detached) else {
             return false;
         };
         let Some(fill) = session.fill.as_deref_mut() else {
@@ -380,7 +436,7 @@ impl Worker {
                         let client = session.client;
                         session.ex.on_answered_elsewhere();
                         session.answered = true;
-                        if !session.gone {
+                        if !session.detached {
                             self.downstream()
                                 .serve_entry(client, &request, &entry, served, x_cache, route);
                         }
@@ -421,7 +477,7 @@ impl Worker {
             self.close_origin(index);
         }
         if let Some(conn) = self.conns.get_mut(session.client.conn())
-            && !session.gone
+            && !session.detached
         {
             downstream::set_session(conn, session.client, None);
         }
@@ -448,7 +504,7 @@ impl Worker {
             return;
         };
         let client = session.client;
-        session.gone = true;
+        session.detached = true;
         session.ex.on_client_gone(now);
         if let Some(conn) = self.conns.get_mut(client.conn()) {
             downstream::set_session(conn, client, None);
@@ -459,7 +515,7 @@ impl Worker {
     /// The client has room again (a send completed, HTTP/2 output moved on): a paused origin
     /// may be read again.
     pub(super) fn client_drained(&mut self, id: SessionId) {
-        let Some(client) = self.session_mut(id).map(|s| s.client) else {
+        let Some(client) = self.session_mut(id).and_then(|s| s.listener()) else {
             return;
         };
         let room = self.client_room(client);

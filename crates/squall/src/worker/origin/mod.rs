@@ -228,7 +228,7 @@ impl Worker {
     fn origin_sent(&mut self, id: SessionId, sent: usize) {
         let now = self.now;
         self.feed(id, |ex| ex.on_origin_sent(sent, now));
-        let Some(client) = self.session_mut(id).map(|s| s.client) else {
+        let Some(client) = self.session_mut(id).and_then(|s| s.listener()) else {
             return;
         };
         if let Some(conn) = self.conns.get_mut(client.conn())
