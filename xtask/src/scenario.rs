@@ -608,6 +608,7 @@ mod tests {
             ("h1-cache-hit-1k", 1024),
             ("h1-cache-hit-64k", 65_536),
             ("h2-tls-cache-hit-1k", 1024),
+            ("h2-tls-cache-hit-1m", 1_048_576),
         ] {
             let scenario = by_name(name);
             let origin = scenario.origin.as_ref().expect("an origin");
