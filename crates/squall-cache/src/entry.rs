@@ -5,7 +5,7 @@
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use http::header::{DATE, ETAG, HeaderName, HeaderValue, LAST_MODIFIED, VARY};
+use http::header::{ACCEPT_ENCODING, DATE, ETAG, HeaderName, HeaderValue, LAST_MODIFIED, VARY};
 use http::{HeaderMap, StatusCode};
 
 use crate::directives::{self, is_ows, secs};
@@ -257,11 +257,15 @@ const TOKEN_LIST_HEADERS: &[&str] = &[
 /// The normalised value of a Vary'd request header (RFC 9111 §4.1 allows normalising values
 /// known to be equivalent): all lines joined with `", "` and trimmed. For the `Accept*` token
 /// lists also lowercased, with each member trimmed, inner whitespace runs collapsed to one
-/// space, and empty members dropped. Other headers keep their case and inner spacing: for
-/// `Cookie` or `Authorization`, `a=B` and `a=b` are different users.
+/// space, and empty members dropped. `Accept-Encoding` goes further: it becomes the set of
+/// codings it accepts ([`normalize_accept_encoding`]). Other headers keep their case and inner
+/// spacing: for `Cookie` or `Authorization`, `a=B` and `a=b` are different users.
 pub fn normalize_header(headers: &HeaderMap, name: &HeaderName) -> Option<Bytes> {
     let mut lines = headers.get_all(name).iter().peekable();
     lines.peek()?;
+    if name == ACCEPT_ENCODING {
+        return Some(normalize_accept_encoding(lines.map(HeaderValue::as_bytes)));
+    }
     let token_list = TOKEN_LIST_HEADERS.contains(&name.as_str());
     let mut out = Vec::new();
     for line in lines {
@@ -278,6 +282,106 @@ pub fn normalize_header(headers: &HeaderMap, name: &HeaderName) -> Option<Bytes>
         }
     }
     Some(Bytes::from(out))
+}
+
+/// The content codings Squall knows, in the order a normalised `Accept-Encoding` lists them.
+const CODINGS: [&[u8]; 5] = [b"br", b"deflate", b"gzip", b"identity", b"zstd"];
+const IDENTITY: u8 = 1 << 3;
+/// The normalised value that accepts nothing, not even identity: an empty string would mean
+/// "identity only" when read again.
+const ACCEPTS_NOTHING: &[u8] = b"identity;q=0";
+
+/// An `Accept-Encoding` value (all its lines) as the codings of [`CODINGS`] it accepts (RFC
+/// 9110 §12.5.3), sorted and joined with `", "`: `gzip, deflate, br` and `br;q=1, GZIP;q=0.9,
+/// deflate` are both `br, deflate, gzip, identity`. What is accepted, not the order of
+/// preference, is what decides whether a stored response may answer, so the weights only
+/// count as zero or not:
+/// - a coding is accepted when listed with a weight above 0, excluded when listed with
+///   `q=0` (anywhere: a client that refuses a coding once never gets it);
+/// - `*` stands for every coding not listed by name, with its weight;
+/// - `identity` is accepted unless excluded by name or by `*;q=0` (an empty value accepts
+///   identity only);
+/// - `x-gzip` is `gzip` (RFC 9110 §8.4.1.3); other codings are dropped, and so is a member
+///   with an unreadable weight.
+///
+/// The empty set is written `identity;q=0`, so that normalising is idempotent.
+pub fn normalize_accept_encoding<'a>(lines: impl Iterator<Item = &'a [u8]>) -> Bytes {
+    let (mut accepted, mut refused, mut star) = (0u8, 0u8, None);
+    for member in lines.flat_map(|l| l.split(|&b| b == b',')) {
+        let mut parts = member.split(|&b| b == b';');
+        let coding = parts.next().unwrap_or_default().trim_ascii();
+        if coding.is_empty() {
+            continue;
+        }
+        let Some(positive) = weight_is_positive(parts) else {
+            continue;
+        };
+        if coding == b"*" {
+            star = Some(star.unwrap_or(true) && positive);
+            continue;
+        }
+        let bits = coding_bit(coding);
+        if positive {
+            accepted |= bits;
+        } else {
+            refused |= bits;
+        }
+    }
+    let listed = accepted | refused;
+    let mut set = accepted & !refused;
+    match star {
+        Some(true) => set |= !listed,
+        Some(false) => {}
+        None => set |= IDENTITY & !listed,
+    }
+    if set & ((1 << CODINGS.len()) - 1) == 0 {
+        return Bytes::from_static(ACCEPTS_NOTHING);
+    }
+    let names: Vec<&[u8]> = (CODINGS.iter().enumerate())
+        .filter(|(i, _)| set & (1 << i) != 0)
+        .map(|(_, c)| *c)
+        .collect();
+    Bytes::from(names.join(&b", "[..]))
+}
+
+/// The bit of a coding in [`CODINGS`] (case-insensitive); 0 for one Squall does not know.
+fn coding_bit(coding: &[u8]) -> u8 {
+    let coding = if coding.eq_ignore_ascii_case(b"x-gzip") {
+        &b"gzip"[..]
+    } else {
+        coding
+    };
+    (CODINGS.iter().position(|c| c.eq_ignore_ascii_case(coding))).map_or(0, |i| 1 << i)
+}
+
+/// Whether a member's parameters give it a weight above 0 (no `q` is 1); `None` for a weight
+/// that is not a qvalue (RFC 9110 §12.4.2).
+fn weight_is_positive<'a>(params: impl Iterator<Item = &'a [u8]>) -> Option<bool> {
+    let mut positive = true;
+    for param in params {
+        let param = param.trim_ascii();
+        let Some(value) = param
+            .strip_prefix(b"q=")
+            .or_else(|| param.strip_prefix(b"Q="))
+        else {
+            continue;
+        };
+        positive = match value {
+            [b'0'] | [b'0', b'.'] => false,
+            [b'0', b'.', digits @ ..] if digits.len() <= 3 => {
+                if !digits.iter().all(u8::is_ascii_digit) {
+                    return None;
+                }
+                digits.iter().any(|&d| d != b'0')
+            }
+            [b'1'] | [b'1', b'.'] => true,
+            [b'1', b'.', zeros @ ..] if zeros.len() <= 3 && zeros.iter().all(|&d| d == b'0') => {
+                true
+            }
+            _ => return None,
+        };
+    }
+    Some(positive)
 }
 
 fn push_member(out: &mut Vec<u8>, member: &[u8]) {
@@ -320,26 +424,78 @@ mod tests {
 
     #[test]
     fn normalisation() {
-        let ae = HeaderName::from_static("accept-encoding");
+        let al = HeaderName::from_static("accept-language");
         let h = map(&[
-            ("accept-encoding", " GZIP ,  Br;q=0.5 , "),
-            ("accept-encoding", "x"),
+            ("accept-language", " EN ,  De;q=0.5 , "),
+            ("accept-language", "x"),
         ]);
-        assert_eq!(normalize_header(&h, &ae).unwrap(), "gzip, br;q=0.5, x");
-        let h = map(&[("accept-encoding", "gzip,  deflate")]);
-        assert_eq!(normalize_header(&h, &ae).unwrap(), "gzip, deflate");
-        let h = map(&[("accept-encoding", "gzip;  q=1")]);
-        assert_eq!(normalize_header(&h, &ae).unwrap(), "gzip; q=1");
-        assert_eq!(normalize_header(&HeaderMap::new(), &ae), None);
+        assert_eq!(normalize_header(&h, &al).unwrap(), "en, de;q=0.5, x");
+        let h = map(&[("accept-language", "en,  fr")]);
+        assert_eq!(normalize_header(&h, &al).unwrap(), "en, fr");
+        let h = map(&[("accept-language", "en;  q=1")]);
+        assert_eq!(normalize_header(&h, &al).unwrap(), "en; q=1");
+        assert_eq!(normalize_header(&HeaderMap::new(), &al), None);
         let cookie = HeaderName::from_static("cookie");
         let h = map(&[("cookie", " a=B "), ("cookie", "c=D")]);
         assert_eq!(normalize_header(&h, &cookie).unwrap(), "a=B, c=D");
+    }
+
+    /// Byte-exact `Accept-Encoding` values and the set each one normalises to.
+    #[test]
+    fn accept_encoding_becomes_the_sorted_set_of_known_codings_it_accepts() {
+        let ae = HeaderName::from_static("accept-encoding");
+        let norm = |lines: &[&str]| {
+            let pairs: Vec<_> = lines.iter().map(|l| ("accept-encoding", *l)).collect();
+            normalize_header(&map(&pairs), &ae).unwrap()
+        };
+        let all = "br, deflate, gzip, identity";
+        for value in [
+            "gzip, deflate, br",
+            "br, gzip;q=0.9, deflate",
+            "GZIP,DEFLATE,BR",
+            " br ;q=1.000 , x-gzip;q=0.001,deflate;Q=0.5,,",
+            "gzip, deflate, br, compress",
+            "gzip, deflate, br;q=1., foo;q=0",
+        ] {
+            assert_eq!(norm(&[value]), all, "{value:?}");
+        }
+        assert_eq!(norm(&["gzip", "deflate, br"]), all, "lines join");
+        // Absent is not empty: an empty value accepts identity only.
+        assert_eq!(normalize_header(&HeaderMap::new(), &ae), None);
+        assert_eq!(norm(&[""]), "identity");
+        assert_eq!(norm(&["compress"]), "identity");
+        // q=0 excludes, wherever the coding is listed.
+        assert_eq!(norm(&["gzip, br;q=0"]), "gzip, identity");
+        assert_eq!(norm(&["gzip;q=0.000, br, gzip"]), "br, identity");
+        assert_eq!(norm(&["gzip, identity;q=0"]), "gzip");
+        // `*` stands for what is not listed, with its weight.
+        assert_eq!(norm(&["*"]), "br, deflate, gzip, identity, zstd");
+        assert_eq!(norm(&["gzip;q=0, *"]), "br, deflate, identity, zstd");
+        assert_eq!(norm(&["br, *;q=0"]), "br");
+        assert_eq!(norm(&["br, identity, *;q=0"]), "br, identity");
+        assert_eq!(norm(&["*;q=0"]), ACCEPTS_NOTHING);
+        assert_eq!(norm(&["identity;q=0"]), ACCEPTS_NOTHING);
+        // A weight that is no qvalue drops its member (here gzip; identity stays implied).
+        for bad in [
+            "gzip;q=2",
+            "gzip;q=0.5000",
+            "gzip;q=abc",
+            "gzip;q=",
+            "gzip;q=1.5",
+        ] {
+            assert_eq!(norm(&[bad]), "identity", "{bad:?}");
+        }
+        assert_eq!(norm(&["zstd;q=0.1;level=3"]), "identity, zstd");
+        assert_eq!(norm(&["gzip;foo=bar"]), "gzip, identity");
     }
 
     #[test]
     fn normalisation_is_idempotent() {
         for (name, value) in [
             ("accept-encoding", " GZIP ,  Br;q=0.5 ,, x "),
+            ("accept-encoding", "identity;q=0"),
+            ("accept-encoding", ""),
+            ("accept-language", " EN ,  De;q=0.5 ,, x "),
             ("accept-language", "en-US,en;q=0.9"),
             ("cookie", "  a=B;  c=D "),
             ("origin", "https://a.example"),

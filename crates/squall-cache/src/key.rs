@@ -64,6 +64,14 @@ impl CacheKey {
         &self.repr[self.path_at..]
     }
 
+    /// Whether this key is `prefix`'s URL or one under it: same method class, scheme and host,
+    /// and a path and query that start with `prefix`'s, byte for byte (`/a/` covers `/a/b` and
+    /// `/a/?x`, not `/a`; `/a` also covers `/ab`).
+    pub fn starts_with(&self, prefix: &CacheKey) -> bool {
+        self.repr[..self.path_at] == prefix.repr[..prefix.path_at]
+            && self.path_and_query().starts_with(prefix.path_and_query())
+    }
+
     /// Bytes this key occupies, for the store's accounting.
     pub fn size(&self) -> usize {
         self.repr.len() + std::mem::size_of::<CacheKey>()
@@ -187,6 +195,22 @@ mod tests {
         assert_eq!(CacheKey::new("http", b"[::1]:80", b"/").host(), b"[::1]");
         assert_eq!(CacheKey::new("http", b"::80", b"/").host(), b"::80");
         assert_eq!(CacheKey::new("http", b"h:443", b"/").host(), b"h:443");
+    }
+
+    #[test]
+    fn prefixes_match_scheme_host_and_leading_path_bytes() {
+        let dir = CacheKey::new("https", b"a.example", b"/p/");
+        let key = |scheme, host: &[u8], path: &[u8]| CacheKey::new(scheme, host, path);
+        assert!(key("https", b"A.example:443", b"/p/x?y").starts_with(&dir));
+        assert!(key("https", b"a.example", b"/p/").starts_with(&dir));
+        assert!(key("https", b"a.example", b"/p/?q").starts_with(&dir));
+        assert!(!key("https", b"a.example", b"/p").starts_with(&dir));
+        assert!(!key("https", b"a.example", b"/px/").starts_with(&dir));
+        assert!(!key("http", b"a.example", b"/p/x").starts_with(&dir));
+        assert!(!key("https", b"a.example.evil", b"/p/x").starts_with(&dir));
+        assert!(!key("https", b"b.example", b"/p/x").starts_with(&dir));
+        let bare = CacheKey::new("https", b"a.example", b"/p");
+        assert!(key("https", b"a.example", b"/pq").starts_with(&bare));
     }
 
     #[test]

@@ -76,9 +76,13 @@ mod policy;
 mod range;
 mod sieve;
 mod store;
+mod tags;
 mod validate;
 
-pub use entry::{ENTRY_OVERHEAD_BYTES, Entry, EntryState, HEADER_OVERHEAD_BYTES, normalize_header};
+pub use entry::{
+    ENTRY_OVERHEAD_BYTES, Entry, EntryState, HEADER_OVERHEAD_BYTES, normalize_accept_encoding,
+    normalize_header,
+};
 pub use fill::{
     Admission, Decision, EncodeHead, Fill, FillLimits, FillRequest, HeadAction, Invalidation,
     OriginHead, Outcome, Served, admit, decide, decide_after_wait, header_lines, stored_headers,
@@ -94,4 +98,8 @@ pub use range::{
     parse_range, range_answer,
 };
 pub use store::{NODE_OVERHEAD_BYTES, Store, StoreStats, VARIANTS_PER_KEY_MAX};
+pub use tags::{
+    SURROGATE_KEY, SURROGATE_KEY_BYTES_MAX, SURROGATE_KEYS_MAX, TAG_OVERHEAD_BYTES, TAG_REF_BYTES,
+    Tag, surrogate_keys,
+};
 pub use validate::{Exchange, Freshened, freshen, not_modified, revalidation_headers};

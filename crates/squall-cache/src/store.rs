@@ -7,6 +7,10 @@
 //! its visited bit (an atomic, SIEVE needs nothing else) and clone the `Arc`; the body is sent
 //! outside any lock. Inserts, purges and evictions take it for writing, and entries they drop
 //! are freed after the lock is released.
+//!
+//! Each shard also indexes its entries by surrogate key ([`crate::tags`]), charged to the same
+//! budget; purging by tag or by URL prefix walks the shards one at a time, holding each lock
+//! only for that shard's part.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,6 +21,7 @@ use http::HeaderMap;
 use crate::entry::Entry;
 use crate::key::{CacheKey, PassThrough, shard_count, shard_of};
 use crate::sieve::Sieve;
+use crate::tags::{self, Tag, TagIndex};
 
 /// Bytes charged per stored variant for the store's own bookkeeping (slab slot, map entry).
 pub const NODE_OVERHEAD_BYTES: usize = 64;
@@ -91,13 +96,20 @@ impl Store {
     /// Stores `entry` for `key`, replacing the variant with the same Vary values and dropping
     /// variants stored under a different set of Vary names (the newest response defines the
     /// Vary). Evicts by SIEVE until it fits. `false`: too large for this store, not stored.
+    /// Indexes the response's `Surrogate-Key` tags ([`tags::surrogate_keys`]).
     pub fn insert(&self, key: CacheKey, entry: Arc<Entry>) -> bool {
-        let charge = charge(&key, &entry);
-        if charge > self.object_max_bytes {
+        let tags = tags::surrogate_keys(&entry.headers);
+        if charge(&key, &entry) + tags::worst_bytes(&tags) > self.object_max_bytes {
             self.rejected_too_large.fetch_add(1, Ordering::Relaxed);
             return false;
         }
-        let dropped = self.write(&key).insert(key, entry, charge);
+        let stored = Stored {
+            charge: charge(&key, &entry) + tags::ref_bytes(&tags),
+            key,
+            entry,
+            tags: Box::default(),
+        };
+        let dropped = self.write(&stored.key).insert(stored, tags);
         // Freed here, after the lock: a large body's free should not stall the shard.
         drop(dropped);
         true
@@ -107,6 +119,44 @@ impl Store {
     pub fn purge(&self, key: &CacheKey) -> usize {
         let dropped = self.write(key).remove_where(key, |_| true);
         dropped.len()
+    }
+
+    /// Removes every entry carrying any of `tags` (from [`tags::surrogate_keys`] of a PURGE),
+    /// in every shard; returns how many there were.
+    pub fn purge_tags(&self, tags: &[Tag]) -> usize {
+        if tags.is_empty() {
+            return 0;
+        }
+        self.purge_each_shard(|shard| shard.tags.slots(tags))
+    }
+
+    /// Removes every entry of `prefix`'s scheme and host whose path and query start with
+    /// `prefix`'s, in every shard; returns how many there were.
+    pub fn purge_prefix(&self, prefix: &CacheKey) -> usize {
+        self.purge_each_shard(|shard| {
+            let under = shard
+                .sieve
+                .iter()
+                .filter(|(_, s)| s.key.starts_with(prefix));
+            under.map(|(slot, _)| slot).collect()
+        })
+    }
+
+    /// Removes the slots `select` picks in each shard, one shard's lock at a time; the
+    /// entries are freed after each lock is released.
+    fn purge_each_shard(&self, select: impl Fn(&Shard) -> Vec<usize>) -> usize {
+        let mut removed = 0;
+        for shard in &self.shards {
+            let mut shard = shard.write().unwrap_or_else(PoisonError::into_inner);
+            let slots = select(&shard);
+            let dropped: Vec<Arc<Entry>> = slots
+                .into_iter()
+                .filter_map(|i| shard.remove_slot(i))
+                .collect();
+            drop(shard);
+            removed += dropped.len();
+        }
+        removed
     }
 
     /// Removes this very entry if it is still stored (e.g. after its revalidation failed or
@@ -141,10 +191,11 @@ impl Store {
         self.object_max_bytes
     }
 
-    /// What storing `entry` under `key` costs against the memory limit: the entry's size, the
-    /// key, and [`NODE_OVERHEAD_BYTES`].
+    /// What storing `entry` under `key` costs against the memory limit at most: the entry's
+    /// size, the key, [`NODE_OVERHEAD_BYTES`], and its tags ([`crate::tags`]) as if none were
+    /// indexed yet (a tag another entry of the shard carries costs only its reference).
     pub fn charge(key: &CacheKey, entry: &Entry) -> usize {
-        charge(key, entry)
+        charge(key, entry) + tags::worst_bytes(&tags::surrogate_keys(&entry.headers))
     }
 
     /// Panics if any shard's bookkeeping is inconsistent or over budget, or the total exceeds
@@ -185,7 +236,10 @@ fn charge(key: &CacheKey, entry: &Entry) -> usize {
 struct Stored {
     key: CacheKey,
     entry: Arc<Entry>,
+    /// What it costs, with its tag references (the strings are the index's to charge).
     charge: usize,
+    /// Its surrogate keys, shared with the shard's index.
+    tags: Box<[Tag]>,
 }
 
 /// One shard: variants in a SIEVE queue, found through a map from key hash to their slots.
@@ -196,6 +250,8 @@ struct Shard {
     /// Key hash -> slots of its variants, newest first.
     map: HashMap<u64, Vec<usize>, PassThrough>,
     sieve: Sieve<Stored>,
+    tags: TagIndex,
+    /// Every stored charge plus the tag index's strings.
     bytes: usize,
     budget: usize,
     evictions: u64,
@@ -207,6 +263,7 @@ impl Shard {
         Shard {
             map: HashMap::with_hasher(PassThrough),
             sieve: Sieve::new(),
+            tags: TagIndex::default(),
             bytes: 0,
             budget,
             evictions: 0,
@@ -224,32 +281,38 @@ impl Shard {
         })
     }
 
-    /// Inserts a variant whose `charge` fits the budget (the caller checked it against the
-    /// object limit, which is at most the budget). Returns the entries it dropped.
-    fn insert(&mut self, key: CacheKey, entry: Arc<Entry>, charge: usize) -> Vec<Arc<Entry>> {
-        debug_assert!(charge <= self.budget);
-        let mut dropped = self.remove_where(&key, |e| {
-            e.same_variant(&entry) || !e.same_vary_names(&entry)
-        });
-        let variants = self.variants_of(&key);
+    /// Inserts a variant carrying `tags` whose charge with every tag string fits the budget
+    /// (the caller checked it against the object limit, which is at most the budget). Returns
+    /// the entries it dropped.
+    fn insert(&mut self, mut stored: Stored, tags: Vec<Tag>) -> Vec<Arc<Entry>> {
+        let (key, entry) = (&stored.key, &stored.entry);
+        let mut dropped =
+            self.remove_where(key, |e| e.same_variant(entry) || !e.same_vary_names(entry));
+        let variants = self.variants_of(&stored.key);
         if variants.len() >= VARIANTS_PER_KEY_MAX {
             // Newest first, so the last ones are the oldest.
             for &i in &variants[VARIANTS_PER_KEY_MAX - 1..] {
                 dropped.extend(self.remove_slot(i));
             }
         }
-        while self.bytes + charge > self.budget {
-            // Invariant: bytes > 0 here (charge <= budget), so the queue is not empty.
+        stored.tags = self.tags.share(tags);
+        // What the strings new to the index cost grows as evictions drop tags, up to every
+        // string: the caller checked that much against the object limit.
+        while self.bytes + stored.charge + self.tags.new_bytes(&stored.tags) > self.budget {
+            // Invariant: bytes > 0 here (the worst charge <= budget), so the queue is not
+            // empty.
             let Some(victim) = self.sieve.victim() else {
                 break;
             };
             dropped.extend(self.remove_slot(victim));
             self.evictions += 1;
         }
-        let hash = key.hash64();
-        let slot = self.sieve.push(Stored { key, entry, charge });
+        let (hash, charge) = (stored.key.hash64(), stored.charge);
+        let slot = self.sieve.push(stored);
+        let tags = self.sieve.get(slot).map_or(&[][..], |s| &s.tags[..]);
+        let strings = self.tags.add(slot, tags);
         self.map.entry(hash).or_default().insert(0, slot);
-        self.bytes += charge;
+        self.bytes += charge + strings;
         self.inserts += 1;
         debug_assert!(self.bytes <= self.budget);
         dropped
@@ -286,7 +349,7 @@ impl Shard {
 
     fn remove_slot(&mut self, slot: usize) -> Option<Arc<Entry>> {
         let stored = self.sieve.remove(slot)?;
-        self.bytes -= stored.charge;
+        self.bytes -= stored.charge + self.tags.remove(slot, &stored.tags);
         let hash = stored.key.hash64();
         if let Some(slots) = self.map.get_mut(&hash) {
             slots.retain(|&i| i != slot);
@@ -318,11 +381,15 @@ impl Shard {
         }
         for (_, stored) in self.sieve.iter() {
             bytes += stored.charge;
+            let own = charge(&stored.key, &stored.entry) + tags::ref_bytes(&stored.tags);
+            assert_eq!(stored.charge, own, "charge is not the entry's");
             let same_key = self.variants_of(&stored.key).len();
             assert!(same_key <= VARIANTS_PER_KEY_MAX, "too many variants");
         }
         assert_eq!(mapped, self.sieve.len(), "map and queue disagree");
-        assert_eq!(bytes, self.bytes, "byte count drifted");
+        let carried = self.sieve.iter().map(|(i, s)| (i, &s.tags[..]));
+        self.tags.check(carried);
+        assert_eq!(bytes + self.tags.bytes(), self.bytes, "byte count drifted");
     }
 }
 

@@ -329,44 +329,19 @@ impl Worker {
         });
     }
 
-    /// PURGE: removes every variant of the URL, if the client may.
+    /// PURGE: answered in `purge.rs` (by URL, surrogate key or prefix), except a refetch,
+    /// whose fresh copy is fetched here.
     fn purge(
         &mut self,
         client: Client,
-        mut head: RequestHead,
+        head: RequestHead,
         route: Arc<ProxyRoute>,
         cache: Arc<Cache>,
         key: CacheKey,
     ) -> Begun {
-        let allowed = self.conns[client.conn()]
-            .peer
-            .is_some_and(|peer| cache.purge_allowed(peer.ip()));
-        if !allowed {
-            (self.runtime.metrics.worker(self.id)).count_refused(StatusCode::FORBIDDEN);
-            self.downstream()
-                .answer_status(client, &head, StatusCode::FORBIDDEN);
+        let Some(mut head) = self.purge_request(client, head, &cache, &key) else {
             return Begun::Answered;
-        }
-        let removed = cache.store.purge(&key);
-        self.runtime
-            .metrics
-            .worker(self.id)
-            .cache_purges
-            .add(removed as u64);
-        debug!(worker = self.id, removed, "purge");
-        let refetch = head
-            .headers
-            .get(PURGE_HEADER)
-            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"refetch"));
-        if !refetch {
-            let status = if removed > 0 {
-                StatusCode::OK
-            } else {
-                StatusCode::NOT_FOUND
-            };
-            self.downstream().answer_status(client, &head, status);
-            return Begun::Answered;
-        }
+        };
         // Fetch a fresh copy now, as a GET, and answer the PURGE with it (Tempesta's
         // `X-Tempesta-Cache: get`).
         let purge = std::mem::replace(&mut head.method, Method::GET);

@@ -14,6 +14,7 @@ mod h1;
 mod h2;
 mod listen;
 mod origin;
+mod purge;
 mod session;
 mod socket;
 mod token;

@@ -1,0 +1,241 @@
+//! PURGE on cached routes, from `cache.purge_allow` addresses only: drop one URL's variants,
+//! every object carrying a surrogate key, or every object under a path.
+//!
+//! The request's fields choose what goes ([`mode`], a pure function):
+//! - nothing: the URL's variants (`X-Squall-Purge: refetch` also fetches it again, which the
+//!   caller in `cache.rs` starts, since that is a fill like any other);
+//! - `Surrogate-Key: a b`: every object whose response carried tag `a` or `b`, on any URL of
+//!   any host (the URL of the PURGE only has to be on a cached route);
+//! - `X-Squall-Purge: prefix`: every object of the request's scheme and host whose path and
+//!   query start with the request's.
+//!
+//! The store does the work (`Store::purge`, `purge_tags`, `purge_prefix`, each shard locked
+//! only for its own part); this file checks the address, counts, and answers. Every mode
+//! answers alike so that scripts read one format: `200` with `purged N` in the body and an
+//! `X-Squall-Purged: N` field, `404` (with `purged 0`) when nothing was removed, `400` for
+//! fields that ask for no known mode, `403` for an address outside `purge_allow`.
+
+use bytes::Bytes;
+use http::header::{HeaderMap, HeaderName};
+use http::{Method, StatusCode};
+use squall_cache::{CacheKey, SURROGATE_KEY, Tag};
+use squall_h1::RequestHead;
+use tracing::debug;
+
+use super::Worker;
+use super::downstream::{Client, Downstream};
+use super::log_request;
+use crate::cache::Cache;
+
+/// The field that picks a purge mode other than the URL's (`refetch`, `prefix`).
+const MODE_FIELD: HeaderName = HeaderName::from_static("x-squall-purge");
+/// The answer's field with the number of objects removed.
+const PURGED_FIELD: &str = "x-squall-purged";
+
+/// What a PURGE asks to remove.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Mode {
+    /// The URL's variants.
+    Url,
+    /// The URL's variants, then a fresh copy fetched as a GET answers the PURGE.
+    Refetch,
+    /// Every object of the scheme and host under the path (and query).
+    Prefix,
+    /// Every object carrying one of these tags.
+    Tags(Vec<Tag>),
+    /// Fields that name no mode Squall knows, or two at once: why.
+    Invalid(&'static str),
+}
+
+/// The mode a PURGE's fields ask for. `X-Squall-Purge` is matched case-insensitively;
+/// `Surrogate-Key` is read as a response's is ([`squall_cache::surrogate_keys`]: spaces
+/// between tags, at most 64 tags of at most 256 bytes) and does not combine with
+/// `X-Squall-Purge`.
+pub(super) fn mode(headers: &HeaderMap) -> Mode {
+    let named = headers.get(&MODE_FIELD).map(|v| v.as_bytes().trim_ascii());
+    if headers.contains_key(SURROGATE_KEY) {
+        if named.is_some() {
+            return Mode::Invalid("Surrogate-Key and X-Squall-Purge do not combine");
+        }
+        let tags = squall_cache::surrogate_keys(headers);
+        if tags.is_empty() {
+            return Mode::Invalid("Surrogate-Key names no tag");
+        }
+        return Mode::Tags(tags);
+    }
+    match named {
+        None => Mode::Url,
+        Some(v) if v.eq_ignore_ascii_case(b"refetch") => Mode::Refetch,
+        Some(v) if v.eq_ignore_ascii_case(b"prefix") => Mode::Prefix,
+        Some(_) => Mode::Invalid("X-Squall-Purge is refetch or prefix"),
+    }
+}
+
+/// The answer's status for a count: 200, or 404 when nothing was removed.
+fn status_of(removed: usize) -> StatusCode {
+    if removed > 0 {
+        StatusCode::OK
+    } else {
+        StatusCode::NOT_FOUND
+    }
+}
+
+impl Worker {
+    /// Answers a PURGE of `key` from `cache` (the caller checked the method), unless it asks
+    /// for a refetch: then the URL's variants are gone and the head comes back, for the
+    /// caller to fetch the URL with.
+    pub(super) fn purge_request(
+        &mut self,
+        client: Client,
+        head: RequestHead,
+        cache: &Cache,
+        key: &CacheKey,
+    ) -> Option<RequestHead> {
+        let counters = self.runtime.metrics.worker(self.id);
+        let allowed = self.conns[client.conn()]
+            .peer
+            .is_some_and(|peer| cache.purge_allowed(peer.ip()));
+        if !allowed {
+            counters.count_refused(StatusCode::FORBIDDEN);
+            self.downstream()
+                .answer_status(client, &head, StatusCode::FORBIDDEN);
+            return None;
+        }
+        let mode = mode(&head.headers);
+        let removed = match &mode {
+            Mode::Url | Mode::Refetch => cache.store.purge(key),
+            Mode::Prefix => cache.store.purge_prefix(key),
+            Mode::Tags(tags) => cache.store.purge_tags(tags),
+            Mode::Invalid(why) => {
+                debug!(worker = self.id, why, "purge refused");
+                self.downstream()
+                    .answer_status(client, &head, StatusCode::BAD_REQUEST);
+                return None;
+            }
+        };
+        counters.cache_purges.add(removed as u64);
+        debug!(worker = self.id, removed, ?mode, "purge");
+        if mode == Mode::Refetch {
+            return Some(head);
+        }
+        self.downstream().answer_purged(client, &head, removed);
+        None
+    }
+}
+
+impl Downstream<'_> {
+    /// The answer to a PURGE that removed `removed` objects: the count in the body and in
+    /// `X-Squall-Purged`, 404 for none.
+    fn answer_purged(&mut self, client: Client, head: &RequestHead, removed: usize) {
+        let status = status_of(removed);
+        let mut count = super::h2::itoa_buf(removed);
+        let count = count.as_bytes();
+        let body = Bytes::from([&b"purged "[..], count, b"\n"].concat());
+        let Some(conn) = self.conns.get_mut(client.conn()) else {
+            return;
+        };
+        let sent = match client {
+            Client::H2(_, stream) => {
+                let Some(h2) = conn.h2.as_mut() else { return };
+                let fields = [
+                    (&b"server"[..], &b"squall"[..]),
+                    (&b"content-type"[..], &b"text/plain"[..]),
+                    (PURGED_FIELD.as_bytes(), count),
+                ];
+                let is_head = head.method == Method::HEAD;
+                let date = self.date;
+                super::h2::send_reply(
+                    &mut h2.conn,
+                    stream,
+                    status,
+                    fields,
+                    None,
+                    body,
+                    is_head,
+                    date,
+                )
+            }
+            Client::H1(_) => {
+                let raw = [
+                    &b"server: squall\r\ncontent-type: text/plain\r\n"[..],
+                    PURGED_FIELD.as_bytes(),
+                    b": ",
+                    count,
+                    b"\r\n",
+                ]
+                .concat();
+                let response = squall_h1::ResponseHead {
+                    status,
+                    headers: &HeaderMap::new(),
+                    raw_headers: &raw,
+                    body_len: Some(body.len() as u64),
+                };
+                let before = conn.out.len();
+                let mut framing = head.framing();
+                framing.keep_alive &= !self.draining;
+                if squall_h1::encode_response_head(&response, framing, self.date, &mut conn.out) {
+                    conn.out.extend_from_slice(&body);
+                }
+                conn.out.len() - before
+            }
+        };
+        self.counters.count_response(status);
+        log_request(
+            self.log,
+            conn,
+            Some(head),
+            status,
+            sent,
+            self.now,
+            self.counters,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn fields(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (n, v) in pairs {
+            let name = HeaderName::from_bytes(n.as_bytes()).unwrap();
+            h.append(name, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn fields_choose_the_mode() {
+        assert_eq!(mode(&fields(&[])), Mode::Url);
+        assert_eq!(
+            mode(&fields(&[("x-squall-purge", "Refetch")])),
+            Mode::Refetch
+        );
+        assert_eq!(
+            mode(&fields(&[("x-squall-purge", " prefix ")])),
+            Mode::Prefix
+        );
+        let Mode::Tags(tags) = mode(&fields(&[("surrogate-key", "a  b a")])) else {
+            panic!("tags");
+        };
+        assert_eq!(
+            tags.iter().map(|t| &t[..]).collect::<Vec<_>>(),
+            [b"a", b"b"]
+        );
+        for bad in [
+            &[("x-squall-purge", "prefixes")][..],
+            &[("surrogate-key", "  ")],
+            &[("surrogate-key", "a"), ("x-squall-purge", "prefix")],
+        ] {
+            assert!(matches!(mode(&fields(bad)), Mode::Invalid(_)), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn nothing_removed_is_404() {
+        assert_eq!(status_of(0), StatusCode::NOT_FOUND);
+        assert_eq!(status_of(3), StatusCode::OK);
+    }
+}
