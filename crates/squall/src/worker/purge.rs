@@ -123,6 +123,9 @@ impl Worker {
     }
 }
 
+/// The PURGE answer's writer. It branches on the client's protocol, which only
+/// `downstream.rs` should do (docs/ARCHITECTURE.md): it is meant to become a general
+/// "short text answer with extra fields" beside `Downstream::answer_status` there.
 impl Downstream<'_> {
     /// The answer to a PURGE that removed `removed` objects: the count in the body and in
     /// `X-Squall-Purged`, 404 for none.
