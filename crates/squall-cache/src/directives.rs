@@ -43,7 +43,7 @@ pub(crate) fn for_each_directive(headers: &HeaderMap, mut f: impl FnMut(Directiv
 /// Splits one field line into directives: `name[=token|"quoted"]`, comma separated. Commas
 /// inside a quoted string (`no-cache="a, b"`) do not split; garbage up to the next comma is
 /// skipped.
-fn parse_line(line: &[u8], f: &mut impl FnMut(Directive<'_>)) {
+pub(crate) fn parse_line(line: &[u8], f: &mut impl FnMut(Directive<'_>)) {
     let mut at = 0;
     while at < line.len() {
         at = skip(line, at, |b| b == b',' || is_ows(b));

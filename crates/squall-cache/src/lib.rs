@@ -38,7 +38,11 @@
 //!   allowed but easy to get wrong). `no-cache` and `no-cache="field"` both mean "store, but
 //!   revalidate every time".
 //! - `Set-Cookie` prevents storing (as Varnish does by default): a cookie meant for one client
-//!   must not be replayed to others.
+//!   must not be replayed to others. A route may instead strip it from the stored copy or store
+//!   it ([`SetCookie`]).
+//! - Targeted fields (RFC 9213): the first valid one of `cache.target_header`,
+//!   `CDN-Cache-Control` and `Surrogate-Control` replaces Cache-Control, Expires and Pragma for
+//!   this cache.
 //! - `Authorization` in the request allows storing only with public, s-maxage or
 //!   must-revalidate (§3.5).
 //! - `Vary: *`, or a Vary member that is not a field name, prevents storing.
@@ -77,6 +81,7 @@ mod range;
 mod sieve;
 mod store;
 mod tags;
+mod targeted;
 mod validate;
 
 pub use entry::{
@@ -90,8 +95,9 @@ pub use fill::{
 pub use inflight::{InFlight, Join, Ticket, WAITERS_PER_KEY_MAX};
 pub use key::CacheKey;
 pub use policy::{
-    Freshness, Lookup, NotStorable, RequestCacheControl, corrected_initial_age,
-    heuristically_cacheable, invalidates, lookup_policy, request_cache_control, storable,
+    Freshness, Lookup, NotStorable, RequestCacheControl, ResponseRules, SetCookie,
+    corrected_initial_age, heuristically_cacheable, invalidates, lookup_policy,
+    request_cache_control, storable, storable_with,
 };
 pub use range::{
     ByteRange, ContentRange, Multipart, RANGES_MAX, RangeAnswer, if_range_matches, multipart,
@@ -102,4 +108,5 @@ pub use tags::{
     SURROGATE_KEY, SURROGATE_KEY_BYTES_MAX, SURROGATE_KEYS_MAX, TAG_OVERHEAD_BYTES, TAG_REF_BYTES,
     Tag, surrogate_keys,
 };
+pub use targeted::{CDN_CACHE_CONTROL, SURROGATE_CONTROL};
 pub use validate::{Exchange, Freshened, freshen, not_modified, revalidation_headers};

@@ -4,11 +4,14 @@
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
-use http::header::{AGE, AUTHORIZATION, DATE, ETAG, EXPIRES, LAST_MODIFIED, PRAGMA, SET_COOKIE};
+use http::header::{
+    AGE, AUTHORIZATION, DATE, ETAG, EXPIRES, HeaderName, LAST_MODIFIED, PRAGMA, SET_COOKIE,
+};
 use http::{HeaderMap, Method, StatusCode};
 
 use crate::directives::{self, Directive, date, for_each_directive, secs};
 use crate::entry::vary_names;
+use crate::targeted::{self, Targeted, Value};
 
 /// The request's Cache-Control directives (RFC 9111 §5.2.1).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -197,7 +200,33 @@ impl fmt::Display for NotStorable {
     }
 }
 
-/// The response's Cache-Control directives this cache acts on (RFC 9111 §5.2.2).
+/// What a response with `Set-Cookie` does on a cached route (`cache_set_cookie`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SetCookie {
+    /// Not stored ([`NotStorable::SetCookie`]): a cookie meant for one client is never
+    /// replayed to another.
+    #[default]
+    Pass,
+    /// Stored without its `Set-Cookie` fields: the client whose request fetched it gets the
+    /// cookie, hits do not.
+    Strip,
+    /// Stored with the cookie, which every hit replays: for origins known to set only
+    /// cookies that are the same for everyone.
+    Store,
+}
+
+/// A cache's and a route's settings for reading a response, beyond RFC 9111.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ResponseRules {
+    /// `cache.target_header`: a targeted field (RFC 9213) of this cache's own, read before
+    /// `CDN-Cache-Control` and `Surrogate-Control`, which are always on the target list.
+    pub target_header: Option<HeaderName>,
+    /// The route's `cache_set_cookie`.
+    pub set_cookie: SetCookie,
+}
+
+/// The response's cache directives this cache acts on (RFC 9111 §5.2.2): from the selected
+/// targeted field when there is one (RFC 9213 §2.2), else from Cache-Control.
 #[derive(Clone, Copy, Debug, Default)]
 struct ResponseCacheControl {
     no_store: bool,
@@ -212,9 +241,57 @@ struct ResponseCacheControl {
     stale_while_revalidate: Option<u64>,
     stale_if_error: Option<u64>,
     any: bool,
+    /// Read from a targeted field: Cache-Control, Expires and Pragma are ignored.
+    targeted: bool,
 }
 
 impl ResponseCacheControl {
+    /// The first valid targeted field of the target list decides alone; without one,
+    /// Cache-Control (RFC 9213 §2.2).
+    fn select(headers: &HeaderMap, target: Option<&HeaderName>) -> ResponseCacheControl {
+        match targeted::select(headers, target) {
+            Some(list) => ResponseCacheControl::targeted(&list),
+            None => ResponseCacheControl::parse(headers),
+        }
+    }
+
+    /// A targeted field's directives, with Cache-Control's meanings (RFC 9213 §2.2). A value
+    /// of the wrong type is not consumed (§2.1): `max-age=1.5` is no max-age, `no-store=?0`
+    /// no no-store. `private` and `no-cache` count with a field list (a String) as without.
+    fn targeted(list: &[Targeted<'_>]) -> ResponseCacheControl {
+        let mut cc = ResponseCacheControl {
+            any: true,
+            targeted: true,
+            ..ResponseCacheControl::default()
+        };
+        for t in list {
+            let set = t.value == Value::True;
+            let set_or_list = set || t.value == Value::Text;
+            let Value::Seconds(n) = t.value else {
+                match t.name {
+                    "no-store" => cc.no_store |= set,
+                    "no-cache" => cc.no_cache |= set_or_list,
+                    "private" => cc.private |= set_or_list,
+                    "public" => cc.public |= set,
+                    "must-revalidate" => cc.must_revalidate |= set,
+                    "proxy-revalidate" => cc.proxy_revalidate |= set,
+                    "immutable" => cc.immutable |= set,
+                    _ => {}
+                }
+                continue;
+            };
+            let slot = match t.name {
+                "max-age" => &mut cc.max_age,
+                "s-maxage" => &mut cc.s_maxage,
+                "stale-while-revalidate" => &mut cc.stale_while_revalidate,
+                "stale-if-error" => &mut cc.stale_if_error,
+                _ => continue,
+            };
+            *slot = Some(min_opt(*slot, n));
+        }
+        cc
+    }
+
     /// Repeated or unreadable values take the smallest reading: an unreadable max-age or
     /// s-maxage is 0 ("consider it stale", §4.2.1), an unreadable stale-* window is none.
     fn parse(headers: &HeaderMap) -> ResponseCacheControl {
@@ -274,6 +351,33 @@ pub fn storable(
     request_time: SystemTime,
     response_time: SystemTime,
 ) -> Result<Freshness, NotStorable> {
+    storable_with(
+        request_method,
+        request_headers,
+        status,
+        response_headers,
+        default_ttl,
+        &ResponseRules::default(),
+        request_time,
+        response_time,
+    )
+}
+
+/// [`storable`] under a route's [`ResponseRules`]: the configured targeted field joins the
+/// target list (RFC 9213: the first valid field of `cache.target_header`, `CDN-Cache-Control`,
+/// `Surrogate-Control` decides freshness and storability alone, and Cache-Control, Expires and
+/// Pragma are then ignored), and `Set-Cookie` prevents storing only under [`SetCookie::Pass`].
+#[allow(clippy::too_many_arguments)]
+pub fn storable_with(
+    request_method: &Method,
+    request_headers: &HeaderMap,
+    status: StatusCode,
+    response_headers: &HeaderMap,
+    default_ttl: Option<Duration>,
+    rules: &ResponseRules,
+    request_time: SystemTime,
+    response_time: SystemTime,
+) -> Result<Freshness, NotStorable> {
     if request_method != Method::GET {
         return Err(NotStorable::Method);
     }
@@ -283,8 +387,11 @@ pub fn storable(
     if !understood_status(status) {
         return Err(NotStorable::Status);
     }
-    let cc = ResponseCacheControl::parse(response_headers);
+    let cc = ResponseCacheControl::select(response_headers, rules.target_header.as_ref());
     refusal(&cc, request_headers, response_headers)?;
+    if rules.set_cookie == SetCookie::Pass && response_headers.contains_key(SET_COOKIE) {
+        return Err(NotStorable::SetCookie);
+    }
     let lifetime = lifetime(&cc, status, response_headers, default_ttl, response_time)?;
     let freshness = Freshness {
         lifetime,
@@ -331,9 +438,6 @@ fn refusal(
     if vary_names(response_headers).is_none() {
         return Err(NotStorable::VaryStar);
     }
-    if response_headers.contains_key(SET_COOKIE) {
-        return Err(NotStorable::SetCookie);
-    }
     Ok(())
 }
 
@@ -348,7 +452,8 @@ fn lifetime(
     if let Some(n) = cc.s_maxage.or(cc.max_age) {
         return Ok(secs(n));
     }
-    if headers.contains_key(EXPIRES) {
+    // RFC 9213 §2.2: a targeted field decides alone, Expires included.
+    if headers.contains_key(EXPIRES) && !cc.targeted {
         return Ok(expires_lifetime(headers, response_time));
     }
     // §4.2.2: a heuristic lifetime only for heuristically cacheable statuses or `public`, and

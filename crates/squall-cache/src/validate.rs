@@ -189,7 +189,7 @@ fn merge_headers(stored: &HeaderMap, update: &HeaderMap) -> HeaderMap {
 
 /// The freshness of a response served once but not stored: stale at once, never served again
 /// without revalidation.
-fn revalidate_always(response_time: SystemTime) -> Freshness {
+pub(crate) fn revalidate_always(response_time: SystemTime) -> Freshness {
     Freshness {
         lifetime: Duration::ZERO,
         corrected_initial_age: Duration::ZERO,

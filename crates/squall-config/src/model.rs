@@ -327,6 +327,39 @@ pub struct Cache {
     /// Whether a request's `Cache-Control: no-cache` / `max-age` (and `Pragma: no-cache`) send
     /// a fresh entry to the origin; a route's own setting overrides it.
     pub request_no_cache: RequestNoCache,
+    /// A targeted cache-control field (RFC 9213) of this cache's own, read before
+    /// `CDN-Cache-Control` and `Surrogate-Control`; lowercase, never one of those two nor
+    /// Cache-Control. `None`: only the standard ones.
+    pub target_header: Option<HeaderName>,
+}
+
+/// The targeted cache-control fields every cached route reads and keeps from clients
+/// (RFC 9213 `CDN-Cache-Control`, and `Surrogate-Control`), besides `cache.target_header`.
+pub const TARGETED_HEADERS: [&str; 2] = ["cdn-cache-control", "surrogate-control"];
+
+/// A route's `cache_set_cookie`: what a response with `Set-Cookie` does on a cached route.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CacheSetCookie {
+    /// Not stored: a cookie meant for one client is never replayed to another.
+    #[default]
+    Pass,
+    /// Stored without its `Set-Cookie` fields; only the client whose request fetched it gets
+    /// the cookie.
+    Strip,
+    /// Stored with the cookie, which every hit replays.
+    Store,
+}
+
+impl CacheSetCookie {
+    /// The mode named `name` in the config file.
+    pub fn from_name(name: &str) -> Option<CacheSetCookie> {
+        match name {
+            "pass" => Some(CacheSetCookie::Pass),
+            "strip" => Some(CacheSetCookie::Strip),
+            "store" => Some(CacheSetCookie::Store),
+            _ => None,
+        }
+    }
 }
 
 /// `cache.request_no_cache` (and a route's): what the request directives a browser sends on
@@ -377,6 +410,7 @@ impl Default for Cache {
             x_cache: true,
             coalesce_timeout: CACHE_COALESCE_TIMEOUT_DEFAULT,
             request_no_cache: RequestNoCache::default(),
+            target_header: None,
         }
     }
 }
@@ -511,9 +545,13 @@ pub struct Route {
     pub cache_ttl: Option<Duration>,
     /// `request_no_cache` for this route; `None`: `cache.request_no_cache`. Only with `cache`.
     pub request_no_cache: Option<RequestNoCache>,
+    /// `cache_set_cookie`: storing responses with `Set-Cookie`. Only with `cache`.
+    pub cache_set_cookie: CacheSetCookie,
     /// Applied to the request before it is forwarded.
     pub request_headers: HeaderEdits,
-    /// Applied to the response before it is sent to the client.
+    /// Applied to the response before it is sent to the client. On a cached route `remove`
+    /// also holds the targeted fields ([`TARGETED_HEADERS`] and `cache.target_header`) unless
+    /// `set` names them: they are for this cache, and clients never see them.
     pub response_headers: HeaderEdits,
 }
 

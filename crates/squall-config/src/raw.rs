@@ -111,6 +111,7 @@ pub(crate) struct RawCache {
     pub x_cache: Option<Spanned<bool>>,
     pub coalesce_timeout: Option<Val>,
     pub request_no_cache: Option<Str>,
+    pub target_header: Option<Str>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -165,6 +166,7 @@ pub(crate) struct RawRoute {
     pub cache: Option<Spanned<bool>>,
     pub cache_ttl: Option<Val>,
     pub request_no_cache: Option<Str>,
+    pub cache_set_cookie: Option<Str>,
     pub request_headers: Option<Spanned<RawHeaderEdits>>,
     pub response_headers: Option<Spanned<RawHeaderEdits>>,
 }

@@ -84,7 +84,7 @@ fn unknown_keys() {
         ),
         (
             "[[vhost]]\n[[vhost.route]]\nexact = \"/\"\nrespnd = { status = 200 }\n",
-            "test.toml:4:1: unknown key \"respnd\" in [[vhost.route]]; expected one of \"exact\", \"prefix\", \"regex\", \"template\", \"methods\", \"headers\", \"respond\", \"redirect\", \"block\", \"proxy\", \"cache\", \"cache_ttl\", \"request_no_cache\", \"request_headers\", \"response_headers\"",
+            "test.toml:4:1: unknown key \"respnd\" in [[vhost.route]]; expected one of \"exact\", \"prefix\", \"regex\", \"template\", \"methods\", \"headers\", \"respond\", \"redirect\", \"block\", \"proxy\", \"cache\", \"cache_ttl\", \"request_no_cache\", \"cache_set_cookie\", \"request_headers\", \"response_headers\"",
         ),
         (
             "[server.extra]\n",
@@ -448,5 +448,31 @@ fn request_no_cache_values() {
             "test.toml:2:20: invalid type: boolean \"true\", expected a string",
         ),
         ("[cache]\nrequest_no_cache = \"ignore\"\n", "(parsed)"),
+    ]);
+}
+
+#[test]
+fn target_header_values() {
+    check(&[
+        (
+            "[cache]\ntarget_header = \"bad name\"\n",
+            "test.toml:2:17: bad header name \"bad name\": a name is a token of letters, digits and !#$%&'*+-.^_`|~ (RFC 9110 §5.1)",
+        ),
+        (
+            "[cache]\ntarget_header = \"CDN-Cache-Control\"\n",
+            "test.toml:2:17: target_header \"cdn-cache-control\" is already read by the cache: name a field of your own, such as \"squall-cache-control\"",
+        ),
+        (
+            "[cache]\ntarget_header = \"cache-control\"\n",
+            "test.toml:2:17: target_header \"cache-control\" is already read by the cache: name a field of your own, such as \"squall-cache-control\"",
+        ),
+        (
+            "[cache]\ntarget_header = \"connection\"\n",
+            "test.toml:2:17: header \"connection\" cannot be set or removed: Squall sets connection and framing headers itself",
+        ),
+        (
+            "[cache]\ntarget_header = \"Squall-Cache-Control\"\n",
+            "(parsed)",
+        ),
     ]);
 }

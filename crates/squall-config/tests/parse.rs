@@ -35,6 +35,7 @@ fn route(matcher: RouteMatch, action: Action) -> Route {
         cache: false,
         cache_ttl: None,
         request_no_cache: None,
+        cache_set_cookie: CacheSetCookie::Pass,
         request_headers: HeaderEdits::default(),
         response_headers: HeaderEdits::default(),
     }
@@ -104,6 +105,14 @@ fn contract_example_parses() {
                 ),
                 Route {
                     cache: true,
+                    // A cached route keeps the targeted fields from clients.
+                    response_headers: HeaderEdits {
+                        set: Vec::new(),
+                        remove: vec![
+                            HeaderName::from_static("cdn-cache-control"),
+                            HeaderName::from_static("surrogate-control"),
+                        ],
+                    },
                     ..route(
                         RouteMatch::Prefix("/".into()),
                         Action::Proxy {
@@ -153,6 +162,7 @@ fn defaults_of_a_minimal_file() {
             x_cache: true,
             coalesce_timeout: secs(5),
             request_no_cache: RequestNoCache::Honor,
+            target_header: None,
         },
         upstream: Vec::new(),
         vhost: Vec::new(),
@@ -375,7 +385,11 @@ fn every_option() {
         },
         response_headers: HeaderEdits {
             set: vec![header("x-cache-node", "edge-1")],
-            remove: Vec::new(),
+            // A cached route keeps the targeted fields from clients.
+            remove: vec![
+                HeaderName::from_static("cdn-cache-control"),
+                HeaderName::from_static("surrogate-control"),
+            ],
         },
         ..route(
             RouteMatch::Template("/users/{name}/orders".into()),
@@ -499,4 +513,69 @@ cache = true
     // Absent: honoured, as RFC 9111 says.
     let config = parse("[[listen]]\naddress = \"127.0.0.1:8080\"\n", "t.toml").unwrap();
     assert_eq!(config.cache.request_no_cache, RequestNoCache::Honor);
+}
+
+#[test]
+fn target_header_and_cache_set_cookie() {
+    let text = r#"
+[[listen]]
+address = "127.0.0.1:8080"
+
+[cache]
+target_header = "Squall-Cache-Control"
+
+[[upstream]]
+name = "app"
+servers = [{ address = "127.0.0.1:9000" }]
+
+[[vhost]]
+[[vhost.route]]
+prefix = "/strip/"
+proxy = "app"
+cache = true
+cache_set_cookie = "strip"
+response_headers = { set = { "CDN-Cache-Control" = "max-age=5" }, remove = ["x-debug"] }
+
+[[vhost.route]]
+prefix = "/store/"
+proxy = "app"
+cache = true
+cache_set_cookie = "store"
+
+[[vhost.route]]
+prefix = "/"
+proxy = "app"
+"#;
+    let config = match parse(text, "test.toml") {
+        Ok(config) => config,
+        Err(e) => panic!("{e}"),
+    };
+    let ours = HeaderName::from_static("squall-cache-control");
+    assert_eq!(config.cache.target_header, Some(ours.clone()));
+    let routes = &config.vhost[0].routes;
+    let modes: Vec<_> = routes.iter().map(|r| r.cache_set_cookie).collect();
+    assert_eq!(
+        modes,
+        [
+            CacheSetCookie::Strip,
+            CacheSetCookie::Store,
+            CacheSetCookie::Pass
+        ]
+    );
+    // Cached routes hide the targeted fields from clients, except one the route sets itself;
+    // an uncached route passes them through.
+    let removed = |i: usize| routes[i].response_headers.remove.clone();
+    let name = HeaderName::from_static;
+    assert_eq!(
+        removed(0),
+        [name("x-debug"), ours.clone(), name("surrogate-control")]
+    );
+    assert_eq!(
+        removed(1),
+        [ours, name("cdn-cache-control"), name("surrogate-control")]
+    );
+    assert!(removed(2).is_empty());
+    // Absent: no field of our own, and `pass`.
+    let config = parse("[[listen]]\naddress = \"127.0.0.1:8080\"\n", "t.toml").unwrap();
+    assert_eq!(config.cache.target_header, None);
 }

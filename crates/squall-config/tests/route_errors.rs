@@ -220,3 +220,21 @@ fn request_no_cache_per_route() {
         ),
     ]);
 }
+
+#[test]
+fn cache_set_cookie_per_route() {
+    check(&[
+        (
+            "[[vhost.route]]\nexact = \"/\"\nproxy = \"app\"\ncache_set_cookie = \"strip\"\n",
+            "test.toml:5:20: cache_set_cookie needs cache = true",
+        ),
+        (
+            "[[vhost.route]]\nexact = \"/\"\nproxy = \"app\"\ncache = true\ncache_set_cookie = \"keep\"\n",
+            "test.toml:6:20: unknown cache_set_cookie \"keep\": use pass, strip or store",
+        ),
+        (
+            "[[vhost.route]]\nexact = \"/\"\nproxy = \"app\"\ncache = true\ncache_set_cookie = \"store\"\n",
+            "(parsed)",
+        ),
+    ]);
+}

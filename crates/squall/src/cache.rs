@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
-use squall_cache::{FillLimits, InFlight, RequestCacheControl, Store};
+use squall_cache::{FillLimits, InFlight, RequestCacheControl, ResponseRules, SetCookie, Store};
 use squall_config::IpNet;
 use squall_uring::Waker;
 
@@ -42,6 +42,10 @@ pub struct Cache {
     pub purge_allow: Vec<IpNet>,
     /// Per route id: `request_no_cache = "ignore"` (the route's, else `[cache]`'s).
     ignore_reload: Vec<bool>,
+    /// `cache.target_header`.
+    target_header: Option<http::HeaderName>,
+    /// Per route id: `cache_set_cookie`.
+    set_cookie: Vec<SetCookie>,
 }
 
 impl Cache {
@@ -84,6 +88,10 @@ impl Cache {
                 .map(|r| r.request_no_cache.unwrap_or(config.request_no_cache))
                 .map(|mode| mode == squall_config::RequestNoCache::Ignore)
                 .collect(),
+            target_header: config.target_header.clone(),
+            set_cookie: (vhosts.iter().flat_map(|v| &v.routes))
+                .map(|r| set_cookie(r.cache_set_cookie))
+                .collect(),
         })
     }
 
@@ -109,9 +117,29 @@ impl Cache {
         }
     }
 
+    /// How a fill on route `route` reads the response: the cache's targeted field and the
+    /// route's `cache_set_cookie`.
+    pub fn response_rules(&self, route: u32) -> ResponseRules {
+        let set_cookie = usize::try_from(route)
+            .ok()
+            .and_then(|id| self.set_cookie.get(id).copied());
+        ResponseRules {
+            target_header: self.target_header.clone(),
+            set_cookie: set_cookie.unwrap_or_default(),
+        }
+    }
+
     /// May a client at `ip` send PURGE?
     pub fn purge_allowed(&self, ip: std::net::IpAddr) -> bool {
         self.purge_allow.iter().any(|net| net.contains(ip))
+    }
+}
+
+fn set_cookie(mode: squall_config::CacheSetCookie) -> SetCookie {
+    match mode {
+        squall_config::CacheSetCookie::Pass => SetCookie::Pass,
+        squall_config::CacheSetCookie::Strip => SetCookie::Strip,
+        squall_config::CacheSetCookie::Store => SetCookie::Store,
     }
 }
 

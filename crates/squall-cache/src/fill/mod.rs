@@ -23,8 +23,8 @@ use std::time::{Duration, SystemTime};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use http::header::{
-    AGE, CONTENT_LENGTH, DATE, IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH, IF_RANGE,
-    IF_UNMODIFIED_SINCE,
+    AGE, CONTENT_LENGTH, DATE, HeaderName, IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH, IF_RANGE,
+    IF_UNMODIFIED_SINCE, SET_COOKIE,
 };
 use http::{HeaderMap, Method, StatusCode};
 
@@ -35,9 +35,12 @@ use crate::directives;
 use crate::entry::{Entry, EntryState};
 use crate::inflight::Ticket;
 use crate::key::CacheKey;
-use crate::policy::{Freshness, NotStorable, request_cache_control, storable};
+use crate::policy::{
+    Freshness, NotStorable, ResponseRules, SetCookie, request_cache_control, storable_with,
+};
 use crate::store::Store;
-use crate::validate::{self, freshen, revalidation_headers};
+use crate::targeted::{CDN_CACHE_CONTROL, SURROGATE_CONTROL};
+use crate::validate::{self, Freshened, freshen, revalidation_headers};
 
 /// Encodes an entry's status and stored header fields into its wire head
 /// ([`Entry::wire_head`]), e.g. [`header_lines`].
@@ -120,6 +123,8 @@ pub enum Outcome {
 pub struct Fill {
     store: Arc<Store>,
     limits: FillLimits,
+    /// The cache's targeted field and the route's `cache_set_cookie` ([`Fill::with_rules`]).
+    rules: ResponseRules,
     request: FillRequest,
     /// When the request went out (RFC 9111 §4.2.3), for the age of the response.
     request_time: SystemTime,
@@ -172,6 +177,7 @@ impl Fill {
         Fill {
             store,
             limits,
+            rules: ResponseRules::default(),
             request,
             request_time: now,
             stale,
@@ -180,6 +186,14 @@ impl Fill {
             state: State::AwaitingHead,
             outcome: None,
         }
+    }
+
+    /// This fill under `rules`: the cache's own targeted field (RFC 9213) and the route's
+    /// `Set-Cookie` handling. Without it: `CDN-Cache-Control` and `Surrogate-Control` only,
+    /// and a response with `Set-Cookie` is not stored.
+    pub fn with_rules(mut self, rules: ResponseRules) -> Fill {
+        self.rules = rules;
+        self
     }
 
     /// Rewrites the header fields of the request to the origin: when revalidating, the
@@ -351,10 +365,10 @@ impl Fill {
             response_time: now,
         };
         let encode = self.limits.encode_head;
-        let mut update = stored_headers(head.client_headers);
+        let mut update = self.entry_headers(head.client_headers);
         // §3.2: the 304's Date replaces the stored one, as its other fields do.
         add_date(&mut update, head.origin_headers, now);
-        let Some(freshened) = freshen(&stale, &update, &exchange, encode) else {
+        let Some(mut freshened) = freshen(&stale, &update, &exchange, encode) else {
             if !self.revalidating {
                 return None;
             }
@@ -365,6 +379,7 @@ impl Fill {
             self.request_time = now;
             return Some(HeadAction::Refetch);
         };
+        self.apply_rules(&mut freshened, head.origin_headers, now);
         let entry = Arc::new(freshened.entry);
         let outcome = match freshened.storable {
             Ok(()) if self.store.insert(self.request.key.clone(), entry.clone()) => {
@@ -398,12 +413,13 @@ impl Fill {
 
     /// A response that goes to the client: collect it if it may be stored.
     fn start_body(&mut self, head: OriginHead<'_>, now: SystemTime) {
-        let storable = storable(
+        let storable = storable_with(
             &self.request.method,
             &self.request.headers,
             head.status,
             head.origin_headers,
             self.limits.default_ttl,
+            &self.rules,
             self.request_time,
             now,
         );
@@ -415,7 +431,7 @@ impl Fill {
             Ok(freshness) => {
                 // Bounded by the limit: the length was checked above.
                 let capacity = head.content_length.unwrap_or(0) as usize;
-                let mut headers = stored_headers(head.client_headers);
+                let mut headers = self.entry_headers(head.client_headers);
                 add_date(&mut headers, head.origin_headers, now);
                 self.state = State::Collecting(Box::new(Collecting {
                     status: head.status,
@@ -423,6 +439,59 @@ impl Fill {
                     freshness,
                     body: BytesMut::with_capacity(capacity),
                 }));
+            }
+        }
+    }
+
+    /// What an entry keeps of the client-bound fields: [`stored_headers`], never a targeted
+    /// field (those are for this cache, and a route's edits normally removed them already),
+    /// and no `Set-Cookie` under [`SetCookie::Strip`].
+    fn entry_headers(&self, client_headers: &HeaderMap) -> HeaderMap {
+        let mut headers = stored_headers(client_headers);
+        headers.remove(CDN_CACHE_CONTROL);
+        headers.remove(SURROGATE_CONTROL);
+        if let Some(target) = &self.rules.target_header {
+            headers.remove(target);
+        }
+        if self.rules.set_cookie == SetCookie::Strip {
+            headers.remove(SET_COOKIE);
+        }
+        headers
+    }
+
+    /// [`freshen`] judges the merged response by RFC 9111 alone; judge it again under this
+    /// fill's rules, with the targeted fields the 304 brought (the entry keeps none: they never
+    /// reach clients). A 304 without them leaves Cache-Control to decide.
+    fn apply_rules(&self, freshened: &mut Freshened, origin_304: &HeaderMap, now: SystemTime) {
+        let entry = &mut freshened.entry;
+        let mut policy = entry.headers.clone();
+        if let Some(date) = &entry.date {
+            policy.insert(DATE, date.clone());
+        }
+        let standard = [CDN_CACHE_CONTROL, SURROGATE_CONTROL].map(HeaderName::from_static);
+        for name in self.rules.target_header.iter().chain(&standard) {
+            for value in origin_304.get_all(name) {
+                policy.append(name.clone(), value.clone());
+            }
+        }
+        let result = storable_with(
+            &Method::GET,
+            &self.request.headers,
+            entry.status,
+            &policy,
+            self.limits.default_ttl,
+            &self.rules,
+            self.request_time,
+            now,
+        );
+        match result {
+            Ok(freshness) => {
+                entry.freshness = freshness;
+                freshened.storable = Ok(());
+            }
+            Err(why) => {
+                entry.freshness = validate::revalidate_always(now);
+                freshened.storable = Err(why);
             }
         }
     }

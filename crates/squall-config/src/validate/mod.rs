@@ -13,6 +13,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
 
+use http::HeaderName;
 use toml::Spanned;
 
 use crate::diagnostics::Report;
@@ -34,7 +35,9 @@ pub(crate) fn config(raw: &RawConfig, r: &mut Report) -> Config {
         admin_conflict(admin, &raw_admin.listen, &raw.listen, r);
     }
     let upstream = upstreams(&raw.upstream, r);
-    let vhost = route::vhosts(&raw.vhost, &upstream, r);
+    let mut vhost = route::vhosts(&raw.vhost, &upstream, r);
+    let cache = cache(&raw.cache, r);
+    route::hide_targeted(&mut vhost, cache.target_header.as_ref());
     Config {
         server: server(&raw.server, r),
         admin,
@@ -42,7 +45,7 @@ pub(crate) fn config(raw: &RawConfig, r: &mut Report) -> Config {
         listen,
         certificate,
         limits: limits(&raw.limits, r),
-        cache: cache(&raw.cache, r),
+        cache,
         upstream,
         vhost,
     }
@@ -449,6 +452,7 @@ fn cache(raw: &RawCache, r: &mut Report) -> Cache {
     let x_cache = raw.x_cache.as_ref().is_none_or(|v| *v.get_ref());
     let request_no_cache = (raw.request_no_cache.as_ref())
         .map_or_else(RequestNoCache::default, |v| request_no_cache(v, r));
+    let target_header = raw.target_header.as_ref().and_then(|v| target_header(v, r));
     let purge_allow = match &raw.purge_allow {
         None => Cache::purge_allow_default(),
         Some(list) => {
@@ -472,7 +476,25 @@ fn cache(raw: &RawCache, r: &mut Report) -> Cache {
         x_cache,
         coalesce_timeout,
         request_no_cache,
+        target_header,
     }
+}
+
+/// `cache.target_header`: a field name Squall does not manage and the cache does not already
+/// read with another meaning.
+fn target_header(value: &Str, r: &mut Report) -> Option<HeaderName> {
+    let name = value::header_name(r, value).and_then(|n| value::editable(r, n, value))?;
+    // An uppercase name is lowered by the parser; the check below sees it lowercase.
+    let taken = name == http::header::CACHE_CONTROL || TARGETED_HEADERS.contains(&name.as_str());
+    if taken {
+        let message = format!(
+            "target_header {:?} is already read by the cache: name a field of your own, such as \"squall-cache-control\"",
+            name.as_str()
+        );
+        r.error(&value.span(), message);
+        return None;
+    }
+    Some(name)
 }
 
 /// A `request_no_cache` value, in `[cache]` or a route.

@@ -5,6 +5,7 @@
 
 use std::ops::Range;
 
+use http::HeaderName;
 use toml::Spanned;
 
 use super::value::{
@@ -107,6 +108,8 @@ fn route(item: &Spanned<RawRoute>, upstreams: &[Upstream], r: &mut Report) -> Op
         }
         super::request_no_cache(v, r)
     });
+    let cache_set_cookie = (raw.cache_set_cookie.as_ref())
+        .map_or_else(CacheSetCookie::default, |v| cache_set_cookie(v, cache, r));
     let methods = raw.methods.as_ref().map(|m| methods(m, r));
     let headers = raw
         .headers
@@ -122,9 +125,42 @@ fn route(item: &Spanned<RawRoute>, upstreams: &[Upstream], r: &mut Report) -> Op
         cache,
         cache_ttl,
         request_no_cache,
+        cache_set_cookie,
         request_headers,
         response_headers,
     })
+}
+
+/// A route's `cache_set_cookie`: pass, strip or store, and only on a cached route.
+fn cache_set_cookie(value: &Str, cache: bool, r: &mut Report) -> CacheSetCookie {
+    if !cache {
+        r.error(&value.span(), "cache_set_cookie needs cache = true");
+    }
+    CacheSetCookie::from_name(value.get_ref()).unwrap_or_else(|| {
+        let message = format!(
+            "unknown cache_set_cookie {:?}: use pass, strip or store",
+            value.get_ref()
+        );
+        r.error(&value.span(), message);
+        CacheSetCookie::default()
+    })
+}
+
+/// Cached routes keep the targeted cache-control fields from clients (RFC 9213 §3 allows a
+/// CDN to remove them): their `response_headers.remove` gets each one the route does not set
+/// itself.
+pub(super) fn hide_targeted(vhosts: &mut [Vhost], target: Option<&HeaderName>) {
+    let standard = TARGETED_HEADERS.map(HeaderName::from_static);
+    let names: Vec<&HeaderName> = target.into_iter().chain(&standard).collect();
+    for route in vhosts.iter_mut().flat_map(|v| &mut v.routes) {
+        let edits = &mut route.response_headers;
+        for &name in names.iter().filter(|_| route.cache) {
+            let set = edits.set.iter().any(|(n, _)| n == name);
+            if !set && !edits.remove.contains(name) {
+                edits.remove.push(name.clone());
+            }
+        }
+    }
 }
 
 fn matcher(item: &Spanned<RawRoute>, r: &mut Report) -> Option<RouteMatch> {

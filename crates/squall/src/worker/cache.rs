@@ -249,7 +249,8 @@ impl Worker {
         };
         let limits = cache.fill_limits(route.cache_ttl);
         let store = cache.store.clone();
-        let fill = Fill::new(store, limits, request, stale, ticket, self.wall);
+        let fill = Fill::new(store, limits, request, stale, ticket, self.wall)
+            .with_rules(cache.response_rules(route.id));
         Box::new(CacheFill {
             cache,
             fill,

@@ -1,0 +1,319 @@
+//! Targeted cache control (RFC 9213) and `cache_set_cookie` against a counting origin, over
+//! HTTP/1.1 and HTTP/2: `CDN-Cache-Control` (and `Surrogate-Control`) let Squall store what
+//! Cache-Control forbids to other caches, `cache.target_header` beats `CDN-Cache-Control`,
+//! clients never see a targeted field, and a response with `Set-Cookie` is passed, stored
+//! without the cookie, or stored with it, as the route says.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+
+use squall_e2e::{Squall, roundtrip};
+
+#[path = "support/h2_client.rs"]
+mod h2_client;
+
+/// Requests the origin saw, by path and query.
+type Seen = Arc<Mutex<HashMap<String, usize>>>;
+
+fn count(seen: &Seen, target: &str) -> usize {
+    seen.lock().unwrap().get(target).copied().unwrap_or(0)
+}
+
+/// The origin's answers, by path; each body is numbered, so a stored answer shows.
+async fn handle(
+    seen: Seen,
+    req: http::Request<Incoming>,
+) -> Result<http::Response<Full<Bytes>>, std::io::Error> {
+    let target = req.uri().path_and_query().unwrap().as_str().to_owned();
+    let n = {
+        let mut seen = seen.lock().unwrap();
+        let n = seen.entry(target).or_default();
+        *n += 1;
+        *n
+    };
+    let path = req.uri().path().to_owned();
+    let _ = req.into_body().collect().await;
+    let fields: &[(&str, &str)] = match path.as_str() {
+        // Other caches must not store it; a CDN (Squall) may, for a minute.
+        "/c/cdn" => &[
+            ("cdn-cache-control", "max-age=60"),
+            ("cache-control", "no-store"),
+        ],
+        "/c/surrogate" => &[
+            ("surrogate-control", "max-age=60"),
+            ("cache-control", "no-store"),
+        ],
+        // Our own field says no; CDN-Cache-Control and Cache-Control say yes.
+        "/c/ours-no" => &[
+            ("squall-cache-control", "no-store"),
+            ("cdn-cache-control", "max-age=60"),
+            ("cache-control", "max-age=60"),
+        ],
+        // Our own field says yes; the others say no.
+        "/c/ours-yes" => &[
+            ("squall-cache-control", "max-age=60"),
+            ("cdn-cache-control", "no-store"),
+            ("cache-control", "no-store"),
+        ],
+        _ if path.ends_with("/cookie") => &[("cache-control", "max-age=60")],
+        _ => &[],
+    };
+    let mut response = http::Response::builder();
+    for (name, value) in fields {
+        response = response.header(*name, *value);
+    }
+    if path.ends_with("/cookie") {
+        response = response.header("set-cookie", format!("id={n}; Path=/"));
+    }
+    let body = format!("{path} {n}");
+    Ok(response.body(Full::new(Bytes::from(body))).unwrap())
+}
+
+fn start_origin() -> (SocketAddr, Seen) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Seen::default();
+    let shared = seen.clone();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let seen = shared.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |req| handle(seen.clone(), req));
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+    });
+    (addr, seen)
+}
+
+fn config(origin: SocketAddr) -> String {
+    format!(
+        r#"[server]
+workers = 2
+
+[[listen]]
+address = "ADDR"
+protocols = ["http1", "h2c"]
+
+[cache]
+target_header = "Squall-Cache-Control"
+
+[[upstream]]
+name = "app"
+servers = [{{ address = "{origin}" }}]
+response_timeout = "5s"
+
+[[vhost]]
+hosts = ["*"]
+
+[[vhost.route]]
+prefix = "/c/"
+proxy = "app"
+cache = true
+
+[[vhost.route]]
+prefix = "/pass/"
+proxy = "app"
+cache = true
+
+[[vhost.route]]
+prefix = "/strip/"
+proxy = "app"
+cache = true
+cache_set_cookie = "strip"
+
+[[vhost.route]]
+prefix = "/store/"
+proxy = "app"
+cache = true
+cache_set_cookie = "store"
+"#
+    )
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Proto {
+    H1,
+    H2,
+}
+
+/// One answer as a test looks at it: X-Cache, the fields (lowercase names), the body.
+struct Answer {
+    x_cache: String,
+    fields: Vec<(String, String)>,
+    body: String,
+}
+
+impl Answer {
+    fn field(&self, name: &str) -> Option<&str> {
+        let mut found = self.fields.iter().filter(|(n, _)| n == name);
+        let first = found.next().map(|(_, v)| v.as_str());
+        assert!(found.next().is_none(), "{name} once at most");
+        first
+    }
+}
+
+struct Client {
+    squall: Squall,
+    h2: h2::client::SendRequest<Bytes>,
+}
+
+impl Client {
+    async fn start(origin: SocketAddr) -> Client {
+        let squall = Squall::start(&config(origin));
+        let h2 = h2_client::h2c(squall.addr).await;
+        Client { squall, h2 }
+    }
+
+    /// GET `target` over `proto`; `?h1` or `?h2` is appended so that each protocol has its
+    /// own cache key.
+    async fn get(&self, proto: Proto, path: &str) -> Answer {
+        let target = format!("{path}?{proto:?}").to_ascii_lowercase();
+        match proto {
+            Proto::H1 => {
+                let mut stream = self.squall.connect();
+                let request = format!("GET {target} HTTP/1.1\r\nHost: cache.test\r\n\r\n");
+                let r = roundtrip(&mut stream, &request);
+                assert_eq!(r.status, 200);
+                let fields = (r.headers.iter())
+                    .map(|(n, v)| (n.to_ascii_lowercase(), v.clone()))
+                    .collect();
+                Answer {
+                    x_cache: r.header("x-cache").unwrap_or("").to_owned(),
+                    fields,
+                    body: r.body_text(),
+                }
+            }
+            Proto::H2 => {
+                let url = format!("http://cache.test{target}");
+                let r = h2_client::fetch(&self.h2, "GET", &url, None).await;
+                assert_eq!(r.status, 200);
+                let fields = (r.headers.iter())
+                    .map(|(n, v)| (n.as_str().to_owned(), v.to_str().unwrap().to_owned()))
+                    .collect();
+                Answer {
+                    x_cache: r.headers["x-cache"].to_str().unwrap().to_owned(),
+                    fields,
+                    body: String::from_utf8(r.body).unwrap(),
+                }
+            }
+        }
+    }
+}
+
+const TARGETED: [&str; 3] = [
+    "cdn-cache-control",
+    "surrogate-control",
+    "squall-cache-control",
+];
+
+fn assert_no_targeted_field(answer: &Answer) {
+    for name in TARGETED {
+        assert_eq!(answer.field(name), None, "{name} reached the client");
+    }
+}
+
+#[tokio::test]
+async fn cdn_cache_control_stores_what_cache_control_forbids_and_stays_hidden() {
+    let (origin, seen) = start_origin();
+    let client = Client::start(origin).await;
+    for proto in [Proto::H1, Proto::H2] {
+        for path in ["/c/cdn", "/c/surrogate"] {
+            let first = client.get(proto, path).await;
+            assert_eq!(first.x_cache, "MISS", "{proto:?} {path}");
+            assert_eq!(first.body, format!("{path} 1"));
+            // Cache-Control goes to the client unchanged; the targeted field does not.
+            assert_eq!(first.field("cache-control"), Some("no-store"));
+            assert_no_targeted_field(&first);
+            let again = client.get(proto, path).await;
+            assert_eq!(again.x_cache, "HIT", "{proto:?} {path}");
+            assert_eq!(again.body, format!("{path} 1"));
+            assert_eq!(again.field("cache-control"), Some("no-store"));
+            assert_no_targeted_field(&again);
+            let target = format!("{path}?{proto:?}").to_ascii_lowercase();
+            assert_eq!(count(&seen, &target), 1, "{target}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_target_header_beats_cdn_cache_control() {
+    let (origin, seen) = start_origin();
+    let client = Client::start(origin).await;
+    for proto in [Proto::H1, Proto::H2] {
+        let tag = format!("{proto:?}").to_ascii_lowercase();
+        for n in 1..=2 {
+            let no = client.get(proto, "/c/ours-no").await;
+            assert_eq!(no.x_cache, "MISS");
+            assert_eq!(no.body, format!("/c/ours-no {n}"));
+            assert_no_targeted_field(&no);
+        }
+        assert_eq!(count(&seen, &format!("/c/ours-no?{tag}")), 2);
+        let yes = client.get(proto, "/c/ours-yes").await;
+        assert_eq!(yes.x_cache, "MISS");
+        assert_no_targeted_field(&yes);
+        let yes = client.get(proto, "/c/ours-yes").await;
+        assert_eq!(
+            (yes.x_cache.as_str(), yes.body.as_str()),
+            ("HIT", "/c/ours-yes 1")
+        );
+        assert_no_targeted_field(&yes);
+        assert_eq!(count(&seen, &format!("/c/ours-yes?{tag}")), 1);
+    }
+}
+
+#[tokio::test]
+async fn set_cookie_is_passed_stripped_or_stored_as_the_route_says() {
+    let (origin, seen) = start_origin();
+    let client = Client::start(origin).await;
+    for proto in [Proto::H1, Proto::H2] {
+        let tag = format!("{proto:?}").to_ascii_lowercase();
+        // pass: never stored, every client gets its own cookie from the origin.
+        for n in 1..=2 {
+            let pass = client.get(proto, "/pass/cookie").await;
+            assert_eq!(pass.x_cache, "MISS", "{proto:?}");
+            assert_eq!(
+                pass.field("set-cookie"),
+                Some(format!("id={n}; Path=/").as_str())
+            );
+        }
+        assert_eq!(count(&seen, &format!("/pass/cookie?{tag}")), 2);
+        // strip: the client whose request fetched it gets the cookie; hits do not.
+        let strip = client.get(proto, "/strip/cookie").await;
+        assert_eq!(strip.x_cache, "MISS");
+        assert_eq!(strip.field("set-cookie"), Some("id=1; Path=/"));
+        let strip = client.get(proto, "/strip/cookie").await;
+        assert_eq!(
+            (strip.x_cache.as_str(), strip.body.as_str()),
+            ("HIT", "/strip/cookie 1")
+        );
+        assert_eq!(strip.field("set-cookie"), None, "{proto:?}");
+        assert_eq!(count(&seen, &format!("/strip/cookie?{tag}")), 1);
+        // store: every hit replays the stored cookie.
+        let store = client.get(proto, "/store/cookie").await;
+        assert_eq!(store.x_cache, "MISS");
+        let store = client.get(proto, "/store/cookie").await;
+        assert_eq!(store.x_cache, "HIT", "{proto:?}");
+        assert_eq!(store.field("set-cookie"), Some("id=1; Path=/"));
+        assert_eq!(count(&seen, &format!("/store/cookie?{tag}")), 1);
+    }
+}
