@@ -257,9 +257,27 @@ pub struct Limits {
     pub request_burst: Option<u32>,
     /// Concurrent connections per client IP; `None` means unlimited.
     pub connections_per_ip_max: Option<u32>,
+    /// Descriptors kept free for what a client connection can cause (origin connections),
+    /// the log files, the admin and control sockets and a reload: accepting pauses before
+    /// the process's open descriptors would reach `RLIMIT_NOFILE` minus this.
+    pub descriptor_reserve: DescriptorReserve,
     /// HTTP/2 stream and flood limits.
     pub h2: H2Limits,
 }
+
+/// `limits.descriptor_reserve`: computed from the config, or a fixed count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DescriptorReserve {
+    /// Sized from the upstream groups, listeners and workers at start-up and on each reload.
+    #[default]
+    Auto,
+    /// This many descriptors; 0 turns the reserve off (accepting then pauses only when the
+    /// kernel refuses a descriptor).
+    Fixed(u32),
+}
+
+/// The largest fixed `limits.descriptor_reserve`.
+pub const DESCRIPTOR_RESERVE_MAX: u32 = 1 << 24;
 
 /// The `h2_*` keys of `[limits]`: HTTP/2 streams and floods. A connection over a flood limit
 /// gets GOAWAY(ENHANCE_YOUR_CALM) and is closed.
@@ -305,6 +323,7 @@ impl Default for Limits {
             request_rate: None,
             request_burst: None,
             connections_per_ip_max: None,
+            descriptor_reserve: DescriptorReserve::Auto,
             h2: H2Limits::default(),
         }
     }

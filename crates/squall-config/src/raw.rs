@@ -93,6 +93,7 @@ pub(crate) struct RawLimits {
     pub request_rate: Option<Int>,
     pub request_burst: Option<Int>,
     pub connections_per_ip_max: Option<Int>,
+    pub descriptor_reserve: Option<Val>,
     pub h2_streams_max: Option<Int>,
     pub h2_resets_max: Option<Int>,
     pub h2_control_frames_max: Option<Int>,

@@ -345,6 +345,18 @@ fn limits_and_cache() {
             "test.toml:2:26: connections_per_ip_max must be at least 1, not 5000000000",
         ),
         (
+            "[limits]\ndescriptor_reserve = -1\n",
+            "test.toml:2:22: descriptor_reserve must be from 0 to 16777216, not -1",
+        ),
+        (
+            "[limits]\ndescriptor_reserve = \"lots\"\n",
+            "test.toml:2:22: descriptor_reserve: expected \"auto\" or a number, found \"lots\"",
+        ),
+        (
+            "[limits]\ndescriptor_reserve = 1.5\n",
+            "test.toml:2:22: descriptor_reserve: expected \"auto\" or a number, found float",
+        ),
+        (
             "[cache]\nmemory = [1]\n",
             "test.toml:2:10: memory: expected a size such as \"16KiB\" or a number of bytes, found array",
         ),

@@ -153,6 +153,7 @@ fn defaults_of_a_minimal_file() {
             request_rate: None,
             request_burst: None,
             connections_per_ip_max: None,
+            descriptor_reserve: DescriptorReserve::Auto,
             h2: H2Limits::default(),
         },
         cache: Cache {
@@ -203,6 +204,7 @@ header_timeout = "5s"
 idle_timeout = "2m"
 request_rate = 1000
 connections_per_ip_max = 100
+descriptor_reserve = 500
 h2_streams_max = 64
 h2_resets_max = 50
 h2_control_frames_max = 500
@@ -307,6 +309,7 @@ fn every_option() {
             request_rate: Some(1000),
             request_burst: Some(1000),
             connections_per_ip_max: Some(100),
+            descriptor_reserve: DescriptorReserve::Fixed(500),
             h2: H2Limits {
                 streams_max: 64,
                 resets_max: 50,
@@ -578,4 +581,19 @@ proxy = "app"
     // Absent: no field of our own, and `pass`.
     let config = parse("[[listen]]\naddress = \"127.0.0.1:8080\"\n", "t.toml").unwrap();
     assert_eq!(config.cache.target_header, None);
+}
+
+#[test]
+fn descriptor_reserve_is_auto_or_a_count() {
+    let reserve = |value: &str| {
+        let text =
+            format!("[[listen]]\naddress = \"[::1]:80\"\n[limits]\ndescriptor_reserve = {value}\n");
+        parse(&text, "reserve.toml")
+            .unwrap()
+            .limits
+            .descriptor_reserve
+    };
+    assert_eq!(reserve("\"auto\""), DescriptorReserve::Auto);
+    assert_eq!(reserve("0"), DescriptorReserve::Fixed(0));
+    assert_eq!(reserve("16777216"), DescriptorReserve::Fixed(1 << 24));
 }

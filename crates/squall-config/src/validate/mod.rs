@@ -388,8 +388,31 @@ fn limits(raw: &RawLimits, r: &mut Report) -> Limits {
         request_burst,
         connections_per_ip_max: connections
             .and_then(|v| int_in(r, "connections_per_ip_max", v, 1..=u32::MAX)),
+        descriptor_reserve: descriptor_reserve(r, raw.descriptor_reserve.as_ref()),
         h2: h2_limits(raw, r),
     }
+}
+
+/// `"auto"` or a count from 0 to [`DESCRIPTOR_RESERVE_MAX`]; `Auto` when absent or invalid.
+fn descriptor_reserve(r: &mut Report, value: Option<&Val>) -> DescriptorReserve {
+    const KEY: &str = "descriptor_reserve";
+    let Some(value) = value else {
+        return DescriptorReserve::Auto;
+    };
+    let message = match value.get_ref() {
+        toml::Value::String(s) if s == "auto" => return DescriptorReserve::Auto,
+        toml::Value::Integer(n) => match u32::try_from(*n) {
+            Ok(n) if n <= DESCRIPTOR_RESERVE_MAX => return DescriptorReserve::Fixed(n),
+            _ => format!("{KEY} must be from 0 to {DESCRIPTOR_RESERVE_MAX}, not {n}"),
+        },
+        toml::Value::String(s) => format!("{KEY}: expected \"auto\" or a number, found \"{s}\""),
+        other => format!(
+            "{KEY}: expected \"auto\" or a number, found {}",
+            other.type_str()
+        ),
+    };
+    r.error(&value.span(), message);
+    DescriptorReserve::Auto
 }
 
 fn h2_limits(raw: &RawLimits, r: &mut Report) -> H2Limits {
