@@ -205,6 +205,15 @@ impl Ring {
         self.queue(entry, Kind::Accept, token, Lent::None)
     }
 
+    /// Accepts one connection on `listener` (its completion has `more == false`): for a worker
+    /// near its descriptor budget, where a multishot accept could take the whole queue at once.
+    pub fn accept(&mut self, listener: RawFd, token: u64) -> OpId {
+        let entry = opcode::Accept::new(Fd(listener), std::ptr::null_mut(), std::ptr::null_mut())
+            .flags(libc::SOCK_CLOEXEC)
+            .build();
+        self.queue(entry, Kind::Accept, token, Lent::None)
+    }
+
     /// Receives into provided buffers until cancelled, EOF, error or buffer exhaustion.
     pub fn recv_multi(&mut self, fd: RawFd, token: u64) -> OpId {
         let entry = opcode::RecvMulti::new(Fd(fd), RECV_GROUP).build();

@@ -2,11 +2,11 @@
 
 use std::io;
 
-/// Raises the soft `RLIMIT_NOFILE` to the hard limit and returns the new soft limit.
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit; returns the soft limit before and after.
 ///
 /// Every connection is a descriptor; 10,000 idle keep-alive clients need the soft limit (often
 /// 1,024) raised to what the administrator allowed (the hard limit, or `LimitNOFILE=` in systemd).
-pub fn raise_nofile_limit() -> io::Result<u64> {
+pub fn raise_nofile_limit() -> io::Result<(u64, u64)> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -15,6 +15,7 @@ pub fn raise_nofile_limit() -> io::Result<u64> {
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
         return Err(io::Error::last_os_error());
     }
+    let before = limit.rlim_cur;
     if limit.rlim_cur < limit.rlim_max {
         let raised = libc::rlimit {
             rlim_cur: limit.rlim_max,
@@ -26,7 +27,7 @@ pub fn raise_nofile_limit() -> io::Result<u64> {
         }
         limit = raised;
     }
-    Ok(limit.rlim_cur)
+    Ok((before, limit.rlim_cur))
 }
 
 /// Sets `TCP_NOTSENT_LOWAT` on a TCP socket: the kernel then keeps at most about `bytes` of

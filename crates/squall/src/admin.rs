@@ -155,8 +155,13 @@ const FAMILIES: &[Family] = &[
     ),
     (
         "squall_accept_pauses_total",
-        "Times accepting paused for lack of file descriptors.",
+        "Times accepting paused: at the descriptor reserve's mark, or when accept failed for lack of descriptors.",
         |w| &w.accept_pauses,
+    ),
+    (
+        "squall_upstream_descriptor_failures_total",
+        "Origin connections that could not be opened for lack of descriptors (EMFILE, ENFILE); retried as a connect failure.",
+        |w| &w.upstream_descriptor_failures,
     ),
     (
         "squall_tls_errors_total",
@@ -275,6 +280,39 @@ const HISTOGRAMS: &[(&str, &str, ReadHistogram)] = &[
         |w| &w.upstream_duration,
     ),
 ];
+
+/// Whether each worker's accepting is paused now, and the process's client connections against
+/// the mark the descriptor reserve sets (`descriptors.rs`).
+fn render_accept_gauges(out: &mut String, metrics: &Metrics) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let _ = writeln!(
+        out,
+        "# HELP squall_accept_paused 1 while the worker has stopped accepting (descriptor reserve reached, or out of descriptors)."
+    );
+    let _ = writeln!(out, "# TYPE squall_accept_paused gauge");
+    for (id, worker) in metrics.workers().iter().enumerate() {
+        let value = worker.accept_paused.load(Relaxed);
+        let _ = writeln!(out, "squall_accept_paused{{worker=\"{id}\"}} {value}");
+    }
+    let budget = &metrics.descriptors;
+    let max = budget.max().min(i64::MAX as usize);
+    for (name, help, value) in [
+        (
+            "squall_client_connections_open",
+            "Client connections open in the whole process.",
+            budget.open(),
+        ),
+        (
+            "squall_client_connections_max",
+            "Client connections accepting pauses at: RLIMIT_NOFILE less the descriptor reserve.",
+            max,
+        ),
+    ] {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} gauge");
+        let _ = writeln!(out, "{name} {value}");
+    }
+}
 
 /// Responses by route and status class, all workers summed; routes that answered nothing are
 /// left out, so 10,000 routes cost only the lines of those in use.
@@ -513,6 +551,7 @@ pub fn render(metrics: &Metrics) -> String {
             .load(std::sync::atomic::Ordering::Relaxed);
         let _ = writeln!(out, "squall_connections_active{{worker=\"{id}\"}} {value}");
     }
+    render_accept_gauges(&mut out, metrics);
     let _ = writeln!(
         out,
         "# HELP squall_refused_total Requests refused by Squall, by the status they got (limits, malformed input; status=\"other\" for the rest)."

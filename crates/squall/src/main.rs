@@ -8,6 +8,7 @@ mod cli;
 mod clients;
 mod control;
 mod date;
+mod descriptors;
 mod listener;
 mod metrics;
 mod notify;

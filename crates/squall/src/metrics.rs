@@ -24,6 +24,8 @@ pub struct Metrics {
     upstreams: std::sync::RwLock<std::sync::Arc<[UpstreamGauges]>>,
     /// Responses by route for the config in force.
     routes: std::sync::RwLock<Option<std::sync::Arc<RouteCounters>>>,
+    /// Client connections open in the whole process, and where accepting pauses.
+    pub descriptors: crate::descriptors::Budget,
 }
 
 /// Responses per route and status class, one block per worker (each worker writes its own),
@@ -134,6 +136,10 @@ pub struct WorkerCounters {
     pub bad_requests: Counter,
     pub timeouts: Counter,
     pub accept_pauses: Counter,
+    /// 1 while this worker's accepting is paused (the descriptor reserve, or EMFILE), else 0.
+    pub accept_paused: AtomicU64,
+    /// Origin sockets that could not be made for want of a descriptor (EMFILE, ENFILE).
+    pub upstream_descriptor_failures: Counter,
     pub tls_errors: Counter,
     /// TLS handshakes completed: full ones, and resumptions (ticket or session id).
     pub tls_handshakes_full: Counter,
@@ -241,6 +247,7 @@ impl Metrics {
             config_hash: AtomicU64::new(0),
             upstreams: std::sync::RwLock::new(std::sync::Arc::from([])),
             routes: std::sync::RwLock::new(None),
+            descriptors: crate::descriptors::Budget::default(),
         }
     }
 

@@ -288,10 +288,7 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
     (metrics.config_hash).store(runtime.config_hash, Ordering::Relaxed);
     metrics.set_upstreams(runtime.upstream_gauges.clone());
     metrics.set_routes(runtime.routes.clone());
-    match squall_uring::raise_nofile_limit() {
-        Ok(limit) => info!("file descriptor limit: {limit}"),
-        Err(e) => warn!("cannot raise the file descriptor limit: {e}"),
-    }
+    let nofile = raise_nofile_limit();
     // Registered before any worker starts, so a stop signal arriving during start-up is kept.
     let mut signals = Signals::new([SIGHUP, SIGINT, SIGTERM, SIGUSR1])?;
     let (listeners, mut listening) = bind_listeners(config.listen.iter(), count, &[])?;
@@ -302,6 +299,11 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
         (Some(path), Some(file)) => Some(crate::access_log::start(path, file)?),
         _ => None,
     };
+    let base = crate::descriptors::count_open()
+        .saturating_add(count.saturating_mul(crate::descriptors::WORKER_DESCRIPTORS));
+    let inputs = crate::descriptors::inputs(&config, &runtime.upstreams, count);
+    let reserve = config.limits.descriptor_reserve;
+    (metrics.descriptors).start(nofile, base, reserve, &inputs);
     let clients = Arc::new(crate::clients::ClientTable::new());
     let workers = spawn_workers(count, listeners, &runtime, access_log.as_ref(), &clients)?;
     info!(
@@ -382,6 +384,25 @@ type Listening = Vec<(SocketAddr, SocketAddr)>;
 /// holds the address and fixed the port (so `:0`, in tests, gives every worker the same
 /// ephemeral port, which is logged). Addresses in `held` are this process's own already: they
 /// are not claimed.
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit, as nginx's `worker_rlimit_nofile`
+/// would be set to, and returns the soft limit in force.
+fn raise_nofile_limit() -> u64 {
+    match squall_uring::raise_nofile_limit() {
+        Ok((before, after)) if after > before => {
+            info!("raised the RLIMIT_NOFILE soft limit from {before} to the hard limit, {after}");
+            after
+        }
+        Ok((_, limit)) => {
+            info!("file descriptor limit: {limit}");
+            limit
+        }
+        Err(e) => {
+            warn!("cannot raise the file descriptor limit: {e}");
+            u64::MAX
+        }
+    }
+}
+
 fn bind_listeners<'a>(
     listens: impl Iterator<Item = &'a squall_config::Listen>,
     workers: usize,
@@ -564,6 +585,9 @@ fn apply(
     current: &mut Arc<Runtime>,
     listening: &mut Listening,
 ) {
+    let inputs = crate::descriptors::inputs(&next.config, &next.runtime.upstreams, workers.len());
+    let reserve = next.config.limits.descriptor_reserve;
+    (next.runtime.metrics.descriptors).apply(reserve, &inputs);
     let runtime = Arc::new(next.runtime);
     *current = runtime.clone();
     *listening = next.listening;

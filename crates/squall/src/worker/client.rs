@@ -232,6 +232,7 @@ impl Worker {
         conn.check_invariants();
         if conn.phase == Phase::Closed && conn.socket.drained() {
             let conn = self.conns.remove(index);
+            self.runtime.metrics.descriptors.closed();
             if let Some(ip) = conn.counted_ip {
                 self.clients.close(ip);
             }

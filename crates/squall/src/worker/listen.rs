@@ -1,5 +1,14 @@
-//! Listening sockets: multishot accepts, the back-off when descriptors run out, listeners added
-//! and removed by a reload, and the set-up of each accepted client connection.
+//! Listening sockets: accepts, the pause at the descriptor reserve's mark and the back-off when
+//! descriptors run out, listeners added and removed by a reload, and the set-up of each
+//! accepted client connection.
+//!
+//! Far from the mark a listener runs one multishot accept, which the kernel completes for every
+//! connection in the queue at once: cheap, but unbounded. Near the mark (less headroom than
+//! every worker's queues could hold) the multishot is cancelled and each accept is armed for one
+//! connection only, so the process passes the mark by at most one connection per listener and
+//! worker. At the mark nothing is armed: clients wait in the kernel's queue. A closing
+//! connection re-arms this worker's paused listeners, and every paused worker looks again each
+//! `ACCEPT_RETRY` (another worker's closes free the room), so a pause always ends.
 
 use std::io;
 use std::net::SocketAddr;
@@ -15,6 +24,10 @@ use super::h2::Protocols;
 use super::token::{self, Token};
 use super::{ACCEPT_RETRY, CONNS_MAX, Listener, PAUSE_LOG_INTERVAL, Worker};
 
+/// The listen backlog of a worker's socket (see `listener.rs`): what one multishot accept may
+/// take at once.
+const QUEUE_MAX: usize = 4096;
+
 impl Worker {
     /// Starts accepting on new listening sockets (at start-up and from a reload).
     pub(super) fn add_listeners(&mut self, listeners: Vec<(SocketAddr, OwnedFd)>) {
@@ -23,6 +36,7 @@ impl Worker {
                 address,
                 fd: Some(fd),
                 accept: None,
+                multishot: false,
                 paused_since: None,
             });
             self.arm_accept(self.listeners.len() - 1);
@@ -67,12 +81,73 @@ impl Worker {
         }
     }
 
+    /// Arms listener `index`'s accept: multishot far from the descriptor mark, one connection at
+    /// a time near it, none at it (then the listener is paused until connections close).
     pub(super) fn arm_accept(&mut self, index: usize) {
+        let headroom = self.runtime.metrics.descriptors.headroom();
+        let multishot = headroom > self.multishot_headroom();
         let listener = &mut self.listeners[index];
-        if let (Some(fd), None) = (&listener.fd, listener.accept) {
-            let token = Token::listener(index).raw();
-            listener.accept = Some(self.ring.accept_multi(fd.as_raw_fd(), token));
+        let (Some(fd), None) = (&listener.fd, listener.accept) else {
+            return;
+        };
+        if headroom == 0 {
+            self.pause_at_mark(index);
+            return;
         }
+        let (fd, token) = (fd.as_raw_fd(), Token::listener(index).raw());
+        listener.multishot = multishot;
+        listener.accept = Some(if multishot {
+            self.ring.accept_multi(fd, token)
+        } else {
+            self.ring.accept(fd, token)
+        });
+        self.publish_paused();
+    }
+
+    /// The headroom below which a multishot accept could pass the mark by a whole queue: every
+    /// worker's queue on every listener.
+    fn multishot_headroom(&self) -> usize {
+        self.peers
+            .len()
+            .max(1)
+            .saturating_mul(self.listeners.len().max(1))
+            .saturating_mul(QUEUE_MAX)
+    }
+
+    /// Listener `index` stops accepting: the process holds as many client connections as the
+    /// descriptor reserve allows. It resumes when one closes (`op_done_at`) or on the retry.
+    fn pause_at_mark(&mut self, index: usize) {
+        let listener = &mut self.listeners[index];
+        if listener.paused_since.is_none() {
+            self.runtime.metrics.worker(self.id).accept_pauses.inc();
+            listener.paused_since = Some(self.now);
+        }
+        if self
+            .pause_logged_at
+            .is_none_or(|at| self.now >= at + PAUSE_LOG_INTERVAL)
+        {
+            let budget = &self.runtime.metrics.descriptors;
+            warn!(
+                worker = self.id,
+                "accept paused: {} client connections open, the most the descriptor reserve \
+                 allows ({}); resuming as connections close",
+                budget.open(),
+                budget.max()
+            );
+            self.pause_logged_at = Some(self.now);
+        }
+        self.accept_retry_at = Some(self.now + ACCEPT_RETRY);
+        self.publish_paused();
+    }
+
+    /// Sets this worker's `squall_accept_paused` gauge: 1 while a listener waits to be re-armed.
+    pub(super) fn publish_paused(&self) {
+        let paused = self
+            .listeners
+            .iter()
+            .any(|l| l.paused_since.is_some() && l.accept.is_none() && l.fd.is_some());
+        let gauge = &self.runtime.metrics.worker(self.id).accept_paused;
+        gauge.store(u64::from(paused), std::sync::atomic::Ordering::Relaxed);
     }
 
     pub(super) fn on_accept(&mut self, token: Token, result: io::Result<OwnedFd>, more: bool) {
@@ -84,6 +159,17 @@ impl Worker {
             Ok(fd) if self.drain_deadline.is_none() && self.conns.len() < CONNS_MAX => {
                 self.listeners[index].paused_since = None;
                 self.open_conn(fd, index);
+                let listener = &self.listeners[index];
+                if more
+                    && listener.multishot
+                    && let Some(op) = listener.accept
+                    && self.runtime.metrics.descriptors.headroom() <= self.multishot_headroom()
+                {
+                    // Near the mark: one connection at a time from now on. The cancelled
+                    // accept's last completion re-arms it (below).
+                    self.ring.cancel(op, Token::listener(0).raw());
+                    self.listeners[index].multishot = false;
+                }
             }
             Ok(fd) => drop(fd),
             Err(e) if is_out_of_descriptors(&e) => {
@@ -105,9 +191,12 @@ impl Worker {
                     self.pause_logged_at = Some(self.now);
                 }
                 self.accept_retry_at = Some(self.now + ACCEPT_RETRY);
+                self.publish_paused();
                 return;
             }
-            Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => return,
+            // A listener closed by a reload or a drain has no socket left to re-arm on; one
+            // cancelled to accept one connection at a time is re-armed below.
+            Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => {}
             Err(e) => debug!(worker = self.id, "accept: {e}"),
         }
         if !more && self.drain_deadline.is_none() {
@@ -178,6 +267,8 @@ impl Worker {
             conn.counted_ip = Some(peer.ip());
         }
         let index = self.conns.insert(conn);
+        // Counted from the slot's insertion to its removal (`op_done_at`), however it closes.
+        self.runtime.metrics.descriptors.opened();
         let token = Token::client(index, generation);
         let conn = &mut self.conns[index];
         conn.socket.arm_recv(&mut self.ring, token);

@@ -88,7 +88,9 @@ pub(super) struct Listener {
     address: SocketAddr,
     fd: Option<OwnedFd>,
     accept: Option<OpId>,
-    /// Set while accepting is paused for lack of descriptors.
+    /// Whether `accept` is a multishot one (far from the descriptor mark; see `listen.rs`).
+    multishot: bool,
+    /// Set while accepting is paused: at the descriptor reserve's mark, or out of descriptors.
     paused_since: Option<Instant>,
 }
 
@@ -113,6 +115,8 @@ struct Worker {
     accept_retry_at: Option<Instant>,
     /// When running out of descriptors was last logged.
     pause_logged_at: Option<Instant>,
+    /// When an origin socket refused for want of a descriptor was last logged.
+    origin_fd_logged_at: Option<Instant>,
     /// This worker's batch of access log lines, when the access log is on.
     log: RequestLog,
     clients: Arc<ClientTable>,
@@ -175,6 +179,7 @@ pub fn run(setup: Setup) {
         drain_deadline: None,
         accept_retry_at: None,
         pause_logged_at: None,
+        origin_fd_logged_at: None,
         log: RequestLog {
             access: setup.access_log.map(|tx| access_log::Batch::new(tx, now)),
             routes,

@@ -90,6 +90,31 @@ pub fn origin_socket(address: SocketAddr) -> io::Result<OwnedFd> {
 }
 
 impl Worker {
+    /// An origin socket could not be made: out of descriptors (the reserve was too small, or
+    /// HTTP/2 clients have many requests in flight each) is counted and logged at warn, at most
+    /// once per `PAUSE_LOG_INTERVAL`; the exchange takes it as a connect failure and retries
+    /// where it may.
+    pub(super) fn origin_socket_failed(&mut self, address: Option<SocketAddr>, e: &io::Error) {
+        if !matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
+            debug!(worker = self.id, ?address, "origin socket: {e}");
+            return;
+        }
+        let counters = self.runtime.metrics.worker(self.id);
+        counters.upstream_descriptor_failures.inc();
+        if self
+            .origin_fd_logged_at
+            .is_none_or(|at| self.now >= at + super::PAUSE_LOG_INTERVAL)
+        {
+            tracing::warn!(
+                worker = self.id,
+                ?address,
+                "origin connection refused for want of a descriptor: {e}; retried as a connect \
+                 failure (raise RLIMIT_NOFILE or limits.descriptor_reserve)"
+            );
+            self.origin_fd_logged_at = Some(self.now);
+        }
+    }
+
     pub(super) fn origin_index(&self, token: Token) -> Option<usize> {
         debug_assert_eq!(token.kind(), token::Kind::Origin);
         let index = token.index();

@@ -88,7 +88,7 @@ impl Worker {
         let fd = match origin_socket(address) {
             Ok(fd) => fd,
             Err(e) => {
-                debug!(worker = self.id, %address, "probe socket: {e}");
+                self.origin_socket_failed(Some(address), &e);
                 self.upstreams.groups[upstream]
                     .group
                     .record_check(server, false, self.now);

@@ -1,0 +1,300 @@
+//! The descriptor budget: how many client connections the process accepts before it pauses.
+//!
+//! Every client connection is a descriptor, and so is every origin connection a proxied
+//! request opens. Accepting clients until `accept` fails with EMFILE leaves nothing for the
+//! origin sockets of the requests those clients send: they fail, and the clients that were
+//! accepted get 502s. So accepting stops earlier, at a mark that keeps a *reserve* free for
+//! what accepted clients cause (one origin connection per proxied request in flight, the
+//! keep-alive pools), for the log files, the admin port, the control socket and a reload.
+//! Clients past the mark wait in the kernel's accept queue (or are refused by the kernel when
+//! it is full): never accepted and then half-served.
+//!
+//! The count is process-wide (one atomic that every worker adds to at accept and takes from
+//! when a connection's slot is freed), because the descriptor limit is the process's: a
+//! per-worker share would pause a busy worker while an idle one holds descriptors it does not
+//! use. The mark is set at start-up and on each reload (the reserve depends on the config).
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use squall_config::DescriptorReserve;
+use tracing::{info, warn};
+
+/// The least automatic reserve: room for what the sum below does not name (a resolver, a
+/// certificate read by a reload, the odd descriptor a library opens).
+pub const RESERVE_FLOOR: usize = 64;
+/// Descriptors a worker opens once its thread starts (its ring, its waker), counted into the
+/// base because start-up measures the base before the workers run.
+pub const WORKER_DESCRIPTORS: usize = 4;
+/// What a reload opens besides new listening sockets: the config file, certificate and key
+/// files, the access log reopened, a control connection.
+const RELOAD_FILES: usize = 16;
+/// The admin listener and a scrape in progress; the control socket and a `squall reload`.
+const ADMIN_AND_CONTROL: usize = 4;
+
+/// What the automatic reserve is sized from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReserveInputs {
+    pub workers: usize,
+    /// `[[listen]]` entries: a reload may open a new socket per worker for each.
+    pub listeners: usize,
+    /// Per worker, the origin connections its keep-alive pools may hold idle: Σ over the
+    /// upstream groups of servers × the pool's idle bound.
+    pub pooled_per_worker: usize,
+    /// Whether any route forwards to an origin: then each client connection may hold one
+    /// origin connection for its request in flight.
+    pub proxies: bool,
+}
+
+/// The accept mark and what it was computed from, for the start-up log line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// Client connections accepting pauses at; `usize::MAX` with the reserve off.
+    pub clients_max: usize,
+    /// Descriptors kept free for everything but client connections (what the log calls the
+    /// reserve: the limit minus `clients_max`, the base included).
+    pub reserve: usize,
+}
+
+/// The descriptors the reserve keeps for everything but the client connections and the base:
+/// the pools, the files and sockets of the admin, the control socket and a reload, with
+/// [`RESERVE_FLOOR`] added. Requests in flight are not in this sum: [`plan`] charges each
+/// client connection its origin connection instead.
+pub fn auto_reserve(inputs: &ReserveInputs) -> usize {
+    let pools = inputs.workers.saturating_mul(inputs.pooled_per_worker);
+    let reload = inputs
+        .workers
+        .saturating_mul(inputs.listeners)
+        .saturating_add(RELOAD_FILES);
+    RESERVE_FLOOR
+        .saturating_add(pools)
+        .saturating_add(reload)
+        .saturating_add(ADMIN_AND_CONTROL)
+}
+
+/// Where accepting pauses, given the soft `RLIMIT_NOFILE`, the descriptors the process holds
+/// before any client (`base`: stdio, listeners, rings, log files) and the configured reserve.
+///
+/// With `"auto"` and proxy routes, every client connection is charged two descriptors: its
+/// own and the origin connection of its request in flight. A fixed reserve is taken as the
+/// operator's whole answer (nothing is charged per client); 0 turns the mark off. A limit too
+/// low for the reserve still accepts a quarter of what is left after the base (start-up warns
+/// about it), so the server serves rather than accepting no one.
+pub fn plan(nofile: u64, base: usize, reserve: DescriptorReserve, inputs: &ReserveInputs) -> Plan {
+    let nofile = usize::try_from(nofile).unwrap_or(usize::MAX);
+    let (fixed, per_client) = match reserve {
+        DescriptorReserve::Fixed(0) => {
+            return Plan {
+                clients_max: usize::MAX,
+                reserve: 0,
+            };
+        }
+        DescriptorReserve::Fixed(n) => (n as usize, 1),
+        DescriptorReserve::Auto => (auto_reserve(inputs), if inputs.proxies { 2 } else { 1 }),
+    };
+    let room = nofile.saturating_sub(base).saturating_sub(fixed);
+    let least = nofile.saturating_sub(base) / 4;
+    let clients_max = (room / per_client).max(least).max(1);
+    Plan {
+        clients_max,
+        reserve: nofile.saturating_sub(clients_max),
+    }
+}
+
+/// What the reserve of `config` is sized from, with `upstreams` its compiled groups.
+pub fn inputs(
+    config: &squall_config::Config,
+    upstreams: &[squall_upstream::UpstreamSpec],
+    workers: usize,
+) -> ReserveInputs {
+    let pooled_per_worker = upstreams
+        .iter()
+        .map(|u| u.servers.len().saturating_mul(u.pool.idle_max as usize))
+        .fold(0usize, usize::saturating_add);
+    ReserveInputs {
+        workers,
+        listeners: config.listen.len(),
+        pooled_per_worker,
+        proxies: !upstreams.is_empty(),
+    }
+}
+
+/// The descriptors open in this process now (`/proc/self/fd`), or 0 when it cannot be read.
+pub fn count_open() -> usize {
+    // The directory's own descriptor is listed too, and not ours to count.
+    std::fs::read_dir("/proc/self/fd").map_or(0, |dir| dir.count().saturating_sub(1))
+}
+
+fn log_plan(
+    nofile: u64,
+    base: usize,
+    reserve: DescriptorReserve,
+    inputs: &ReserveInputs,
+    plan: Plan,
+) {
+    if plan.clients_max == usize::MAX {
+        info!(
+            "accepting until descriptors run out (RLIMIT_NOFILE {nofile}, descriptor_reserve = 0)"
+        );
+        return;
+    }
+    info!(
+        "accepting up to {} connections (RLIMIT_NOFILE {nofile}, reserve {})",
+        plan.clients_max, plan.reserve
+    );
+    let wanted = match reserve {
+        DescriptorReserve::Auto => auto_reserve(inputs),
+        DescriptorReserve::Fixed(n) => n as usize,
+    };
+    if base.saturating_add(wanted) >= usize::try_from(nofile).unwrap_or(usize::MAX) {
+        warn!(
+            "RLIMIT_NOFILE {nofile} leaves no room for the descriptor reserve ({wanted} beside \
+             {base} open at start-up): proxied requests may fail for want of descriptors; \
+             raise the limit (LimitNOFILE= in systemd, ulimit -n)"
+        );
+    }
+}
+
+/// The process-wide count of open client connections and the mark accepting pauses at.
+#[derive(Debug)]
+pub struct Budget {
+    open: AtomicUsize,
+    max: AtomicUsize,
+    /// The soft `RLIMIT_NOFILE` and the base measured at start-up, kept for reloads.
+    nofile: AtomicU64,
+    base: AtomicUsize,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget {
+            open: AtomicUsize::new(0),
+            max: AtomicUsize::new(usize::MAX),
+            nofile: AtomicU64::new(u64::MAX),
+            base: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl Budget {
+    /// Start-up: records the limit and the base, sets the mark and logs it.
+    pub fn start(
+        &self,
+        nofile: u64,
+        base: usize,
+        reserve: DescriptorReserve,
+        inputs: &ReserveInputs,
+    ) {
+        self.nofile.store(nofile, Ordering::Relaxed);
+        self.base.store(base, Ordering::Relaxed);
+        let plan = self.apply(reserve, inputs);
+        log_plan(nofile, base, reserve, inputs, plan);
+    }
+
+    /// Sets the mark for `reserve` against the limit and base recorded at start-up (a reload's
+    /// config may change the reserve).
+    pub fn apply(&self, reserve: DescriptorReserve, inputs: &ReserveInputs) -> Plan {
+        let nofile = self.nofile.load(Ordering::Relaxed);
+        let plan = plan(nofile, self.base.load(Ordering::Relaxed), reserve, inputs);
+        self.set_max(plan.clients_max);
+        plan
+    }
+
+    /// Counts a connection accepted.
+    pub fn opened(&self) {
+        self.open.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a connection whose slot was freed (its socket is closed).
+    pub fn closed(&self) {
+        let _ = self
+            .open
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+    }
+
+    pub fn open(&self) -> usize {
+        self.open.load(Ordering::Relaxed)
+    }
+
+    pub fn max(&self) -> usize {
+        self.max.load(Ordering::Relaxed)
+    }
+
+    /// Sets the mark (start-up, reload).
+    pub fn set_max(&self, max: usize) {
+        self.max.store(max, Ordering::Relaxed);
+    }
+
+    /// Connections that may still be accepted before the mark: 0 means paused.
+    pub fn headroom(&self) -> usize {
+        self.max().saturating_sub(self.open())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INPUTS: ReserveInputs = ReserveInputs {
+        workers: 2,
+        listeners: 1,
+        pooled_per_worker: 32,
+        proxies: true,
+    };
+
+    #[test]
+    fn the_auto_reserve_sums_pools_reload_and_the_floor() {
+        assert_eq!(auto_reserve(&INPUTS), 64 + 2 * 32 + 2 + 16 + 4);
+        let bare = ReserveInputs::default();
+        assert_eq!(auto_reserve(&bare), RESERVE_FLOOR + RELOAD_FILES + 4);
+    }
+
+    #[test]
+    fn proxying_charges_each_client_its_origin_connection() {
+        let plan = plan(1024, 24, DescriptorReserve::Auto, &INPUTS);
+        assert_eq!(plan.clients_max, (1024 - 24 - 150) / 2);
+        assert_eq!(plan.reserve, 1024 - plan.clients_max);
+        let local = ReserveInputs {
+            proxies: false,
+            ..INPUTS
+        };
+        assert_eq!(
+            super::plan(1024, 24, DescriptorReserve::Auto, &local).clients_max,
+            1024 - 24 - 150
+        );
+    }
+
+    #[test]
+    fn a_fixed_reserve_is_taken_whole_and_zero_turns_it_off() {
+        let plan = plan(1024, 24, DescriptorReserve::Fixed(100), &INPUTS);
+        assert_eq!(plan.clients_max, 900);
+        let off = super::plan(1024, 24, DescriptorReserve::Fixed(0), &INPUTS);
+        assert_eq!(off.clients_max, usize::MAX);
+    }
+
+    #[test]
+    fn a_limit_below_the_reserve_still_accepts_some() {
+        assert_eq!(
+            plan(64, 24, DescriptorReserve::Auto, &INPUTS).clients_max,
+            10
+        );
+        assert_eq!(
+            plan(64, 80, DescriptorReserve::Auto, &INPUTS).clients_max,
+            1
+        );
+    }
+
+    #[test]
+    fn the_budget_counts_and_never_wraps() {
+        let budget = Budget::default();
+        budget.set_max(2);
+        budget.opened();
+        assert_eq!(budget.headroom(), 1);
+        budget.opened();
+        budget.opened();
+        assert_eq!(budget.headroom(), 0);
+        for _ in 0..4 {
+            budget.closed();
+        }
+        assert_eq!(budget.open(), 0);
+    }
+}

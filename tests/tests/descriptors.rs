@@ -1,0 +1,259 @@
+//! The descriptor reserve: under a descriptor limit far below the offered clients, Squall stops
+//! accepting before it runs out, so every proxied request it took gets its origin connection
+//! (no 502 for want of a descriptor), and the clients it has not taken wait in the kernel's
+//! queue until connections close.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use squall_e2e::{Squall, admin_addr, admin_get, metric_sum};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Concurrent clients, each on its own connection, and the requests each sends on it.
+const CLIENTS: usize = 600;
+const REQUESTS_PER_CLIENT: usize = 3;
+/// Squall's descriptor limit: far fewer than the clients.
+const NOFILE: u32 = 256;
+/// The whole load must finish within this.
+const LOAD_DEADLINE: Duration = Duration::from_secs(90);
+
+/// A hyper origin that answers every request 200 "origin" after a short delay, so requests
+/// (and their origin connections) overlap.
+fn slow_origin() -> SocketAddr {
+    let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    std_listener.set_nonblocking(true).unwrap();
+    let addr = std_listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(std_listener).unwrap();
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(answer);
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+    });
+    addr
+}
+
+async fn answer(_: http::Request<Incoming>) -> Result<http::Response<Full<Bytes>>, Infallible> {
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    Ok(http::Response::new(Full::new(Bytes::from_static(
+        b"origin",
+    ))))
+}
+
+fn config(origin: SocketAddr) -> String {
+    format!(
+        r#"[server]
+workers = 2
+drain_timeout = "5s"
+
+[admin]
+listen = "127.0.0.2:0"
+
+[[listen]]
+address = "ADDR"
+
+[[upstream]]
+name = "app"
+servers = [{{ address = "{origin}" }}]
+connect_timeout = "5s"
+response_timeout = "10s"
+
+[[vhost]]
+hosts = ["*"]
+
+[[vhost.route]]
+prefix = "/p/"
+proxy = "app"
+
+[[vhost.route]]
+exact = "/local"
+respond = {{ status = 200, body = "local" }}
+"#
+    )
+}
+
+/// Lifts this test process's own soft limit: it holds every client socket and the origin's.
+fn raise_own_nofile() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("getrlimit(RLIMIT_NOFILE)");
+    setrlimit(Resource::RLIMIT_NOFILE, hard, hard).expect("setrlimit(RLIMIT_NOFILE)");
+    assert!(
+        hard >= 4 * CLIENTS as u64,
+        "the test needs {} descriptors",
+        4 * CLIENTS
+    );
+}
+
+/// Squall under `prlimit --nofile=N:N` (both limits, so it cannot raise them back).
+fn start_limited(config: &str, nofile: u32) -> Squall {
+    Squall::start_with(config, |command| {
+        let bin = command.get_program().to_owned();
+        let args: Vec<_> = command.get_args().map(|a| a.to_owned()).collect();
+        let mut wrapped = squall_e2e::tool("prlimit");
+        wrapped
+            .arg(format!("--nofile={nofile}:{nofile}"))
+            .arg("--")
+            .arg(bin)
+            .args(args);
+        wrapped.stdin(Stdio::null()).stdout(Stdio::null());
+        wrapped.stderr(Stdio::piped());
+        *command = wrapped;
+    })
+}
+
+/// One HTTP/1.1 request on `stream`; returns the status (the body is read and checked).
+async fn get(stream: &mut tokio::net::TcpStream, path: &str) -> std::io::Result<u16> {
+    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n");
+    stream.write_all(request.as_bytes()).await?;
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if stream.read(&mut byte).await? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        head.push(byte[0]);
+        if head.len() > 16 * 1024 {
+            return Err(std::io::ErrorKind::InvalidData.into());
+        }
+    }
+    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    let status = head[9..12]
+        .parse()
+        .map_err(|_| std::io::ErrorKind::InvalidData)?;
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or(std::io::ErrorKind::InvalidData)?;
+    let mut body = vec![0u8; length];
+    stream.read_exact(&mut body).await?;
+    Ok(status)
+}
+
+/// One client: connects, sends its requests one after another on the connection, closes.
+async fn client(addr: SocketAddr, id: usize) -> Vec<Result<u16, String>> {
+    let mut statuses = Vec::new();
+    let mut stream = match tokio::net::TcpStream::connect(addr).await {
+        Ok(stream) => stream,
+        Err(e) => return vec![Err(format!("connect: {e}"))],
+    };
+    for n in 0..REQUESTS_PER_CLIENT {
+        let path = format!("/p/{id}/{n}");
+        match tokio::time::timeout(Duration::from_secs(60), get(&mut stream, &path)).await {
+            Ok(Ok(status)) => statuses.push(Ok(status)),
+            Ok(Err(e)) => return [statuses, vec![Err(format!("{path}: {e}"))]].concat(),
+            Err(_) => return [statuses, vec![Err(format!("{path}: no answer in 60 s"))]].concat(),
+        }
+    }
+    statuses
+}
+
+/// With RLIMIT_NOFILE 256 and 600 clients at once, each sending 3 proxied requests, every
+/// request gets 200: accepting pauses at the reserve's mark and the rest wait in the queue. A
+/// `respond` route answers during the flood, the pause shows in /metrics and ends after it.
+#[test]
+fn many_more_clients_than_descriptors_get_no_502() {
+    raise_own_nofile();
+    let origin = slow_origin();
+    let squall = start_limited(&config(origin), NOFILE);
+    let log = squall.log();
+    assert!(
+        log.contains(&format!("(RLIMIT_NOFILE {NOFILE}, reserve ")),
+        "the accept limit is logged at start-up:\n{log}"
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let addr = squall.addr;
+    let started = Instant::now();
+    let (results, local) = runtime.block_on(async move {
+        let clients: Vec<_> = (0..CLIENTS)
+            .map(|id| tokio::spawn(client(addr, id)))
+            .collect();
+        // Once the flood is under way, a local route still answers (after its turn in the
+        // accept queue).
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let local = async {
+            let mut stream = tokio::net::TcpStream::connect(addr).await?;
+            get(&mut stream, "/local").await
+        };
+        let local = tokio::time::timeout(Duration::from_secs(60), local).await;
+        let mut results = Vec::new();
+        for handle in clients {
+            let done = tokio::time::timeout(LOAD_DEADLINE, handle).await;
+            results.extend(done.expect("the load ends in time").expect("a client task"));
+        }
+        (results, local)
+    });
+    let elapsed = started.elapsed();
+    assert!(
+        matches!(local, Ok(Ok(200))),
+        "the respond route during the flood: {local:?}"
+    );
+    let mut by_status = std::collections::BTreeMap::new();
+    let mut failures = Vec::new();
+    for result in &results {
+        match result {
+            Ok(status) => *by_status.entry(*status).or_insert(0usize) += 1,
+            Err(e) => failures.push(e.clone()),
+        }
+    }
+    failures.truncate(5);
+    assert_eq!(
+        by_status.get(&200).copied().unwrap_or(0),
+        CLIENTS * REQUESTS_PER_CLIENT,
+        "statuses {by_status:?}, failures (first 5) {failures:?}, in {elapsed:?}; log:\n{}",
+        squall.log()
+    );
+    let admin = admin_addr(&squall);
+    let (_, metrics) = admin_get(admin, "/metrics");
+    assert!(
+        metric_sum(&metrics, "squall_accept_pauses_total") >= 1.0,
+        "accepting paused at the mark:\n{metrics}"
+    );
+    assert_eq!(
+        metric_sum(&metrics, "squall_upstream_descriptor_failures_total"),
+        0.0
+    );
+    let max = metric_sum(&metrics, "squall_client_connections_max");
+    assert!(
+        (1.0..f64::from(NOFILE)).contains(&max),
+        "a mark below the limit: {max}"
+    );
+    // Every client has closed: the pause is over in both workers (bounded wait).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, metrics) = admin_get(admin, "/metrics");
+        if metric_sum(&metrics, "squall_accept_paused") == 0.0
+            && metric_sum(&metrics, "squall_client_connections_open") == 0.0
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still paused after the load:\n{metrics}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
