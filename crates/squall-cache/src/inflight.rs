@@ -20,11 +20,22 @@
 //! table alive (type-erased, so `Ticket` needs no waiter type), so the queue outlives a table
 //! its owner replaced; an owner that replaces its table keeps draining the old one until
 //! [`InFlight::is_empty`].
+//!
+//! # Hit-for-pass
+//! A leader whose response turned out not storable for reasons of the response itself
+//! (no-store, private, Set-Cookie, no freshness, too large) finishes with
+//! [`InFlight::finish_passing`]: the key keeps a *pass mark* until the given time, and
+//! [`InFlight::join`] answers [`Join::Pass`] meanwhile, so the key's requests go to the origin
+//! side by side instead of queueing behind one another's fetches (Varnish's hit-for-miss: what
+//! they fetch may still be stored). Marks are few and short-lived: a shard holds at most
+//! [`PASS_MARKS_PER_SHARD_MAX`], expired ones are swept when it is full, and a mark found
+//! expired is replaced by the next leader.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime};
 
 use crate::key::{CacheKey, PassThrough, shard_count, shard_of};
 
@@ -32,8 +43,34 @@ use crate::key::{CacheKey, PassThrough, shard_count, shard_of};
 /// request goes to the origin itself: a hot key's waiter list must not grow without bound.
 pub const WAITERS_PER_KEY_MAX: usize = 1024;
 
-/// One shard of the table: key -> parked waiters.
-type Waiters<W> = HashMap<CacheKey, Vec<W>, PassThrough>;
+/// Pass marks one shard holds at most (see the module docs): a flood of distinct uncacheable
+/// URLs costs a bounded table, and past it keys simply coalesce as before.
+pub const PASS_MARKS_PER_SHARD_MAX: usize = 4096;
+
+/// One shard of the table: key -> its slot.
+type Slots<W> = HashMap<CacheKey, Slot<W>, PassThrough>;
+
+/// What the table holds for a key.
+#[derive(Debug)]
+enum Slot<W> {
+    /// A leader is fetching; these followers wait for it, in the order they joined.
+    Led(Vec<W>),
+    /// Not storable lately: requests go to the origin unled until this time.
+    Pass(SystemTime),
+}
+
+impl<W> Slot<W> {
+    fn passes_at(&self, now: SystemTime) -> bool {
+        matches!(self, Slot::Pass(until) if *until > now)
+    }
+}
+
+/// One shard: the slots, and how many of them are pass marks.
+#[derive(Debug)]
+struct Shard<W> {
+    slots: Slots<W>,
+    pass_marks: usize,
+}
 
 /// The in-flight table. `Send + Sync` when `W` is `Send`; share it through an `Arc`.
 #[derive(Debug)]
@@ -55,6 +92,9 @@ pub enum Join<W> {
     /// The key already has the maximum number of waiters: go to the origin yourself. The
     /// waiter comes back.
     Full(W),
+    /// The key's last response was not storable, lately (hit-for-pass): go to the origin
+    /// yourself, without waiting for anyone. The waiter comes back.
+    Pass(W),
 }
 
 /// Proof of leadership for one key, consumed by [`InFlight::finish`]. Dropped unfinished, it
@@ -76,7 +116,7 @@ trait Abandon: Send + Sync {
 /// The shared state of an [`InFlight`]: waiters by key, and keys whose ticket was dropped.
 #[derive(Debug)]
 struct Table<W> {
-    shards: Box<[Mutex<Waiters<W>>]>,
+    shards: Box<[Mutex<Shard<W>>]>,
     mask: usize,
     abandoned: Mutex<Vec<CacheKey>>,
     /// Whether `abandoned` may be non-empty: lets every driver check each loop turn without
@@ -115,7 +155,12 @@ impl<W> InFlight<W> {
         InFlight {
             table: Arc::new(Table {
                 shards: (0..count)
-                    .map(|_| Mutex::new(HashMap::with_hasher(PassThrough)))
+                    .map(|_| {
+                        Mutex::new(Shard {
+                            slots: HashMap::with_hasher(PassThrough),
+                            pass_marks: 0,
+                        })
+                    })
                     .collect(),
                 mask: count - 1,
                 abandoned: Mutex::new(Vec::new()),
@@ -132,12 +177,25 @@ impl<W> InFlight<W> {
         self
     }
 
-    /// Number of keys in flight (including abandoned ones not yet taken).
+    /// Number of keys in flight (including abandoned ones not yet taken); pass marks do not
+    /// count.
     pub fn len(&self) -> usize {
         self.table
             .shards
             .iter()
-            .map(|s| s.lock().unwrap_or_else(PoisonError::into_inner).len())
+            .map(|s| {
+                let shard = s.lock().unwrap_or_else(PoisonError::into_inner);
+                shard.slots.len() - shard.pass_marks
+            })
+            .sum()
+    }
+
+    /// Number of pass marks held, expired ones not yet swept included.
+    pub fn pass_marks(&self) -> usize {
+        self.table
+            .shards
+            .iter()
+            .map(|s| s.lock().unwrap_or_else(PoisonError::into_inner).pass_marks)
             .sum()
     }
 
@@ -147,7 +205,10 @@ impl<W> InFlight<W> {
 
     /// Followers parked for `key` now (0 when not in flight).
     pub fn waiters(&self, key: &CacheKey) -> usize {
-        self.table.lock(key).get(key).map_or(0, Vec::len)
+        match self.table.lock(key).slots.get(key) {
+            Some(Slot::Led(waiters)) => waiters.len(),
+            Some(Slot::Pass(_)) | None => 0,
+        }
     }
 
     /// The waiters of every key whose ticket was dropped unfinished since the last call, to be
@@ -168,7 +229,7 @@ impl<W> InFlight<W> {
         };
         let mut woken = Vec::new();
         for key in keys {
-            let waiters = table.lock(&key).remove(&key);
+            let waiters = table.lock(&key).take_led(&key);
             debug_assert!(waiters.is_some(), "abandoned {key:?} was not in flight");
             woken.extend(waiters.unwrap_or_default());
         }
@@ -186,31 +247,34 @@ impl<W> InFlight<W> {
 
 impl<W: Send + 'static> InFlight<W> {
     /// The first caller for `key` becomes the leader; later ones are parked as followers, up to
-    /// the waiter limit, beyond which they get [`Join::Full`].
-    pub fn join(&self, key: &CacheKey, waiter: W) -> Join<W> {
+    /// the waiter limit, beyond which they get [`Join::Full`]. While the key has a pass mark
+    /// at `now`, everyone gets [`Join::Pass`].
+    pub fn join(&self, key: &CacheKey, waiter: W, now: SystemTime) -> Join<W> {
         let mut shard = self.table.lock(key);
-        match shard.get_mut(key) {
-            None => {
-                shard.insert(key.clone(), Vec::new());
-                drop(shard);
-                Join::Leader(self.ticket(key))
-            }
-            Some(waiters) if waiters.len() >= self.waiters_max => Join::Full(waiter),
-            Some(waiters) => {
+        match shard.slots.get_mut(key) {
+            Some(slot) if slot.passes_at(now) => Join::Pass(waiter),
+            Some(Slot::Led(waiters)) if waiters.len() >= self.waiters_max => Join::Full(waiter),
+            Some(Slot::Led(waiters)) => {
                 waiters.push(waiter);
                 Join::Follower
+            }
+            Some(Slot::Pass(_)) | None => {
+                shard.lead(key);
+                drop(shard);
+                Join::Leader(self.ticket(key))
             }
         }
     }
 
     /// Leads `key` if nobody does, without parking anybody otherwise: for a request that has
     /// something to serve meanwhile (a stale entry inside its stale-while-revalidate window).
+    /// A pass mark does not stop it: the entry is stored, so it is worth refreshing.
     pub fn try_lead(&self, key: &CacheKey) -> Option<Ticket> {
         let mut shard = self.table.lock(key);
-        if shard.contains_key(key) {
+        if let Some(Slot::Led(_)) = shard.slots.get(key) {
             return None;
         }
-        shard.insert(key.clone(), Vec::new());
+        shard.lead(key);
         drop(shard);
         Some(self.ticket(key))
     }
@@ -218,14 +282,29 @@ impl<W: Send + 'static> InFlight<W> {
     /// The leader's fetch ended: removes the key and returns its parked waiters, in the order
     /// they joined, to be woken. A ticket from another table (one its owner replaced) is
     /// abandoned to that table instead, and nothing is returned here.
-    pub fn finish(&self, mut ticket: Ticket) -> Vec<W> {
+    pub fn finish(&self, ticket: Ticket) -> Vec<W> {
+        self.settle(ticket, None)
+    }
+
+    /// As [`finish`](InFlight::finish), for a fetch whose response could not be stored because
+    /// of what it was, at `now`: the key's requests go to the origin without coalescing for
+    /// `hold` (hit-for-pass; see the module docs).
+    pub fn finish_passing(&self, ticket: Ticket, now: SystemTime, hold: Duration) -> Vec<W> {
+        self.settle(ticket, Some((now, hold)))
+    }
+
+    fn settle(&self, mut ticket: Ticket, pass: Option<(SystemTime, Duration)>) -> Vec<W> {
         if !self.owns(&ticket) {
             drop(ticket);
             return Vec::new();
         }
         ticket.table = None;
-        let waiters = self.table.lock(&ticket.key).remove(&ticket.key);
+        let mut shard = self.table.lock(&ticket.key);
+        let waiters = shard.take_led(&ticket.key);
         debug_assert!(waiters.is_some(), "finished a key that was not in flight");
+        if let Some((now, hold)) = pass {
+            shard.mark_pass(&ticket.key, now, hold);
+        }
         waiters.unwrap_or_default()
     }
 
@@ -244,7 +323,7 @@ impl<W: PartialEq> InFlight<W> {
     /// wake-up is on its way and should be ignored) or never parked.
     pub fn leave(&self, key: &CacheKey, waiter: &W) -> bool {
         let mut shard = self.table.lock(key);
-        let Some(waiters) = shard.get_mut(key) else {
+        let Some(Slot::Led(waiters)) = shard.slots.get_mut(key) else {
             return false;
         };
         match waiters.iter().position(|w| w == waiter) {
@@ -257,8 +336,43 @@ impl<W: PartialEq> InFlight<W> {
     }
 }
 
+impl<W> Shard<W> {
+    /// Makes `key` led (replacing an expired or overridden pass mark).
+    fn lead(&mut self, key: &CacheKey) {
+        if let Some(Slot::Pass(_)) = self.slots.insert(key.clone(), Slot::Led(Vec::new())) {
+            self.pass_marks -= 1;
+        }
+    }
+
+    /// Removes `key`'s leadership, returning its waiters; `None` if it was not led.
+    fn take_led(&mut self, key: &CacheKey) -> Option<Vec<W>> {
+        match self.slots.remove(key)? {
+            Slot::Led(waiters) => Some(waiters),
+            pass => {
+                self.slots.insert(key.clone(), pass);
+                None
+            }
+        }
+    }
+
+    /// Marks `key` for passing from `now` for `hold`, if the shard has room once the marks
+    /// expired by `now` are swept.
+    fn mark_pass(&mut self, key: &CacheKey, now: SystemTime, hold: Duration) {
+        if self.pass_marks >= PASS_MARKS_PER_SHARD_MAX {
+            let before = self.slots.len();
+            self.slots
+                .retain(|_, slot| !matches!(slot, Slot::Pass(until) if *until <= now));
+            self.pass_marks -= before - self.slots.len();
+        }
+        if self.pass_marks < PASS_MARKS_PER_SHARD_MAX {
+            self.slots.insert(key.clone(), Slot::Pass(now + hold));
+            self.pass_marks += 1;
+        }
+    }
+}
+
 impl<W> Table<W> {
-    fn lock(&self, key: &CacheKey) -> MutexGuard<'_, Waiters<W>> {
+    fn lock(&self, key: &CacheKey) -> MutexGuard<'_, Shard<W>> {
         let shard = &self.shards[shard_of(key.hash64(), self.mask)];
         // The map is consistent after every single operation, so a poisoned lock is safe.
         shard.lock().unwrap_or_else(PoisonError::into_inner)

@@ -90,9 +90,10 @@ pub use entry::{
 };
 pub use fill::{
     Admission, Decision, EncodeHead, Fill, FillLimits, FillRequest, HeadAction, Invalidation,
-    OriginHead, Outcome, Served, admit, decide, decide_after_wait, header_lines, stored_headers,
+    OriginHead, Outcome, Served, admit, decide, decide_after_wait, header_lines, passes_after,
+    stored_headers,
 };
-pub use inflight::{InFlight, Join, Ticket, WAITERS_PER_KEY_MAX};
+pub use inflight::{InFlight, Join, PASS_MARKS_PER_SHARD_MAX, Ticket, WAITERS_PER_KEY_MAX};
 pub use key::CacheKey;
 pub use policy::{
     Freshness, Lookup, NotStorable, RequestCacheControl, ResponseRules, SetCookie,

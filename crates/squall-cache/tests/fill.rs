@@ -94,7 +94,7 @@ fn a_storable_response_is_stored_at_its_clean_end_whatever_the_split() {
     for pieces in splits(body) {
         let store = new_store();
         let table = InFlight::<u32>::new(1);
-        let Join::Leader(ticket) = table.join(&key(), 0) else {
+        let Join::Leader(ticket) = table.join(&key(), 0, std::time::UNIX_EPOCH) else {
             panic!("first is leader")
         };
         let mut f = Fill::new(store.clone(), limits(), get(&[]), None, Some(ticket), t0());
@@ -187,10 +187,13 @@ fn a_response_that_may_not_be_stored_releases_the_ticket_at_its_head() {
     for (request, response, status, why) in cases {
         let store = new_store();
         let table = InFlight::<u32>::new(1);
-        let Join::Leader(ticket) = table.join(&key(), 0) else {
+        let Join::Leader(ticket) = table.join(&key(), 0, std::time::UNIX_EPOCH) else {
             panic!("first is leader")
         };
-        assert!(matches!(table.join(&key(), 1), Join::Follower));
+        assert!(matches!(
+            table.join(&key(), 1, std::time::UNIX_EPOCH),
+            Join::Follower
+        ));
         let mut f = Fill::new(
             store.clone(),
             limits(),
@@ -404,7 +407,7 @@ fn a_304_for_another_validator_freshens_nothing_and_refetches() {
         b"payload",
     );
     let table = InFlight::<u32>::new(1);
-    let Join::Leader(ticket) = table.join(&key(), 0) else {
+    let Join::Leader(ticket) = table.join(&key(), 0, std::time::UNIX_EPOCH) else {
         panic!("first is leader")
     };
     let mut f = Fill::new(

@@ -35,11 +35,14 @@ fn fill(path: &str, ticket: Option<squall_cache::Ticket>) -> Fill {
 
 /// A leader for `path` with `followers` parked behind it.
 fn led(table: &InFlight<u32>, path: &str, followers: u32) -> Fill {
-    let Join::Leader(ticket) = table.join(&key(path), 0) else {
+    let Join::Leader(ticket) = table.join(&key(path), 0, std::time::UNIX_EPOCH) else {
         panic!("first is leader")
     };
     for w in 1..=followers {
-        assert!(matches!(table.join(&key(path), w), Join::Follower));
+        assert!(matches!(
+            table.join(&key(path), w, std::time::UNIX_EPOCH),
+            Join::Follower
+        ));
     }
     fill(path, Some(ticket))
 }
@@ -91,7 +94,10 @@ fn a_failed_leader_hands_back_every_follower_exactly_once() {
     drop(f);
     assert!(table.take_abandoned().is_empty());
     // The next request for the key leads again.
-    assert!(matches!(table.join(&key("/a"), 9), Join::Leader(_)));
+    assert!(matches!(
+        table.join(&key("/a"), 9, std::time::UNIX_EPOCH),
+        Join::Leader(_)
+    ));
 }
 
 #[test]
@@ -103,7 +109,10 @@ fn a_dropped_ticket_hands_its_followers_to_the_abandoned_queue() {
     drop(f); // The client left mid-fetch.
     // Until a driver drains the queue the key stays led: a newcomer parks, and is handed
     // back with the others.
-    assert!(matches!(table.join(&key("/a"), 4), Join::Follower));
+    assert!(matches!(
+        table.join(&key("/a"), 4, std::time::UNIX_EPOCH),
+        Join::Follower
+    ));
     assert!(table.try_lead(&key("/a")).is_none());
     let mut woken = table.take_abandoned();
     woken.sort_unstable();
@@ -115,7 +124,10 @@ fn a_dropped_ticket_hands_its_followers_to_the_abandoned_queue() {
         1,
         "another key's leader is untouched"
     );
-    assert!(matches!(table.join(&key("/a"), 5), Join::Leader(_)));
+    assert!(matches!(
+        table.join(&key("/a"), 5, std::time::UNIX_EPOCH),
+        Join::Leader(_)
+    ));
     drop(other);
     assert_eq!(table.take_abandoned(), [1]);
 }
@@ -138,11 +150,14 @@ fn a_ticket_finished_on_another_table_is_abandoned_to_its_own() {
     // The owner replaced its table (a reload) while a fetch ran.
     let old = InFlight::<u32>::new(1);
     let new = InFlight::<u32>::new(1);
-    let Join::Leader(ticket) = old.join(&key("/a"), 0) else {
+    let Join::Leader(ticket) = old.join(&key("/a"), 0, std::time::UNIX_EPOCH) else {
         panic!()
     };
-    assert!(matches!(old.join(&key("/a"), 1), Join::Follower));
-    let Join::Leader(theirs) = new.join(&key("/a"), 7) else {
+    assert!(matches!(
+        old.join(&key("/a"), 1, std::time::UNIX_EPOCH),
+        Join::Follower
+    ));
+    let Join::Leader(theirs) = new.join(&key("/a"), 7, std::time::UNIX_EPOCH) else {
         panic!()
     };
     assert!(new.finish(ticket).is_empty());
@@ -184,18 +199,18 @@ fn admit_leads_or_parks_misses_and_serves_stale_while_one_revalidates() {
     let Admission::Fetch {
         stale: None,
         ticket: Some(ticket),
-    } = admit(&table, &k, Decision::Miss, 0)
+    } = admit(&table, &k, Decision::Miss, 0, std::time::UNIX_EPOCH)
     else {
         panic!("the first miss leads")
     };
     assert!(matches!(
-        admit(&table, &k, Decision::Miss, 1),
+        admit(&table, &k, Decision::Miss, 1, std::time::UNIX_EPOCH),
         Admission::Wait
     ));
     let Admission::Fetch {
         stale: None,
         ticket: None,
-    } = admit(&table, &k, Decision::Miss, 2)
+    } = admit(&table, &k, Decision::Miss, 2, std::time::UNIX_EPOCH)
     else {
         panic!("past the waiter limit a miss fetches alone")
     };
@@ -209,12 +224,14 @@ fn admit_leads_or_parks_misses_and_serves_stale_while_one_revalidates() {
     let Admission::ServeAndRevalidate {
         entry: revalidated,
         ticket,
-    } = admit(&table, &k, decision.clone(), 3)
+    } = admit(&table, &k, decision.clone(), 3, std::time::UNIX_EPOCH)
     else {
         panic!("served stale, and leads the revalidation")
     };
     assert!(Arc::ptr_eq(&revalidated, &stale));
-    let Admission::Serve(served, Served::Stale) = admit(&table, &k, decision, 4) else {
+    let Admission::Serve(served, Served::Stale) =
+        admit(&table, &k, decision, 4, std::time::UNIX_EPOCH)
+    else {
         panic!("served stale meanwhile")
     };
     assert!(Arc::ptr_eq(&served, &stale));
@@ -224,15 +241,18 @@ fn admit_leads_or_parks_misses_and_serves_stale_while_one_revalidates() {
     let Admission::Fetch {
         stale: Some(_),
         ticket: Some(ticket),
-    } = admit(&table, &k, decision.clone(), 5)
+    } = admit(&table, &k, decision.clone(), 5, std::time::UNIX_EPOCH)
     else {
         panic!("revalidation leads")
     };
-    assert!(matches!(admit(&table, &k, decision, 6), Admission::Wait));
+    assert!(matches!(
+        admit(&table, &k, decision, 6, std::time::UNIX_EPOCH),
+        Admission::Wait
+    ));
     assert_eq!(table.finish(ticket), [6]);
     let hit = squall_cache::decide(Some(entry(0)), &control, at(10));
     assert!(matches!(
-        admit(&table, &k, hit, 7),
+        admit(&table, &k, hit, 7, std::time::UNIX_EPOCH),
         Admission::Serve(_, Served::Hit)
     ));
     assert!(table.is_empty(), "a hit joins nothing");
@@ -250,7 +270,10 @@ fn racing_joins_and_dropped_tickets_hand_out_each_follower_once() {
                 std::thread::spawn(move || {
                     barrier.wait();
                     // A leader drops its ticket at once, as a session torn down would.
-                    matches!(table.join(&key("/hot"), t), Join::Leader(_))
+                    matches!(
+                        table.join(&key("/hot"), t, std::time::UNIX_EPOCH),
+                        Join::Leader(_)
+                    )
                 })
             })
             .collect();
@@ -271,4 +294,74 @@ fn racing_joins_and_dropped_tickets_hand_out_each_follower_once() {
         let all: Vec<u32> = (0..THREADS).collect();
         assert_eq!(woken, all, "round {round}: leaders {leaders:?}");
     }
+}
+
+/// Hit-for-pass follows from what the response was, never from what the request asked.
+#[test]
+fn only_a_response_that_could_never_be_stored_passes_its_key() {
+    use squall_cache::{NotStorable, Outcome, passes_after};
+    for reason in [
+        NotStorable::NoStore,
+        NotStorable::Private,
+        NotStorable::VaryStar,
+        NotStorable::SetCookie,
+        NotStorable::NoFreshness,
+        NotStorable::Expired,
+    ] {
+        assert!(
+            passes_after(Some(Outcome::NotStorable(reason))),
+            "{reason:?}"
+        );
+    }
+    assert!(passes_after(Some(Outcome::TooLarge)));
+    for reason in [
+        NotStorable::Method,
+        NotStorable::RequestNoStore,
+        NotStorable::Authorization,
+        NotStorable::Status,
+    ] {
+        assert!(
+            !passes_after(Some(Outcome::NotStorable(reason))),
+            "{reason:?}"
+        );
+    }
+    for outcome in [
+        None,
+        Some(Outcome::Stored),
+        Some(Outcome::Freshened),
+        Some(Outcome::StaleOnError),
+        Some(Outcome::Failed),
+    ] {
+        assert!(!passes_after(outcome), "{outcome:?}");
+    }
+}
+
+/// `admit` on a passed key: no ticket and no parking, with the stale entry kept for the fill.
+#[test]
+fn admit_on_a_passed_key_fetches_alone() {
+    let table = InFlight::<u32>::new(1);
+    let k = key("/a");
+    let Admission::Fetch {
+        ticket: Some(ticket),
+        ..
+    } = admit(&table, &k, Decision::Miss, 0, t0())
+    else {
+        panic!("leads")
+    };
+    let _ = table.finish_passing(ticket, t0(), std::time::Duration::from_secs(10));
+    for waiter in 1..4 {
+        assert!(matches!(
+            admit(&table, &k, Decision::Miss, waiter, at(5)),
+            Admission::Pass { stale: None }
+        ));
+    }
+    let decision = squall_cache::decide(
+        Some(entry(0)),
+        &request_cache_control(&HeaderMap::new()),
+        at(70),
+    );
+    assert!(matches!(
+        admit(&table, &k, decision, 9, at(9)),
+        Admission::Pass { stale: Some(_) }
+    ));
 }

@@ -343,6 +343,10 @@ pub struct Cache {
     /// How long a request waits for another's fetch of the same object before it goes to the
     /// origin itself (as nginx's `proxy_cache_lock_timeout`).
     pub coalesce_timeout: Duration,
+    /// After a response that could not be stored (no-store, private, Set-Cookie, no
+    /// freshness, too large), how long its URL's requests go to the origin without waiting for
+    /// one another (Varnish's hit-for-miss); 0 turns it off.
+    pub hit_for_pass: Duration,
     /// Whether a request's `Cache-Control: no-cache` / `max-age` (and `Pragma: no-cache`) send
     /// a fresh entry to the origin; a route's own setting overrides it.
     pub request_no_cache: RequestNoCache,
@@ -409,6 +413,8 @@ impl RequestNoCache {
 pub const CACHE_OBJECT_BYTES_MAX_DEFAULT: u64 = 16 * 1024 * 1024;
 /// `cache.coalesce_timeout` when absent.
 pub const CACHE_COALESCE_TIMEOUT_DEFAULT: Duration = Duration::from_secs(5);
+/// `cache.hit_for_pass` when absent: Varnish's built-in hit-for-miss time.
+pub const CACHE_HIT_FOR_PASS_DEFAULT: Duration = Duration::from_secs(120);
 
 impl Cache {
     /// `cache.purge_allow` when absent: loopback only, so PURGE is never open by accident.
@@ -428,6 +434,7 @@ impl Default for Cache {
             object_bytes_max: CACHE_OBJECT_BYTES_MAX_DEFAULT,
             x_cache: true,
             coalesce_timeout: CACHE_COALESCE_TIMEOUT_DEFAULT,
+            hit_for_pass: CACHE_HIT_FOR_PASS_DEFAULT,
             request_no_cache: RequestNoCache::default(),
             target_header: None,
         }

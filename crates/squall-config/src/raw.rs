@@ -111,6 +111,7 @@ pub(crate) struct RawCache {
     pub object_bytes_max: Option<Val>,
     pub x_cache: Option<Spanned<bool>>,
     pub coalesce_timeout: Option<Val>,
+    pub hit_for_pass: Option<Val>,
     pub request_no_cache: Option<Str>,
     pub target_header: Option<Str>,
 }

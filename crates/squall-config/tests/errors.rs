@@ -460,6 +460,11 @@ fn request_no_cache_values() {
             "test.toml:2:20: invalid type: boolean \"true\", expected a string",
         ),
         ("[cache]\nrequest_no_cache = \"ignore\"\n", "(parsed)"),
+        (
+            "[cache]\nhit_for_pass = 30\n",
+            "test.toml:2:16: hit_for_pass: duration without a unit: use ms, s, m or h, as in \"30s\"",
+        ),
+        ("[cache]\nhit_for_pass = \"0s\"\n", "(parsed)"),
     ]);
 }
 

@@ -162,6 +162,7 @@ fn defaults_of_a_minimal_file() {
             object_bytes_max: 16 << 20,
             x_cache: true,
             coalesce_timeout: secs(5),
+            hit_for_pass: secs(120),
             request_no_cache: RequestNoCache::Honor,
             target_header: None,
         },
@@ -219,6 +220,7 @@ purge_allow = ["10.0.0.0/8", "192.0.2.7", "fd00::/8"]
 object_bytes_max = "2MiB"
 x_cache = false
 coalesce_timeout = "750ms"
+hit_for_pass = "0s"
 
 [[upstream]]
 name = "app"
@@ -325,9 +327,10 @@ fn every_option() {
         (
             config.cache.object_bytes_max,
             config.cache.x_cache,
-            config.cache.coalesce_timeout
+            config.cache.coalesce_timeout,
+            config.cache.hit_for_pass,
         ),
-        (2 << 20, false, Duration::from_millis(750))
+        (2 << 20, false, Duration::from_millis(750), Duration::ZERO)
     );
     let purge: Vec<String> = config
         .cache

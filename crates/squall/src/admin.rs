@@ -249,6 +249,11 @@ const FAMILIES: &[Family] = &[
         |w| &w.cache_background_fetches,
     ),
     (
+        "squall_cache_hit_for_pass_total",
+        "Requests sent to the origin without coalescing because their object's last response was not storable (cache.hit_for_pass).",
+        |w| &w.cache_passes,
+    ),
+    (
         "squall_cache_stores_total",
         "Responses stored in the cache.",
         |w| &w.cache_stores,

@@ -39,6 +39,8 @@ pub struct Cache {
     pub object_bytes_max: usize,
     pub x_cache: bool,
     pub coalesce_timeout: Duration,
+    /// `cache.hit_for_pass`: how long a URL whose response was not storable passes.
+    pub hit_for_pass: Duration,
     pub purge_allow: Vec<IpNet>,
     /// Per route id: `request_no_cache = "ignore"` (the route's, else `[cache]`'s).
     ignore_reload: Vec<bool>,
@@ -82,6 +84,7 @@ impl Cache {
             memory: config.memory,
             x_cache: config.x_cache,
             coalesce_timeout: config.coalesce_timeout,
+            hit_for_pass: config.hit_for_pass,
             purge_allow: config.purge_allow.clone(),
             // In route id order: the vhosts' routes in file order, as the service numbers them.
             ignore_reload: (vhosts.iter().flat_map(|v| &v.routes))

@@ -167,6 +167,7 @@ pub struct WorkerCounters {
     pub cache_stale: Counter,
     pub cache_coalesced: Counter,
     pub cache_background_fetches: Counter,
+    pub cache_passes: Counter,
     pub cache_stores: Counter,
     pub cache_purges: Counter,
     /// Requests answered, by protocol.

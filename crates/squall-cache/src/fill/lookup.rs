@@ -13,7 +13,9 @@ use std::time::SystemTime;
 use crate::entry::{Entry, EntryState};
 use crate::inflight::{InFlight, Join, Ticket};
 use crate::key::CacheKey;
-use crate::policy::RequestCacheControl;
+use crate::policy::{NotStorable, RequestCacheControl};
+
+use super::Outcome;
 
 /// How a response was served from the cache's point of view: the `X-Cache` label and the
 /// access log's cache field.
@@ -120,11 +122,15 @@ pub enum Admission {
     /// entry.
     Wait,
     /// Go to the origin through a [`crate::Fill`] made with these. `ticket` is `None` when the
-    /// key already had the most followers allowed: this request fetches on its own.
+    /// key already had the most followers allowed, or is passed: this request fetches on its
+    /// own.
     Fetch {
         stale: Option<Arc<Entry>>,
         ticket: Option<Ticket>,
     },
+    /// As `Fetch` with no ticket, because the key's last response was not storable
+    /// (hit-for-pass): counted apart.
+    Pass { stale: Option<Arc<Entry>> },
     /// Serve `entry` stale now ([`Served::Stale`]), and revalidate it in the background
     /// through a [`crate::Fill`] with `Some(entry)` as its stale entry, leading the key with
     /// `ticket`: no client waits for that fetch.
@@ -139,6 +145,7 @@ pub fn admit<W: Send + 'static>(
     key: &CacheKey,
     decision: Decision,
     waiter: W,
+    now: SystemTime,
 ) -> Admission {
     let stale = match decision {
         Decision::Hit(entry) => return Admission::Serve(entry, Served::Hit),
@@ -152,7 +159,7 @@ pub fn admit<W: Send + 'static>(
         Decision::Revalidate(entry) => Some(entry),
         Decision::Miss => None,
     };
-    match inflight.join(key, waiter) {
+    match inflight.join(key, waiter, now) {
         Join::Leader(ticket) => Admission::Fetch {
             stale,
             ticket: Some(ticket),
@@ -162,5 +169,26 @@ pub fn admit<W: Send + 'static>(
             stale,
             ticket: None,
         },
+        Join::Pass(_) => Admission::Pass { stale },
+    }
+}
+
+/// Whether a fill that ended with `outcome` makes its key hit-for-pass
+/// ([`InFlight::finish_passing`]): only when the response itself was not storable. A refusal
+/// that comes from the request (method, request no-store, Authorization, a range's 206 or a
+/// conditional's 304) or from a passing error status says nothing of the key's next requests.
+pub fn passes_after(outcome: Option<Outcome>) -> bool {
+    match outcome {
+        Some(Outcome::NotStorable(reason)) => matches!(
+            reason,
+            NotStorable::NoStore
+                | NotStorable::Private
+                | NotStorable::VaryStar
+                | NotStorable::SetCookie
+                | NotStorable::NoFreshness
+                | NotStorable::Expired
+        ),
+        Some(Outcome::TooLarge) => true,
+        _ => false,
     }
 }

@@ -29,7 +29,7 @@ use http::header::{
 use http::{HeaderMap, Method, StatusCode};
 
 pub use invalidate::Invalidation;
-pub use lookup::{Admission, Decision, Served, admit, decide, decide_after_wait};
+pub use lookup::{Admission, Decision, Served, admit, decide, decide_after_wait, passes_after};
 
 use crate::directives;
 use crate::entry::{Entry, EntryState};

@@ -472,6 +472,12 @@ fn cache(raw: &RawCache, r: &mut Report) -> Cache {
         raw.coalesce_timeout.as_ref(),
         CACHE_COALESCE_TIMEOUT_DEFAULT,
     );
+    let hit_for_pass = duration_or(
+        r,
+        "hit_for_pass",
+        raw.hit_for_pass.as_ref(),
+        CACHE_HIT_FOR_PASS_DEFAULT,
+    );
     let x_cache = raw.x_cache.as_ref().is_none_or(|v| *v.get_ref());
     let request_no_cache = (raw.request_no_cache.as_ref())
         .map_or_else(RequestNoCache::default, |v| request_no_cache(v, r));
@@ -498,6 +504,7 @@ fn cache(raw: &RawCache, r: &mut Report) -> Cache {
         object_bytes_max,
         x_cache,
         coalesce_timeout,
+        hit_for_pass,
         request_no_cache,
         target_header,
     }

@@ -26,7 +26,7 @@ use std::time::{Instant, SystemTime};
 
 use http::header::{self, HeaderValue};
 use http::{Method, StatusCode};
-use squall_cache::{Admission, CacheKey, Entry, Fill, FillRequest, Lookup, Served};
+use squall_cache::{Admission, CacheKey, Entry, Fill, FillRequest, Join, Lookup, Served};
 use squall_h1::RequestHead;
 use squall_proxy::ProxyRoute;
 use tracing::debug;
@@ -57,6 +57,9 @@ pub struct Parked {
     /// When it parked (wall clock, as entries' response times): an entry stored since then
     /// satisfies its `no-cache` and `max-age`.
     pub since: SystemTime,
+    /// It waits for the fetch it caused (a range of an object not stored): the entry it is
+    /// then served from is its `MISS`, not a hit.
+    pub fetched: bool,
 }
 
 /// What `begin_cached` did with a request.
@@ -80,6 +83,12 @@ pub fn key_of(head: &RequestHead, scheme: &str) -> CacheKey {
         .unwrap_or(b"");
     let target = head.uri.path_and_query().map_or("/", |pq| pq.as_str());
     CacheKey::new(scheme, host, target.as_bytes())
+}
+
+/// A GET with a Range: on a miss, the whole object is fetched for the store and the range
+/// served from it.
+fn is_ranged(head: &RequestHead) -> bool {
+    head.method == Method::GET && head.headers.contains_key(header::RANGE)
 }
 
 /// The PURGE method (Varnish, Squid, Tempesta); not in the `http` crate's constants.
@@ -120,7 +129,7 @@ impl Worker {
             client: self.client_token(client),
         };
         let counters = self.runtime.metrics.worker(self.id);
-        match squall_cache::admit(&cache.inflight, &key, decision, waiter) {
+        match squall_cache::admit(&cache.inflight, &key, decision, waiter, self.wall) {
             Admission::Serve(entry, served) => {
                 match served {
                     Served::Stale => counters.cache_stale.inc(),
@@ -145,21 +154,41 @@ impl Worker {
             }
             Admission::Wait => {
                 counters.cache_coalesced.inc();
-                let until = self.now + cache.coalesce_timeout;
-                let parked = Parked {
-                    head,
-                    route,
-                    key,
-                    until,
-                    since: self.wall,
+                self.park(client, head, route, key, &cache, false)
+            }
+            // A range of an object not stored: the whole object is fetched once, in the
+            // background, and the range served from the entry (RFC 9110 §14.2 lets the cache
+            // choose); one too large to store is asked for by range after all, on wake-up.
+            Admission::Fetch {
+                stale,
+                ticket: Some(ticket),
+            } if is_ranged(&head) => {
+                counters.cache_misses.inc();
+                let (head2, route2, key2) = (head.clone(), route.clone(), key.clone());
+                self.fetch_in_background(client, head2, route2, cache.clone(), key2, stale, ticket);
+                let waiter = Waiter {
+                    worker: self.id,
+                    client: self.client_token(client),
                 };
-                downstream::park(&mut self.conns[client.conn()], client, parked);
-                self.update_deadline(client.conn());
-                Begun::Parked
+                match cache.inflight.join(&key, waiter, self.wall) {
+                    Join::Follower => self.park(client, head, route, key, &cache, true),
+                    _ => {
+                        self.start_fill(client, head, route, cache, key, None, None, None);
+                        Begun::Forwarded
+                    }
+                }
             }
             Admission::Fetch { stale, ticket } => {
                 counters.cache_misses.inc();
                 self.start_fill(client, head, route, cache, key, stale, ticket, None);
+                Begun::Forwarded
+            }
+            // The key's last response was not storable: straight to the origin, coalescing
+            // with nobody (what comes back may still be stored).
+            Admission::Pass { stale } => {
+                counters.cache_misses.inc();
+                counters.cache_passes.inc();
+                self.start_fill(client, head, route, cache, key, stale, None, None);
                 Begun::Forwarded
             }
             Admission::ServeAndRevalidate { entry, ticket } => {
@@ -172,25 +201,51 @@ impl Worker {
                     cache.x_cache,
                     route.id,
                 );
-                self.revalidate_in_background(client, head, route, cache, key, entry, ticket);
+                let stale = Some(entry);
+                self.fetch_in_background(client, head, route, cache, key, stale, ticket);
                 Begun::Answered
             }
         }
     }
 
-    /// Revalidates `stale`, just served to `client` for `head`, with a session of its own that
-    /// answers nobody (RFC 5861 §3), leading `key` with `ticket`. It asks as a plain GET with
-    /// the entry's validators: the client's conditionals and range concern its own answer, and
-    /// a HEAD would bring no body to store.
+    /// Parks `client`'s request behind the fetch of `key` that it joined as a follower, for
+    /// at most `cache.coalesce_timeout`; `fetched` when that fetch is its own.
+    fn park(
+        &mut self,
+        client: Client,
+        head: RequestHead,
+        route: Arc<ProxyRoute>,
+        key: CacheKey,
+        cache: &Cache,
+        fetched: bool,
+    ) -> Begun {
+        let parked = Parked {
+            head,
+            route,
+            key,
+            until: self.now + cache.coalesce_timeout,
+            since: self.wall,
+            fetched,
+        };
+        downstream::park(&mut self.conns[client.conn()], client, parked);
+        self.update_deadline(client.conn());
+        Begun::Parked
+    }
+
+    /// Fetches `key` for the store with a session of its own that answers nobody, leading the
+    /// key with `ticket`: the revalidation of `stale` just served to `client` (RFC 5861 §3), or
+    /// the whole object a range was asked of. It asks as a plain GET, with the stale entry's
+    /// validators if any: the client's conditionals and range concern its own answer, and a
+    /// HEAD would bring no body to store.
     #[allow(clippy::too_many_arguments)]
-    fn revalidate_in_background(
+    fn fetch_in_background(
         &mut self,
         client: Client,
         mut head: RequestHead,
         route: Arc<ProxyRoute>,
         cache: Arc<Cache>,
         key: CacheKey,
-        stale: Arc<Entry>,
+        stale: Option<Arc<Entry>>,
         ticket: squall_cache::Ticket,
     ) {
         head.method = Method::GET;
@@ -205,7 +260,7 @@ impl Worker {
             head.headers.remove(name);
         }
         head.expect_continue = false;
-        let fill = self.cache_fill(&head, &route, cache, key, Some(stale), Some(ticket), None);
+        let fill = self.cache_fill(&head, &route, cache, key, stale, Some(ticket), None);
         fill.fill.origin_request_headers(&mut head.headers);
         self.start_background_session(client, head, route, fill);
     }
@@ -273,6 +328,7 @@ impl Worker {
             route,
             key,
             since,
+            fetched,
             ..
         } = *parked;
         let cache = self.runtime.cache.clone();
@@ -283,12 +339,16 @@ impl Worker {
         // `no-cache` request too, so a reload storm makes one origin request, not one each.
         match squall_cache::decide_after_wait(entry, &control, self.wall, since) {
             squall_cache::Decision::Hit(entry) => {
-                self.runtime.metrics.worker(self.id).cache_hits.inc();
-                self.downstream().serve_entry(
+                // A range whose fetch was its own was counted a miss when it began.
+                let label = if fetched { Served::Miss } else { Served::Hit };
+                if !fetched {
+                    self.runtime.metrics.worker(self.id).cache_hits.inc();
+                }
+                (self.downstream()).serve_entry(
                     client,
                     &head,
                     &entry,
-                    Served::Hit,
+                    label,
                     cache.x_cache,
                     route.id,
                 );
@@ -310,10 +370,16 @@ impl Worker {
         }
     }
 
-    /// Finishes a fill's ticket once its fate is known, and wakes the requests it led.
+    /// Finishes a fill's ticket once its fate is known, and wakes the requests it led; a
+    /// response that could never be stored marks its URL for hit-for-pass.
     pub(super) fn release_fill(&mut self, fill: &mut CacheFill) {
         if let Some(ticket) = fill.fill.release() {
-            let waiters = fill.cache.inflight.finish(ticket);
+            let (inflight, hold) = (&fill.cache.inflight, fill.cache.hit_for_pass);
+            let waiters = if !hold.is_zero() && squall_cache::passes_after(fill.fill.outcome()) {
+                inflight.finish_passing(ticket, self.wall, hold)
+            } else {
+                inflight.finish(ticket)
+            };
             crate::cache::wake(&self.peers, waiters);
         }
     }

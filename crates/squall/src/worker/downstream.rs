@@ -330,23 +330,71 @@ impl Downstream<'_> {
             self.refuse_h2(index, stream, status, Some(head));
             return;
         }
+        let reason = status.canonical_reason().unwrap_or("");
+        let body = Bytes::from(format!("{} {reason}\n", status.as_u16()));
+        self.answer_text(client, head, status, None, body);
+    }
+
+    /// A short `text/plain` answer written here, with one `extra` field if given (a PURGE's
+    /// count, say), for HTTP/1.1 and HTTP/2 alike; the connection goes on (unless draining).
+    pub fn answer_text(
+        &mut self,
+        client: Client,
+        head: &RequestHead,
+        status: StatusCode,
+        extra: Option<(&str, &[u8])>,
+        body: Bytes,
+    ) {
         let Some(conn) = self.conns.get_mut(client.conn()) else {
             return;
         };
-        let before = conn.out.len();
-        let reason = status.canonical_reason().unwrap_or("");
-        let body = format!("{} {reason}\n", status.as_u16());
-        let response = squall_h1::ResponseHead {
-            status,
-            headers: &HeaderMap::new(),
-            raw_headers: b"server: squall\r\ncontent-type: text/plain\r\n",
-            body_len: Some(body.len() as u64),
+        let sent = match client {
+            Client::H2(_, stream) => {
+                let Some(h2) = conn.h2.as_mut() else { return };
+                let fields = [
+                    (&b"server"[..], &b"squall"[..]),
+                    (&b"content-type"[..], &b"text/plain"[..]),
+                ]
+                .into_iter()
+                .chain(extra.map(|(name, value)| (name.as_bytes(), value)));
+                let is_head = head.method == Method::HEAD;
+                let date = self.date;
+                super::h2::send_reply(
+                    &mut h2.conn,
+                    stream,
+                    status,
+                    fields,
+                    None,
+                    body,
+                    is_head,
+                    date,
+                )
+            }
+            Client::H1(_) => {
+                let mut raw =
+                    BytesMut::from(&b"server: squall\r\ncontent-type: text/plain\r\n"[..]);
+                if let Some((name, value)) = extra {
+                    raw.extend_from_slice(name.as_bytes());
+                    raw.extend_from_slice(b": ");
+                    raw.extend_from_slice(value);
+                    raw.extend_from_slice(b"\r\n");
+                }
+                let response = squall_h1::ResponseHead {
+                    status,
+                    headers: &HeaderMap::new(),
+                    raw_headers: &raw,
+                    body_len: Some(body.len() as u64),
+                };
+                let before = conn.out.len();
+                let mut framing = head.framing();
+                framing.keep_alive &= !self.draining;
+                if squall_h1::encode_response_head(&response, framing, self.date, &mut conn.out) {
+                    conn.out.extend_from_slice(&body);
+                }
+                conn.out.len() - before
+            }
         };
-        if squall_h1::encode_response_head(&response, head.framing(), self.date, &mut conn.out) {
-            conn.out.extend_from_slice(body.as_bytes());
-        }
         self.counters.count_response(status);
-        let sent = conn.out.len() - before;
         log_request(
             self.log,
             conn,

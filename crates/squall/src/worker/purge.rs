@@ -16,15 +16,14 @@
 //! fields that ask for no known mode, `403` for an address outside `purge_allow`.
 
 use bytes::Bytes;
+use http::StatusCode;
 use http::header::{HeaderMap, HeaderName};
-use http::{Method, StatusCode};
 use squall_cache::{CacheKey, SURROGATE_KEY, Tag};
 use squall_h1::RequestHead;
 use tracing::debug;
 
 use super::Worker;
 use super::downstream::{Client, Downstream};
-use super::log_request;
 use crate::cache::Cache;
 
 /// The field that picks a purge mode other than the URL's (`refetch`, `prefix`).
@@ -123,75 +122,15 @@ impl Worker {
     }
 }
 
-/// The PURGE answer's writer. It branches on the client's protocol, which only
-/// `downstream.rs` should do (docs/ARCHITECTURE.md): it is meant to become a general
-/// "short text answer with extra fields" beside `Downstream::answer_status` there.
 impl Downstream<'_> {
     /// The answer to a PURGE that removed `removed` objects: the count in the body and in
     /// `X-Squall-Purged`, 404 for none.
     fn answer_purged(&mut self, client: Client, head: &RequestHead, removed: usize) {
-        let status = status_of(removed);
         let mut count = super::h2::itoa_buf(removed);
         let count = count.as_bytes();
         let body = Bytes::from([&b"purged "[..], count, b"\n"].concat());
-        let Some(conn) = self.conns.get_mut(client.conn()) else {
-            return;
-        };
-        let sent = match client {
-            Client::H2(_, stream) => {
-                let Some(h2) = conn.h2.as_mut() else { return };
-                let fields = [
-                    (&b"server"[..], &b"squall"[..]),
-                    (&b"content-type"[..], &b"text/plain"[..]),
-                    (PURGED_FIELD.as_bytes(), count),
-                ];
-                let is_head = head.method == Method::HEAD;
-                let date = self.date;
-                super::h2::send_reply(
-                    &mut h2.conn,
-                    stream,
-                    status,
-                    fields,
-                    None,
-                    body,
-                    is_head,
-                    date,
-                )
-            }
-            Client::H1(_) => {
-                let raw = [
-                    &b"server: squall\r\ncontent-type: text/plain\r\n"[..],
-                    PURGED_FIELD.as_bytes(),
-                    b": ",
-                    count,
-                    b"\r\n",
-                ]
-                .concat();
-                let response = squall_h1::ResponseHead {
-                    status,
-                    headers: &HeaderMap::new(),
-                    raw_headers: &raw,
-                    body_len: Some(body.len() as u64),
-                };
-                let before = conn.out.len();
-                let mut framing = head.framing();
-                framing.keep_alive &= !self.draining;
-                if squall_h1::encode_response_head(&response, framing, self.date, &mut conn.out) {
-                    conn.out.extend_from_slice(&body);
-                }
-                conn.out.len() - before
-            }
-        };
-        self.counters.count_response(status);
-        log_request(
-            self.log,
-            conn,
-            Some(head),
-            status,
-            sent,
-            self.now,
-            self.counters,
-        );
+        let field = Some((PURGED_FIELD, count));
+        self.answer_text(client, head, status_of(removed), field, body);
     }
 }
 

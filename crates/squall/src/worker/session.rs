@@ -458,7 +458,18 @@ impl Worker {
             }
         }
         self.release_fill(&mut fill);
+        let now = self.now;
         if let Some(session) = self.session_mut(id) {
+            // A background fill that will store nothing has no reason to read on (a large
+            // object's body, say): its origin connection is let go.
+            if session.detached
+                && matches!(
+                    fill.fill.outcome(),
+                    Some(Outcome::NotStorable(_) | Outcome::TooLarge)
+                )
+            {
+                session.ex.on_client_gone(now);
+            }
             session.fill = Some(fill);
         }
     }
