@@ -65,8 +65,12 @@
 //! - `immutable` (RFC 8246) entries are not revalidated during their lifetime even when the
 //!   client sends `no-cache` or `max-age=0` (a browser reload), sparing the origin.
 //! - Vary'd request values are normalised only where it is safe: lines joined with `", "` and
-//!   trimmed; `Accept*` token lists also lowercased and respaced. `Cookie` and others keep
-//!   their case, since there `a=B` and `a=b` are different users.
+//!   trimmed; `Accept*` token lists also lowercased and respaced, and `Accept-Encoding` read
+//!   as the sorted set of codings it accepts among br, deflate, gzip, identity and zstd (so
+//!   `gzip, br` and `br;q=0.9, gzip` are one variant). `Cookie` and others keep their case,
+//!   since there `a=B` and `a=b` are different users.
+//! - After a response that could never be stored, the key passes for a while (hit-for-pass,
+//!   [`InFlight::finish_passing`]): its requests fetch side by side instead of queueing.
 //! - Conditional requests: If-None-Match (weak comparison, `*`) decides alone; If-Modified-Since
 //!   only without it and only against a stored Last-Modified (not Date).
 #![forbid(unsafe_code)]
