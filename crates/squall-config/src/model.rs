@@ -261,6 +261,9 @@ pub struct Limits {
     /// the log files, the admin and control sockets and a reload: accepting pauses before
     /// the process's open descriptors would reach `RLIMIT_NOFILE` minus this.
     pub descriptor_reserve: DescriptorReserve,
+    /// Response bytes the whole process may hold for clients that read slowly before the
+    /// largest holders' origins are paused.
+    pub buffer_memory_max: BufferMemory,
     /// HTTP/2 stream and flood limits.
     pub h2: H2Limits,
 }
@@ -274,6 +277,30 @@ pub enum DescriptorReserve {
     /// This many descriptors; 0 turns the reserve off (accepting then pauses only when the
     /// kernel refuses a descriptor).
     Fixed(u32),
+}
+
+/// `limits.buffer_memory_max`: the process-wide budget for buffered response bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BufferMemory {
+    /// Sized by the binary from the machine's memory: an eighth of physical RAM, at most
+    /// [`BUFFER_MEMORY_AUTO_MAX`].
+    #[default]
+    Auto,
+    /// This many bytes; 0 turns the budget off (each connection keeps its own bound).
+    Bytes(u64),
+}
+
+/// The most `limits.buffer_memory_max = "auto"` comes to.
+pub const BUFFER_MEMORY_AUTO_MAX: u64 = 1 << 30;
+
+impl BufferMemory {
+    /// The budget in bytes on a machine with `physical` bytes of memory; 0 when off.
+    pub fn resolve(self, physical: u64) -> u64 {
+        match self {
+            BufferMemory::Auto => (physical / 8).clamp(1, BUFFER_MEMORY_AUTO_MAX),
+            BufferMemory::Bytes(n) => n,
+        }
+    }
 }
 
 /// The largest fixed `limits.descriptor_reserve`.
@@ -324,6 +351,7 @@ impl Default for Limits {
             request_burst: None,
             connections_per_ip_max: None,
             descriptor_reserve: DescriptorReserve::Auto,
+            buffer_memory_max: BufferMemory::Auto,
             h2: H2Limits::default(),
         }
     }
@@ -573,12 +601,47 @@ pub struct Route {
     pub request_no_cache: Option<RequestNoCache>,
     /// `cache_set_cookie`: storing responses with `Set-Cookie`. Only with `cache`.
     pub cache_set_cookie: CacheSetCookie,
+    /// `allow` / `deny`: which client addresses the route answers.
+    pub access: Access,
     /// Applied to the request before it is forwarded.
     pub request_headers: HeaderEdits,
     /// Applied to the response before it is sent to the client. On a cached route `remove`
     /// also holds the targeted fields ([`TARGETED_HEADERS`] and `cache.target_header`) unless
     /// `set` names them: they are for this cache, and clients never see them.
     pub response_headers: HeaderEdits,
+}
+
+/// A route's `allow` and `deny` networks. The most specific network that contains the client
+/// decides (a tie goes to `deny`); a client in none is allowed only when `allow` is empty.
+/// That is what nginx's first-match order gives for rules written specific-first, without
+/// depending on an order between two lists.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Access {
+    pub allow: Vec<IpNet>,
+    pub deny: Vec<IpNet>,
+}
+
+impl Access {
+    /// Whether the route has no address rule.
+    pub fn is_open(&self) -> bool {
+        self.allow.is_empty() && self.deny.is_empty()
+    }
+
+    /// Whether a client at `ip` may use the route.
+    pub fn permits(&self, ip: std::net::IpAddr) -> bool {
+        let longest = |nets: &[IpNet]| {
+            nets.iter()
+                .filter(|n| n.contains(ip))
+                .map(|n| i16::from(n.prefix_len()))
+                .max()
+                .unwrap_or(-1)
+        };
+        let (allow, deny) = (longest(&self.allow), longest(&self.deny));
+        if allow < 0 && deny < 0 {
+            return self.allow.is_empty();
+        }
+        allow > deny
+    }
 }
 
 /// How a route matches the request path.

@@ -94,6 +94,7 @@ pub(crate) struct RawLimits {
     pub request_burst: Option<Int>,
     pub connections_per_ip_max: Option<Int>,
     pub descriptor_reserve: Option<Val>,
+    pub buffer_memory_max: Option<Val>,
     pub h2_streams_max: Option<Int>,
     pub h2_resets_max: Option<Int>,
     pub h2_control_frames_max: Option<Int>,
@@ -169,6 +170,8 @@ pub(crate) struct RawRoute {
     pub cache_ttl: Option<Val>,
     pub request_no_cache: Option<Str>,
     pub cache_set_cookie: Option<Str>,
+    pub allow: Option<List<String>>,
+    pub deny: Option<List<String>>,
     pub request_headers: Option<Spanned<RawHeaderEdits>>,
     pub response_headers: Option<Spanned<RawHeaderEdits>>,
 }

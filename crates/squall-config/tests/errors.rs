@@ -84,7 +84,7 @@ fn unknown_keys() {
         ),
         (
             "[[vhost]]\n[[vhost.route]]\nexact = \"/\"\nrespnd = { status = 200 }\n",
-            "test.toml:4:1: unknown key \"respnd\" in [[vhost.route]]; expected one of \"exact\", \"prefix\", \"regex\", \"template\", \"methods\", \"headers\", \"respond\", \"redirect\", \"block\", \"proxy\", \"cache\", \"cache_ttl\", \"request_no_cache\", \"cache_set_cookie\", \"request_headers\", \"response_headers\"",
+            "test.toml:4:1: unknown key \"respnd\" in [[vhost.route]]; expected one of \"exact\", \"prefix\", \"regex\", \"template\", \"methods\", \"headers\", \"respond\", \"redirect\", \"block\", \"proxy\", \"cache\", \"cache_ttl\", \"request_no_cache\", \"cache_set_cookie\", \"allow\", \"deny\", \"request_headers\", \"response_headers\"",
         ),
         (
             "[server.extra]\n",
@@ -355,6 +355,14 @@ fn limits_and_cache() {
         (
             "[limits]\ndescriptor_reserve = 1.5\n",
             "test.toml:2:22: descriptor_reserve: expected \"auto\" or a number, found float",
+        ),
+        (
+            "[limits]\nbuffer_memory_max = \"lots\"\n",
+            "test.toml:2:21: buffer_memory_max: size \"lots\" does not start with a number, as in \"16KiB\"",
+        ),
+        (
+            "[limits]\nbuffer_memory_max = -1\n",
+            "test.toml:2:21: buffer_memory_max: size must not be negative",
         ),
         (
             "[cache]\nmemory = [1]\n",

@@ -36,6 +36,7 @@ fn route(matcher: RouteMatch, action: Action) -> Route {
         cache_ttl: None,
         request_no_cache: None,
         cache_set_cookie: CacheSetCookie::Pass,
+        access: Access::default(),
         request_headers: HeaderEdits::default(),
         response_headers: HeaderEdits::default(),
     }
@@ -154,6 +155,7 @@ fn defaults_of_a_minimal_file() {
             request_burst: None,
             connections_per_ip_max: None,
             descriptor_reserve: DescriptorReserve::Auto,
+            buffer_memory_max: BufferMemory::Auto,
             h2: H2Limits::default(),
         },
         cache: Cache {
@@ -206,6 +208,7 @@ idle_timeout = "2m"
 request_rate = 1000
 connections_per_ip_max = 100
 descriptor_reserve = 500
+buffer_memory_max = "256MiB"
 h2_streams_max = 64
 h2_resets_max = 50
 h2_control_frames_max = 500
@@ -312,6 +315,7 @@ fn every_option() {
             request_burst: Some(1000),
             connections_per_ip_max: Some(100),
             descriptor_reserve: DescriptorReserve::Fixed(500),
+            buffer_memory_max: BufferMemory::Bytes(256 << 20),
             h2: H2Limits {
                 streams_max: 64,
                 resets_max: 50,
@@ -599,4 +603,61 @@ fn descriptor_reserve_is_auto_or_a_count() {
     assert_eq!(reserve("\"auto\""), DescriptorReserve::Auto);
     assert_eq!(reserve("0"), DescriptorReserve::Fixed(0));
     assert_eq!(reserve("16777216"), DescriptorReserve::Fixed(1 << 24));
+}
+
+#[test]
+fn buffer_memory_max_is_auto_or_a_size() {
+    let budget = |value: &str| {
+        let text =
+            format!("[[listen]]\naddress = \"[::1]:80\"\n[limits]\nbuffer_memory_max = {value}\n");
+        parse(&text, "budget.toml")
+            .unwrap()
+            .limits
+            .buffer_memory_max
+    };
+    assert_eq!(budget("\"auto\""), BufferMemory::Auto);
+    assert_eq!(budget("0"), BufferMemory::Bytes(0));
+    assert_eq!(budget("\"64MiB\""), BufferMemory::Bytes(64 << 20));
+    assert_eq!(budget("1048576"), BufferMemory::Bytes(1 << 20));
+    // "auto" is an eighth of the machine's memory, at most 1 GiB; a number is itself.
+    assert_eq!(BufferMemory::Auto.resolve(4 << 30), 512 << 20);
+    assert_eq!(BufferMemory::Auto.resolve(64 << 30), BUFFER_MEMORY_AUTO_MAX);
+    assert_eq!(BufferMemory::Auto.resolve(0), 1);
+    assert_eq!(BufferMemory::Bytes(0).resolve(64 << 30), 0);
+}
+
+/// `allow` / `deny`: the most specific network decides, a tie is a deny, and a client in no
+/// network is allowed only when there is no `allow`.
+#[test]
+fn access_rules_decide_by_the_most_specific_network() {
+    let net = |s: &str| s.parse::<squall_config::IpNet>().unwrap();
+    let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+    let rules = Access {
+        allow: vec![net("10.0.0.0/8"), net("10.1.2.3"), net("::1")],
+        deny: vec![net("10.1.0.0/16"), net("192.168.0.0/16")],
+    };
+    for (client, permitted) in [
+        ("10.9.9.9", true),
+        ("10.1.9.9", false),
+        ("10.1.2.3", true),
+        ("192.168.1.1", false),
+        ("172.16.0.1", false),
+        ("::1", true),
+        ("::ffff:10.9.9.9", true),
+        ("::ffff:10.1.9.9", false),
+    ] {
+        assert_eq!(rules.permits(ip(client)), permitted, "{client}");
+    }
+    let deny_only = Access {
+        allow: Vec::new(),
+        deny: vec![net("10.0.0.0/8")],
+    };
+    assert!(!deny_only.permits(ip("10.2.3.4")));
+    assert!(deny_only.permits(ip("192.0.2.1")));
+    assert!(Access::default().permits(ip("192.0.2.1")));
+    let tie = Access {
+        allow: vec![net("10.0.0.0/8")],
+        deny: vec![net("10.0.0.0/8")],
+    };
+    assert!(!tie.permits(ip("10.0.0.1")), "a tie is a deny");
 }

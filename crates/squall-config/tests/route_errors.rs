@@ -238,3 +238,25 @@ fn cache_set_cookie_per_route() {
         ),
     ]);
 }
+
+#[test]
+fn allow_and_deny_networks() {
+    check(&[
+        (
+            "[[vhost.route]]\nexact = \"/\"\nrespond = { status = 200 }\nallow = [\"10.0.0.1/8\"]\n",
+            "test.toml:5:10: bad network \"10.0.0.1/8\": host bits are set; did you mean \"10.0.0.0/8\"?",
+        ),
+        (
+            "[[vhost.route]]\nexact = \"/\"\nrespond = { status = 200 }\nallow = [\"10.0.0.0/8\"]\ndeny = [\"10.0.0.0/8\"]\n",
+            "test.toml:5:10: \"10.0.0.0/8\" is in both allow and deny",
+        ),
+        (
+            "[[vhost.route]]\nexact = \"/\"\nrespond = { status = 200 }\nallow = []\n",
+            "test.toml:5:9: allow is empty: list networks, or use block = 403",
+        ),
+        (
+            "[[vhost.route]]\nexact = \"/\"\nproxy = \"app\"\nallow = [\"10.0.0.0/8\", \"::1\"]\ndeny = [\"10.0.0.7\"]\n",
+            "(parsed)",
+        ),
+    ]);
+}

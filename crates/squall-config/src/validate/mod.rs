@@ -389,6 +389,7 @@ fn limits(raw: &RawLimits, r: &mut Report) -> Limits {
         connections_per_ip_max: connections
             .and_then(|v| int_in(r, "connections_per_ip_max", v, 1..=u32::MAX)),
         descriptor_reserve: descriptor_reserve(r, raw.descriptor_reserve.as_ref()),
+        buffer_memory_max: buffer_memory(r, raw.buffer_memory_max.as_ref()),
         h2: h2_limits(raw, r),
     }
 }
@@ -413,6 +414,16 @@ fn descriptor_reserve(r: &mut Report, value: Option<&Val>) -> DescriptorReserve 
     };
     r.error(&value.span(), message);
     DescriptorReserve::Auto
+}
+
+/// `"auto"` or a size (0 turns the budget off); `Auto` when absent or invalid.
+fn buffer_memory(r: &mut Report, value: Option<&Val>) -> BufferMemory {
+    const KEY: &str = "buffer_memory_max";
+    match value.map(|v| v.get_ref()) {
+        None => BufferMemory::Auto,
+        Some(toml::Value::String(s)) if s == "auto" => BufferMemory::Auto,
+        Some(_) => BufferMemory::Bytes(size_or(r, KEY, value, 0)),
+    }
 }
 
 fn h2_limits(raw: &RawLimits, r: &mut Report) -> H2Limits {
@@ -482,22 +493,8 @@ fn cache(raw: &RawCache, r: &mut Report) -> Cache {
     let request_no_cache = (raw.request_no_cache.as_ref())
         .map_or_else(RequestNoCache::default, |v| request_no_cache(v, r));
     let target_header = raw.target_header.as_ref().and_then(|v| target_header(v, r));
-    let purge_allow = match &raw.purge_allow {
-        None => Cache::purge_allow_default(),
-        Some(list) => {
-            let mut nets = Vec::new();
-            for item in list.get_ref() {
-                match item.get_ref().parse() {
-                    Ok(net) => nets.push(net),
-                    Err(e) => r.error(
-                        &item.span(),
-                        format!("bad network {:?}: {e}", item.get_ref()),
-                    ),
-                }
-            }
-            nets
-        }
-    };
+    let purge_allow = (raw.purge_allow.as_ref())
+        .map_or_else(Cache::purge_allow_default, |list| networks(list, r));
     Cache {
         memory,
         purge_allow,
@@ -508,6 +505,21 @@ fn cache(raw: &RawCache, r: &mut Report) -> Cache {
         request_no_cache,
         target_header,
     }
+}
+
+/// A list of networks (`"10.0.0.0/8"`, `"::1"`); a bad one is reported and left out.
+pub(super) fn networks(list: &List<String>, r: &mut Report) -> Vec<crate::IpNet> {
+    let mut nets = Vec::new();
+    for item in list.get_ref() {
+        match item.get_ref().parse() {
+            Ok(net) => nets.push(net),
+            Err(e) => r.error(
+                &item.span(),
+                format!("bad network {:?}: {e}", item.get_ref()),
+            ),
+        }
+    }
+    nets
 }
 
 /// `cache.target_header`: a field name Squall does not manage and the cache does not already

@@ -117,6 +117,7 @@ fn route(item: &Spanned<RawRoute>, upstreams: &[Upstream], r: &mut Report) -> Op
         .map_or_else(Vec::new, |h| header_fields(r, h.get_ref(), false));
     let request_headers = header_edits(raw.request_headers.as_ref(), r);
     let response_headers = header_edits(raw.response_headers.as_ref(), r);
+    let access = access(raw, r);
     Some(Route {
         matcher: matcher?,
         methods,
@@ -126,9 +127,40 @@ fn route(item: &Spanned<RawRoute>, upstreams: &[Upstream], r: &mut Report) -> Op
         cache_ttl,
         request_no_cache,
         cache_set_cookie,
+        access,
         request_headers,
         response_headers,
     })
+}
+
+/// A route's `allow` and `deny`. A network in both lists would leave the answer to a rule
+/// the reader cannot see, so it is an error.
+fn access(raw: &RawRoute, r: &mut Report) -> Access {
+    let allow = raw
+        .allow
+        .as_ref()
+        .map_or_else(Vec::new, |l| super::networks(l, r));
+    let deny = raw
+        .deny
+        .as_ref()
+        .map_or_else(Vec::new, |l| super::networks(l, r));
+    if let Some(list) = &raw.allow {
+        for item in list.get_ref() {
+            let net = item.get_ref().parse::<crate::IpNet>();
+            if net.is_ok_and(|net| deny.contains(&net)) {
+                let message = format!("{:?} is in both allow and deny", item.get_ref());
+                r.error(&item.span(), message);
+            }
+        }
+    }
+    // An empty list would read as "nobody" to some and "no rule" to others.
+    for (key, list) in [("allow", &raw.allow), ("deny", &raw.deny)] {
+        if let Some(list) = list.as_ref().filter(|l| l.get_ref().is_empty()) {
+            let message = format!("{key} is empty: list networks, or use block = 403");
+            r.error(&list.span(), message);
+        }
+    }
+    Access { allow, deny }
 }
 
 /// A route's `cache_set_cookie`: pass, strip or store, and only on a cached route.
