@@ -204,6 +204,11 @@ const FAMILIES: &[Family] = &[
         |w| &w.h2_connections,
     ),
     (
+        "squall_access_denied_total",
+        "Requests refused with 403 by a route's allow / deny.",
+        |w| &w.access_denied,
+    ),
+    (
         "squall_h2_streams_total",
         "HTTP/2 streams opened by clients.",
         |w| &w.h2_streams,

@@ -49,6 +49,11 @@ pub struct Runtime {
     pub upstream_gauges: Arc<[crate::metrics::UpstreamGauges]>,
     /// Responses per route of this config.
     pub routes: Arc<crate::metrics::RouteCounters>,
+    /// Per route id (the vhosts' routes in file order): its `allow` / `deny`; `None` when it
+    /// has none, so an open route costs one branch.
+    pub access: Vec<Option<squall_config::Access>>,
+    /// Whether any route has `allow` / `deny` (then every connection's peer is looked up).
+    pub access_rules: bool,
     /// `server.drain_timeout`: a graceful stop waits this long for in-flight requests.
     pub drain_timeout: Duration,
 }
@@ -120,8 +125,13 @@ impl Runtime {
             service.route_labels().to_vec(),
             metrics.workers().len(),
         );
+        let access: Vec<_> = (config.vhost.iter().flat_map(|v| &v.routes))
+            .map(|r| Some(r.access.clone()).filter(|a| !a.is_open()))
+            .collect();
         Ok(Runtime {
             routes,
+            access_rules: access.iter().any(Option::is_some),
+            access,
             service,
             h1_limits,
             limits: ConnLimits {

@@ -19,8 +19,10 @@ use crate::cache::Cache;
 
 /// What to do with a request, decided at its head.
 pub(super) enum Admission {
-    /// Over `limits.request_rate`: answered 429 (already counted as refused).
-    OverRate,
+    /// Refused with this status before anything else: 429 over `limits.request_rate`, 403
+    /// outside the route's `allow` / `deny` (already counted as refused). An HTTP/1.1
+    /// connection closes after it, as the request's body is not read.
+    Refused(StatusCode),
     /// Answered here, at the request's end, by route `route`'s handler (respond, redirect,
     /// block; `None` is the default 404).
     Answer { route: Option<u32> },
@@ -48,9 +50,18 @@ impl Worker {
             let counters = runtime.metrics.worker(self.id);
             counters.limit_requests.inc();
             counters.count_refused(StatusCode::TOO_MANY_REQUESTS);
-            return Admission::OverRate;
+            return Admission::Refused(StatusCode::TOO_MANY_REQUESTS);
         }
         let (id, handler) = runtime.service.route(head);
+        let rules = id.and_then(|id| runtime.access.get(id as usize)?.as_ref());
+        if let Some(rules) = rules
+            && !conn.peer.is_some_and(|peer| rules.permits(peer.ip()))
+        {
+            let counters = runtime.metrics.worker(self.id);
+            counters.access_denied.inc();
+            counters.count_refused(StatusCode::FORBIDDEN);
+            return Admission::Refused(StatusCode::FORBIDDEN);
+        }
         let Handler::Proxy(route) = handler else {
             return Admission::Answer { route: id };
         };

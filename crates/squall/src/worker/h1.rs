@@ -130,8 +130,7 @@ impl Worker {
                         squall_h1::encode_continue(&mut conn.out);
                     }
                     match admission {
-                        Admission::OverRate => {
-                            let status = http::StatusCode::TOO_MANY_REQUESTS;
+                        Admission::Refused(status) => {
                             counters.count_response(status);
                             let before = conn.out.len();
                             squall_h1::encode_error(status, date, &mut conn.out);

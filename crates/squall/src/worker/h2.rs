@@ -219,8 +219,7 @@ impl Worker {
                     return;
                 };
                 match self.admit(index, &head, end_stream) {
-                    Admission::OverRate => {
-                        let status = StatusCode::TOO_MANY_REQUESTS;
+                    Admission::Refused(status) => {
                         self.downstream()
                             .refuse_h2(index, stream_id, status, Some(&head));
                         return;

@@ -246,9 +246,11 @@ impl Worker {
         let mut conn = Conn::new(fd, generation, decoder, tls, self.now);
         conn.protocols = self.listener_protocols(listener);
         let limits = self.runtime.client_limits;
-        if self.log.access.is_some() || limits.any() || !self.runtime.upstreams.is_empty() {
-            // One getpeername per connection, paid only when a log, a limit or the
-            // X-Forwarded-For of a proxied request needs it.
+        let runtime = &self.runtime;
+        let access = runtime.access_rules;
+        if self.log.access.is_some() || limits.any() || !runtime.upstreams.is_empty() || access {
+            // One getpeername per connection, paid only when a log, a limit, a route's
+            // allow / deny or the X-Forwarded-For of a proxied request needs it.
             let fd = conn.socket.fd().expect("a new connection has its socket");
             conn.peer = SockRef::from(fd)
                 .peer_addr()
