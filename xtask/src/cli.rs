@@ -1,4 +1,4 @@
-//! The command line of `cargo xtask`: every flag of `bench` and `tidy`, with its default.
+//! The command line of `cargo xtask`: every flag of `bench`, `tidy` and `soak`, with its default.
 //!
 //! `bench/README.md` documents every flag; a change here needs a change there.
 
@@ -20,6 +20,33 @@ pub enum Command {
     Bench(Box<BenchArgs>),
     /// Check crate dependency order, `#![forbid(unsafe_code)]`, file sizes and protocol branches.
     Tidy,
+    /// Run Squall for minutes under mixed traffic and scheduled faults, and judge it.
+    Soak(SoakArgs),
+}
+
+/// A bounded soak test with faults; see docs/TESTING.md ("Soak").
+#[derive(Debug, Clone, Args)]
+pub struct SoakArgs {
+    /// How long the load runs: `10m`, `90s`, `1h`, or seconds (60 s to 24 h).
+    #[arg(long, default_value = "10m", value_parser = crate::soak::parse_duration)]
+    pub duration: std::time::Duration,
+    /// Requests per second in total, over every generator.
+    #[arg(long, default_value_t = 500.0, value_parser = soak_rate)]
+    pub rate: f64,
+    /// Where the report goes; $CARGO_TARGET_DIR/soak/DATE/ (target/soak/DATE/) if absent.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Use this squall binary instead of building the working tree in release.
+    #[arg(long, value_name = "PATH")]
+    pub bin: Option<PathBuf>,
+}
+
+/// `--rate`: from 20 (every generator still gets a request a second) to 1,000,000.
+fn soak_rate(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(rate) if (20.0..=1e6).contains(&rate) => Ok(rate),
+        _ => Err(format!("{text:?}: a rate from 20 to 1000000 requests/s")),
+    }
 }
 
 /// Load-test two builds side by side; see `bench/README.md`.
@@ -105,7 +132,7 @@ mod tests {
     fn bench(args: &[&str]) -> BenchArgs {
         match parse(args).expect("valid command line").command {
             Command::Bench(bench) => *bench,
-            Command::Tidy => panic!("parsed as tidy"),
+            other => panic!("parsed as {other:?}"),
         }
     }
 
@@ -159,6 +186,39 @@ mod tests {
         assert_eq!(bench(&["bench", "--vs", "h2o"]).vs, Some(Peer::H2o));
         assert_eq!(bench(&["bench", "--vs", "varnish"]).vs, Some(Peer::Varnish));
         assert!(parse(&["bench", "--vs", "apache"]).is_err());
+    }
+
+    #[test]
+    fn soak_takes_a_duration_a_rate_an_out_and_a_bin() {
+        let Command::Soak(args) = parse(&["soak"]).expect("valid").command else {
+            panic!("not parsed as soak");
+        };
+        assert_eq!(args.duration, std::time::Duration::from_secs(600));
+        assert_eq!(args.rate, 500.0);
+        assert_eq!((args.out, args.bin), (None, None));
+        let Command::Soak(args) = parse(&[
+            "soak",
+            "--duration",
+            "2m",
+            "--rate",
+            "300",
+            "--out",
+            "/tmp/s",
+            "--bin",
+            "/b",
+        ])
+        .expect("valid")
+        .command
+        else {
+            panic!("not parsed as soak");
+        };
+        assert_eq!(args.duration, std::time::Duration::from_secs(120));
+        assert_eq!(args.rate, 300.0);
+        assert_eq!(args.out, Some(PathBuf::from("/tmp/s")));
+        assert_eq!(args.bin, Some(PathBuf::from("/b")));
+        assert!(parse(&["soak", "--duration", "10s"]).is_err());
+        assert!(parse(&["soak", "--rate", "0"]).is_err());
+        assert!(parse(&["soak", "--rate", "many"]).is_err());
     }
 
     #[test]

@@ -6,6 +6,8 @@
 //! - `tidy`: check the architecture rules that a compiler cannot: crate dependency order and
 //!   `#![forbid(unsafe_code)]` everywhere but `squall-uring` (docs/ARCHITECTURE.md, "Architecture invariants"). `cargo test -p xtask`
 //!   runs it too.
+//! - `soak`: Squall for minutes under mixed traffic and scheduled faults, sampled every second
+//!   and judged (docs/TESTING.md); never run by CI or `cargo test`.
 #![forbid(unsafe_code)]
 
 mod bench;
@@ -23,6 +25,7 @@ mod report;
 mod run;
 mod scenario;
 mod server;
+mod soak;
 mod stats;
 mod tidy;
 mod util;
@@ -37,6 +40,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         cli::Command::Bench(args) => bench::main(&args),
         cli::Command::Tidy => tidy::main(),
+        cli::Command::Soak(args) => soak::main(&args),
     };
     match result {
         Ok(code) => code,
