@@ -145,3 +145,49 @@ async fn http2_bytes_include_the_head_and_a_refetching_purge_is_logged_as_purge(
         "{purged}"
     );
 }
+
+/// `format = "json"`: one object per line, every line parses, over HTTP/1.1 and HTTP/2, for
+/// answered and refused requests alike.
+#[tokio::test]
+async fn json_lines_parse_one_object_per_request() {
+    let dir = TempDir::new();
+    let log = dir.path().join("access.json");
+    let config = hello_config(&format!("[log]\naccess = {log:?}\nformat = \"json\""));
+    let squall = Squall::start(&config);
+    let mut stream = squall.connect();
+    let request = "GET /a?x=1 HTTP/1.1\r\nHost: j.test\r\nUser-Agent: say \"hi\"\\\r\n\r\n";
+    assert_eq!(roundtrip(&mut stream, request).status, 200);
+    let client = h2_client::h2c(squall.addr).await;
+    let url = format!("http://{}/h2", squall.addr);
+    let reply = h2_client::fetch(&client, "GET", &url, None).await;
+    let mut bad = squall.connect();
+    bad.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response(&mut bad).unwrap().status, 400);
+
+    let lines = wait_lines(&log, 3);
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    let parsed: Vec<serde_json::Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let h1 = &parsed[0];
+    assert_eq!(h1["remote_addr"], "127.0.0.1");
+    assert_eq!(h1["request"], "GET /a?x=1 HTTP/1.1");
+    assert_eq!(h1["host"], "j.test");
+    assert_eq!(h1["status"], 200);
+    assert_eq!(h1["user_agent"], "say \"hi\"\\");
+    assert!(h1["bytes_sent"].as_u64().unwrap() > 0);
+    assert!(h1["request_time"].is_f64());
+    assert!(h1["time"].as_str().unwrap().ends_with('Z'));
+    let h2 = &parsed[1];
+    assert_eq!(
+        (h2["method"].as_str(), h2["uri"].as_str()),
+        (Some("GET"), Some("/h2"))
+    );
+    assert_eq!(h2["protocol"], "HTTP/2.0");
+    assert_eq!(h2["status"], u64::from(reply.status));
+    let refused = &parsed[2];
+    assert_eq!(refused["status"], 400);
+    assert_eq!(refused["request"], serde_json::Value::Null);
+}

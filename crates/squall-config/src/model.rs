@@ -162,6 +162,37 @@ impl Workers {
 pub struct Log {
     /// The access log file, one line per request; `None`: no access log.
     pub access: Option<PathBuf>,
+    /// How each line is written.
+    pub format: LogFormat,
+}
+
+/// `log.format`: the access log's line format.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    /// nginx's "combined" and Squall's fields, space separated.
+    #[default]
+    Combined,
+    /// One JSON object per line.
+    Json,
+}
+
+impl LogFormat {
+    /// The format named `name` in the config file.
+    pub fn from_name(name: &str) -> Option<LogFormat> {
+        match name {
+            "combined" => Some(LogFormat::Combined),
+            "json" => Some(LogFormat::Json),
+            _ => None,
+        }
+    }
+
+    /// The name used in the config file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogFormat::Combined => "combined",
+            LogFormat::Json => "json",
+        }
+    }
 }
 
 /// `[admin]`: the metrics and health endpoint.

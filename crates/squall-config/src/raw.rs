@@ -57,6 +57,7 @@ pub(crate) struct RawServer {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawLog {
     pub access: Option<Str>,
+    pub format: Option<Str>,
 }
 
 #[derive(Debug, Deserialize)]

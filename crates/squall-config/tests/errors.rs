@@ -501,3 +501,21 @@ fn target_header_values() {
         ),
     ]);
 }
+
+#[test]
+fn log_format_values() {
+    check(&[
+        (
+            "[log]\naccess = \"/tmp/a.log\"\nformat = \"xml\"\n",
+            "test.toml:3:10: unknown log format \"xml\": use combined or json",
+        ),
+        (
+            "[log]\nformat = \"json\"\n",
+            "test.toml:2:10: format needs access = \"PATH\"",
+        ),
+        (
+            "[log]\naccess = \"/tmp/a.log\"\nformat = \"json\"\n",
+            "(parsed)",
+        ),
+    ]);
+}

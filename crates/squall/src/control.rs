@@ -106,6 +106,11 @@ pub fn restart_only_changes(running: &Config, new: &Config, cores: usize) -> Vec
         path(&new.log.access),
     );
     differ(
+        "log.format",
+        running.log.format.as_str().into(),
+        new.log.format.as_str().into(),
+    );
+    differ(
         "server.control",
         path(&running.server.control),
         path(&new.server.control),

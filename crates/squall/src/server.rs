@@ -306,7 +306,7 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
         crate::admin::start(admin.listen, metrics.clone())?;
     }
     let access_log = match (&config.log.access, prepared.access_log) {
-        (Some(path), Some(file)) => Some(crate::access_log::start(path, file)?),
+        (Some(path), Some(file)) => Some(crate::access_log::start(path, file, config.log.format)?),
         _ => None,
     };
     let base = crate::descriptors::count_open()
@@ -343,8 +343,8 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
                 }
             }
             SIGUSR1 => match &access_log {
-                Some(tx) => {
-                    let _ = tx.send(crate::access_log::Message::Reopen);
+                Some(logger) => {
+                    let _ = logger.tx.send(crate::access_log::Message::Reopen);
                 }
                 None => info!("SIGUSR1: no access log file is configured; nothing to reopen"),
             },
@@ -444,7 +444,7 @@ fn spawn_workers(
     count: usize,
     listeners: PerWorker,
     runtime: &Arc<Runtime>,
-    access_log: Option<&Sender<crate::access_log::Message>>,
+    access_log: Option<&crate::access_log::Logger>,
     clients: &Arc<crate::clients::ClientTable>,
 ) -> anyhow::Result<Vec<WorkerHandle>> {
     let cores = core_affinity::get_core_ids().unwrap_or_default();

@@ -63,7 +63,20 @@ fn log(raw: &RawLog, r: &mut Report) -> Log {
             Some(std::path::PathBuf::from(path.get_ref()))
         }
     });
-    Log { access }
+    let format = raw.format.as_ref().map_or(LogFormat::default(), |name| {
+        if access.is_none() {
+            r.error(&name.span(), "format needs access = \"PATH\"");
+        }
+        LogFormat::from_name(name.get_ref()).unwrap_or_else(|| {
+            let message = format!(
+                "unknown log format {:?}: use combined or json",
+                name.get_ref()
+            );
+            r.error(&name.span(), message);
+            LogFormat::default()
+        })
+    });
+    Log { access, format }
 }
 
 fn server(raw: &RawServer, r: &mut Report) -> Server {

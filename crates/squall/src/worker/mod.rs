@@ -76,7 +76,7 @@ pub struct Setup {
     /// Reports set-up success or the reason for failure to the main thread.
     pub ready: Sender<Result<(), String>>,
     /// The access log's logger thread, when `[log] access` is set.
-    pub access_log: Option<Sender<access_log::Message>>,
+    pub access_log: Option<access_log::Logger>,
     /// Per-client-address counts, shared by every worker.
     pub clients: Arc<ClientTable>,
     /// Every worker's control channel and waker, to wake requests parked on the cache.
@@ -181,7 +181,7 @@ pub fn run(setup: Setup) {
         pause_logged_at: None,
         origin_fd_logged_at: None,
         log: RequestLog {
-            access: setup.access_log.map(|tx| access_log::Batch::new(tx, now)),
+            access: setup.access_log.map(|logger| access_log::Batch::new(logger, now)),
             routes,
             worker: setup.id,
         },
