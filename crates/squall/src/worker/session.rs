@@ -321,7 +321,7 @@ impl Worker {
         let fd = address.map(origin::origin_socket);
         let Some(Ok(fd)) = fd else {
             if let Some(Err(e)) = fd {
-                tracing::debug!(worker = self.id, ?address, "origin socket: {e}");
+                self.origin_socket_failed(address, &e);
             }
             if let Some(session) = self.session_mut(id) {
                 session
