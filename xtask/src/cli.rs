@@ -1,4 +1,4 @@
-//! The command line of `cargo xtask`: every flag of `bench`, `tidy` and `soak`, with its default.
+//! The command line of `cargo xtask`: every flag of `bench`, `tidy`, `fuzz` and `soak`, with its default.
 //!
 //! `bench/README.md` documents every flag; a change here needs a change there.
 
@@ -20,6 +20,8 @@ pub enum Command {
     Bench(Box<BenchArgs>),
     /// Check crate dependency order, `#![forbid(unsafe_code)]`, file sizes and protocol branches.
     Tidy,
+    /// Run every `cargo fuzz` target in turn (see docs/TESTING.md).
+    Fuzz(crate::fuzz::FuzzArgs),
     /// Run Squall for minutes under mixed traffic and scheduled faults, and judge it.
     Soak(SoakArgs),
 }
@@ -186,6 +188,23 @@ mod tests {
         assert_eq!(bench(&["bench", "--vs", "h2o"]).vs, Some(Peer::H2o));
         assert_eq!(bench(&["bench", "--vs", "varnish"]).vs, Some(Peer::Varnish));
         assert!(parse(&["bench", "--vs", "apache"]).is_err());
+    }
+
+    #[test]
+    fn fuzz_takes_a_time_and_targets() {
+        let Command::Fuzz(args) = parse(&["fuzz", "--time", "90s", "--target", "request"])
+            .expect("valid command line")
+            .command
+        else {
+            panic!("not parsed as fuzz");
+        };
+        assert_eq!(args.time, std::time::Duration::from_secs(90));
+        assert_eq!(args.targets, ["request"]);
+        let Command::Fuzz(args) = parse(&["fuzz"]).unwrap().command else {
+            panic!("not parsed as fuzz");
+        };
+        assert_eq!(args.time, std::time::Duration::from_secs(600));
+        assert!(parse(&["fuzz", "--time", "0s"]).is_err());
     }
 
     #[test]

@@ -6,6 +6,8 @@
 //! - `tidy`: check the architecture rules that a compiler cannot: crate dependency order and
 //!   `#![forbid(unsafe_code)]` everywhere but `squall-uring` (docs/ARCHITECTURE.md, "Architecture invariants"). `cargo test -p xtask`
 //!   runs it too.
+//! - `fuzz`: run every `cargo fuzz` target in turn for a given time (docs/TESTING.md); never
+//!   run by CI or `cargo test`.
 //! - `soak`: Squall for minutes under mixed traffic and scheduled faults, sampled every second
 //!   and judged (docs/TESTING.md); never run by CI or `cargo test`.
 #![forbid(unsafe_code)]
@@ -14,6 +16,7 @@ mod bench;
 mod build;
 mod cli;
 mod find_max;
+mod fuzz;
 mod h2load;
 mod h2o;
 mod layout;
@@ -40,6 +43,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         cli::Command::Bench(args) => bench::main(&args),
         cli::Command::Tidy => tidy::main(),
+        cli::Command::Fuzz(args) => fuzz::main(&args),
         cli::Command::Soak(args) => soak::main(&args),
     };
     match result {

@@ -18,7 +18,10 @@ fuzz_target!(|data: &[u8]| {
         Ok(_) => {}
         Err(diagnostics) => {
             let message = diagnostics.to_string();
-            assert!(message.contains("fuzz.toml"), "a diagnostic without the file: {message}");
+            assert!(
+                message.contains("fuzz.toml"),
+                "a diagnostic without the file: {message}"
+            );
         }
     }
     let again = squall_config::parse(text, "fuzz.toml");
