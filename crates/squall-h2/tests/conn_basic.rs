@@ -325,6 +325,8 @@ fn send_window_of_zero_holds_data_until_window_update() {
     let out = harness.flush();
     assert!(matches!(&out[..], [Out::Headers { .. }]), "{out:?}");
     assert_eq!(harness.conn.queued_data(1), 3000);
+    assert_eq!(harness.conn.queued_data_total(), 3000);
+    assert_eq!(harness.conn.send_window(1), 0);
     client.window_update(1, 2000);
     harness.feed(&client.take(), &no_app);
     assert_eq!(
@@ -336,6 +338,7 @@ fn send_window_of_zero_holds_data_until_window_update() {
         }]
     );
     assert_eq!(harness.conn.queued_data(1), 1000);
+    assert_eq!(harness.conn.queued_data_total(), 1000);
     client.window_update(1, 5000);
     harness.feed(&client.take(), &no_app);
     assert_eq!(

@@ -49,6 +49,43 @@ fn a_download_pauses_the_origin_while_the_client_has_no_room() {
     }
 }
 
+/// A client whose shared bound leaves it little room even when it has drained everything (an
+/// HTTP/2 stream among many, a process over its buffer budget) still resumes its origin: any
+/// room does, once nothing waits for it.
+#[test]
+fn a_drained_client_resumes_on_any_room() {
+    let body = "z".repeat(3 * HIGH);
+    let response = format!(
+        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut pair = Pair::new("GET /big HTTP/1.1\r\nHost: x\r\n\r\n", &[Server::Accept]);
+    pair.run();
+    let (head, rest) = response
+        .as_bytes()
+        .split_at(response.len() - body.len() + HIGH);
+    pair.origin_sends(&[head]);
+    assert_eq!(pair.flow, ["pause"]);
+    assert_eq!(pair.ex.buffered_bytes(), 0, "all of it went to the client");
+    // A small room does not resume (hysteresis) while bytes still wait for the client...
+    pair.client_room(HIGH / 8);
+    assert_eq!(pair.flow, ["pause"]);
+    // ...but does once the client has drained.
+    pair.ex.on_client_room_drained(HIGH / 8, pair.now);
+    pair.run();
+    assert_eq!(pair.flow, ["pause", "resume"]);
+    // What comes while it has no room waits undecoded, and goes as rooms come.
+    for piece in rest.chunks(HIGH / 8) {
+        pair.origin_sends(&[piece]);
+        assert!(pair.ex.buffered_bytes() <= piece.len());
+        pair.ex.on_client_room_drained(HIGH / 8, pair.now);
+        pair.run();
+    }
+    assert!(pair.ex.is_finished());
+    assert_eq!(pair.client[1], format!("data {body}"));
+    assert_eq!(pair.ex.buffered_bytes(), 0);
+}
+
 #[test]
 fn a_streamed_upload_waits_for_the_origin_to_take_it() {
     let raw = "POST /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";

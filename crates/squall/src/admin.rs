@@ -164,6 +164,11 @@ const FAMILIES: &[Family] = &[
         |w| &w.upstream_descriptor_failures,
     ),
     (
+        "squall_buffer_budget_pauses_total",
+        "Proxied responses whose origin paused because the process held more buffered response bytes than limits.buffer_memory_max.",
+        |w| &w.buffer_budget_pauses,
+    ),
+    (
         "squall_tls_errors_total",
         "TLS connections ended by a TLS error.",
         |w| &w.tls_errors,
@@ -316,6 +321,11 @@ fn render_accept_gauges(out: &mut String, metrics: &Metrics) {
             "squall_client_connections_max",
             "Client connections accepting pauses at: RLIMIT_NOFILE less the descriptor reserve.",
             max,
+        ),
+        (
+            "squall_buffered_response_bytes",
+            "Response bytes buffered for clients in the whole process (unsent, in flight, queued on HTTP/2 streams, undecoded from origins).",
+            metrics.buffered.bytes() as usize,
         ),
     ] {
         let _ = writeln!(out, "# HELP {name} {help}");

@@ -26,6 +26,48 @@ pub struct Metrics {
     routes: std::sync::RwLock<Option<std::sync::Arc<RouteCounters>>>,
     /// Client connections open in the whole process, and where accepting pauses.
     pub descriptors: crate::descriptors::Budget,
+    /// Response bytes buffered for clients in the whole process (`limits.buffer_memory_max`).
+    pub buffered: BufferedBytes,
+}
+
+/// Response bytes buffered for clients, across every worker: each connection charges what it
+/// holds (unsent, in flight, queued on its HTTP/2 streams) and each session its undecoded
+/// origin bytes, and takes it back as it is sent or when it ends. Read by every worker to
+/// decide who waits (`worker/budget.rs`), and by `/metrics`.
+#[derive(Debug, Default)]
+pub struct BufferedBytes {
+    bytes: AtomicU64,
+    /// Connections holding any.
+    holders: AtomicU64,
+}
+
+impl BufferedBytes {
+    /// A holder's charge goes from `before` to `now` bytes; `holder` says whether it is one
+    /// that counts in [`BufferedBytes::holders`] (a connection, not a session).
+    pub fn charge(&self, before: usize, now: usize, holder: bool) {
+        if now > before {
+            self.bytes
+                .fetch_add((now - before) as u64, Ordering::Relaxed);
+        } else if before > now {
+            self.bytes
+                .fetch_sub((before - now) as u64, Ordering::Relaxed);
+        }
+        if holder && (before == 0) != (now == 0) {
+            if now > 0 {
+                self.holders.fetch_add(1, Ordering::Relaxed);
+            } else {
+                self.holders.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    pub fn holders(&self) -> u64 {
+        self.holders.load(Ordering::Relaxed)
+    }
 }
 
 /// Responses per route and status class, one block per worker (each worker writes its own),
@@ -140,6 +182,8 @@ pub struct WorkerCounters {
     pub accept_paused: AtomicU64,
     /// Origin sockets that could not be made for want of a descriptor (EMFILE, ENFILE).
     pub upstream_descriptor_failures: Counter,
+    /// Proxied responses whose origin paused because the process was over its buffer budget.
+    pub buffer_budget_pauses: Counter,
     pub tls_errors: Counter,
     /// TLS handshakes completed: full ones, and resumptions (ticket or session id).
     pub tls_handshakes_full: Counter,
@@ -250,6 +294,7 @@ impl Metrics {
             upstreams: std::sync::RwLock::new(std::sync::Arc::from([])),
             routes: std::sync::RwLock::new(None),
             descriptors: crate::descriptors::Budget::default(),
+            buffered: BufferedBytes::default(),
         }
     }
 

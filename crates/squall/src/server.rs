@@ -65,6 +65,8 @@ pub struct ConnLimits {
     pub idle_timeout: Duration,
     /// `server.tcp_notsent_lowat`, set on each accepted connection; 0 leaves it unset.
     pub tcp_notsent_lowat: u32,
+    /// `limits.buffer_memory_max`, resolved by each worker (`worker/budget.rs`).
+    pub buffer_memory_max: squall_config::BufferMemory,
 }
 
 /// Messages from the control thread to a worker.
@@ -139,6 +141,7 @@ impl Runtime {
                 idle_timeout: limits.idle_timeout,
                 tcp_notsent_lowat: u32::try_from(config.server.tcp_notsent_lowat)
                     .unwrap_or(u32::MAX),
+                buffer_memory_max: limits.buffer_memory_max,
             },
             metrics,
             client_limits: crate::clients::ClientLimits::from_config(&config.limits),

@@ -169,6 +169,19 @@ impl Connection {
         self.streams.get(&stream_id).map_or(0, |s| s.queued_bytes)
     }
 
+    /// Response data queued on every stream and not yet emitted: what the connection holds
+    /// for a client that does not read (or whose windows are closed).
+    pub fn queued_data_total(&self) -> usize {
+        self.queued_total
+    }
+
+    /// How many DATA bytes stream `stream_id` could send now: the lesser of its window and the
+    /// connection's (0 for a stream not open to send).
+    pub fn send_window(&self, stream_id: StreamId) -> usize {
+        let stream = self.streams.get(&stream_id).map_or(0, |s| s.send_window);
+        usize::try_from(stream.min(self.conn_send_window)).unwrap_or(0)
+    }
+
     /// Emits pending output in order, up to about `budget` bytes (at least one piece if
     /// any is pending). Control frames and header blocks come as one `Bytes`; DATA as a
     /// frame header and a slice of the application's buffer.

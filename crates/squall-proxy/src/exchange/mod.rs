@@ -400,6 +400,24 @@ impl Exchange {
         self.pump_response(now);
     }
 
+    /// As [`on_client_room`](Exchange::on_client_room), for a client with nothing of this
+    /// response waiting: any room resumes a paused origin. A shared bound (the HTTP/2
+    /// connection's, the process's buffer budget) can leave a drained client less than half
+    /// the high-water mark for as long as other clients hold their bytes; without this a
+    /// client that reads would wait on the ones that do not.
+    pub fn on_client_room_drained(&mut self, room: usize, now: Instant) {
+        if self.phase == Phase::Exchanging && self.paused && room > 0 {
+            self.paused = false;
+            self.actions.push_back(Action::ResumeOrigin);
+        }
+        self.on_client_room(room, now);
+    }
+
+    /// Bytes from the origin held undecoded (those that came while the client had no room).
+    pub fn buffered_bytes(&self) -> usize {
+        self.rbuf.len()
+    }
+
     /// The client went away (connection closed, stream reset) before the response ended: the
     /// origin connection cannot be reused, and the attempt says nothing about the server.
     pub fn on_client_gone(&mut self, now: Instant) {

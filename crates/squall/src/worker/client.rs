@@ -75,7 +75,25 @@ impl Worker {
         self.op_done_at(index);
     }
 
+    /// Hands what the connection has to the ring (one send or writev at a time), and charges
+    /// what it holds to the process's count of buffered response bytes.
     pub(super) fn flush(&mut self, index: usize) {
+        self.flush_out(index);
+        self.account(index);
+    }
+
+    /// Brings connection `index`'s charge in the process's count of buffered response bytes
+    /// (`limits.buffer_memory_max`) up to date with what it holds now.
+    pub(super) fn account(&mut self, index: usize) {
+        let Some(conn) = self.conns.get_mut(index) else {
+            return;
+        };
+        let held = conn.held_bytes();
+        let before = std::mem::replace(&mut conn.charged, held);
+        self.runtime.metrics.buffered.charge(before, held, true);
+    }
+
+    fn flush_out(&mut self, index: usize) {
         let conn = &mut self.conns[index];
         if conn.socket.sending() || conn.phase == Phase::Closed {
             return;
@@ -90,6 +108,7 @@ impl Worker {
                 .chain
                 .take(&mut conn.out, squall_uring::WRITEV_BUFS_MAX);
             let token = Token::client(index, conn.generation);
+            conn.in_flight = bufs.iter().map(Bytes::len).sum();
             conn.socket.writev(&mut self.ring, bufs, token);
             return;
         }
@@ -113,6 +132,7 @@ impl Worker {
     pub(super) fn queue_send(&mut self, index: usize, buf: Bytes) {
         let conn = &mut self.conns[index];
         let token = Token::client(index, conn.generation);
+        conn.in_flight = buf.len();
         conn.socket.send(&mut self.ring, buf, token);
     }
 
@@ -122,6 +142,7 @@ impl Worker {
         };
         let conn = &mut self.conns[index];
         conn.socket.on_send();
+        conn.in_flight = 0;
         match result {
             _ if conn.phase == Phase::Closed => {}
             Ok(sent) if sent < buf.len() => {
@@ -143,6 +164,7 @@ impl Worker {
         };
         let conn = &mut self.conns[index];
         conn.socket.on_send();
+        conn.in_flight = 0;
         match result {
             _ if conn.phase == Phase::Closed => {}
             Ok(sent) => {
@@ -232,6 +254,7 @@ impl Worker {
         conn.check_invariants();
         if conn.phase == Phase::Closed && conn.socket.drained() {
             let conn = self.conns.remove(index);
+            self.runtime.metrics.buffered.charge(conn.charged, 0, true);
             self.runtime.metrics.descriptors.closed();
             if let Some(ip) = conn.counted_ip {
                 self.clients.close(ip);

@@ -42,6 +42,14 @@ pub struct Conn {
     pub tls: Option<Box<TlsConn>>,
     /// TLS records (handshake, encrypted responses, alerts) not yet handed to the ring.
     pub wire: BytesMut,
+    /// Bytes of the send or writev in flight: the ring holds them until the client takes them.
+    pub in_flight: usize,
+    /// What this connection is charged in the process's count of buffered response bytes
+    /// (`Metrics::buffered`): its [`Conn::held_bytes`] when last accounted.
+    pub charged: usize,
+    /// Origin bytes the sessions answering this connection hold undecoded: not charged here
+    /// (each session charges its own) but part of what the connection holds for its bounds.
+    pub session_bytes: usize,
     /// The session of the proxied request in progress, if any (one at a time: later ones
     /// wait in `rbuf`).
     pub exchange: Option<super::session::SessionId>,
@@ -112,6 +120,9 @@ impl Conn {
             chain: Chain::default(),
             tls,
             wire: BytesMut::new(),
+            in_flight: 0,
+            charged: 0,
+            session_bytes: 0,
             request: None,
             cached_route: None,
             answer_route: None,
@@ -172,6 +183,13 @@ impl Conn {
     /// Bytes produced but not yet handed to the ring.
     pub fn unsent_bytes(&self) -> usize {
         self.out.len() + self.wire.len() + self.chain.bytes
+    }
+
+    /// Response bytes this connection holds for its client: unsent, in flight, and queued on
+    /// its HTTP/2 streams under flow control.
+    pub fn held_bytes(&self) -> usize {
+        let queued = self.h2.as_ref().map_or(0, |h2| h2.conn.queued_data_total());
+        self.unsent_bytes() + self.in_flight + queued
     }
 
     /// True when part of a request head has arrived and the head is not complete.

@@ -168,18 +168,39 @@ impl Worker {
         }
     }
 
-    /// How many more response bytes the client takes before its origin should pause: the
-    /// output bound less what waits for it (the connection's unsent bytes, or the stream's
-    /// data queued under HTTP/2 flow control).
-    pub(super) fn client_room(&self, client: Client) -> usize {
+    /// How many more response bytes the client takes before its origin should pause, under
+    /// the client's own bound, its HTTP/2 connection's and the process's buffer budget (see
+    /// `budget.rs`).
+    pub(super) fn client_room(&self, client: Client) -> super::budget::Room {
+        use super::budget::{Held, Process, Room, room};
         let Some(conn) = self.conns.get(client.conn()) else {
-            return 0;
+            return Room {
+                bytes: 0,
+                drained: false,
+                budget_paused: false,
+            };
         };
-        let waiting = match client {
-            Client::H1(_) => conn.unsent_bytes(),
-            Client::H2(_, stream) => conn.h2.as_ref().map_or(0, |h2| h2.conn.queued_data(stream)),
+        let held = match (client, conn.h2.as_ref()) {
+            (Client::H2(_, stream), Some(h2)) => Held {
+                own: h2.conn.queued_data(stream),
+                streams: h2.exchanges.len(),
+                window: h2.conn.send_window(stream),
+                connection: conn.held_bytes() + conn.session_bytes,
+            },
+            _ => Held {
+                own: conn.unsent_bytes() + conn.in_flight,
+                streams: 0,
+                window: 0,
+                connection: conn.held_bytes() + conn.session_bytes,
+            },
         };
-        super::OUT_HIGH_BYTES.saturating_sub(waiting)
+        let buffered = &self.runtime.metrics.buffered;
+        let process = Process {
+            limit: self.buffer_limit,
+            buffered: usize::try_from(buffered.bytes()).unwrap_or(usize::MAX),
+            holders: usize::try_from(buffered.holders()).unwrap_or(usize::MAX),
+        };
+        room(held, process)
     }
 }
 

@@ -5,6 +5,7 @@
 //! Nothing blocks and nothing is shared with other workers on this path but the read-only
 //! [`Runtime`].
 
+mod budget;
 mod cache;
 mod client;
 mod conn;
@@ -141,6 +142,8 @@ struct Worker {
     sessions: Slab<session::Session>,
     /// In-flight tables a reload replaced, drained of abandoned tickets until empty.
     old_inflight: Vec<Arc<squall_cache::InFlight<crate::cache::Waiter>>>,
+    /// `limits.buffer_memory_max` in bytes for this machine (0: no budget); see `budget.rs`.
+    buffer_limit: usize,
 }
 
 /// Runs a worker until it has drained after a stop.
@@ -181,7 +184,9 @@ pub fn run(setup: Setup) {
         pause_logged_at: None,
         origin_fd_logged_at: None,
         log: RequestLog {
-            access: setup.access_log.map(|logger| access_log::Batch::new(logger, now)),
+            access: setup
+                .access_log
+                .map(|logger| access_log::Batch::new(logger, now)),
             routes,
             worker: setup.id,
         },
@@ -199,7 +204,9 @@ pub fn run(setup: Setup) {
         ready: std::collections::VecDeque::new(),
         sessions: Slab::new(),
         old_inflight: Vec::new(),
+        buffer_limit: 0,
     };
+    worker.set_buffer_limit();
     worker.rebuild_upstreams();
     worker.start(setup.listeners);
     let _ = setup.ready.send(Ok(()));
@@ -227,6 +234,21 @@ impl Worker {
     fn start(&mut self, listeners: Vec<(SocketAddr, OwnedFd)>) {
         self.ring.poll_waker(&self.waker, Token::waker().raw());
         self.add_listeners(listeners);
+    }
+
+    /// Resolves `limits.buffer_memory_max` for this machine; worker 0 logs it.
+    fn set_buffer_limit(&mut self) {
+        let limit = budget::limit(&self.runtime.limits);
+        if self.id == 0 && limit != self.buffer_limit {
+            match limit {
+                0 => info!("buffered response bytes: no process-wide budget"),
+                n => info!(
+                    "buffered response bytes limited to {} KiB (limits.buffer_memory_max)",
+                    n / 1024
+                ),
+            }
+        }
+        self.buffer_limit = limit;
     }
 
     /// Builds this worker's upstream state from the runtime's groups. On a reload the old
@@ -408,6 +430,7 @@ impl Worker {
                         self.old_inflight.push(old.clone());
                     }
                     self.runtime = runtime;
+                    self.set_buffer_limit();
                     self.rebuild_upstreams();
                     self.add_listeners(add);
                     info!(worker = self.id, "configuration reloaded");

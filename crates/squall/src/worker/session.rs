@@ -60,6 +60,15 @@ pub struct Session {
     /// down), or the session is a background revalidation and `client`, already served the
     /// stale entry, is only the request that started it.
     detached: bool,
+    /// The origin bytes held undecoded (`Exchange::buffered_bytes`) as last charged to the
+    /// process's count of buffered response bytes.
+    charged: usize,
+    /// The last room computed for the client was withheld by the process's buffer budget
+    /// (counted once per pause in `squall_buffer_budget_pauses_total`).
+    budget_paused: bool,
+    /// Its client had no room when it began: the exchange has not started (no origin read)
+    /// and waits for `client_drained` to find room.
+    waiting: bool,
 }
 
 /// What running a batch of actions asks of the client afterwards.
@@ -94,6 +103,15 @@ impl Worker {
         let info = self.client_info(client, &head);
         let id = self.open_session(client, head, route, info, invalidate, fill);
         downstream::set_session(&mut self.conns[client.conn()], client, Some(id));
+        // The first room is the client's share now, not a whole output bound: a thousand
+        // requests starting at once must not each be promised one.
+        if self.give_room(id, client) == 0 {
+            // New origin reads are not started for a client that holds its bound already.
+            if let Some(session) = self.session_mut(id) {
+                session.waiting = true;
+            }
+            return;
+        }
         self.drive(id);
     }
 
@@ -172,6 +190,9 @@ impl Worker {
             invalidate,
             answered: false,
             detached: false,
+            charged: 0,
+            budget_paused: false,
+            waiting: false,
         });
         SessionId { index, generation }
     }
@@ -191,6 +212,16 @@ impl Worker {
     /// Runs the actions session `id` has queued, in order, until it has none; ends the session
     /// once its exchange is finished. The one place actions are run.
     pub(super) fn drive(&mut self, id: SessionId) {
+        let Some(session) = self.session_mut(id) else {
+            return;
+        };
+        if session.waiting {
+            // Not started: nothing of it runs but its end (the client went away).
+            if session.ex.is_finished() {
+                self.end_session(id);
+            }
+            return;
+        }
         let mut effects = Effects::default();
         while let Some(action) = self.session_mut(id).and_then(|s| s.ex.poll_action()) {
             self.run_action(id, action, &mut effects);
@@ -198,8 +229,11 @@ impl Worker {
         let Some(session) = self.session_mut(id) else {
             return;
         };
+        let held = session.ex.buffered_bytes();
+        let before = std::mem::replace(&mut session.charged, held);
         let (client, detached) = (session.client, session.detached);
-        if session.ex.is_finished() {
+        self.charge_session(client, before, held);
+        if self.session_mut(id).is_some_and(|s| s.ex.is_finished()) {
             self.end_session(id);
             effects.kick = true;
         } else {
@@ -267,8 +301,16 @@ impl Worker {
                 let Some(session) = sessions.get_mut(id.index).filter(|s| !s.detached) else {
                     return;
                 };
+                let data = matches!(message, ToClient::Data(_));
+                let client = session.client;
                 let written = down.write(session, message);
                 effects.kick |= written.queued;
+                if data {
+                    // Charged at once, and the room re-read: the bounds hold within a turn,
+                    // however many sessions write in it.
+                    self.account(client.conn());
+                    self.give_room(id, client);
+                }
             }
             Action::Fill(hook) => self.fill_hook(id, hook),
         }
@@ -479,6 +521,7 @@ impl Worker {
     /// wakes the requests parked behind it).
     fn end_session(&mut self, id: SessionId) {
         let session = self.sessions.remove(id.index);
+        self.charge_session(session.client, session.charged, 0);
         debug_assert!(
             session.origin.is_none(),
             "a finished exchange holds no origin"
@@ -529,8 +572,48 @@ impl Worker {
         let Some(client) = self.session_mut(id).and_then(|s| s.listener()) else {
             return;
         };
+        let room = self.give_room(id, client);
+        if let Some(session) = self.session_mut(id)
+            && session.waiting
+        {
+            if room == 0 {
+                return;
+            }
+            session.waiting = false;
+        }
+        self.drive(id);
+    }
+
+    /// A session's undecoded origin bytes go from `before` to `now`: charged to the process,
+    /// and counted in its client connection's holding.
+    fn charge_session(&mut self, client: Client, before: usize, now: usize) {
+        self.runtime.metrics.buffered.charge(before, now, false);
+        if let Some(conn) = self.conns.get_mut(client.conn()) {
+            conn.session_bytes = (conn.session_bytes + now).saturating_sub(before);
+        }
+    }
+
+    /// Tells session `id`'s exchange how much room its client has now (see `budget.rs`),
+    /// counting a pause the process's buffer budget causes; returns the room. Its actions are
+    /// left queued.
+    fn give_room(&mut self, id: SessionId, client: Client) -> usize {
         let room = self.client_room(client);
         let now = self.now;
-        self.feed(id, |ex| ex.on_client_room(room, now));
+        let Some(session) = self.session_mut(id) else {
+            return 0;
+        };
+        let newly_paused = room.budget_paused && !session.budget_paused;
+        session.budget_paused = room.budget_paused;
+        if room.drained {
+            session.ex.on_client_room_drained(room.bytes, now);
+        } else {
+            session.ex.on_client_room(room.bytes, now);
+        }
+        if newly_paused {
+            (self.runtime.metrics.worker(self.id))
+                .buffer_budget_pauses
+                .inc();
+        }
+        room.bytes
     }
 }
