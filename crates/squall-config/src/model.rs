@@ -209,6 +209,10 @@ pub struct Listen {
     /// Non-empty, no duplicates, in order of preference (the ALPN order for TLS). Validation
     /// guarantees `H2` only with `tls` and `H2c` only without.
     pub protocols: Vec<Protocol>,
+    /// `proxy_protocol = true`: every connection starts with a PROXY protocol header (v1 or v2)
+    /// from one of these balancer networks, and the address it carries is the client's.
+    /// Empty: no PROXY protocol on this listener.
+    pub proxy_protocol_from: Vec<IpNet>,
 }
 
 /// An application protocol a listener speaks.

@@ -72,6 +72,8 @@ pub(crate) struct RawListen {
     pub address: Str,
     pub tls: Option<Spanned<bool>>,
     pub protocols: Option<List<String>>,
+    pub proxy_protocol: Option<Spanned<bool>>,
+    pub proxy_protocol_from: Option<List<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -519,3 +519,25 @@ fn log_format_values() {
         ),
     ]);
 }
+
+#[test]
+fn proxy_protocol_listeners() {
+    check(&[
+        (
+            "[[listen]]\naddress = \"127.0.0.1:80\"\nproxy_protocol = true\n",
+            "test.toml:3:18: proxy_protocol = true needs proxy_protocol_from, the balancers' networks (a header from anywhere else is refused)",
+        ),
+        (
+            "[[listen]]\naddress = \"127.0.0.1:80\"\nproxy_protocol_from = [\"10.0.0.0/8\"]\n",
+            "test.toml:3:23: proxy_protocol_from needs proxy_protocol = true",
+        ),
+        (
+            "[[listen]]\naddress = \"127.0.0.1:80\"\nproxy_protocol = true\nproxy_protocol_from = []\n",
+            "test.toml:4:23: proxy_protocol_from is empty: list the balancers' networks",
+        ),
+        (
+            "[[listen]]\naddress = \"127.0.0.1:80\"\nproxy_protocol = true\nproxy_protocol_from = [\"10.0.0.0/8\", \"::1\"]\n",
+            "(parsed)",
+        ),
+    ]);
+}

@@ -65,11 +65,13 @@ fn contract_example_parses() {
                 address: addr("127.0.0.1:8080"),
                 tls: false,
                 protocols: vec![Protocol::Http1, Protocol::H2c],
+                proxy_protocol_from: Vec::new(),
             },
             Listen {
                 address: addr("127.0.0.1:8443"),
                 tls: true,
                 protocols: vec![Protocol::H2, Protocol::Http1],
+                proxy_protocol_from: Vec::new(),
             },
         ],
         certificate: vec![Certificate {
@@ -143,6 +145,7 @@ fn defaults_of_a_minimal_file() {
             address: addr("[::1]:80"),
             tls: false,
             protocols: vec![Protocol::Http1, Protocol::H2c],
+            proxy_protocol_from: Vec::new(),
         }],
         certificate: Vec::new(),
         limits: Limits {
@@ -284,7 +287,8 @@ fn every_option() {
         [Listen {
             address: addr("0.0.0.0:443"),
             tls: true,
-            protocols: vec![Protocol::Http1]
+            protocols: vec![Protocol::Http1],
+            proxy_protocol_from: Vec::new(),
         }]
     );
     assert_eq!(

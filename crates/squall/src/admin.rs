@@ -204,14 +204,19 @@ const FAMILIES: &[Family] = &[
         |w| &w.limit_requests,
     ),
     (
-        "squall_h2_connections_total",
-        "Client connections that speak HTTP/2 (ALPN h2 or h2c prior knowledge).",
-        |w| &w.h2_connections,
-    ),
-    (
         "squall_access_denied_total",
         "Requests refused with 403 by a route's allow / deny.",
         |w| &w.access_denied,
+    ),
+    (
+        "squall_proxy_protocol_refused_total",
+        "Connections closed on a PROXY protocol listener: not from a trusted balancer, or a malformed header.",
+        |w| &w.proxy_protocol_refused,
+    ),
+    (
+        "squall_h2_connections_total",
+        "Client connections that speak HTTP/2 (ALPN h2 or h2c prior knowledge).",
+        |w| &w.h2_connections,
     ),
     (
         "squall_h2_streams_total",

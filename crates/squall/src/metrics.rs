@@ -197,6 +197,7 @@ pub struct WorkerCounters {
     pub upstream_reuses: Counter,
     pub limit_requests: Counter,
     pub access_denied: Counter,
+    pub proxy_protocol_refused: Counter,
     /// HTTP/2: connections, streams, resets by clients, connections ended for a flood or a
     /// protocol error.
     pub h2_connections: Counter,

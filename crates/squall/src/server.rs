@@ -54,6 +54,8 @@ pub struct Runtime {
     pub access: Vec<Option<squall_config::Access>>,
     /// Whether any route has `allow` / `deny` (then every connection's peer is looked up).
     pub access_rules: bool,
+    /// The listeners that speak the PROXY protocol, with their trusted balancers.
+    pub proxy_protocol: Vec<(SocketAddr, Arc<[squall_config::IpNet]>)>,
     /// `server.drain_timeout`: a graceful stop waits this long for in-flight requests.
     pub drain_timeout: Duration,
 }
@@ -133,6 +135,10 @@ impl Runtime {
         Ok(Runtime {
             routes,
             access_rules: access.iter().any(Option::is_some),
+            proxy_protocol: (config.listen.iter())
+                .filter(|l| !l.proxy_protocol_from.is_empty())
+                .map(|l| (l.address, l.proxy_protocol_from.clone().into()))
+                .collect(),
             access,
             service,
             h1_limits,

@@ -188,13 +188,46 @@ fn listeners(raw: &[Spanned<RawListen>], have_certificate: bool, r: &mut Report)
             .protocols
             .as_ref()
             .map_or_else(|| Protocol::defaults(tls), |p| protocols(p, tls, r));
+        let proxy_protocol_from = proxy_protocol(item, r);
         listen.push(Listen {
             address,
             tls,
             protocols,
+            proxy_protocol_from,
         });
     }
     listen
+}
+
+/// A listener's trusted balancers: `proxy_protocol = true` needs `proxy_protocol_from` (trusting
+/// every address would let any client claim any address), and the list needs the flag.
+fn proxy_protocol(item: &RawListen, r: &mut Report) -> Vec<crate::IpNet> {
+    let on = item.proxy_protocol.as_ref().is_some_and(|v| *v.get_ref());
+    match (&item.proxy_protocol, &item.proxy_protocol_from) {
+        (Some(flag), None) if on => {
+            let message = "proxy_protocol = true needs proxy_protocol_from, the balancers' \
+                           networks (a header from anywhere else is refused)";
+            r.error(&flag.span(), message);
+            Vec::new()
+        }
+        (_, Some(list)) if !on => {
+            r.error(
+                &list.span(),
+                "proxy_protocol_from needs proxy_protocol = true",
+            );
+            Vec::new()
+        }
+        (_, Some(list)) => {
+            if list.get_ref().is_empty() {
+                r.error(
+                    &list.span(),
+                    "proxy_protocol_from is empty: list the balancers' networks",
+                );
+            }
+            networks(list, r)
+        }
+        _ => Vec::new(),
+    }
 }
 
 /// A listener's protocol list: known names, no repeats, and each fit for `tls` or cleartext.

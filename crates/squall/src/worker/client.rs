@@ -40,9 +40,21 @@ impl Worker {
         conn.socket.on_recv(more);
         match result {
             Ok(Some(buf)) => {
-                if conn.phase == Phase::Open {
+                if conn.phase == Phase::Open && conn.proxy_header.is_some() {
+                    // Copied: only until the balancer's header is whole, once per connection.
+                    let bytes = self.ring.recv_bytes(&buf).to_vec();
+                    if !self.proxy_header(index, &bytes) {
+                        self.ring.recycle(buf);
+                        self.close_now(index);
+                        self.op_done_at(index);
+                        return;
+                    }
+                } else if conn.phase == Phase::Open {
                     let counters = self.runtime.metrics.worker(self.id);
                     receive(conn, self.ring.recv_bytes(&buf), counters, self.id, index);
+                }
+                let conn = &mut self.conns[index];
+                if conn.phase == Phase::Open {
                     conn.last_activity = self.now;
                 }
                 self.ring.recycle(buf);
@@ -397,6 +409,43 @@ impl Worker {
             metrics.timeouts.inc();
             self.close_now(index);
         }
+    }
+}
+
+impl Worker {
+    /// Takes `bytes` into connection `index` while its PROXY protocol header is incomplete:
+    /// once whole, the client's address replaces the balancer's, the connection is counted
+    /// under it, and what followed the header goes on as the connection's first bytes. False
+    /// when the connection must close: a malformed header, or a client over its limit.
+    fn proxy_header(&mut self, index: usize, bytes: &[u8]) -> bool {
+        use squall_proxy_protocol::{Header, Parsed};
+        let conn = &mut self.conns[index];
+        let Some(pending) = conn.proxy_header.as_mut() else {
+            return true;
+        };
+        pending.extend_from_slice(bytes);
+        let counters = self.runtime.metrics.worker(self.id);
+        let (header, len) = match squall_proxy_protocol::parse(pending) {
+            Ok(Parsed::Incomplete) => return true,
+            Ok(Parsed::Done { header, len }) => (header, len),
+            Err(e) => {
+                debug!(worker = self.id, conn = index, peer = ?conn.peer, "PROXY protocol: {e}");
+                counters.proxy_protocol_refused.inc();
+                return false;
+            }
+        };
+        let pending = conn.proxy_header.take().unwrap_or_default();
+        if let Header::Proxied { source, .. } = header {
+            conn.peer = Some(source);
+        }
+        let (peer, mut counted) = (conn.peer, None);
+        if !self.count_client(peer, &mut counted) {
+            return false;
+        }
+        let conn = &mut self.conns[index];
+        conn.counted_ip = counted;
+        receive(conn, &pending[len..], counters, self.id, index);
+        true
     }
 }
 

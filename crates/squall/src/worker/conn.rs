@@ -83,8 +83,12 @@ pub struct Conn {
     pub selected: bool,
     /// The HTTP/2 connection, once the client chose HTTP/2; boxed, as HTTP/1.1 is common.
     pub h2: Option<Box<super::h2::H2>>,
-    /// The client's address, read at accept only when the access log needs it.
+    /// The client's address, read at accept only when the access log needs it; on a PROXY
+    /// protocol listener, the address the balancer's header carries.
     pub peer: Option<std::net::SocketAddr>,
+    /// On a PROXY protocol listener, the bytes received until the header is whole (`None`
+    /// once it was taken, and on other listeners).
+    pub proxy_header: Option<Vec<u8>>,
     /// The address counted in the client table at accept, to uncount at close.
     pub counted_ip: Option<std::net::IpAddr>,
     /// What the next access log line adds (upstream time, cache status): set just before the
@@ -139,6 +143,7 @@ impl Conn {
             selected: false,
             h2: None,
             peer: None,
+            proxy_header: None,
             counted_ip: None,
             log_note: LogNote::default(),
             request_started: now,

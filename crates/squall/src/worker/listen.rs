@@ -248,7 +248,9 @@ impl Worker {
         let limits = self.runtime.client_limits;
         let runtime = &self.runtime;
         let access = runtime.access_rules;
-        if self.log.access.is_some() || limits.any() || !runtime.upstreams.is_empty() || access {
+        let balancers = self.proxy_protocol_from(listener);
+        let needs_peer = !runtime.upstreams.is_empty() || access || balancers.is_some();
+        if self.log.access.is_some() || limits.any() || needs_peer {
             // One getpeername per connection, paid only when a log, a limit, a route's
             // allow / deny or the X-Forwarded-For of a proxied request needs it.
             let fd = conn.socket.fd().expect("a new connection has its socket");
@@ -257,16 +259,23 @@ impl Worker {
                 .ok()
                 .and_then(|a| a.as_socket());
         }
-        if let (true, Some(peer)) = (limits.any(), conn.peer) {
-            if !self
-                .clients
-                .open(peer.ip(), limits.connections_max, self.now)
+        if let Some(balancers) = balancers {
+            // The client's address comes with the header; only the balancers may send one.
+            if !conn
+                .peer
+                .is_some_and(|p| balancers.iter().any(|n| n.contains(p.ip())))
             {
-                debug!(worker = self.id, %peer, "connections_per_ip_max reached: refused");
-                self.runtime.metrics.worker(self.id).limit_connections.inc();
+                debug!(worker = self.id, peer = ?conn.peer, "PROXY protocol: not a trusted balancer");
+                self.runtime
+                    .metrics
+                    .worker(self.id)
+                    .proxy_protocol_refused
+                    .inc();
                 return; // dropping `conn` closes the socket
             }
-            conn.counted_ip = Some(peer.ip());
+            conn.proxy_header = Some(Vec::new());
+        } else if !self.count_client(conn.peer, &mut conn.counted_ip) {
+            return; // dropping `conn` closes the socket
         }
         let index = self.conns.insert(conn);
         // Counted from the slot's insertion to its removal (`op_done_at`), however it closes.
@@ -280,6 +289,42 @@ impl Worker {
             .connections_accepted
             .inc();
         self.update_deadline(index);
+    }
+
+    /// Counts a connection from `peer` under its address for `connections_per_ip_max`, noting
+    /// the address in `counted` (to uncount at close); false when that address has as many as
+    /// it may (the connection is then refused).
+    pub(super) fn count_client(
+        &self,
+        peer: Option<std::net::SocketAddr>,
+        counted: &mut Option<std::net::IpAddr>,
+    ) -> bool {
+        let limits = self.runtime.client_limits;
+        let (true, Some(peer)) = (limits.any(), peer) else {
+            return true;
+        };
+        if !self
+            .clients
+            .open(peer.ip(), limits.connections_max, self.now)
+        {
+            debug!(worker = self.id, %peer, "connections_per_ip_max reached: refused");
+            self.runtime.metrics.worker(self.id).limit_connections.inc();
+            return false;
+        }
+        *counted = Some(peer.ip());
+        true
+    }
+
+    /// The trusted balancers of listener `listener` when it speaks the PROXY protocol.
+    fn proxy_protocol_from(
+        &self,
+        listener: usize,
+    ) -> Option<std::sync::Arc<[squall_config::IpNet]>> {
+        let address = self.listeners[listener].address;
+        let mut listeners = self.runtime.proxy_protocol.iter();
+        listeners
+            .find(|(a, _)| *a == address)
+            .map(|(_, nets)| nets.clone())
     }
 
     /// The protocols listener `listener` serves (HTTP/1.1 for one no longer configured).
