@@ -128,7 +128,16 @@ pub fn main(args: &SoakArgs) -> Result<ExitCode> {
     let config_path = out.join("squall.toml");
     fs::write(&config_path, config::squall(&addrs, 0))?;
     let server = start_squall(&bin, &config_path, &out, &addrs)?;
-    let run = run_soak(
+    for path in ["/cache/big", "/api/big"] {
+        match traffic::fetch(addrs.plain, path)? {
+            (200, bytes) if bytes > config::BIG_BYTES => {}
+            (status, bytes) => bail!("GET {path} answered {status} with {bytes} bytes"),
+        }
+    }
+    eprintln!("soak: primer (slowloris, slow readers and a flood at once, before the load)");
+    let primer = faults::primer(&addrs).context("the primer")?;
+    sleep(Duration::from_secs(2));
+    let mut run = run_soak(
         &out,
         &addrs,
         &mut origin,
@@ -137,6 +146,7 @@ pub fn main(args: &SoakArgs) -> Result<ExitCode> {
         args.rate,
         secs,
     )?;
+    run.primer = primer;
     let stopped = match server.stop() {
         Ok(status) => format!("stopped by SIGTERM ({status})"),
         Err(err) => format!("**did not stop cleanly**: {err:#}"),
@@ -194,6 +204,8 @@ struct Run {
     generators: Vec<(String, String)>,
     /// Why sampling stopped early, if it did.
     aborted: Option<String>,
+    /// What the primer saw, before the load.
+    primer: String,
 }
 
 /// The soak proper: load, faults and sampling for `secs` seconds.
@@ -272,6 +284,7 @@ fn run_soak(
         outcomes,
         generators: summaries,
         aborted,
+        primer: String::new(),
     })
 }
 
@@ -374,6 +387,11 @@ fn finish(
         args.rate
     );
     let _ = writeln!(setup, "- squall: {stopped}");
+    let _ = writeln!(
+        setup,
+        "- primer, before the load: {}",
+        run.primer.replace('|', "/")
+    );
     setup.push_str(&config::describe(addrs));
     let text = report::markdown(&report::Summary {
         title: &format!("Squall soak, {}", utc_stamp()),

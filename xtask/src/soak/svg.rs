@@ -11,7 +11,7 @@ const WIDTH: f64 = 1000.0;
 const PANEL_HEIGHT: f64 = 180.0;
 const MARGIN_LEFT: f64 = 70.0;
 const MARGIN_RIGHT: f64 = 20.0;
-const MARGIN_TOP: f64 = 30.0;
+const MARGIN_TOP: f64 = 60.0;
 const GAP: f64 = 40.0;
 
 /// One panel: a title, a colour and the value of each second.
@@ -42,7 +42,7 @@ const PANELS: [Panel; 3] = [
 /// The whole SVG document. `rate` draws a dashed target line in the req/s panel.
 pub fn plot(seconds: &[Second], faults: &[Fault], rate: f64) -> String {
     let height = MARGIN_TOP + 3.0 * (PANEL_HEIGHT + GAP) + 10.0;
-    let span = seconds.last().map_or(1.0, |s| f64::from(s.t).max(1.0));
+    let span = (seconds.len() as f64).max(1.0);
     let mut svg = String::new();
     let _ = writeln!(
         svg,
@@ -57,6 +57,7 @@ pub fn plot(seconds: &[Second], faults: &[Fault], rate: f64) -> String {
         span,
         faults.len()
     );
+    legend(&mut svg, faults);
     for (index, panel) in PANELS.iter().enumerate() {
         let top = MARGIN_TOP + index as f64 * (PANEL_HEIGHT + GAP);
         let target = (index == 2).then_some(rate);
@@ -133,6 +134,27 @@ fn draw_panel(
         panel.colour,
         points.join(" ")
     );
+}
+
+/// A coloured square and the name of each kind of fault that happened, under the title.
+fn legend(svg: &mut String, faults: &[Fault]) {
+    let mut kinds: Vec<FaultKind> = Vec::new();
+    for fault in faults {
+        if !kinds.contains(&fault.kind) {
+            kinds.push(fault.kind);
+        }
+    }
+    for (i, kind) in kinds.iter().enumerate() {
+        let x = MARGIN_LEFT + i as f64 * 120.0;
+        let _ = writeln!(
+            svg,
+            "<rect class=\"legend\" x=\"{x:.1}\" y=\"28\" width=\"10\" height=\"10\" \
+             fill=\"{}\" fill-opacity=\"0.5\"/><text x=\"{:.1}\" y=\"37\">{}</text>",
+            fault_colour(*kind),
+            x + 14.0,
+            escape(kind.name())
+        );
+    }
 }
 
 /// The value at the top and bottom of the y axis, and the time at five ticks of the x axis.
@@ -219,6 +241,11 @@ mod tests {
         let line = svg.lines().find(|l| l.contains("<polyline")).unwrap();
         assert_eq!(line.matches(',').count(), 60);
         assert!(svg.contains("<title>origin down at 20.0 s</title>"));
+        assert_eq!(svg.matches("class=\"legend\"").count(), 2);
+        assert!(
+            svg.contains(">60 s</text>"),
+            "the last tick is the run's length"
+        );
         assert!(svg.lines().count() < 400);
     }
 

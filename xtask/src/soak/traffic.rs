@@ -194,6 +194,20 @@ pub fn uploads(addr: SocketAddr, rate: f64, log: &Path, stop: &AtomicBool) -> Re
     Ok(sent)
 }
 
+/// One `GET path` read to its end (`Connection: close`): the status and the bytes received.
+/// The soak fetches the large objects once before the load, so that the cache holds the big
+/// one before the verdict looks (storing it is growth, but not a leak).
+pub fn fetch(addr: SocketAddr, path: &str) -> Result<(u16, usize)> {
+    let mut stream = TcpStream::connect_timeout(&addr, UPLOAD_TIMEOUT)?;
+    stream.set_read_timeout(Some(UPLOAD_TIMEOUT))?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: soak\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes())?;
+    let mut answer = Vec::new();
+    stream.take(64 * 1024 * 1024).read_to_end(&mut answer)?;
+    let status = crate::server::status_of(&answer).context("no HTTP/1.1 status line")?;
+    Ok((status, answer.len()))
+}
+
 /// One POST of `bytes` and the status of its answer.
 fn upload(addr: SocketAddr, bytes: usize) -> Result<u16> {
     let mut stream = TcpStream::connect_timeout(&addr, UPLOAD_TIMEOUT)?;
