@@ -93,7 +93,12 @@ fn parse_v1(buf: &[u8]) -> Result<Parsed, Error> {
             Ok(Parsed::Incomplete)
         };
     };
-    let line = std::str::from_utf8(&buf[V1_PREFIX.len()..end]).map_err(|_| Error::V1Malformed)?;
+    let line = &buf[V1_PREFIX.len()..end];
+    // A CR or LF inside the line is malformed however much follows it, as on a partial read.
+    if line.iter().any(|&b| b == b'\r' || b == b'\n') {
+        return Err(Error::V1Malformed);
+    }
+    let line = std::str::from_utf8(line).map_err(|_| Error::V1Malformed)?;
     let header = v1_fields(line)?;
     Ok(Parsed::Done {
         header,

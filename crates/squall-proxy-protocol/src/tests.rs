@@ -83,6 +83,10 @@ fn malformed_version_1_headers_are_refused() {
         b"PROXY TCP4 192.0.2.7\r198.51.100.1 1 2\r\n",
         b"PROXY \r\n",
         b"PROXY TCP4 \xff.0.2.7 198.51.100.1 1 2\r\n",
+        // Found by fuzzing: a lone CR inside an UNKNOWN line was accepted whole but refused
+        // when the header arrived in two reads.
+        b"PROXY UNKNOWN TCP\rY N\r\n",
+        b"PROXY UNKNOWN TCP\nY N\r\n",
     ] {
         let error = parse(bad).expect_err(&String::from_utf8_lossy(bad));
         assert!(
