@@ -513,6 +513,7 @@ mod tests {
             cpu_secs: per_100k,
             responses: 100_000,
             cpu_secs_per_100k: per_100k,
+            user_share: 50.0,
         }))
     }
 

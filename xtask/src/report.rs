@@ -15,6 +15,7 @@ use crate::stats::{self, Better, Summary};
 pub enum Figure {
     ReqPerSec,
     CpuPer100k,
+    UserShare,
     LatencyMean,
     LatencySd,
     LatencyMax,
@@ -31,6 +32,7 @@ impl Figure {
         match self {
             Figure::ReqPerSec => "requests/s",
             Figure::CpuPer100k => "server CPU s per 100k requests",
+            Figure::UserShare => "user share (% of server CPU)",
             Figure::LatencyMean => "latency mean (ms)",
             Figure::LatencySd => "latency sd (ms)",
             Figure::LatencyMax => "latency max (ms)",
@@ -54,7 +56,8 @@ impl Figure {
             | Figure::LatencyMax
             | Figure::ConnectMean
             | Figure::FirstByteMean => Some(Better::Lower),
-            Figure::Succeeded | Figure::Failed | Figure::Errored => None,
+            // A share moves either way when the total shrinks: CPU per request judges.
+            Figure::Succeeded | Figure::Failed | Figure::Errored | Figure::UserShare => None,
         }
     }
 
@@ -66,6 +69,7 @@ impl Figure {
             | Figure::LatencyMax
             | Figure::ConnectMean
             | Figure::FirstByteMean => 2,
+            Figure::UserShare => 1,
             _ => 0,
         }
     }
@@ -314,6 +318,7 @@ mod tests {
             cpu_secs: cpu,
             responses: 1_000,
             cpu_secs_per_100k: cpu,
+            user_share: 50.0,
         }))
     }
 

@@ -73,6 +73,9 @@ pub struct Measured {
     /// Responses the server sent in the measured run, successful or not.
     pub responses: u64,
     pub cpu_secs_per_100k: f64,
+    /// The part of `cpu_secs` spent in user space (utime over utime + stime), in percent: what
+    /// is left to Squall's own code once the kernel's share (TCP, io_uring) is taken out.
+    pub user_share: f64,
 }
 
 impl Outcome {
@@ -110,6 +113,7 @@ impl Measured {
         vec![
             (Figure::ReqPerSec, r.req_per_sec),
             (Figure::CpuPer100k, self.cpu_secs_per_100k),
+            (Figure::UserShare, self.user_share),
             (Figure::LatencyMean, r.request.mean_us / 1e3),
             (Figure::LatencySd, r.request.sd_us / 1e3),
             (Figure::LatencyMax, r.request.max_us / 1e3),
@@ -267,6 +271,7 @@ fn measure_started(
         run_h2load(&warmup, settings.load_cpu, &dir.join("warmup.h2load.txt"))?;
     }
     let before = server.cpu_secs(settings.clock_ticks)?;
+    let user_before = user_secs(server, settings.clock_ticks)?;
     let measured = plan(
         scenario,
         settings,
@@ -277,11 +282,13 @@ fn measure_started(
     let report = run_h2load(&measured, settings.load_cpu, &dir.join("h2load.txt"));
     // Read the CPU time while the process still exists, before judging the report.
     let after = server.cpu_secs(settings.clock_ticks);
+    let user_after = user_secs(server, settings.clock_ticks);
     let report = report?;
     if !server.running() {
         bail!("the server exited during the run: {}", server.log_tail());
     }
     let after = after?;
+    let user = user_after? - user_before;
     check_protocol(&report, &scenario.load)?;
     let responses = report.succeeded + report.http_failures();
     if report.succeeded == 0 {
@@ -295,10 +302,40 @@ fn measure_started(
     let cpu_secs = after - before;
     Ok(Measured {
         cpu_secs_per_100k: cpu_secs / responses as f64 * 1e5,
+        user_share: if cpu_secs > 0.0 {
+            (user / cpu_secs * 100.0).clamp(0.0, 100.0)
+        } else {
+            f64::NAN
+        },
         cpu_secs,
         responses,
         h2load: report,
     })
+}
+
+/// The user-space CPU seconds (utime) of the server and its descendants so far: read next to
+/// [`Server::cpu_secs`] (utime + stime) for the user/kernel split of a run.
+fn user_secs(server: &Server, clock_ticks: f64) -> Result<f64> {
+    let pid = server.pid();
+    let mut ticks = 0;
+    for pid in std::iter::once(pid).chain(crate::server::descendants(pid)) {
+        let path = format!("/proc/{pid}/stat");
+        match fs::read_to_string(&path) {
+            Ok(stat) => ticks += utime_ticks(&stat).with_context(|| format!("parsing {path}"))?,
+            Err(err) if pid == server.pid() => {
+                return Err(err).with_context(|| format!("reading {path}"));
+            }
+            // A child may end between listing and reading.
+            Err(_) => {}
+        }
+    }
+    Ok(ticks as f64 / clock_ticks)
+}
+
+/// utime, field 14 of `/proc/PID/stat`, counted after the parenthesised command name.
+fn utime_ticks(stat: &str) -> Option<u64> {
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    after_name.split_whitespace().nth(11)?.parse().ok()
 }
 
 /// Fails a run in which h2load spoke another protocol than the scenario's, as h2load over TLS
@@ -483,6 +520,15 @@ mod tests {
             load_cpu: 0,
             clock_ticks: 100.0,
         }
+    }
+
+    #[test]
+    fn utime_from_proc_stat() {
+        let stat = "5539 (nginx: worker) S 1 5539 5539 0 -1 4194624 530 0 0 0 1234 567 0 0 20 0 \
+                    1 0 12345 0 0 18446744073709551615";
+        assert_eq!(utime_ticks(stat), Some(1234));
+        assert_eq!(utime_ticks("1 (a) b) S 0 0 0 0 0 0 0 0 0 0 7 8 0"), Some(7));
+        assert_eq!(utime_ticks("garbage"), None);
     }
 
     #[test]
