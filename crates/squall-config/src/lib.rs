@@ -17,6 +17,7 @@
 
 #![forbid(unsafe_code)]
 
+mod cluster;
 mod diagnostics;
 mod ipnet;
 mod model;
@@ -29,6 +30,7 @@ mod validate;
 use std::io::Read;
 use std::path::Path;
 
+pub use cluster::*;
 pub use diagnostics::{Diagnostic, Diagnostics};
 pub use ipnet::IpNet;
 pub use model::*;

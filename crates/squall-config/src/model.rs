@@ -74,6 +74,8 @@ pub struct Config {
     pub upstream: Vec<Upstream>,
     /// Hosts unique across all vhosts.
     pub vhost: Vec<Vhost>,
+    /// `None` without a `[cluster]` section: this node caches alone.
+    pub cluster: Option<crate::Cluster>,
 }
 
 impl Config {

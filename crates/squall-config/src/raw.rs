@@ -42,6 +42,7 @@ pub(crate) struct RawConfig {
     pub upstream: Vec<Spanned<RawUpstream>>,
     #[serde(default)]
     pub vhost: Vec<Spanned<RawVhost>>,
+    pub cluster: Option<Spanned<RawCluster>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -228,4 +229,23 @@ impl<'de> Visitor<'de> for PairsVisitor {
         }
         Ok(Pairs(pairs))
     }
+}
+
+/// `[cluster]`: the Squall nodes that share one cache by owning its keys.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawCluster {
+    pub nodes: List<RawClusterNode>,
+    #[serde(rename = "self")]
+    pub self_name: Option<Str>,
+    pub hash_key: Option<Str>,
+    pub replicas: Option<Int>,
+    pub local_ttl: Option<Val>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawClusterNode {
+    pub name: Str,
+    pub address: Str,
 }

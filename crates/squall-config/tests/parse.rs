@@ -125,6 +125,7 @@ fn contract_example_parses() {
                 },
             ],
         }],
+        cluster: None,
     };
     assert_eq!(config, expected);
 }
@@ -173,6 +174,7 @@ fn defaults_of_a_minimal_file() {
         },
         upstream: Vec::new(),
         vhost: Vec::new(),
+        cluster: None,
     };
     assert_eq!(config, expected);
 }

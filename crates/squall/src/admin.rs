@@ -279,6 +279,31 @@ const FAMILIES: &[Family] = &[
         |w| &w.cache_purges,
     ),
     (
+        "squall_cluster_forwarded_total",
+        "Requests on cached routes sent to the cluster node that owns their key.",
+        |w| &w.cluster_forwarded,
+    ),
+    (
+        "squall_cluster_served_for_peers_total",
+        "Requests on cached routes served for another cluster node (with its hop field).",
+        |w| &w.cluster_served_for_peers,
+    ),
+    (
+        "squall_cluster_owner_failures_total",
+        "Forwards whose owner could not answer; each was served by this node instead.",
+        |w| &w.cluster_owner_failures,
+    ),
+    (
+        "squall_cluster_purge_confirmed_total",
+        "Peers that confirmed a PURGE this node sent them.",
+        |w| &w.cluster_purge_confirmed,
+    ),
+    (
+        "squall_cluster_purge_failed_total",
+        "Peers that did not confirm a PURGE this node sent them (after a retry).",
+        |w| &w.cluster_purge_failed,
+    ),
+    (
         "squall_access_log_dropped_total",
         "Access log lines dropped because the logger fell behind.",
         |w| &w.access_log_dropped,

@@ -6,6 +6,7 @@ mod admin;
 mod cache;
 mod cli;
 mod clients;
+mod cluster;
 mod control;
 mod date;
 mod descriptors;

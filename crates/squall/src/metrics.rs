@@ -216,6 +216,14 @@ pub struct WorkerCounters {
     pub cache_passes: Counter,
     pub cache_stores: Counter,
     pub cache_purges: Counter,
+    /// `[cluster]`: requests sent to their key's owner; requests served for another node;
+    /// forwards whose owner failed (served here instead); peers that confirmed a purge
+    /// fanned out to them, and peers that did not.
+    pub cluster_forwarded: Counter,
+    pub cluster_served_for_peers: Counter,
+    pub cluster_owner_failures: Counter,
+    pub cluster_purge_confirmed: Counter,
+    pub cluster_purge_failed: Counter,
     /// Requests answered, by protocol.
     pub requests_h1: Counter,
     pub requests_h2: Counter,

@@ -33,6 +33,8 @@ pub struct Runtime {
     pub upstreams: Vec<squall_upstream::UpstreamSpec>,
     /// What each group's `consistent_hash` hashes, in the same order.
     pub hash_keys: Vec<squall_config::HashKey>,
+    /// `[cluster]`: the nodes sharing the cache; their peers' groups end `upstreams`.
+    pub cluster: Option<Arc<crate::cluster::Cluster>>,
     /// Per-client-address limits from `[limits]`.
     pub client_limits: crate::clients::ClientLimits,
     /// Certificates and one TLS acceptor per `[[listen]]`, in config order.
@@ -104,7 +106,15 @@ impl Runtime {
             previous.map(|r| &r.cache),
         );
         metrics.set_cache_store(cache.store.clone());
-        let upstreams: Vec<_> = config.upstream.iter().map(upstream_spec).collect();
+        let mut upstreams: Vec<_> = config.upstream.iter().map(upstream_spec).collect();
+        let mut hash_keys: Vec<_> = config.upstream.iter().map(|u| u.hash_key.clone()).collect();
+        let cluster = (config.cluster.as_ref())
+            .map(|c| Arc::new(crate::cluster::Cluster::new(c, upstreams.len())));
+        if let Some(cluster) = &cluster {
+            let peers = cluster.peer_specs();
+            hash_keys.resize(upstreams.len() + peers.len(), Default::default());
+            upstreams.extend(peers);
+        }
         let upstream_gauges =
             crate::metrics::UpstreamGauges::for_specs(&upstreams, metrics.workers().len());
         let limits = &config.limits;
@@ -152,7 +162,8 @@ impl Runtime {
             metrics,
             client_limits: crate::clients::ClientLimits::from_config(&config.limits),
             upstreams,
-            hash_keys: config.upstream.iter().map(|u| u.hash_key.clone()).collect(),
+            hash_keys,
+            cluster,
             upstream_gauges,
             tls,
             protocols: config

@@ -6,6 +6,7 @@
 //! listener needs one). A value that fails is replaced by its default so checking continues;
 //! the result is only handed out when the report is empty.
 
+mod cluster;
 mod route;
 mod value;
 
@@ -38,6 +39,7 @@ pub(crate) fn config(raw: &RawConfig, r: &mut Report) -> Config {
     let mut vhost = route::vhosts(&raw.vhost, &upstream, r);
     let cache = cache(&raw.cache, r);
     route::hide_targeted(&mut vhost, cache.target_header.as_ref());
+    let cluster = raw.cluster.as_ref().map(|c| cluster::cluster(c, &listen, r));
     Config {
         server: server(&raw.server, r),
         admin,
@@ -48,6 +50,7 @@ pub(crate) fn config(raw: &RawConfig, r: &mut Report) -> Config {
         cache,
         upstream,
         vhost,
+        cluster,
     }
 }
 

@@ -33,6 +33,7 @@ use tracing::debug;
 
 use super::Worker;
 use super::downstream::{self, Client};
+use super::purge::Purged;
 use crate::cache::{Cache, Waiter};
 
 /// The `X-Cache` label of a response (the access log's cache field).
@@ -60,6 +61,22 @@ pub struct Parked {
     /// It waits for the fetch it caused (a range of an object not stored): the entry it is
     /// then served from is its `MISS`, not a hit.
     pub fetched: bool,
+    /// It waits for something of the cluster's, not for a fetch (`cluster.rs`).
+    pub cluster: Option<ClusterWait>,
+}
+
+/// What a request parked by the cluster waits for.
+pub enum ClusterWait {
+    /// Nothing: its key's owner failed, and it is served here on the next turn of the loop,
+    /// once the failed session has let its client go.
+    OwnerFailed,
+    /// The answers of the peers a PURGE was sent to (`None`: too many fan-outs at once), and
+    /// what it removed here.
+    Purge {
+        fanout: Option<Arc<crate::cluster::fanout::FanOut>>,
+        peers: Vec<String>,
+        removed: usize,
+    },
 }
 
 /// What `begin_cached` did with a request.
@@ -99,11 +116,12 @@ pub(super) fn is_purge(method: &Method) -> bool {
 const PURGE_HEADER: &str = "x-squall-purge";
 
 impl Worker {
-    /// Starts a bodiless request on a route with `cache = true`: hit, fetch, park or pass.
+    /// Starts a bodiless request on a route with `cache = true`: hit, fetch, park or pass,
+    /// here or (`[cluster]`) at the node that owns its key.
     pub(super) fn begin_cached(
         &mut self,
         client: Client,
-        head: RequestHead,
+        mut head: RequestHead,
         route: Arc<ProxyRoute>,
     ) -> Begun {
         let cache = self.runtime.cache.clone();
@@ -111,10 +129,37 @@ impl Worker {
             self.start_session(client, head, route, None, None);
             return Begun::Forwarded;
         }
-        let key = key_of(&head, super::scheme(&self.conns[client.conn()]));
+        let from_peer = self.hop_from_peer(client, &mut head);
+        let key = key_of(&head, self.key_scheme(client, &head, from_peer));
         if is_purge(&head.method) {
-            return self.purge(client, head, route, cache, key);
+            return self.purge(client, head, route, cache, key, from_peer);
         }
+        if !from_peer && let Some(node) = self.owner_elsewhere(client, &head, &key) {
+            let local_ttl = self.runtime.cluster.as_ref().map(|c| c.local_ttl);
+            if let Some(owned) = self.route_to_owner(&route, node, &mut head) {
+                if local_ttl.is_none_or(|ttl| ttl.is_zero()) {
+                    // No local copy: the owner answers, from its cache or its origin.
+                    self.start_session(client, head, owned, None, None);
+                    return Begun::Forwarded;
+                }
+                return self.begin_here(client, head, owned, cache, key, local_ttl);
+            }
+        }
+        self.begin_here(client, head, route, cache, key, None)
+    }
+
+    /// [`Worker::begin_cached`] once the node is chosen: `borrowed` is the `local_ttl` of a
+    /// key another node owns, whose fetches go to that owner (`route` is already its peer's)
+    /// and whose local copy is used only that long after it arrived.
+    pub(super) fn begin_here(
+        &mut self,
+        client: Client,
+        head: RequestHead,
+        route: Arc<ProxyRoute>,
+        cache: Arc<Cache>,
+        key: CacheKey,
+        borrowed: Option<std::time::Duration>,
+    ) -> Begun {
         let control = match squall_cache::lookup_policy(&head.method, &head.headers) {
             Lookup::Use(control) => cache.request_control(route.id, control),
             Lookup::Bypass => {
@@ -123,6 +168,7 @@ impl Worker {
             }
         };
         let entry = cache.store.lookup(&key, &head.headers);
+        let entry = entry.filter(|e| borrowed.is_none_or(|ttl| self.borrowed_fresh(e, ttl)));
         let decision = squall_cache::decide(entry, &control, self.wall);
         let waiter = Waiter {
             worker: self.id,
@@ -226,6 +272,7 @@ impl Worker {
             until: self.now + cache.coalesce_timeout,
             since: self.wall,
             fetched,
+            cluster: None,
         };
         downstream::park(&mut self.conns[client.conn()], client, parked);
         self.update_deadline(client.conn());
@@ -323,6 +370,12 @@ impl Worker {
         let Some(parked) = downstream::take_parked(conn, client) else {
             return;
         };
+        let mut parked = *parked;
+        if let Some(wait) = parked.cluster.take() {
+            self.unpark_cluster(client, parked, wait);
+            self.resume_client(client);
+            return;
+        }
         let Parked {
             head,
             route,
@@ -330,7 +383,7 @@ impl Worker {
             since,
             fetched,
             ..
-        } = *parked;
+        } = parked;
         let cache = self.runtime.cache.clone();
         let control = squall_cache::request_cache_control(&head.headers);
         let control = cache.request_control(route.id, control);
@@ -397,7 +450,8 @@ impl Worker {
     }
 
     /// PURGE: answered in `purge.rs` (by URL, surrogate key or prefix), except a refetch,
-    /// whose fresh copy is fetched here.
+    /// whose fresh copy is fetched here. In a cluster, a PURGE that did not come from a peer
+    /// goes to every peer too, and is answered when they have (`cluster.rs`).
     fn purge(
         &mut self,
         client: Client,
@@ -405,15 +459,55 @@ impl Worker {
         route: Arc<ProxyRoute>,
         cache: Arc<Cache>,
         key: CacheKey,
+        from_peer: bool,
     ) -> Begun {
-        let Some(mut head) = self.purge_request(client, head, &cache, &key) else {
-            return Begun::Answered;
+        let fleet = !from_peer && self.runtime.cluster.is_some();
+        let (mut head, removed, refetch) =
+            match self.purge_request(client, head, &cache, &key, from_peer, fleet) {
+                Purged::Answered => return Begun::Answered,
+                Purged::Refetch(head) => (head, 0, true),
+                Purged::Fleet(head, removed) => (head, removed, false),
+            };
+        let route = if fleet {
+            // A refetch is answered by its fresh copy: the peers are told, not waited for.
+            match self.fan_out_purge(client, head, route, key, removed, !refetch) {
+                Some((back, route, key2)) if refetch => {
+                    head = back;
+                    return self.refetch(client, head, route, cache, key2);
+                }
+                Some((back, _, _)) => {
+                    self.downstream().answer_purged(client, &back, removed);
+                    return Begun::Answered;
+                }
+                None => return Begun::Parked,
+            }
+        } else {
+            route
         };
-        // Fetch a fresh copy now, as a GET, and answer the PURGE with it (Tempesta's
-        // `X-Tempesta-Cache: get`).
+        self.refetch(client, head, route, cache, key)
+    }
+
+    /// Fetches a fresh copy of a purged URL now, as a GET, and answers the PURGE with it
+    /// (Tempesta's `X-Tempesta-Cache: get`).
+    fn refetch(
+        &mut self,
+        client: Client,
+        mut head: RequestHead,
+        route: Arc<ProxyRoute>,
+        cache: Arc<Cache>,
+        key: CacheKey,
+    ) -> Begun {
         let purge = std::mem::replace(&mut head.method, Method::GET);
         head.headers.remove(PURGE_HEADER);
+        head.headers.remove(crate::cluster::HOP);
         self.start_fill(client, head, route, cache, key, None, None, Some(purge));
         Begun::Forwarded
+    }
+
+    /// Whether a copy of another node's object, which arrived at `entry`'s response time, is
+    /// still within `local_ttl`.
+    fn borrowed_fresh(&self, entry: &Entry, local_ttl: std::time::Duration) -> bool {
+        let age = self.wall.duration_since(entry.freshness.response_time);
+        age.is_ok_and(|age| age <= local_ttl)
     }
 }

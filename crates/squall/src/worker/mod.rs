@@ -8,6 +8,7 @@
 mod budget;
 mod cache;
 mod client;
+mod cluster;
 mod conn;
 mod downstream;
 mod entry;

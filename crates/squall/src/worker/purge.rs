@@ -25,6 +25,7 @@ use tracing::debug;
 use super::Worker;
 use super::downstream::{Client, Downstream};
 use crate::cache::Cache;
+use crate::cluster::fanout::Reply;
 
 /// The field that picks a purge mode other than the URL's (`refetch`, `prefix`).
 const MODE_FIELD: HeaderName = HeaderName::from_static("x-squall-purge");
@@ -79,26 +80,40 @@ fn status_of(removed: usize) -> StatusCode {
     }
 }
 
+/// What [`Worker::purge_request`] did.
+pub(super) enum Purged {
+    /// Answered (the count, or a refusal).
+    Answered,
+    /// The URL's variants are gone; the caller fetches it again with this head.
+    Refetch(RequestHead),
+    /// Removed here (this many); the caller sends it to the cluster's other nodes and
+    /// answers once they have.
+    Fleet(RequestHead, usize),
+}
+
 impl Worker {
     /// Answers a PURGE of `key` from `cache` (the caller checked the method), unless it asks
-    /// for a refetch: then the URL's variants are gone and the head comes back, for the
-    /// caller to fetch the URL with.
+    /// for a refetch, or `fleet` has it go to the cluster's other nodes too: see [`Purged`].
+    /// A PURGE `from_peer` (with a trusted hop field) needs no `purge_allow`: its node checked.
     pub(super) fn purge_request(
         &mut self,
         client: Client,
         head: RequestHead,
         cache: &Cache,
         key: &CacheKey,
-    ) -> Option<RequestHead> {
+        from_peer: bool,
+        fleet: bool,
+    ) -> Purged {
         let counters = self.runtime.metrics.worker(self.id);
-        let allowed = self.conns[client.conn()]
-            .peer
-            .is_some_and(|peer| cache.purge_allowed(peer.ip()));
+        let allowed = from_peer
+            || self.conns[client.conn()]
+                .peer
+                .is_some_and(|peer| cache.purge_allowed(peer.ip()));
         if !allowed {
             counters.count_refused(StatusCode::FORBIDDEN);
             self.downstream()
                 .answer_status(client, &head, StatusCode::FORBIDDEN);
-            return None;
+            return Purged::Answered;
         }
         let mode = mode(&head.headers);
         let removed = match &mode {
@@ -109,29 +124,78 @@ impl Worker {
                 debug!(worker = self.id, why, "purge refused");
                 self.downstream()
                     .answer_status(client, &head, StatusCode::BAD_REQUEST);
-                return None;
+                return Purged::Answered;
             }
         };
         counters.cache_purges.add(removed as u64);
         debug!(worker = self.id, removed, ?mode, "purge");
         if mode == Mode::Refetch {
-            return Some(head);
+            return Purged::Refetch(head);
+        }
+        if fleet {
+            return Purged::Fleet(head, removed);
         }
         self.downstream().answer_purged(client, &head, removed);
-        None
+        Purged::Answered
     }
 }
 
 impl Downstream<'_> {
     /// The answer to a PURGE that removed `removed` objects: the count in the body and in
     /// `X-Squall-Purged`, 404 for none.
-    fn answer_purged(&mut self, client: Client, head: &RequestHead, removed: usize) {
+    pub(super) fn answer_purged(&mut self, client: Client, head: &RequestHead, removed: usize) {
         let mut count = super::h2::itoa_buf(removed);
         let count = count.as_bytes();
         let body = Bytes::from([&b"purged "[..], count, b"\n"].concat());
         let field = Some((PURGED_FIELD, count));
         self.answer_text(client, head, status_of(removed), field, body);
     }
+
+    /// The answer to a PURGE sent across the cluster: `X-Squall-Purged-Nodes` names the nodes
+    /// that confirmed (this one first); the body has the total, then a line per node. 404 when
+    /// every node confirmed and none removed anything, 502 when one did not confirm.
+    pub(super) fn answer_fleet_purge(
+        &mut self,
+        client: Client,
+        head: &RequestHead,
+        nodes: &[(String, Option<Reply>)],
+    ) {
+        let (status, nodes_field, body) = fleet_answer(nodes);
+        let field = Some((PURGED_NODES_FIELD, nodes_field.as_bytes()));
+        self.answer_text(client, head, status, field, Bytes::from(body));
+    }
+}
+
+/// The answer's field with the nodes that confirmed a cluster-wide purge.
+const PURGED_NODES_FIELD: &str = "x-squall-purged-nodes";
+
+/// The status, the `X-Squall-Purged-Nodes` value and the body of a cluster-wide purge's
+/// answer, from each node's reply.
+fn fleet_answer(nodes: &[(String, Option<Reply>)]) -> (StatusCode, String, String) {
+    let removed = |reply: &Option<Reply>| match reply {
+        Some(Reply::Purged(n)) => Some(*n),
+        _ => None,
+    };
+    let total: usize = nodes.iter().filter_map(|(_, r)| removed(r)).sum();
+    let confirmed: Vec<&str> = (nodes.iter())
+        .filter(|(_, r)| removed(r).is_some())
+        .map(|(name, _)| name.as_str())
+        .collect();
+    let mut body = format!("purged {total}\n");
+    for (name, reply) in nodes {
+        let line = match reply {
+            Some(Reply::Purged(n)) => format!("{name}: purged {n}\n"),
+            Some(Reply::Failed(why)) => format!("{name}: failed: {why}\n"),
+            None => format!("{name}: no answer\n"),
+        };
+        body.push_str(&line);
+    }
+    let status = if confirmed.len() < nodes.len() {
+        StatusCode::BAD_GATEWAY
+    } else {
+        status_of(total)
+    };
+    (status, confirmed.join(","), body)
 }
 
 #[cfg(test)]
@@ -173,6 +237,31 @@ mod tests {
         ] {
             assert!(matches!(mode(&fields(bad)), Mode::Invalid(_)), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_fleet_answer_names_the_nodes_that_confirmed() {
+        let nodes = [
+            ("a".to_owned(), Some(Reply::Purged(1))),
+            ("b".to_owned(), Some(Reply::Purged(0))),
+            ("c".to_owned(), Some(Reply::Purged(2))),
+        ];
+        let (status, field, body) = fleet_answer(&nodes);
+        assert_eq!((status, field.as_str()), (StatusCode::OK, "a,b,c"));
+        assert_eq!(body, "purged 3\na: purged 1\nb: purged 0\nc: purged 2\n");
+        let nodes = [
+            ("a".to_owned(), Some(Reply::Purged(0))),
+            ("b".to_owned(), Some(Reply::Failed("refused".into()))),
+            ("c".to_owned(), None),
+        ];
+        let (status, field, body) = fleet_answer(&nodes);
+        assert_eq!((status, field.as_str()), (StatusCode::BAD_GATEWAY, "a"));
+        assert!(
+            body.contains("b: failed: refused\nc: no answer\n"),
+            "{body}"
+        );
+        let (status, _, _) = fleet_answer(&nodes[..1]);
+        assert_eq!(status, StatusCode::NOT_FOUND);
     }
 
     #[test]

@@ -399,6 +399,10 @@ impl Worker {
     /// The exchange gave up before the response started: stale-if-error may answer with the
     /// stored entry, else the client gets the error status.
     fn session_error(&mut self, id: SessionId, status: http::StatusCode, request_unfinished: bool) {
+        // A forward to a cluster peer that failed is served here instead (`cluster.rs`).
+        if self.owner_failed(id, request_unfinished) {
+            return;
+        }
         let stale_served = self.serve_stale_on_error(id);
         let (mut down, sessions) = self.split();
         let Some(session) = sessions.get_mut(id.index).filter(|s| !s.detached) else {

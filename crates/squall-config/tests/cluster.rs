@@ -1,0 +1,126 @@
+//! `[cluster]`: what it is parsed into, and the diagnostics for each mistake.
+
+use std::time::Duration;
+
+use squall_config::{HashKey, parse};
+
+const LISTEN: &str = "[[listen]]\naddress = \"127.0.0.1:8080\"\n";
+
+fn with_cluster(cluster: &str) -> String {
+    format!("{LISTEN}\n[cluster]\n{cluster}")
+}
+
+fn errors(cluster: &str) -> String {
+    match parse(&with_cluster(cluster), "test.toml") {
+        Ok(_) => "(parsed)".to_owned(),
+        Err(diagnostics) => diagnostics.to_string(),
+    }
+}
+
+const THREE: &str = r#"nodes = [
+  { name = "a", address = "127.0.0.1:8080" },
+  { name = "b", address = "127.0.0.1:8081" },
+  { name = "c", address = "127.0.0.1:8082" },
+]
+"#;
+
+#[test]
+fn three_nodes_with_defaults() {
+    let config = parse(&with_cluster(&format!("{THREE}self = \"b\"\n")), "t").unwrap();
+    let cluster = config.cluster.unwrap();
+    assert_eq!(cluster.nodes.len(), 3);
+    assert_eq!(cluster.self_index, 1);
+    assert_eq!(cluster.self_node().name, "b");
+    assert_eq!(cluster.replicas, 1);
+    assert_eq!(cluster.hash_key, None);
+    assert_eq!(cluster.local_ttl, Duration::ZERO);
+    let peers: Vec<&str> = cluster.peers().map(|(_, n)| n.name.as_str()).collect();
+    assert_eq!(peers, ["a", "c"]);
+    assert!(parse(LISTEN, "t").unwrap().cluster.is_none());
+}
+
+#[test]
+fn every_option() {
+    let text =
+        format!("{THREE}self = \"c\"\nhash_key = \"host\"\nreplicas = 2\nlocal_ttl = \"2s\"\n");
+    let cluster = parse(&with_cluster(&text), "t").unwrap().cluster.unwrap();
+    assert_eq!(cluster.self_index, 2);
+    assert_eq!(cluster.hash_key, Some(HashKey::Host));
+    assert_eq!(cluster.replicas, 2);
+    assert_eq!(cluster.local_ttl, Duration::from_secs(2));
+    let text = format!("{THREE}self = \"c\"\nhash_key = \"cache_key\"\n");
+    let cluster = parse(&with_cluster(&text), "t").unwrap().cluster.unwrap();
+    assert_eq!(cluster.hash_key, None);
+}
+
+#[test]
+fn self_is_found_by_a_listen_address() {
+    // The [[listen]] binds 127.0.0.1:8080: node "a".
+    let cluster = parse(&with_cluster(THREE), "t").unwrap().cluster.unwrap();
+    assert_eq!(cluster.self_index, 0);
+}
+
+#[test]
+fn mistakes() {
+    let cases = [
+        (
+            "nodes = []\n",
+            "test.toml:5:9: nodes: a cluster needs at least one node\n",
+        ),
+        (
+            "nodes = [{ name = \"a\", address = \"127.0.0.1:1\" }, { name = \"a\", address = \"127.0.0.1:2\" }]\nself = \"a\"\n",
+            "test.toml:5:60: node name \"a\" is used twice\n",
+        ),
+        (
+            "nodes = [{ name = \"a\", address = \"127.0.0.1:1\" }, { name = \"b\", address = \"127.0.0.1:1\" }]\nself = \"a\"\n",
+            "test.toml:5:75: node address 127.0.0.1:1 is used twice\n",
+        ),
+        (
+            "nodes = [{ name = \"a b\", address = \"127.0.0.1:1\" }]\nself = \"a b\"\n",
+            "test.toml:5:19: bad node name \"a b\": use letters, digits, \"_\", \"-\" and \".\"\n",
+        ),
+        (
+            "nodes = [{ name = \"a\", address = \"127.0.0.1:1\" }]\nself = \"z\"\n",
+            "test.toml:6:8: self = \"z\" is not among the nodes\n",
+        ),
+        (
+            "nodes = [{ name = \"a\", address = \"127.0.0.1:1\" }]\n",
+            "test.toml:4:1: [cluster] does not say which node this is: set self = \"NAME\", or listen on this node's address\n",
+        ),
+        (
+            "nodes = [{ name = \"a\", address = \"127.0.0.1:1\" }]\nself = \"a\"\nreplicas = 2\n",
+            "test.toml:7:12: replicas = 2 needs at least 2 nodes\n",
+        ),
+        (
+            "nodes = [{ name = \"a\", address = \"127.0.0.1:1\" }]\nself = \"a\"\nreplicas = 3\n",
+            "test.toml:7:12: replicas must be from 1 to 2, not 3\n",
+        ),
+        (
+            "nodes = [{ name = \"a\", address = \"127.0.0.1:1\" }]\nself = \"a\"\nlocal_ttl = 5\n",
+            "test.toml:7:13: local_ttl: duration without a unit: use ms, s, m or h, as in \"5s\"\n",
+        ),
+        (
+            "nodes = [{ name = \"a\", address = \"127.0.0.1:1\" }]\nself = \"a\"\nhash_key = \"path\"\n",
+            "test.toml:7:12: unknown hash_key \"path\": use \"uri\", \"host\", \"client_ip\" or \"header:NAME\", or \"cache_key\"\n",
+        ),
+        (
+            "nodes = [{ name = \"a\", address = \"localhost:1\" }]\nself = \"a\"\n",
+            "test.toml:5:34: bad address \"localhost:1\": expected IP:PORT, as in \"127.0.0.1:8080\" or \"[::1]:8080\"\n",
+        ),
+        (
+            "nodes = [{ name = \"a\", address = \"127.0.0.1:1\" }]\nself = \"a\"\ngossip = true\n",
+            "unknown key \"gossip\" in [cluster]",
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (case, expected) in cases {
+        let actual = errors(case);
+        // Each expected diagnostic is among those reported (a case may cause others).
+        if !actual.contains(expected.trim_end()) {
+            failures.push(format!(
+                "case:\n{case}expected:\n{expected}actual:\n{actual}"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
