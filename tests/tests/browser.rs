@@ -4,14 +4,16 @@
 //! or, honoured, reaches the origin once however many clients reload at the same moment; and
 //! an origin that was never asked reads as up, not down.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::io::Write;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use squall_e2e::{Squall, admin_addr, admin_get, roundtrip};
 
+#[path = "support/origin.rs"]
+mod origin;
 #[path = "support/raw_h2.rs"]
 mod raw_h2;
 use raw_h2::*;
@@ -74,39 +76,13 @@ fn an_idle_http2_connection_gets_goaway_before_the_close() {
 /// An origin that answers every request `200`, fresh for 600 s, after `delay`, and counts
 /// what it answered.
 fn counting_origin(delay: Duration) -> (SocketAddr, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
     let count = Arc::new(AtomicUsize::new(0));
     let seen = count.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            let seen = seen.clone();
-            std::thread::spawn(move || {
-                let mut pending = Vec::new();
-                let mut buf = [0u8; 4096];
-                while let Ok(n) = stream.read(&mut buf) {
-                    if n == 0 {
-                        return;
-                    }
-                    pending.extend_from_slice(&buf[..n]);
-                    while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
-                        pending.drain(..end + 4);
-                        std::thread::sleep(delay);
-                        let n = seen.fetch_add(1, Ordering::SeqCst) + 1;
-                        let body = format!("response {n}");
-                        let response = format!(
-                            "HTTP/1.1 200 OK\r\ncache-control: max-age=600\r\n\
-                             etag: \"v1\"\r\ncontent-length: {}\r\n\r\n{body}",
-                            body.len()
-                        );
-                        if stream.write_all(response.as_bytes()).is_err() {
-                            return;
-                        }
-                    }
-                }
-            });
-        }
+    let addr = origin::raw_origin(move |_| {
+        std::thread::sleep(delay);
+        let n = seen.fetch_add(1, Ordering::SeqCst) + 1;
+        let fields = ["cache-control: max-age=600", "etag: \"v1\""];
+        origin::response("200 OK", &fields, format!("response {n}").as_bytes())
     });
     (addr, count)
 }

@@ -11,7 +11,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
 use std::io::Write;
 
 use squall_e2e::{
@@ -20,6 +19,8 @@ use squall_e2e::{
 
 #[path = "support/h2_client.rs"]
 mod h2_client;
+#[path = "support/origin.rs"]
+mod origin;
 
 /// What the origin saw: requests per path, and the conditional ones.
 #[derive(Default)]
@@ -203,36 +204,13 @@ async fn handle(
 }
 
 fn start_origin() -> (SocketAddr, Arc<Seen>) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let addr = listener.local_addr().unwrap();
     let seen = Arc::new(Seen::default());
     let shared = seen.clone();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                if shared.down.load(Ordering::Relaxed) {
-                    drop(stream);
-                    continue;
-                }
-                let seen = shared.clone();
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |req| handle(seen.clone(), req));
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
-    });
+    let down = seen.clone();
+    let addr = origin::hyper_origin_with(
+        move || !down.down.load(Ordering::Relaxed),
+        move |req| handle(shared.clone(), req),
+    );
     (addr, seen)
 }
 

@@ -3,54 +3,29 @@
 //! instead of queueing behind one another's fetches, for as long as the mark holds; then they
 //! coalesce again.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use squall_e2e::{Squall, admin_addr, admin_get, metric_sum, roundtrip};
 
+#[path = "support/origin.rs"]
+mod origin;
+
 /// An origin that answers every request after `delay` with a response that sets a cookie
 /// (never stored on a `cache_set_cookie = "pass"` route), and counts them.
 fn cookie_origin(delay: Duration) -> (SocketAddr, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
     let count = Arc::new(AtomicUsize::new(0));
     let seen = count.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { return };
-            let seen = seen.clone();
-            std::thread::spawn(move || answer(stream, &seen, delay));
-        }
+    let addr = origin::raw_origin(move |_| {
+        std::thread::sleep(delay);
+        let n = seen.fetch_add(1, Ordering::SeqCst) + 1;
+        let cookie = format!("set-cookie: s={n}");
+        let fields = ["cache-control: max-age=600", cookie.as_str()];
+        origin::response("200 OK", &fields, format!("response {n}").as_bytes())
     });
     (addr, count)
-}
-
-fn answer(mut stream: TcpStream, seen: &AtomicUsize, delay: Duration) {
-    let mut pending = Vec::new();
-    let mut buf = [0u8; 4096];
-    while let Ok(n) = stream.read(&mut buf) {
-        if n == 0 {
-            return;
-        }
-        pending.extend_from_slice(&buf[..n]);
-        while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
-            pending.drain(..end + 4);
-            std::thread::sleep(delay);
-            let n = seen.fetch_add(1, Ordering::SeqCst) + 1;
-            let body = format!("response {n}");
-            let response = format!(
-                "HTTP/1.1 200 OK\r\ncache-control: max-age=600\r\nset-cookie: s={n}\r\n\
-                 content-length: {}\r\n\r\n{body}",
-                body.len()
-            );
-            if stream.write_all(response.as_bytes()).is_err() {
-                return;
-            }
-        }
-    }
 }
 
 fn config(origin: SocketAddr, hit_for_pass: &str) -> String {

@@ -9,12 +9,13 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
 
 use squall_e2e::{Response, Squall, admin_addr, admin_get, metric_sum, roundtrip};
 
 #[path = "support/h2_client.rs"]
 mod h2_client;
+#[path = "support/origin.rs"]
+mod origin;
 
 /// Requests the origin saw, by path.
 #[derive(Default)]
@@ -57,32 +58,9 @@ async fn handle(
 }
 
 fn start_origin() -> (SocketAddr, Arc<Seen>) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let addr = listener.local_addr().unwrap();
     let seen = Arc::new(Seen::default());
     let shared = seen.clone();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                let seen = shared.clone();
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |req| handle(seen.clone(), req));
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
-    });
+    let addr = origin::hyper_origin(move |req| handle(shared.clone(), req));
     (addr, seen)
 }
 

@@ -2,8 +2,7 @@
 //! (coalesced across concurrent ranges, HTTP/1.1 and HTTP/2 alike), stored, and each range is
 //! served from it; an object over `cache.object_bytes_max` is asked of the origin by range.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
@@ -11,6 +10,8 @@ use squall_e2e::{Squall, roundtrip};
 
 #[path = "support/h2_client.rs"]
 mod h2_client;
+#[path = "support/origin.rs"]
+mod origin;
 
 /// What the origin saw: path and Range of each request, in order.
 type Seen = Arc<Mutex<Vec<(String, Option<String>)>>>;
@@ -25,58 +26,28 @@ fn object(len: usize) -> Vec<u8> {
 /// An origin on raw sockets that serves `/small` (20,000 bytes) and `/large` (300,000 bytes),
 /// fresh for a minute, after a short delay, answering a single `bytes=a-b` range with a 206.
 fn start_origin() -> (SocketAddr, Seen) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
     let seen: Seen = Arc::default();
     let log = seen.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { return };
-            let log = log.clone();
-            std::thread::spawn(move || serve(stream, &log));
+    let addr = origin::raw_origin(move |head| {
+        let path = head.split(' ').nth(1).unwrap_or("").to_owned();
+        let range = origin::field(head, "range").map(str::to_owned);
+        log.lock().unwrap().push((path.clone(), range.clone()));
+        std::thread::sleep(Duration::from_millis(200));
+        let len = if path == "/large" { 300_000 } else { 20_000 };
+        let body = object(len);
+        match range.as_deref().and_then(parse_range) {
+            Some((a, b)) => {
+                let content_range = format!("content-range: bytes {a}-{b}/{len}");
+                let fields = ["cache-control: max-age=60", "etag: \"o\"", &content_range];
+                origin::response("206 Partial Content", &fields, &body[a..=b])
+            }
+            None => {
+                let fields = ["cache-control: max-age=60", "etag: \"o\""];
+                origin::response("200 OK", &fields, &body)
+            }
         }
     });
     (addr, seen)
-}
-
-fn serve(mut stream: TcpStream, seen: &Seen) {
-    let mut pending = Vec::new();
-    let mut buf = [0u8; 4096];
-    while let Ok(n) = stream.read(&mut buf) {
-        if n == 0 {
-            return;
-        }
-        pending.extend_from_slice(&buf[..n]);
-        while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&pending[..end]).to_ascii_lowercase();
-            pending.drain(..end + 4);
-            let path = head.split(' ').nth(1).unwrap_or("").to_owned();
-            let range = head
-                .lines()
-                .find_map(|l| l.strip_prefix("range: "))
-                .map(str::to_owned);
-            seen.lock().unwrap().push((path.clone(), range.clone()));
-            std::thread::sleep(Duration::from_millis(200));
-            let len = if path == "/large" { 300_000 } else { 20_000 };
-            let body = object(len);
-            let (status, extra, part) = match range.as_deref().and_then(parse_range) {
-                Some((a, b)) => (
-                    "206 Partial Content",
-                    format!("content-range: bytes {a}-{b}/{len}\r\n"),
-                    &body[a..=b],
-                ),
-                None => ("200 OK", String::new(), &body[..]),
-            };
-            let head = format!(
-                "HTTP/1.1 {status}\r\ncache-control: max-age=60\r\netag: \"o\"\r\n{extra}\
-                 content-length: {}\r\n\r\n",
-                part.len()
-            );
-            if stream.write_all(head.as_bytes()).is_err() || stream.write_all(part).is_err() {
-                return;
-            }
-        }
-    }
 }
 
 fn parse_range(value: &str) -> Option<(usize, usize)> {

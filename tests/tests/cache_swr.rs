@@ -2,8 +2,8 @@
 //! window gets the stale entry at once, the first included, while one revalidation runs in the
 //! background, across workers and protocols.
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::Write;
+use std::net::SocketAddr;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -12,6 +12,8 @@ use squall_e2e::{Squall, admin_addr, admin_get, metric_sum, read_response_head, 
 
 #[path = "support/h2_client.rs"]
 mod h2_client;
+#[path = "support/origin.rs"]
+mod origin;
 
 /// The request lines and fields the origin saw, one string per request.
 type Seen = Arc<Mutex<Vec<String>>>;
@@ -20,40 +22,14 @@ type Seen = Arc<Mutex<Vec<String>>>;
 /// a minute, with an ETag); every later answer waits for a message on the returned gate, then
 /// is `v2`, fresh for a minute.
 fn start_origin() -> (SocketAddr, Seen, mpsc::Sender<()>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
     let seen: Seen = Arc::default();
     let (open, gate) = mpsc::channel::<()>();
-    let gate = Arc::new(Mutex::new(gate));
+    let gate = Mutex::new(gate);
     let log = seen.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { return };
-            let (log, gate) = (log.clone(), gate.clone());
-            std::thread::spawn(move || serve(stream, &log, &gate));
-        }
-    });
-    (addr, seen, open)
-}
-
-/// Answers the requests of one connection, in order.
-fn serve(mut stream: TcpStream, seen: &Seen, gate: &Mutex<mpsc::Receiver<()>>) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    loop {
-        let mut request = String::new();
-        loop {
-            let mut line = String::new();
-            if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                break;
-            }
-            request.push_str(&line);
-        }
-        if request.is_empty() {
-            return;
-        }
+    let addr = origin::raw_origin(move |head| {
         let n = {
-            let mut seen = seen.lock().unwrap();
-            seen.push(request.to_ascii_lowercase());
+            let mut seen = log.lock().unwrap();
+            seen.push(head.to_ascii_lowercase());
             seen.len()
         };
         let (cache_control, etag, body) = if n == 1 {
@@ -64,15 +40,14 @@ fn serve(mut stream: TcpStream, seen: &Seen, gate: &Mutex<mpsc::Receiver<()>>) {
             let _ = gate.lock().unwrap().recv_timeout(Duration::from_secs(20));
             ("max-age=60", "\"v2\"", "v2")
         };
-        let response = format!(
-            "HTTP/1.1 200 OK\r\ncache-control: {cache_control}\r\netag: {etag}\r\n\
-             content-length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        if stream.write_all(response.as_bytes()).is_err() {
-            return;
-        }
-    }
+        let fields = [
+            format!("cache-control: {cache_control}"),
+            format!("etag: {etag}"),
+        ];
+        let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
+        origin::response("200 OK", &fields, body.as_bytes())
+    });
+    (addr, seen, open)
 }
 
 fn config(origin: SocketAddr) -> String {

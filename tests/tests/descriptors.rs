@@ -3,7 +3,6 @@
 //! (no 502 for want of a descriptor), and the clients it has not taken wait in the kernel's
 //! queue until connections close.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -11,9 +10,11 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
 use squall_e2e::{Squall, admin_addr, admin_get, metric_sum};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+#[path = "support/origin.rs"]
+mod origin;
 
 /// Concurrent clients, each on its own connection, and the requests each sends on it.
 const CLIENTS: usize = 600;
@@ -26,33 +27,10 @@ const LOAD_DEADLINE: Duration = Duration::from_secs(90);
 /// A hyper origin that answers every request 200 "origin" after a short delay, so requests
 /// (and their origin connections) overlap.
 fn slow_origin() -> SocketAddr {
-    let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    std_listener.set_nonblocking(true).unwrap();
-    let addr = std_listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(std_listener).unwrap();
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(answer);
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
-    });
-    addr
+    origin::hyper_origin(answer)
 }
 
-async fn answer(_: http::Request<Incoming>) -> Result<http::Response<Full<Bytes>>, Infallible> {
+async fn answer(_: http::Request<Incoming>) -> origin::Answer {
     tokio::time::sleep(Duration::from_millis(20)).await;
     Ok(http::Response::new(Full::new(Bytes::from_static(
         b"origin",

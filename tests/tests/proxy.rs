@@ -1,6 +1,5 @@
 //! Proxy routes against real origins: tiny hyper servers started by the test.
 
-use std::convert::Infallible;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -10,11 +9,12 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
 use squall_e2e::{Squall, read_response, roundtrip};
 
 #[path = "support/h2_client.rs"]
 mod h2_client;
+#[path = "support/origin.rs"]
+mod origin;
 
 /// A hyper origin on a loopback port, counting the connections it accepted.
 struct Origin {
@@ -22,10 +22,7 @@ struct Origin {
     connections: Arc<AtomicUsize>,
 }
 
-async fn handle(
-    name: &'static str,
-    req: http::Request<Incoming>,
-) -> Result<http::Response<Full<Bytes>>, Infallible> {
+async fn handle(name: &'static str, req: http::Request<Incoming>) -> origin::Answer {
     let path = req.uri().path().to_owned();
     if req.uri().path() == "/p/headers" {
         let mut seen: Vec<String> = req
@@ -75,32 +72,13 @@ async fn handle(
 }
 
 fn start_origin(name: &'static str) -> Origin {
-    let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    std_listener.set_nonblocking(true).unwrap();
-    let addr = std_listener.local_addr().unwrap();
     let connections = Arc::new(AtomicUsize::new(0));
     let counter = connections.clone();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(std_listener).unwrap();
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                counter.fetch_add(1, Ordering::Relaxed);
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |req| handle(name, req));
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
-    });
+    let accept = move || {
+        counter.fetch_add(1, Ordering::Relaxed);
+        true
+    };
+    let addr = origin::hyper_origin_with(accept, move |req| handle(name, req));
     Origin { addr, connections }
 }
 

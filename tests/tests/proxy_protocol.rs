@@ -4,48 +4,21 @@
 //! all closes the connection and is counted.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use squall_e2e::{Squall, TempDir, admin_addr, admin_get, metric_sum, read_response};
 
+#[path = "support/origin.rs"]
+mod origin;
+
 /// An origin that answers each request with the X-Forwarded-For it received.
 fn echo_origin() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            std::thread::spawn(move || {
-                let mut pending = Vec::new();
-                let mut buf = [0u8; 4096];
-                while let Ok(n) = stream.read(&mut buf) {
-                    if n == 0 {
-                        return;
-                    }
-                    pending.extend_from_slice(&buf[..n]);
-                    while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
-                        let head = String::from_utf8_lossy(&pending[..end]).to_ascii_lowercase();
-                        pending.drain(..end + 4);
-                        let xff = head
-                            .lines()
-                            .find_map(|l| l.strip_prefix("x-forwarded-for: "))
-                            .unwrap_or("-")
-                            .to_owned();
-                        let response = format!(
-                            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{xff}",
-                            xff.len()
-                        );
-                        if stream.write_all(response.as_bytes()).is_err() {
-                            return;
-                        }
-                    }
-                }
-            });
-        }
-    });
-    addr
+    origin::raw_origin(|head| {
+        let xff = origin::field(head, "x-forwarded-for").unwrap_or("-");
+        origin::response("200 OK", &[], xff.as_bytes())
+    })
 }
 
 fn config(origin: SocketAddr, log: &std::path::Path) -> String {
