@@ -345,6 +345,41 @@ impl Drop for TempDir {
     }
 }
 
+/// A config for cache tests: two workers, HTTP/1.1 and h2c on `ADDR`, the admin port on
+/// 127.0.0.2, `cache` as the `[cache]` lines, one upstream `app` at `origin` (5 s response
+/// timeout), and a cached route `[[vhost.route]]` with `prefix` and `route` as extra lines.
+pub fn cache_config(origin: SocketAddr, cache: &str, prefix: &str, route: &str) -> String {
+    format!(
+        r#"[server]
+workers = 2
+
+[admin]
+listen = "127.0.0.2:0"
+
+[[listen]]
+address = "ADDR"
+protocols = ["http1", "h2c"]
+
+[cache]
+{cache}
+
+[[upstream]]
+name = "app"
+servers = [{{ address = "{origin}" }}]
+response_timeout = "5s"
+
+[[vhost]]
+hosts = ["*"]
+
+[[vhost.route]]
+prefix = "{prefix}"
+proxy = "app"
+cache = true
+{route}
+"#
+    )
+}
+
 /// A minimal valid config with one listener and a 13-byte `respond` route on `/`, plus `extra`.
 pub fn hello_config(extra: &str) -> String {
     format!(

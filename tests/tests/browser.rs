@@ -88,29 +88,7 @@ fn counting_origin(delay: Duration) -> (SocketAddr, Arc<AtomicUsize>) {
 }
 
 fn cache_config(origin: SocketAddr, request_no_cache: &str) -> String {
-    format!(
-        r#"[server]
-workers = 2
-
-[[listen]]
-address = "ADDR"
-
-[cache]
-{request_no_cache}
-
-[[upstream]]
-name = "app"
-servers = [{{ address = "{origin}" }}]
-
-[[vhost]]
-hosts = ["*"]
-
-[[vhost.route]]
-prefix = "/"
-proxy = "app"
-cache = true
-"#
-    )
+    squall_e2e::cache_config(origin, request_no_cache, "/", "")
 }
 
 fn get(squall: &Squall, extra: &str) -> squall_e2e::Response {
@@ -185,11 +163,7 @@ fn with_honor_a_hundred_concurrent_reloads_make_one_origin_request() {
 #[test]
 fn upstream_servers_read_as_up_before_any_request() {
     let (origin, _) = counting_origin(Duration::ZERO);
-    let config = cache_config(origin, "").replace(
-        "[[listen]]",
-        "[admin]\nlisten = \"127.0.0.2:0\"\n\n[[listen]]",
-    );
-    let squall = Squall::start(&config);
+    let squall = Squall::start(&cache_config(origin, ""));
     let (_, metrics) = admin_get(admin_addr(&squall), "/metrics");
     let series =
         format!("squall_upstream_server_up{{upstream=\"app\",server=\"{origin}\",worker=\"0\"}} ");

@@ -215,40 +215,9 @@ fn start_origin() -> (SocketAddr, Arc<Seen>) {
 }
 
 fn config(origin: SocketAddr, cache: &str) -> String {
-    format!(
-        r#"[server]
-workers = 2
-
-[admin]
-listen = "127.0.0.2:0"
-
-[[listen]]
-address = "ADDR"
-protocols = ["http1", "h2c"]
-
-[cache]
-{cache}
-
-[[upstream]]
-name = "app"
-servers = [{{ address = "{origin}" }}]
-response_timeout = "5s"
-
-[[vhost]]
-hosts = ["*"]
-
-[[vhost.route]]
-prefix = "/c/"
-proxy = "app"
-cache = true
-
-[[vhost.route]]
-prefix = "/ttl/"
-proxy = "app"
-cache = true
-cache_ttl = "60s"
-"#
-    )
+    let ttl =
+        "\n[[vhost.route]]\nprefix = \"/ttl/\"\nproxy = \"app\"\ncache = true\ncache_ttl = \"60s\"";
+    squall_e2e::cache_config(origin, cache, "/c/", ttl)
 }
 
 fn get(squall: &Squall, path: &str, headers: &str) -> Response {

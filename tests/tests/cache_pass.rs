@@ -29,32 +29,8 @@ fn cookie_origin(delay: Duration) -> (SocketAddr, Arc<AtomicUsize>) {
 }
 
 fn config(origin: SocketAddr, hit_for_pass: &str) -> String {
-    format!(
-        r#"[server]
-workers = 2
-
-[admin]
-listen = "127.0.0.2:0"
-
-[[listen]]
-address = "ADDR"
-
-[cache]
-hit_for_pass = "{hit_for_pass}"
-
-[[upstream]]
-name = "app"
-servers = [{{ address = "{origin}" }}]
-
-[[vhost]]
-hosts = ["*"]
-
-[[vhost.route]]
-prefix = "/"
-proxy = "app"
-cache = true
-"#
-    )
+    let cache = format!("hit_for_pass = \"{hit_for_pass}\"");
+    squall_e2e::cache_config(origin, &cache, "/", "")
 }
 
 fn get(squall: &Squall) -> squall_e2e::Response {

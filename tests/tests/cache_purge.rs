@@ -65,34 +65,7 @@ fn start_origin() -> (SocketAddr, Arc<Seen>) {
 }
 
 fn config(origin: SocketAddr, cache: &str) -> String {
-    format!(
-        r#"[server]
-workers = 2
-
-[admin]
-listen = "127.0.0.2:0"
-
-[[listen]]
-address = "ADDR"
-protocols = ["http1", "h2c"]
-
-[cache]
-{cache}
-
-[[upstream]]
-name = "app"
-servers = [{{ address = "{origin}" }}]
-response_timeout = "5s"
-
-[[vhost]]
-hosts = ["*"]
-
-[[vhost.route]]
-prefix = "/c/"
-proxy = "app"
-cache = true
-"#
-    )
+    squall_e2e::cache_config(origin, cache, "/c/", "")
 }
 
 fn get(squall: &Squall, path: &str, fields: &str) -> Response {

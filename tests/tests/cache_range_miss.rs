@@ -56,30 +56,7 @@ fn parse_range(value: &str) -> Option<(usize, usize)> {
 }
 
 fn config(origin: SocketAddr) -> String {
-    format!(
-        r#"[server]
-workers = 2
-
-[[listen]]
-address = "ADDR"
-protocols = ["http1", "h2c"]
-
-[cache]
-object_bytes_max = "64KiB"
-
-[[upstream]]
-name = "app"
-servers = [{{ address = "{origin}" }}]
-
-[[vhost]]
-hosts = ["*"]
-
-[[vhost.route]]
-prefix = "/"
-proxy = "app"
-cache = true
-"#
-    )
+    squall_e2e::cache_config(origin, "object_bytes_max = \"64KiB\"", "/", "")
 }
 
 fn requests(seen: &Seen) -> Vec<(String, Option<String>)> {

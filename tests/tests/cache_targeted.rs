@@ -84,48 +84,21 @@ fn start_origin() -> (SocketAddr, Seen) {
 }
 
 fn config(origin: SocketAddr) -> String {
-    format!(
-        r#"[server]
-workers = 2
-
-[[listen]]
-address = "ADDR"
-protocols = ["http1", "h2c"]
-
-[cache]
-target_header = "Squall-Cache-Control"
-
-[[upstream]]
-name = "app"
-servers = [{{ address = "{origin}" }}]
-response_timeout = "5s"
-
-[[vhost]]
-hosts = ["*"]
-
-[[vhost.route]]
-prefix = "/c/"
-proxy = "app"
-cache = true
-
-[[vhost.route]]
-prefix = "/pass/"
-proxy = "app"
-cache = true
-
-[[vhost.route]]
-prefix = "/strip/"
-proxy = "app"
-cache = true
-cache_set_cookie = "strip"
-
-[[vhost.route]]
-prefix = "/store/"
-proxy = "app"
-cache = true
-cache_set_cookie = "store"
-"#
-    )
+    let routes = [
+        ("/pass/", ""),
+        ("/strip/", "cache_set_cookie = \"strip\""),
+        ("/store/", "cache_set_cookie = \"store\""),
+    ];
+    let more: String = routes
+        .iter()
+        .map(|(prefix, extra)| {
+            format!(
+                "\n[[vhost.route]]\nprefix = \"{prefix}\"\nproxy = \"app\"\ncache = true\n{extra}\n"
+            )
+        })
+        .collect();
+    let cache = "target_header = \"Squall-Cache-Control\"";
+    squall_e2e::cache_config(origin, cache, "/c/", &more)
 }
 
 #[derive(Clone, Copy, Debug)]
