@@ -646,6 +646,53 @@ pub struct Route {
     /// also holds the targeted fields ([`TARGETED_HEADERS`] and `cache.target_header`) unless
     /// `set` names them: they are for this cache, and clients never see them.
     pub response_headers: HeaderEdits,
+    /// `compress = { ... }`: responses compressed for clients that accept it; only on proxy
+    /// routes. `None`: never compressed.
+    pub compress: Option<Compress>,
+}
+
+/// A route's `compress`: which responses are compressed (gzip, brotli or zstd, as the
+/// client's `Accept-Encoding` prefers) and how hard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Compress {
+    /// Media types compressed, lowercase: `type/subtype`, or `type/*` for a whole type.
+    pub types: Vec<String>,
+    /// Responses whose length is known and below this are sent as they are (a few hundred
+    /// bytes gain nothing once the coding's framing is paid).
+    pub min_bytes: u64,
+    /// gzip level, 1..=9.
+    pub gzip_level: u32,
+    /// brotli quality, 0..=11.
+    pub brotli_level: u32,
+    /// zstd level, 1..=19.
+    pub zstd_level: u32,
+}
+
+/// `compress.types` when absent: the text formats browsers fetch that are not compressed
+/// already.
+pub const COMPRESS_TYPES_DEFAULT: [&str; 8] = [
+    "text/html",
+    "text/css",
+    "text/plain",
+    "text/javascript",
+    "application/javascript",
+    "application/json",
+    "application/xml",
+    "image/svg+xml",
+];
+
+impl Default for Compress {
+    /// The defaults: [`COMPRESS_TYPES_DEFAULT`], 256 bytes, gzip 6, brotli 4, zstd 3 (see
+    /// docs/PERFORMANCE.md for what each costs per KiB).
+    fn default() -> Compress {
+        Compress {
+            types: COMPRESS_TYPES_DEFAULT.map(str::to_owned).to_vec(),
+            min_bytes: 256,
+            gzip_level: 6,
+            brotli_level: 4,
+            zstd_level: 3,
+        }
+    }
 }
 
 /// A route's `allow` and `deny` networks. The most specific network that contains the client

@@ -178,6 +178,24 @@ pub(crate) struct RawRoute {
     pub deny: Option<List<String>>,
     pub request_headers: Option<Spanned<RawHeaderEdits>>,
     pub response_headers: Option<Spanned<RawHeaderEdits>>,
+    pub compress: Option<Spanned<RawCompress>>,
+}
+
+/// A route's `compress = { types, min_bytes, level = { gzip, br, zstd } }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawCompress {
+    pub types: Option<List<String>>,
+    pub min_bytes: Option<Val>,
+    pub level: Option<Spanned<RawCompressLevels>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawCompressLevels {
+    pub gzip: Option<Int>,
+    pub br: Option<Int>,
+    pub zstd: Option<Int>,
 }
 
 #[derive(Debug, Deserialize)]

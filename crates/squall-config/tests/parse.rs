@@ -39,6 +39,7 @@ fn route(matcher: RouteMatch, action: Action) -> Route {
         access: Access::default(),
         request_headers: HeaderEdits::default(),
         response_headers: HeaderEdits::default(),
+        compress: None,
     }
 }
 

@@ -53,6 +53,8 @@ pub struct ProxyRoute {
     pub cache: bool,
     /// `cache_ttl`: freshness for responses that state none.
     pub cache_ttl: Option<std::time::Duration>,
+    /// `compress`: which responses are compressed, and how hard.
+    pub compress: Option<squall_config::Compress>,
 }
 
 /// A piece of a redirect target: literal text or a variable filled from the request.
@@ -255,6 +257,7 @@ fn handler(route: &Route, upstreams: &[Upstream], id: u32) -> Handler {
             response_headers: route.response_headers.clone(),
             cache: route.cache,
             cache_ttl: route.cache_ttl,
+            compress: route.compress.clone(),
         })),
     }
 }

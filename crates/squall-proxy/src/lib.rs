@@ -15,6 +15,7 @@
 //! current Date header in).
 #![forbid(unsafe_code)]
 
+pub mod compress;
 mod exchange;
 pub mod forward;
 mod handler;

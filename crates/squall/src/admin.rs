@@ -304,11 +304,40 @@ const FAMILIES: &[Family] = &[
         |w| &w.cluster_purge_failed,
     ),
     (
+        "squall_compress_bytes_in_total",
+        "Body bytes of compressed responses, before compression (a route's compress).",
+        |w| &w.compress_bytes_in,
+    ),
+    (
+        "squall_compress_bytes_out_total",
+        "Body bytes of compressed responses, after compression.",
+        |w| &w.compress_bytes_out,
+    ),
+    (
         "squall_access_log_dropped_total",
         "Access log lines dropped because the logger fell behind.",
         |w| &w.access_log_dropped,
     ),
 ];
+
+/// `squall_compressed_responses_total{coding}`: responses compressed, by coding.
+fn render_compressed(out: &mut String, metrics: &Metrics) {
+    let _ = writeln!(
+        out,
+        "# HELP squall_compressed_responses_total Responses compressed by a route's compress, by coding."
+    );
+    let _ = writeln!(out, "# TYPE squall_compressed_responses_total counter");
+    for (id, worker) in metrics.workers().iter().enumerate() {
+        for coding in squall_proxy::compress::Coding::PREFERENCE {
+            let _ = writeln!(
+                out,
+                "squall_compressed_responses_total{{worker=\"{id}\",coding=\"{}\"}} {}",
+                coding.token(),
+                worker.compressed[coding as usize].get()
+            );
+        }
+    }
+}
 
 /// Latency histograms: name, help text, and how to read one from a worker's block.
 type ReadHistogram = fn(&WorkerCounters) -> &Histogram;
@@ -590,6 +619,7 @@ pub fn render(metrics: &Metrics) -> String {
             );
         }
     }
+    render_compressed(&mut out, metrics);
     let _ = writeln!(
         out,
         "# HELP squall_connections_active Client connections open now."

@@ -216,6 +216,11 @@ pub struct WorkerCounters {
     pub cache_passes: Counter,
     pub cache_stores: Counter,
     pub cache_purges: Counter,
+    /// Responses compressed, by coding (index: `squall_proxy::compress::Coding as usize`),
+    /// and the body bytes that went into the compressors and came out.
+    pub compressed: [Counter; 3],
+    pub compress_bytes_in: Counter,
+    pub compress_bytes_out: Counter,
     /// `[cluster]`: requests sent to their key's owner; requests served for another node;
     /// forwards whose owner failed (served here instead); peers that confirmed a purge
     /// fanned out to them, and peers that did not.

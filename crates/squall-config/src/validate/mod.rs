@@ -7,6 +7,7 @@
 //! the result is only handed out when the report is empty.
 
 mod cluster;
+mod compress;
 mod route;
 mod value;
 

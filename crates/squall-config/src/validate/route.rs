@@ -118,6 +118,7 @@ fn route(item: &Spanned<RawRoute>, upstreams: &[Upstream], r: &mut Report) -> Op
     let request_headers = header_edits(raw.request_headers.as_ref(), r);
     let response_headers = header_edits(raw.response_headers.as_ref(), r);
     let access = access(raw, r);
+    let compress = (raw.compress.as_ref()).map(|c| super::compress::compress(c, &action, r));
     Some(Route {
         matcher: matcher?,
         methods,
@@ -130,6 +131,7 @@ fn route(item: &Spanned<RawRoute>, upstreams: &[Upstream], r: &mut Report) -> Op
         access,
         request_headers,
         response_headers,
+        compress,
     })
 }
 

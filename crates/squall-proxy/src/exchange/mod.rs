@@ -49,6 +49,7 @@ use squall_h1::{RequestHead, ResponseDecoder, ResponseLimits};
 use squall_upstream::{Outcome, RetryPolicy, ServerId, UpstreamErrorClass};
 
 use crate::ProxyRoute;
+use crate::compress::{Compressor, Stats};
 
 /// The protocol the client speaks, which decides how the response is framed for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -200,13 +201,18 @@ pub enum FillHook {
         status: StatusCode,
         /// The origin's fields, as received.
         headers: HeaderMap,
+        /// The fields as they go to the client (hop-by-hop removed, route edits applied, and
+        /// on a compressed response `Content-Encoding`, `Vary` and a weak `ETag`): what an
+        /// entry stores.
+        client_headers: HeaderMap,
+        /// The length of the body the client gets (`None` when it is compressed).
         body_len: Option<u64>,
     },
+    /// A piece of the body as the client gets it (compressed, on a compressed response):
+    /// what an entry stores, so a hit is never compressed again.
     Data(Bytes),
     /// The response ended cleanly: the fill may store it.
-    End {
-        trailers: Option<HeaderMap>,
-    },
+    End { trailers: Option<HeaderMap> },
 }
 
 /// Where the exchange is.
@@ -268,6 +274,10 @@ pub struct Exchange {
     paused: bool,
     /// The client was answered by someone else (the cache): the origin's body is dropped.
     answered_elsewhere: bool,
+    /// The response is being compressed (the route's `compress`, see `crate::compress`).
+    compressor: Option<Box<Compressor>>,
+    /// What the compression of a finished response did.
+    compressed: Option<Stats>,
 }
 
 impl Exchange {
@@ -309,6 +319,8 @@ impl Exchange {
             room: config.high_water_bytes,
             paused: false,
             answered_elsewhere: false,
+            compressor: None,
+            compressed: None,
         };
         if exchange.head.expect_continue && client.protocol == ClientProtocol::Http11 {
             exchange.tell_client(ToClient::Continue);
@@ -339,6 +351,12 @@ impl Exchange {
     /// The response status so far: the origin's once its head arrived, else 502.
     pub fn status(&self) -> StatusCode {
         self.status
+    }
+
+    /// What compressing the response did (coding, bytes in and out), once it began; `None`
+    /// for a response sent as the origin sent it.
+    pub fn compression(&self) -> Option<Stats> {
+        (self.compressor.as_ref().map(|c| c.stats())).or(self.compressed)
     }
 
     /// When the exchange began (upstream latency, log lines).
@@ -471,6 +489,7 @@ impl Exchange {
         self.paused = false;
         self.response_started = false;
         self.framing = None;
+        self.compressor = None;
         self.status = StatusCode::BAD_GATEWAY;
         self.room = self.config.high_water_bytes;
         self.phase = Phase::Picking;
@@ -511,6 +530,10 @@ impl Exchange {
             "only a live origin pauses"
         );
         assert!(self.framing.is_some() == self.response_started);
+        assert!(
+            self.compressor.is_none() || self.response_started,
+            "compression starts with a response"
+        );
         if let Some(server) = self.server {
             assert!(
                 self.tried.contains(&server),

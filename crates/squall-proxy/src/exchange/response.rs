@@ -16,6 +16,7 @@ use squall_upstream::{Outcome, UpstreamErrorClass};
 use super::{
     Action, ClientFraming, ClientHead, ClientProtocol, Exchange, FillHook, Phase, ToClient,
 };
+use crate::compress::{self, Compressor, Plan};
 use crate::forward;
 
 impl Exchange {
@@ -66,12 +67,17 @@ impl Exchange {
             match event {
                 Ok(Some(ResponseEvent::Interim(head))) => self.forward_interim(head),
                 Ok(Some(ResponseEvent::Head(head))) => self.forward_head(head),
-                Ok(Some(ResponseEvent::Data(data))) => self.forward_data(data),
+                Ok(Some(ResponseEvent::Data(data))) => self.forward_data(data, now),
                 Ok(Some(ResponseEvent::End { trailers })) => self.finish(trailers, now),
                 Ok(None) if self.origin_eof => {
                     self.fail(UpstreamErrorClass::ClosedBeforeResponse, now);
                 }
-                Ok(None) => return,
+                Ok(None) => {
+                    // All the origin sent so far is decoded: what the compressor holds goes
+                    // out now, so a pause at the origin is not a stall at the client.
+                    self.flush_compressor(now);
+                    return;
+                }
                 Err(e) => {
                     let class = if e.head_received() || !self.reused {
                         UpstreamErrorClass::InvalidResponse
@@ -106,9 +112,13 @@ impl Exchange {
     }
 
     fn forward_head(&mut self, head: OriginHead) {
-        let headers = forward::response_headers(&head.headers, &self.route);
-        let body_len = forward::client_body_len(&head);
-        let (framing, keep_alive) = self.client_framing(&head, body_len);
+        let mut headers = forward::response_headers(&head.headers, &self.route);
+        let mut body_len = forward::client_body_len(&head);
+        let (mut framing, mut keep_alive) = self.client_framing(&head, body_len);
+        if self.start_compressing(&head, &mut headers, body_len, framing) {
+            body_len = None;
+            (framing, keep_alive) = self.client_framing(&head, None);
+        }
         self.status = head.status;
         self.origin_keep_alive = head.keep_alive;
         self.response_started = true;
@@ -117,6 +127,7 @@ impl Exchange {
             self.actions.push_back(Action::Fill(FillHook::Head {
                 status: head.status,
                 headers: head.headers,
+                client_headers: headers.clone(),
                 body_len,
             }));
         }
@@ -161,7 +172,102 @@ impl Exchange {
         (framing, decided.keep_alive)
     }
 
-    fn forward_data(&mut self, data: bytes::Bytes) {
+    /// On a route that compresses: plans the response (`crate::compress::plan`, judged on the
+    /// client-bound `headers`, so route edits count), edits `headers` to match, and starts
+    /// the compressor. Returns whether the body is compressed.
+    fn start_compressing(
+        &mut self,
+        head: &OriginHead,
+        headers: &mut HeaderMap,
+        body_len: Option<u64>,
+        framing: ClientFraming,
+    ) -> bool {
+        let Some(rules) = &self.route.compress else {
+            return false;
+        };
+        // Chunked on HTTP/1.1 or DATA frames on HTTP/2: a body whose length is unknown.
+        let can_stream = matches!(framing, ClientFraming::Frames)
+            || (framing != ClientFraming::Empty && self.client.protocol == ClientProtocol::Http11);
+        let mut plan = compress::plan(
+            rules,
+            &self.head,
+            head.status,
+            headers,
+            body_len,
+            can_stream,
+        );
+        // Nobody takes the body (the cache answered the client, and this is no fill): it is
+        // not worth compressing.
+        if self.answered_elsewhere && !self.route.cache {
+            plan = Plan::Vary;
+        }
+        if let Plan::Encode(coding) = plan {
+            match Compressor::new(coding, rules.into()) {
+                Ok(compressor) => self.compressor = Some(Box::new(compressor)),
+                Err(_) => plan = Plan::Vary,
+            }
+        }
+        compress::edit_headers(headers, plan);
+        self.compressor.is_some()
+    }
+
+    fn forward_data(&mut self, data: bytes::Bytes, now: Instant) {
+        let data = match self.compressor.as_mut().map(|c| c.push(&data)) {
+            None => data,
+            Some(Ok(compressed)) => compressed,
+            Some(Err(_)) => return self.compression_failed(now),
+        };
+        self.send_body(data);
+    }
+
+    /// Sends what the compressor holds (see `pump_response`).
+    fn flush_compressor(&mut self, now: Instant) {
+        match self.compressor.as_mut().map(|c| c.flush()) {
+            None => {}
+            Some(Ok(compressed)) => self.send_body(compressed),
+            Some(Err(_)) => self.compression_failed(now),
+        }
+    }
+
+    /// Ends the compression of a complete body: its last bytes go out. False when it failed
+    /// (and the exchange with it).
+    fn finish_compressing(&mut self, now: Instant) -> bool {
+        let Some(compressor) = self.compressor.take() else {
+            return true;
+        };
+        match compressor.finish() {
+            Ok((rest, stats)) => {
+                self.compressed = Some(stats);
+                self.send_body(rest);
+                true
+            }
+            Err(_) => {
+                self.compression_failed(now);
+                false
+            }
+        }
+    }
+
+    /// The compressor failed mid-body (it does not for valid levels): the response is cut,
+    /// as a truncated body must be, and the origin, not at fault, is let go unreported.
+    fn compression_failed(&mut self, now: Instant) {
+        self.compressor = None;
+        if self.holding_origin {
+            self.release_origin(false);
+        }
+        self.report(squall_upstream::Outcome::Neutral, None, now);
+        self.decoder = None;
+        self.paused = false;
+        self.tell_client(ToClient::Abort);
+        self.phase = Phase::Done;
+    }
+
+    /// A piece of the body as the client gets it: to the fill, and to the client unless it
+    /// was answered elsewhere or takes no body.
+    fn send_body(&mut self, data: bytes::Bytes) {
+        if data.is_empty() {
+            return;
+        }
         if self.route.cache {
             self.actions
                 .push_back(Action::Fill(FillHook::Data(data.clone())));
@@ -175,6 +281,9 @@ impl Exchange {
 
     /// The response ended cleanly: tell the client and the fill, report, release.
     fn finish(&mut self, trailers: Option<HeaderMap>, now: Instant) {
+        if !self.finish_compressing(now) {
+            return;
+        }
         if self.route.cache {
             let trailers = trailers.clone();
             self.actions

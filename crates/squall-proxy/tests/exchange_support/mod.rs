@@ -87,6 +87,7 @@ pub fn route(cache: bool) -> Arc<ProxyRoute> {
         response_headers: HeaderEdits::default(),
         cache,
         cache_ttl: None,
+        compress: None,
     })
 }
 

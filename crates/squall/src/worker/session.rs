@@ -463,14 +463,16 @@ impl Worker {
             FillHook::Head {
                 status,
                 headers,
+                client_headers,
                 body_len,
             } => {
                 let route = session.ex.route();
-                let to_client = squall_proxy::forward::response_headers(&headers, route);
+                // What the client gets (compressed, on a compressed response) is what is
+                // stored: a hit is never compressed again.
                 let head = OriginHead {
                     status,
                     origin_headers: &headers,
-                    client_headers: &to_client,
+                    client_headers: &client_headers,
                     content_length: body_len,
                 };
                 match fill.fill.on_head(head, now) {
@@ -538,6 +540,12 @@ impl Worker {
             && !session.detached
         {
             downstream::set_session(conn, session.client, None);
+        }
+        if let Some(stats) = session.ex.compression() {
+            let counters = self.runtime.metrics.worker(self.id);
+            counters.compressed[stats.coding as usize].inc();
+            counters.compress_bytes_in.add(stats.bytes_in);
+            counters.compress_bytes_out.add(stats.bytes_out);
         }
         if session.answered {
             let started = session.ex.started();
