@@ -37,6 +37,9 @@ impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.line == 0 {
             write!(f, "{}: {}", self.file, self.message)
+        } else if self.col == 0 {
+            // A line of a file that is not TOML (a users file): no column to point at.
+            write!(f, "{}:{}: {}", self.file, self.line, self.message)
         } else {
             write!(
                 f,

@@ -17,6 +17,7 @@
 
 #![forbid(unsafe_code)]
 
+mod client;
 mod cluster;
 mod diagnostics;
 mod ipnet;
@@ -30,6 +31,7 @@ mod validate;
 use std::io::Read;
 use std::path::Path;
 
+pub use client::*;
 pub use cluster::*;
 pub use diagnostics::{Diagnostic, Diagnostics};
 pub use ipnet::IpNet;

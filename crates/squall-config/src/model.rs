@@ -108,6 +108,12 @@ impl Config {
                 }
             }
         }
+        let routes = self.vhost.iter_mut().flat_map(|v| &mut v.routes);
+        for auth in routes.filter_map(|r| r.auth_basic.as_mut()) {
+            if auth.users_file.is_relative() {
+                auth.users_file = base.join(&auth.users_file);
+            }
+        }
     }
 
     /// The upstream named `name`; validation guarantees every `Action::Proxy` finds one.
@@ -127,6 +133,8 @@ pub struct Server {
     pub control: Option<PathBuf>,
     /// `TCP_NOTSENT_LOWAT` for client connections, in bytes; 0 leaves the kernel's default.
     pub tcp_notsent_lowat: u64,
+    /// `real_ip`: the client address from a trusted proxy's header.
+    pub real_ip: Option<crate::RealIp>,
 }
 
 impl Default for Server {
@@ -136,6 +144,7 @@ impl Default for Server {
             drain_timeout: DRAIN_TIMEOUT_DEFAULT,
             control: None,
             tcp_notsent_lowat: TCP_NOTSENT_LOWAT_DEFAULT,
+            real_ip: None,
         }
     }
 }
@@ -294,6 +303,9 @@ pub struct Limits {
     pub request_burst: Option<u32>,
     /// Concurrent connections per client IP; `None` means unlimited.
     pub connections_per_ip_max: Option<u32>,
+    /// Failed Basic authentication attempts per client address per minute, beyond which the
+    /// client is answered 429 without its credentials being checked.
+    pub auth_failures_max: u32,
     /// Descriptors kept free for what a client connection can cause (origin connections),
     /// the log files, the admin and control sockets and a reload: accepting pauses before
     /// the process's open descriptors would reach `RLIMIT_NOFILE` minus this.
@@ -387,6 +399,7 @@ impl Default for Limits {
             request_rate: None,
             request_burst: None,
             connections_per_ip_max: None,
+            auth_failures_max: crate::AUTH_FAILURES_MAX_DEFAULT,
             descriptor_reserve: DescriptorReserve::Auto,
             buffer_memory_max: BufferMemory::Auto,
             h2: H2Limits::default(),
@@ -640,6 +653,10 @@ pub struct Route {
     pub cache_set_cookie: CacheSetCookie,
     /// `allow` / `deny`: which client addresses the route answers.
     pub access: Access,
+    /// `auth_basic`: HTTP Basic authentication against a users file.
+    pub auth_basic: Option<crate::AuthBasic>,
+    /// `request_rate` on the route: its own buckets, on top of `limits.request_rate`.
+    pub rate: Option<crate::RouteRate>,
     /// Applied to the request before it is forwarded.
     pub request_headers: HeaderEdits,
     /// Applied to the response before it is sent to the client. On a cached route `remove`

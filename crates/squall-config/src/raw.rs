@@ -52,6 +52,7 @@ pub(crate) struct RawServer {
     pub drain_timeout: Option<Val>,
     pub control: Option<Str>,
     pub tcp_notsent_lowat: Option<Val>,
+    pub real_ip: Option<Spanned<RawRealIp>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -97,6 +98,7 @@ pub(crate) struct RawLimits {
     pub request_rate: Option<Int>,
     pub request_burst: Option<Int>,
     pub connections_per_ip_max: Option<Int>,
+    pub auth_failures_max: Option<Int>,
     pub descriptor_reserve: Option<Val>,
     pub buffer_memory_max: Option<Val>,
     pub h2_streams_max: Option<Int>,
@@ -176,6 +178,10 @@ pub(crate) struct RawRoute {
     pub cache_set_cookie: Option<Str>,
     pub allow: Option<List<String>>,
     pub deny: Option<List<String>>,
+    pub auth_basic: Option<Spanned<RawAuthBasic>>,
+    pub request_rate: Option<Str>,
+    pub request_burst: Option<Int>,
+    pub request_rate_key: Option<Str>,
     pub request_headers: Option<Spanned<RawHeaderEdits>>,
     pub response_headers: Option<Spanned<RawHeaderEdits>>,
     pub compress: Option<Spanned<RawCompress>>,
@@ -266,4 +272,18 @@ pub(crate) struct RawCluster {
 pub(crate) struct RawClusterNode {
     pub name: Str,
     pub address: Str,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAuthBasic {
+    pub realm: Str,
+    pub users_file: Str,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRealIp {
+    pub header: Str,
+    pub from: List<String>,
 }

@@ -59,8 +59,7 @@ fn syntax_errors() {
 
 #[test]
 fn unknown_keys() {
-    let server_keys =
-        "expected one of \"workers\", \"drain_timeout\", \"control\", \"tcp_notsent_lowat\"";
+    let server_keys = "expected one of \"workers\", \"drain_timeout\", \"control\", \"tcp_notsent_lowat\", \"real_ip\"";
     check(&[
         (
             "[server]\nworkerz = 4\n",
@@ -72,11 +71,11 @@ fn unknown_keys() {
         ),
         (
             "[serverz]\n",
-            "test.toml:1:2: unknown section [serverz]; expected one of \"server\", \"admin\", \"log\", \"listen\", \"certificate\", \"limits\", \"cache\", \"upstream\", \"vhost\"",
+            "test.toml:1:2: unknown section [serverz]; expected one of \"server\", \"admin\", \"log\", \"listen\", \"certificate\", \"limits\", \"cache\", \"upstream\", \"vhost\", \"cluster\"",
         ),
         (
             "colour = 1\n[server]\n",
-            "test.toml:1:1: unknown key \"colour\" at the top level; expected one of \"server\", \"admin\", \"log\", \"listen\", \"certificate\", \"limits\", \"cache\", \"upstream\", \"vhost\"",
+            "test.toml:1:1: unknown key \"colour\" at the top level; expected one of \"server\", \"admin\", \"log\", \"listen\", \"certificate\", \"limits\", \"cache\", \"upstream\", \"vhost\", \"cluster\"",
         ),
         (
             "[[upstream]]\nname = \"a\"\nservers = [{ address = \"127.0.0.1:1\", wieght = 2 }]\n",
@@ -84,11 +83,11 @@ fn unknown_keys() {
         ),
         (
             "[[vhost]]\n[[vhost.route]]\nexact = \"/\"\nrespnd = { status = 200 }\n",
-            "test.toml:4:1: unknown key \"respnd\" in [[vhost.route]]; expected one of \"exact\", \"prefix\", \"regex\", \"template\", \"methods\", \"headers\", \"respond\", \"redirect\", \"block\", \"proxy\", \"cache\", \"cache_ttl\", \"request_no_cache\", \"cache_set_cookie\", \"allow\", \"deny\", \"request_headers\", \"response_headers\"",
+            "test.toml:4:1: unknown key \"respnd\" in [[vhost.route]]; expected one of \"exact\", \"prefix\", \"regex\", \"template\", \"methods\", \"headers\", \"respond\", \"redirect\", \"block\", \"proxy\", \"cache\", \"cache_ttl\", \"request_no_cache\", \"cache_set_cookie\", \"allow\", \"deny\", \"auth_basic\", \"request_rate\", \"request_burst\", \"request_rate_key\", \"request_headers\", \"response_headers\", \"compress\"",
         ),
         (
             "[server.extra]\n",
-            "test.toml:1:9: unknown section [server.extra]; expected one of \"workers\", \"drain_timeout\", \"control\", \"tcp_notsent_lowat\" in [server]",
+            "test.toml:1:9: unknown section [server.extra]; expected one of \"workers\", \"drain_timeout\", \"control\", \"tcp_notsent_lowat\", \"real_ip\" in [server]",
         ),
         (
             "[[vhost]]\n[[vhost.route]]\nexact = \"/\"\n[vhost.route.respond]\nbdy = \"\"\n",
@@ -538,6 +537,32 @@ fn proxy_protocol_listeners() {
         (
             "[[listen]]\naddress = \"127.0.0.1:80\"\nproxy_protocol = true\nproxy_protocol_from = [\"10.0.0.0/8\", \"::1\"]\n",
             "(parsed)",
+        ),
+    ]);
+}
+
+#[test]
+fn real_ip_and_auth_limits() {
+    check(&[
+        (
+            "[server]\nreal_ip = { header = \"x forwarded\", from = [\"10.0.0.0/8\"] }\n",
+            "test.toml:2:22: bad header name \"x forwarded\": a name is a token of letters, digits and !#$%&'*+-.^_`|~ (RFC 9110 §5.1)",
+        ),
+        (
+            "[server]\nreal_ip = { header = \"x-forwarded-for\", from = [] }\n",
+            "test.toml:2:48: real_ip.from is empty: list the proxies whose header is believed",
+        ),
+        (
+            "[server]\nreal_ip = { header = \"x-forwarded-for\", from = [\"10.0.0.0/33\"] }\n",
+            "test.toml:2:49: bad network \"10.0.0.0/33\": prefix length 33 is longer than 32 bits",
+        ),
+        (
+            "[server]\nreal_ip = { header = \"x-forwarded-for\" }\n",
+            "test.toml:2:11: missing key \"from\"",
+        ),
+        (
+            "[limits]\nauth_failures_max = 0\n",
+            "test.toml:2:21: auth_failures_max must be at least 1, not 0",
         ),
     ]);
 }

@@ -37,6 +37,8 @@ fn route(matcher: RouteMatch, action: Action) -> Route {
         request_no_cache: None,
         cache_set_cookie: CacheSetCookie::Pass,
         access: Access::default(),
+        auth_basic: None,
+        rate: None,
         request_headers: HeaderEdits::default(),
         response_headers: HeaderEdits::default(),
         compress: None,
@@ -57,6 +59,7 @@ fn contract_example_parses() {
             drain_timeout: secs(10),
             control: None,
             tcp_notsent_lowat: TCP_NOTSENT_LOWAT_DEFAULT,
+            real_ip: None,
         },
         admin: Some(Admin {
             listen: addr("127.0.0.1:9901"),
@@ -141,6 +144,7 @@ fn defaults_of_a_minimal_file() {
             drain_timeout: secs(10),
             control: None,
             tcp_notsent_lowat: TCP_NOTSENT_LOWAT_DEFAULT,
+            real_ip: None,
         },
         admin: None,
         listen: vec![Listen {
@@ -159,6 +163,7 @@ fn defaults_of_a_minimal_file() {
             request_rate: None,
             request_burst: None,
             connections_per_ip_max: None,
+            auth_failures_max: 10,
             descriptor_reserve: DescriptorReserve::Auto,
             buffer_memory_max: BufferMemory::Auto,
             h2: H2Limits::default(),
@@ -277,6 +282,7 @@ fn every_option() {
             drain_timeout: Duration::from_millis(1500),
             control: Some("/run/squall/control.sock".into()),
             tcp_notsent_lowat: 64 * 1024,
+            real_ip: None,
         }
     );
     assert_eq!(
@@ -321,6 +327,7 @@ fn every_option() {
             request_rate: Some(1000),
             request_burst: Some(1000),
             connections_per_ip_max: Some(100),
+            auth_failures_max: 10,
             descriptor_reserve: DescriptorReserve::Fixed(500),
             buffer_memory_max: BufferMemory::Bytes(256 << 20),
             h2: H2Limits {
@@ -667,4 +674,52 @@ fn access_rules_decide_by_the_most_specific_network() {
         deny: vec![net("10.0.0.0/8")],
     };
     assert!(!tie.permits(ip("10.0.0.1")), "a tie is a deny");
+}
+
+#[test]
+fn auth_real_ip_and_route_rates_parse() {
+    let text = r#"
+[server]
+real_ip = { header = "X-Forwarded-For", from = ["10.0.0.0/8", "::1"] }
+
+[limits]
+auth_failures_max = 3
+
+[[listen]]
+address = "127.0.0.1:8080"
+
+[[vhost]]
+[[vhost.route]]
+prefix = "/staff/"
+respond = { status = 200, body = "hi" }
+auth_basic = { realm = "Staff", users_file = "users" }
+request_rate = "600/m"
+request_burst = 20
+request_rate_key = "header:X-Api-Key"
+
+[[vhost.route]]
+prefix = "/"
+respond = { status = 200, body = "hi" }
+request_rate = "10/s"
+"#;
+    let mut config = squall_config::parse(text, "test.toml").unwrap();
+    config.resolve_paths(Path::new("/etc/squall"));
+    let real_ip = config.server.real_ip.as_ref().unwrap();
+    assert_eq!(real_ip.header, "x-forwarded-for");
+    assert_eq!(real_ip.from.len(), 2);
+    assert_eq!(config.limits.auth_failures_max, 3);
+    let staff = &config.vhost[0].routes[0];
+    let auth = staff.auth_basic.as_ref().unwrap();
+    assert_eq!(auth.realm, "Staff");
+    assert_eq!(auth.users_file, Path::new("/etc/squall/users"));
+    let rate = staff.rate.as_ref().unwrap();
+    assert_eq!((rate.requests, rate.per, rate.burst), (600, secs(60), 20));
+    assert_eq!(
+        rate.key,
+        RateKey::Header(HeaderName::from_static("x-api-key"))
+    );
+    let home = config.vhost[0].routes[1].rate.as_ref().unwrap();
+    assert_eq!((home.requests, home.per, home.burst), (10, secs(1), 10));
+    assert_eq!(home.key, RateKey::ClientIp);
+    assert_eq!(Limits::default().auth_failures_max, 10);
 }

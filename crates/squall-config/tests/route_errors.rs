@@ -260,3 +260,45 @@ fn allow_and_deny_networks() {
         ),
     ]);
 }
+
+#[test]
+fn auth_basic_and_route_rates() {
+    check(&[
+        (
+            "[[vhost.route]]\nprefix = \"/\"\nblock = 403\nauth_basic = { realm = \"Sta\\\"ff\", users_file = \"/etc/u\" }\n",
+            "test.toml:5:24: bad realm \"Sta\\\"ff\": give visible ASCII and spaces, without '\"' or '\\\\'",
+        ),
+        (
+            "[[vhost.route]]\nprefix = \"/\"\nblock = 403\nauth_basic = { realm = \"Staff\", users_file = \"\" }\n",
+            "test.toml:5:46: users_file is an empty path",
+        ),
+        (
+            "[[vhost.route]]\nprefix = \"/\"\nblock = 403\nauth_basic = { realm = \"Staff\" }\n",
+            "test.toml:5:14: missing key \"users_file\"",
+        ),
+        (
+            "[[vhost.route]]\nprefix = \"/\"\nblock = 403\nrequest_rate = \"10/d\"\n",
+            "test.toml:5:16: bad request_rate \"10/d\": give requests per unit, such as \"10/s\", \"600/m\" or \"1000/h\"",
+        ),
+        (
+            "[[vhost.route]]\nprefix = \"/\"\nblock = 403\nrequest_rate_key = \"route\"\n",
+            "test.toml:5:20: request_rate_key needs request_rate on the route",
+        ),
+        (
+            "[[vhost.route]]\nprefix = \"/\"\nblock = 403\nrequest_burst = 5\n",
+            "test.toml:5:17: request_burst needs request_rate on the route",
+        ),
+        (
+            "[[vhost.route]]\nprefix = \"/\"\nblock = 403\nrequest_rate = \"1/s\"\nrequest_rate_key = \"cookie\"\n",
+            "test.toml:6:20: unknown request_rate_key \"cookie\": use \"client_ip\", \"header:NAME\" or \"route\"",
+        ),
+        (
+            "[[vhost.route]]\nprefix = \"/\"\nblock = 403\nrequest_rate = \"1/s\"\nrequest_rate_key = \"header:a b\"\n",
+            "test.toml:6:20: bad header name \"a b\": a name is a token of letters, digits and !#$%&'*+-.^_`|~ (RFC 9110 §5.1)",
+        ),
+        (
+            "[[vhost.route]]\nprefix = \"/\"\nblock = 403\nrequest_rate = \"1/s\"\nrequest_burst = 0\n",
+            "test.toml:6:17: request_burst must be at least 1, not 0",
+        ),
+    ]);
+}

@@ -200,13 +200,38 @@ const FAMILIES: &[Family] = &[
     ),
     (
         "squall_limit_requests_total",
-        "Requests refused with 429 by limits.request_rate.",
+        "Requests refused with 429 by limits.request_rate or a route's request_rate.",
         |w| &w.limit_requests,
     ),
     (
         "squall_access_denied_total",
         "Requests refused with 403 by a route's allow / deny.",
         |w| &w.access_denied,
+    ),
+    (
+        "squall_auth_cache_hits_total",
+        "Requests on auth_basic routes let through by the credential cache, with no password check.",
+        |w| &w.auth_cache_hits,
+    ),
+    (
+        "squall_auth_verifications_total",
+        "Passwords checked against the users file (bcrypt or argon2).",
+        |w| &w.auth_verifications,
+    ),
+    (
+        "squall_auth_failures_total",
+        "Passwords checked and found wrong (or for an unknown user): answered 401.",
+        |w| &w.auth_failures,
+    ),
+    (
+        "squall_auth_limited_total",
+        "Requests answered 429 without a password check: their address failed limits.auth_failures_max times.",
+        |w| &w.auth_limited,
+    ),
+    (
+        "squall_auth_busy_total",
+        "Requests answered 503 because no password could be checked then (verifier queue full, or the worker's inline budget spent).",
+        |w| &w.auth_busy,
     ),
     (
         "squall_proxy_protocol_refused_total",

@@ -3,6 +3,7 @@
 
 mod access_log;
 mod admin;
+mod auth;
 mod cache;
 mod cli;
 mod clients;
@@ -14,6 +15,7 @@ mod listener;
 mod metrics;
 mod notify;
 mod prepare;
+mod real_ip;
 mod server;
 mod timer;
 mod tls;

@@ -197,6 +197,14 @@ pub struct WorkerCounters {
     pub upstream_reuses: Counter,
     pub limit_requests: Counter,
     pub access_denied: Counter,
+    /// Basic authentication: requests let through by the credential cache; passwords
+    /// checked (bcrypt / argon2); of those, wrong ones; requests answered 429 after too many
+    /// wrong ones; 503 because no password could be checked then.
+    pub auth_cache_hits: Counter,
+    pub auth_verifications: Counter,
+    pub auth_failures: Counter,
+    pub auth_limited: Counter,
+    pub auth_busy: Counter,
     pub proxy_protocol_refused: Counter,
     /// HTTP/2: connections, streams, resets by clients, connections ended for a flood or a
     /// protocol error.

@@ -56,6 +56,19 @@ pub struct Runtime {
     pub access: Vec<Option<squall_config::Access>>,
     /// Whether any route has `allow` / `deny` (then every connection's peer is looked up).
     pub access_rules: bool,
+    /// `server.real_ip`: whose header names the client (see `real_ip.rs`).
+    pub real_ip: Option<Arc<squall_config::RealIp>>,
+    /// Per route id: its `auth_basic` users and credential cache; `None` for open routes.
+    pub auth: Vec<Option<Arc<crate::auth::RouteAuth>>>,
+    /// `limits.auth_failures_max`, and the failed attempts per client address (kept across
+    /// reloads, so a reload does not forgive a guesser).
+    pub auth_failures_max: u32,
+    pub auth_failures: Arc<crate::clients::KeyedBuckets>,
+    /// Per route id: its own `request_rate`; the buckets, kept across reloads.
+    pub route_rates: Vec<Option<squall_config::RouteRate>>,
+    pub route_buckets: Arc<crate::clients::KeyedBuckets>,
+    /// Whether a route's auth or rate, or `real_ip`, needs each connection's peer.
+    pub needs_client: bool,
     /// The listeners that speak the PROXY protocol, with their trusted balancers.
     pub proxy_protocol: Vec<(SocketAddr, Arc<[squall_config::IpNet]>)>,
     /// `server.drain_timeout`: a graceful stop waits this long for in-flight requests.
@@ -86,6 +99,12 @@ pub enum Control {
     },
     /// A fetch that a request of this worker waited for has ended.
     CacheReady(crate::worker::ClientToken),
+    /// The verdict on the Basic credentials of a request of this worker, parked meanwhile.
+    Verified {
+        client: crate::worker::ClientToken,
+        head: Box<squall_h1::RequestHead>,
+        verdict: crate::auth::Verdict,
+    },
 }
 
 impl Runtime {
@@ -126,15 +145,20 @@ impl Runtime {
         };
         let service = Service::new(config).map_err(|e| sites.diagnostic(Site::File, e.to_string()));
         let tls = Tls::load(config, sites, previous_store);
-        let (service, tls) = match (service, tls) {
-            (Ok(service), Ok(tls)) => (service, tls),
-            (service, tls) => {
+        let auth = crate::auth::load_routes(config);
+        let (service, tls, auth) = match (service, tls, auth) {
+            (Ok(service), Ok(tls), Ok(auth)) => (service, tls, auth),
+            (service, tls, auth) => {
                 let problems = (service.err().into_iter())
                     .chain(tls.err().into_iter().flatten())
+                    .chain(auth.err().into_iter().flatten())
                     .collect();
                 return Err(Diagnostics(problems));
             }
         };
+        let route_rates: Vec<_> = (config.vhost.iter().flat_map(|v| &v.routes))
+            .map(|r| r.rate.clone())
+            .collect();
         let routes = crate::metrics::RouteCounters::new(
             service.route_labels().to_vec(),
             metrics.workers().len(),
@@ -142,8 +166,23 @@ impl Runtime {
         let access: Vec<_> = (config.vhost.iter().flat_map(|v| &v.routes))
             .map(|r| Some(r.access.clone()).filter(|a| !a.is_open()))
             .collect();
+        let kept = |f: fn(&Runtime) -> &Arc<crate::clients::KeyedBuckets>| {
+            previous.map_or_else(
+                || Arc::new(crate::clients::KeyedBuckets::new()),
+                |r| f(r).clone(),
+            )
+        };
         Ok(Runtime {
             routes,
+            needs_client: config.server.real_ip.is_some()
+                || auth.iter().any(Option::is_some)
+                || route_rates.iter().any(Option::is_some),
+            real_ip: config.server.real_ip.clone().map(Arc::new),
+            auth,
+            auth_failures_max: config.limits.auth_failures_max,
+            auth_failures: kept(|r| &r.auth_failures),
+            route_rates,
+            route_buckets: kept(|r| &r.route_buckets),
             access_rules: access.iter().any(Option::is_some),
             proxy_protocol: (config.listen.iter())
                 .filter(|l| !l.proxy_protocol_from.is_empty())
@@ -181,6 +220,17 @@ impl Runtime {
             config_hash: fnv1a(format!("{config:?}").as_bytes()),
             drain_timeout: config.server.drain_timeout,
         })
+    }
+}
+
+impl Runtime {
+    /// The client address of a request on a connection from `peer` (see `real_ip.rs`).
+    pub fn client_addr(
+        &self,
+        peer: Option<SocketAddr>,
+        head: &squall_h1::RequestHead,
+    ) -> Option<SocketAddr> {
+        crate::real_ip::client(self.real_ip.as_deref(), peer, &head.headers)
     }
 }
 

@@ -6,6 +6,7 @@
 //! listener needs one). A value that fails is replaced by its default so checking continues;
 //! the result is only handed out when the report is empty.
 
+mod client;
 mod cluster;
 mod compress;
 mod route;
@@ -40,7 +41,10 @@ pub(crate) fn config(raw: &RawConfig, r: &mut Report) -> Config {
     let mut vhost = route::vhosts(&raw.vhost, &upstream, r);
     let cache = cache(&raw.cache, r);
     route::hide_targeted(&mut vhost, cache.target_header.as_ref());
-    let cluster = raw.cluster.as_ref().map(|c| cluster::cluster(c, &listen, r));
+    let cluster = raw
+        .cluster
+        .as_ref()
+        .map(|c| cluster::cluster(c, &listen, r));
     Config {
         server: server(&raw.server, r),
         admin,
@@ -98,6 +102,7 @@ fn server(raw: &RawServer, r: &mut Report) -> Server {
         ),
         control: raw.control.as_ref().and_then(|c| path(r, "control", c)),
         tcp_notsent_lowat: notsent_lowat(raw.tcp_notsent_lowat.as_ref(), r),
+        real_ip: raw.real_ip.as_ref().and_then(|v| client::real_ip(v, r)),
     }
 }
 
@@ -438,6 +443,7 @@ fn limits(raw: &RawLimits, r: &mut Report) -> Limits {
         request_burst,
         connections_per_ip_max: connections
             .and_then(|v| int_in(r, "connections_per_ip_max", v, 1..=u32::MAX)),
+        auth_failures_max: client::auth_failures_max(raw.auth_failures_max.as_ref(), r),
         descriptor_reserve: descriptor_reserve(r, raw.descriptor_reserve.as_ref()),
         buffer_memory_max: buffer_memory(r, raw.buffer_memory_max.as_ref()),
         h2: h2_limits(raw, r),

@@ -118,6 +118,8 @@ fn route(item: &Spanned<RawRoute>, upstreams: &[Upstream], r: &mut Report) -> Op
     let request_headers = header_edits(raw.request_headers.as_ref(), r);
     let response_headers = header_edits(raw.response_headers.as_ref(), r);
     let access = access(raw, r);
+    let auth_basic = (raw.auth_basic.as_ref()).and_then(|a| super::client::auth_basic(a, r));
+    let rate = super::client::route_rate(raw, r);
     let compress = (raw.compress.as_ref()).map(|c| super::compress::compress(c, &action, r));
     Some(Route {
         matcher: matcher?,
@@ -129,6 +131,8 @@ fn route(item: &Spanned<RawRoute>, upstreams: &[Upstream], r: &mut Report) -> Op
         request_no_cache,
         cache_set_cookie,
         access,
+        auth_basic,
+        rate,
         request_headers,
         response_headers,
         compress,

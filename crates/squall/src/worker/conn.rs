@@ -68,6 +68,8 @@ pub struct Conn {
     pub parked: Option<Box<super::cache::Parked>>,
     /// Decoding stopped for good: close once `out` is sent (Connection: close, an error).
     pub close_after: bool,
+    /// An HTTP/1.x request waits for its Basic credentials to be checked: decoding waits.
+    pub verifying: bool,
     /// The last response was cut short: once what is queued has left, close at once (no
     /// linger, no TLS close_notify), so the client sees a truncated response, never a whole
     /// one.
@@ -135,6 +137,7 @@ impl Conn {
             forwarding: false,
             scheduled: false,
             close_after: false,
+            verifying: false,
             cut: false,
             blocked: false,
             head_started: None,

@@ -1,28 +1,47 @@
-//! Where every request enters, whatever protocol it came on: the rate limit, routing (once per
-//! request) and the choice between answering here, the cache and the origin, with the
-//! invalidation rule for methods that are not safe.
+//! Where every request enters, whatever protocol it came on: the client address (`real_ip`),
+//! the rate limits, routing (once per request), `allow` / `deny`, Basic authentication and
+//! the choice between answering here, the cache and the origin, with the invalidation rule
+//! for methods that are not safe.
 //!
 //! HTTP/1.1 calls [`Worker::admit`] when a request head is decoded and HTTP/2 when a stream's
 //! HEADERS arrive, so that a rule written here holds for both: before this module, HTTP/2
 //! streams on proxy and cache routes never met the rate limit.
+//!
+//! The client address is computed here per request from the connection's peer and the
+//! request's fields (HTTP/2 multiplexes the clients of a proxy on one connection); the access
+//! log and the session compute it the same way (`Runtime::client_addr`).
 
+use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
+use bytes::Bytes;
 use http::StatusCode;
 use squall_cache::Invalidation;
+use squall_config::RateKey;
 use squall_h1::RequestHead;
 use squall_proxy::{Handler, ProxyRoute};
 
 use super::Worker;
 use super::cache::{is_purge, key_of};
+use super::downstream::Client;
+use crate::auth::{Check, Credentials, RouteAuth, Verdict};
 use crate::cache::Cache;
+use crate::clients::retry_after_secs;
+
+/// A field a refusal carries: `WWW-Authenticate` on a 401, `Retry-After` on a 429 or 503.
+pub(super) type Field = (&'static str, Bytes);
 
 /// What to do with a request, decided at its head.
 pub(super) enum Admission {
-    /// Refused with this status before anything else: 429 over `limits.request_rate`, 403
-    /// outside the route's `allow` / `deny` (already counted as refused). An HTTP/1.1
-    /// connection closes after it, as the request's body is not read.
-    Refused(StatusCode),
+    /// Refused with this status (and field) before anything else: 429 over a `request_rate`
+    /// or after too many failed passwords, 403 outside the route's `allow` / `deny`, 401
+    /// without good credentials, 503 when passwords cannot be checked now (already counted
+    /// as refused). An HTTP/1.1 connection closes after it, as the request's body is not read.
+    Refused(StatusCode, Option<Field>),
+    /// A bodiless request whose credentials a verifier thread checks meanwhile: it waits,
+    /// and is admitted again with the verdict ([`Worker::verified`]).
+    Verify(Box<Verify>),
     /// Answered here, at the request's end, by route `route`'s handler (respond, redirect,
     /// block; `None` is the default 404).
     Answer { route: Option<u32> },
@@ -37,30 +56,57 @@ pub(super) enum Admission {
     },
 }
 
+/// Credentials for the verifier threads.
+pub(super) struct Verify {
+    auth: Arc<RouteAuth>,
+    credentials: Credentials,
+}
+
 impl Worker {
-    /// Admits the request `head` on connection `index`: the rate limit first, then the route.
+    /// Admits the request `head` on connection `index`: the rate limits first, then the route.
     /// `bodiless` is true when no body follows the head (HTTP/1.1 framing, or END_STREAM on
     /// the HTTP/2 HEADERS).
     pub(super) fn admit(&self, index: usize, head: &RequestHead, bodiless: bool) -> Admission {
+        self.admit_with(index, head, bodiless, None)
+    }
+
+    /// [`Worker::admit`] for a request that waited for its credentials' `verdict` (`None`:
+    /// not verified yet); the rate limits were taken the first time.
+    fn admit_with(
+        &self,
+        index: usize,
+        head: &RequestHead,
+        bodiless: bool,
+        verdict: Option<Verdict>,
+    ) -> Admission {
         let runtime = &self.runtime;
-        let conn = &self.conns[index];
-        if let (Some(rate), Some(peer)) = (runtime.client_limits.rate, conn.peer)
-            && !self.clients.allow_request(peer.ip(), rate, self.now)
+        let client = runtime.client_addr(self.conns[index].peer, head);
+        let counters = runtime.metrics.worker(self.id);
+        if let (None, Some(rate), Some(client)) = (verdict, runtime.client_limits.rate, client)
+            && let Err(wait) = self.clients.allow_request(client.ip(), rate, self.now)
         {
-            let counters = runtime.metrics.worker(self.id);
             counters.limit_requests.inc();
-            counters.count_refused(StatusCode::TOO_MANY_REQUESTS);
-            return Admission::Refused(StatusCode::TOO_MANY_REQUESTS);
+            return self.refuse(StatusCode::TOO_MANY_REQUESTS, Some(retry_after(wait)));
         }
         let (id, handler) = runtime.service.route(head);
         let rules = id.and_then(|id| runtime.access.get(id as usize)?.as_ref());
         if let Some(rules) = rules
-            && !conn.peer.is_some_and(|peer| rules.permits(peer.ip()))
+            && !client.is_some_and(|client| rules.permits(client.ip()))
         {
-            let counters = runtime.metrics.worker(self.id);
             counters.access_denied.inc();
-            counters.count_refused(StatusCode::FORBIDDEN);
-            return Admission::Refused(StatusCode::FORBIDDEN);
+            return self.refuse(StatusCode::FORBIDDEN, None);
+        }
+        if let (None, Some(id)) = (verdict, id)
+            && let Err(wait) = self.route_rate(id, head, client)
+        {
+            counters.limit_requests.inc();
+            return self.refuse(StatusCode::TOO_MANY_REQUESTS, Some(retry_after(wait)));
+        }
+        let auth = id.and_then(|id| runtime.auth.get(id as usize)?.as_ref());
+        if let Some(auth) = auth
+            && let Err(refused) = self.authenticate(auth, head, client, bodiless, verdict)
+        {
+            return refused;
         }
         let Handler::Proxy(route) = handler else {
             return Admission::Answer { route: id };
@@ -73,6 +119,179 @@ impl Worker {
         Admission::Forward {
             route: route.clone(),
             invalidate: self.invalidation(index, head, route),
+        }
+    }
+
+    /// Counts a refusal and makes its admission.
+    fn refuse(&self, status: StatusCode, field: Option<Field>) -> Admission {
+        self.runtime.metrics.worker(self.id).count_refused(status);
+        Admission::Refused(status, field)
+    }
+
+    /// Takes a token from the request's bucket of route `id`'s own `request_rate`, if any.
+    fn route_rate(
+        &self,
+        id: u32,
+        head: &RequestHead,
+        client: Option<SocketAddr>,
+    ) -> Result<(), Duration> {
+        let runtime = &self.runtime;
+        let Some(Some(rate)) = runtime.route_rates.get(id as usize) else {
+            return Ok(());
+        };
+        let buckets = &runtime.route_buckets;
+        let by_client = || buckets.key((id, 0u8, client.map(|c| c.ip())));
+        let key = match &rate.key {
+            RateKey::ClientIp => by_client(),
+            RateKey::Header(name) => match head.headers.get(name) {
+                Some(value) => buckets.key((id, 1u8, value.as_bytes())),
+                None => by_client(),
+            },
+            RateKey::Route => buckets.key((id, 2u8)),
+        };
+        let per_second = f64::from(rate.requests) / rate.per.as_secs_f64();
+        buckets.take(key, per_second, f64::from(rate.burst), self.now)
+    }
+
+    /// The route's Basic authentication: `Ok` when the request may go on.
+    fn authenticate(
+        &self,
+        auth: &Arc<RouteAuth>,
+        head: &RequestHead,
+        client: Option<SocketAddr>,
+        bodiless: bool,
+        verdict: Option<Verdict>,
+    ) -> Result<(), Admission> {
+        let counters = self.runtime.metrics.worker(self.id);
+        let credentials = match verdict {
+            Some(verdict) => return self.after_verification(auth, client, verdict),
+            None => {
+                let value = head.headers.get(http::header::AUTHORIZATION);
+                match auth.check(value.map(|v| v.as_bytes())) {
+                    Check::Missing => return Err(self.unauthorized(auth)),
+                    Check::Cached => {
+                        counters.auth_cache_hits.inc();
+                        return Ok(());
+                    }
+                    Check::Verify(credentials) => credentials,
+                }
+            }
+        };
+        // A client that failed too often is not checked again until its bucket refills.
+        let (rate, burst) = self.failure_rate();
+        if let Some(client) = client
+            && let Err(wait) = (self.runtime.auth_failures).check(
+                self.runtime.auth_failures.key(client.ip()),
+                rate,
+                burst,
+                self.now,
+            )
+        {
+            counters.auth_limited.inc();
+            return Err(self.refuse(StatusCode::TOO_MANY_REQUESTS, Some(retry_after(wait))));
+        }
+        if bodiless {
+            let auth = auth.clone();
+            return Err(Admission::Verify(Box::new(Verify { auth, credentials })));
+        }
+        let verdict = match crate::auth::verify_inline(auth, &credentials) {
+            Ok(true) => Verdict::Ok,
+            Ok(false) => Verdict::Failed,
+            Err(wait) => {
+                counters.auth_busy.inc();
+                let field = retry_after(wait);
+                return Err(self.refuse(StatusCode::SERVICE_UNAVAILABLE, Some(field)));
+            }
+        };
+        self.after_verification(auth, client, verdict)
+    }
+
+    /// Counts a verification; a failed one is also counted against the client's address.
+    fn after_verification(
+        &self,
+        auth: &RouteAuth,
+        client: Option<SocketAddr>,
+        verdict: Verdict,
+    ) -> Result<(), Admission> {
+        let counters = self.runtime.metrics.worker(self.id);
+        match verdict {
+            Verdict::Ok => {
+                counters.auth_verifications.inc();
+                Ok(())
+            }
+            Verdict::Failed => {
+                counters.auth_verifications.inc();
+                counters.auth_failures.inc();
+                let failures = &self.runtime.auth_failures;
+                if let Some(client) = client {
+                    let (rate, burst) = self.failure_rate();
+                    let _ = failures.take(failures.key(client.ip()), rate, burst, self.now);
+                }
+                Err(self.unauthorized(auth))
+            }
+            Verdict::Busy => {
+                counters.auth_busy.inc();
+                let field = ("retry-after", Bytes::from_static(b"1"));
+                Err(self.refuse(StatusCode::SERVICE_UNAVAILABLE, Some(field)))
+            }
+        }
+    }
+
+    /// `limits.auth_failures_max` a minute, as a bucket's (rate per second, burst).
+    fn failure_rate(&self) -> (f64, f64) {
+        let max = f64::from(self.runtime.auth_failures_max);
+        (max / 60.0, max)
+    }
+
+    fn unauthorized(&self, auth: &RouteAuth) -> Admission {
+        let field = ("www-authenticate", auth.challenge.clone());
+        self.refuse(StatusCode::UNAUTHORIZED, Some(field))
+    }
+
+    /// Hands a parked request's credentials to the verifier threads; the verdict comes back
+    /// on this worker's control channel as `Control::Verified`.
+    pub(super) fn verify_parked(&self, client: Client, head: RequestHead, verify: Verify) {
+        let token = self.client_token(client);
+        let peer = self
+            .peers
+            .get(self.id)
+            .map(|p| (p.control.clone(), p.waker.clone()));
+        let Verify { auth, credentials } = verify;
+        let head = Box::new(head);
+        let done = move |verdict| {
+            if let Some((control, waker)) = peer {
+                let message = crate::server::Control::Verified {
+                    client: token,
+                    head,
+                    verdict,
+                };
+                if control.send(message).is_ok() {
+                    waker.wake();
+                }
+            }
+        };
+        crate::auth::submit(crate::auth::Job {
+            auth,
+            credentials,
+            done: Box::new(done),
+        });
+    }
+
+    /// A parked request's verdict: admitted again (routing, `allow` / `deny`), then answered
+    /// as its protocol answers any admitted request.
+    pub(super) fn verified(
+        &mut self,
+        token: super::ClientToken,
+        head: RequestHead,
+        verdict: Verdict,
+    ) {
+        let Some(index) = self.conn_index(token.token) else {
+            return;
+        };
+        let admission = self.admit_with(index, &head, true, Some(verdict));
+        match Client::of(index, token) {
+            Client::H1(index) => self.resume_h1(index, head, admission),
+            Client::H2(index, stream) => self.resume_h2(index, stream, head, admission),
         }
     }
 
@@ -91,4 +310,12 @@ impl Worker {
         let invalidation = Invalidation::for_request(&head.method, || key_of(head, scheme))?;
         Some((self.runtime.cache.clone(), invalidation))
     }
+}
+
+/// `Retry-After` for a wait (whole seconds, at least 1).
+fn retry_after(wait: Duration) -> Field {
+    (
+        "retry-after",
+        Bytes::from(retry_after_secs(wait).to_string()),
+    )
 }

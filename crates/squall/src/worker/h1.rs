@@ -54,17 +54,8 @@ impl Worker {
         // origin; when the cache answered it, decoding goes on with the next pipelined
         // request. A proxied request's session starts at its head, and its body follows.
         while let Some(decoded) = self.decode_h1(index) {
-            match decoded {
-                Decoded::Cached(head, route) => {
-                    let begun = self.begin_cached(Client::H1(index), head, route);
-                    if begun != cache::Begun::Answered {
-                        break;
-                    }
-                }
-                Decoded::Forward(head, route, invalidate) => {
-                    self.conns[index].forwarding = true;
-                    self.start_session(Client::H1(index), head, route, invalidate, None);
-                }
+            if !self.begin_decoded(index, decoded) {
+                break;
             }
         }
         if let Some(id) = self.conns[index].exchange {
@@ -88,17 +79,98 @@ impl Worker {
         self.update_deadline(index);
     }
 
+    /// Begins a request the decoding loop handed out; false when decoding must stop (the
+    /// cache parked it or sent it to the origin).
+    fn begin_decoded(&mut self, index: usize, decoded: Decoded) -> bool {
+        match decoded {
+            Decoded::Cached(head, route) => {
+                let begun = self.begin_cached(Client::H1(index), head, route);
+                begun == cache::Begun::Answered
+            }
+            Decoded::Forward(head, route, invalidate) => {
+                self.conns[index].forwarding = true;
+                self.start_session(Client::H1(index), head, route, invalidate, None);
+                true
+            }
+        }
+    }
+
+    /// A request that waited for its credentials goes on as if just admitted; decoding then
+    /// resumes with its end (it had no body).
+    pub(super) fn resume_h1(&mut self, index: usize, head: RequestHead, admission: Admission) {
+        let conn = &mut self.conns[index];
+        if !conn.verifying || conn.phase != Phase::Open {
+            return;
+        }
+        conn.verifying = false;
+        if let Some(decoded) = self.admitted_h1(index, head, admission) {
+            self.begin_decoded(index, decoded);
+        }
+        self.process_h1(index);
+    }
+
+    /// What an admitted request head leads to: a refusal written, a route noted for the
+    /// request's end, a wait for its credentials, or a request for the caller to begin.
+    fn admitted_h1(
+        &mut self,
+        index: usize,
+        head: RequestHead,
+        admission: Admission,
+    ) -> Option<Decoded> {
+        let counters = self.runtime.metrics.worker(self.id);
+        let date = self.date.get();
+        let conn = &mut self.conns[index];
+        // A proxied request's exchange says 100 Continue itself.
+        if head.expect_continue
+            && matches!(admission, Admission::Cached(_) | Admission::Answer { .. })
+        {
+            squall_h1::encode_continue(&mut conn.out);
+        }
+        match admission {
+            Admission::Refused(status, field) => {
+                counters.count_response(status);
+                let before = conn.out.len();
+                encode_refusal(&head, status, field, date, &mut conn.out);
+                let sent = conn.out.len() - before;
+                log_request(
+                    &mut self.log,
+                    conn,
+                    Some(&head),
+                    status,
+                    sent,
+                    self.now,
+                    counters,
+                );
+                conn.close_after = true;
+            }
+            Admission::Verify(verify) => {
+                conn.verifying = true;
+                self.verify_parked(Client::H1(index), head, *verify);
+            }
+            // To the cache at the request's end (the next event).
+            Admission::Cached(route) => {
+                conn.cached_route = Some(route);
+                conn.request = Some(head);
+            }
+            Admission::Forward { route, invalidate } => {
+                return Some(Decoded::Forward(head, route, invalidate));
+            }
+            Admission::Answer { route } => {
+                conn.answer_route = route;
+                conn.request = Some(head);
+            }
+        }
+        None
+    }
+
     /// The decoding loop of `process_h1`: answers `respond` routes, feeds a proxied request's
     /// body to its session, and returns a request that needs more of the worker (a complete
     /// one for a cached route, the head of a proxied one), to be begun by the caller.
     fn decode_h1(&mut self, index: usize) -> Option<Decoded> {
-        let runtime = &self.runtime;
-        let counters = runtime.metrics.worker(self.id);
-        let date = self.date.get();
         let draining = self.drain_deadline.is_some();
         loop {
             let conn = &mut self.conns[index];
-            if conn.close_after || conn.phase != Phase::Open {
+            if conn.close_after || conn.phase != Phase::Open || conn.verifying {
                 return None;
             }
             // A proxied request is answered before the next pipelined one is read.
@@ -122,42 +194,8 @@ impl Worker {
                     conn.request_started = conn.head_started.take().unwrap_or(self.now);
                     let bodiless = head.body == squall_h1::BodyKind::Empty;
                     let admission = self.admit(index, &head, bodiless);
-                    let conn = &mut self.conns[index];
-                    // A proxied request's exchange says 100 Continue itself.
-                    if head.expect_continue
-                        && matches!(admission, Admission::Cached(_) | Admission::Answer { .. })
-                    {
-                        squall_h1::encode_continue(&mut conn.out);
-                    }
-                    match admission {
-                        Admission::Refused(status) => {
-                            counters.count_response(status);
-                            let before = conn.out.len();
-                            squall_h1::encode_error(status, date, &mut conn.out);
-                            let sent = conn.out.len() - before;
-                            log_request(
-                                &mut self.log,
-                                conn,
-                                Some(&head),
-                                status,
-                                sent,
-                                self.now,
-                                counters,
-                            );
-                            conn.close_after = true;
-                        }
-                        // To the cache at the request's end (the next event).
-                        Admission::Cached(route) => {
-                            conn.cached_route = Some(route);
-                            conn.request = Some(head);
-                        }
-                        Admission::Forward { route, invalidate } => {
-                            return Some(Decoded::Forward(head, route, invalidate));
-                        }
-                        Admission::Answer { route } => {
-                            conn.answer_route = route;
-                            conn.request = Some(head);
-                        }
+                    if let Some(decoded) = self.admitted_h1(index, head, admission) {
+                        return Some(decoded);
                     }
                 }
                 // A proxied request's body goes to its session, which frames it for the
@@ -197,11 +235,12 @@ impl Worker {
                         return Some(Decoded::Cached(head, route));
                     }
                     let before = conn.out.len();
+                    let (runtime, counters) = (&self.runtime, self.runtime.metrics.worker(self.id));
                     let outcome = runtime.service.respond_routed(
                         conn.answer_route.take(),
                         &head,
                         scheme(conn),
-                        date,
+                        self.date.get(),
                         draining,
                         &mut conn.out,
                     );
@@ -230,9 +269,10 @@ impl Worker {
                         status = status.as_u16(),
                         "bad request: {e}"
                     );
+                    let counters = self.runtime.metrics.worker(self.id);
                     counters.count_bad_request(status);
                     let before = conn.out.len();
-                    squall_h1::encode_error(status, date, &mut conn.out);
+                    squall_h1::encode_error(status, self.date.get(), &mut conn.out);
                     conn.close_after = true;
                     let sent = conn.out.len() - before;
                     let head = conn.request.take();
@@ -262,4 +302,37 @@ enum Decoded {
         Arc<ProxyRoute>,
         Option<(Arc<Cache>, Invalidation)>,
     ),
+}
+
+/// A refusal of a request whose body is not read: a short text answer with `field` (a
+/// `WWW-Authenticate` challenge, a `Retry-After`), and `Connection: close`.
+fn encode_refusal(
+    head: &RequestHead,
+    status: http::StatusCode,
+    field: Option<super::entry::Field>,
+    date: &[u8],
+    out: &mut bytes::BytesMut,
+) {
+    let Some((name, value)) = field else {
+        squall_h1::encode_error(status, date, out);
+        return;
+    };
+    let mut raw = bytes::BytesMut::from(&b"content-type: text/plain\r\n"[..]);
+    super::downstream::put_line(&mut raw, name.as_bytes(), &value);
+    let reason = status.canonical_reason().unwrap_or("Error");
+    let body = format!("{} {reason}\n", status.as_u16());
+    let response = squall_h1::ResponseHead {
+        status,
+        headers: &http::HeaderMap::new(),
+        raw_headers: &raw,
+        body_len: Some(body.len() as u64),
+    };
+    let framing = squall_h1::RequestFraming {
+        version: head.version,
+        keep_alive: false,
+        is_head: head.method == http::Method::HEAD,
+    };
+    if squall_h1::encode_response_head(&response, framing, date, out) {
+        out.extend_from_slice(body.as_bytes());
+    }
 }

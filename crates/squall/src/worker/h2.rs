@@ -207,7 +207,6 @@ impl Worker {
     }
 
     fn on_h2_event(&mut self, index: usize, event: Event) {
-        let client = |stream| Client::H2(index, stream);
         // The request that this event completes, if any.
         let complete = match event {
             Event::Request { stream_id, request } => {
@@ -218,29 +217,9 @@ impl Worker {
                     self.downstream().refuse_h2(index, stream_id, status, None);
                     return;
                 };
-                match self.admit(index, &head, end_stream) {
-                    Admission::Refused(status) => {
-                        self.downstream()
-                            .refuse_h2(index, stream_id, status, Some(&head));
-                        return;
-                    }
-                    Admission::Cached(route) => {
-                        self.begin_cached(client(stream_id), head, route);
-                        return;
-                    }
-                    Admission::Forward { route, invalidate } => {
-                        self.start_session(client(stream_id), head, route, invalidate, None);
-                        return;
-                    }
-                    Admission::Answer { route } if end_stream => {
-                        self.answer_h2(index, stream_id, head, route);
-                        return;
-                    }
-                    Admission::Answer { route } => {
-                        self.h2_mut(index).pending.insert(stream_id, (head, route));
-                        None
-                    }
-                }
+                let admission = self.admit(index, &head, end_stream);
+                self.admitted_h2(index, stream_id, head, end_stream, admission);
+                return;
             }
             Event::Data {
                 stream_id,
@@ -303,6 +282,60 @@ impl Worker {
         if let Some((stream_id, (head, route))) = complete {
             self.answer_h2(index, stream_id, head, route);
         }
+    }
+
+    /// What an admitted request head on stream `stream_id` leads to: a refusal, an answer
+    /// (now, or at the request's end), the cache, a session, or a wait for its credentials.
+    fn admitted_h2(
+        &mut self,
+        index: usize,
+        stream_id: StreamId,
+        head: RequestHead,
+        end_stream: bool,
+        admission: Admission,
+    ) {
+        let client = Client::H2(index, stream_id);
+        match admission {
+            Admission::Refused(status, None) => {
+                (self.downstream()).refuse_h2(index, stream_id, status, Some(&head));
+            }
+            Admission::Refused(status, Some((name, value))) => {
+                let reason = status.canonical_reason().unwrap_or("Error");
+                let body = Bytes::from(format!("{} {reason}\n", status.as_u16()));
+                let field = Some((name, &value[..]));
+                (self.downstream()).answer_text(client, &head, status, field, body);
+            }
+            Admission::Verify(verify) => self.verify_parked(client, head, *verify),
+            Admission::Cached(route) => {
+                self.begin_cached(client, head, route);
+            }
+            Admission::Forward { route, invalidate } => {
+                self.start_session(client, head, route, invalidate, None);
+            }
+            Admission::Answer { route } if end_stream => {
+                self.answer_h2(index, stream_id, head, route);
+            }
+            Admission::Answer { route } => {
+                self.h2_mut(index).pending.insert(stream_id, (head, route));
+            }
+        }
+    }
+
+    /// A request that waited for its credentials goes on as if just admitted (it had no
+    /// body), unless its connection has stopped speaking HTTP/2 meanwhile.
+    pub(super) fn resume_h2(
+        &mut self,
+        index: usize,
+        stream_id: StreamId,
+        head: RequestHead,
+        admission: Admission,
+    ) {
+        let conn = &self.conns[index];
+        if conn.phase != Phase::Open || conn.h2.is_none() {
+            return;
+        }
+        self.admitted_h2(index, stream_id, head, true, admission);
+        self.pump_h2(index);
     }
 
     fn h2_mut(&mut self, index: usize) -> &mut H2 {

@@ -249,10 +249,12 @@ impl Worker {
         let runtime = &self.runtime;
         let access = runtime.access_rules;
         let balancers = self.proxy_protocol_from(listener);
-        let needs_peer = !runtime.upstreams.is_empty() || access || balancers.is_some();
+        let needs_peer =
+            !runtime.upstreams.is_empty() || access || runtime.needs_client || balancers.is_some();
         if self.log.access.is_some() || limits.any() || needs_peer {
             // One getpeername per connection, paid only when a log, a limit, a route's
-            // allow / deny or the X-Forwarded-For of a proxied request needs it.
+            // allow / deny, auth or rate, `real_ip` or the X-Forwarded-For of a proxied
+            // request needs it.
             let fd = conn.socket.fd().expect("a new connection has its socket");
             conn.peer = SockRef::from(fd)
                 .peer_addr()

@@ -166,6 +166,7 @@ pub fn run(setup: Setup) {
     debug!(worker = setup.id, flavor = ?ring.flavor(), "ring ready");
     let now = Instant::now();
     let routes = setup.runtime.routes.clone();
+    let real_ip = setup.runtime.real_ip.clone();
     let mut worker = Worker {
         id: setup.id,
         ring,
@@ -190,6 +191,7 @@ pub fn run(setup: Setup) {
                 .map(|logger| access_log::Batch::new(logger, now)),
             routes,
             worker: setup.id,
+            real_ip,
         },
         clients: setup.clients,
         peers: setup.peers,
@@ -426,6 +428,7 @@ impl Worker {
                         self.remove_listener(address);
                     }
                     self.log.routes = runtime.routes.clone();
+                    self.log.real_ip = runtime.real_ip.clone();
                     let old = &self.runtime.cache.inflight;
                     if !Arc::ptr_eq(old, &runtime.cache.inflight) {
                         self.old_inflight.push(old.clone());
@@ -442,6 +445,11 @@ impl Worker {
                         self.unpark(Client::of(index, client));
                     }
                 }
+                Control::Verified {
+                    client,
+                    head,
+                    verdict,
+                } => self.verified(client, *head, verdict),
             }
         }
     }
@@ -538,6 +546,8 @@ pub(super) struct RequestLog {
     access: Option<access_log::Batch>,
     routes: Arc<crate::metrics::RouteCounters>,
     worker: usize,
+    /// `server.real_ip` in force: the logged client of a request (see `real_ip.rs`).
+    real_ip: Option<Arc<squall_config::RealIp>>,
 }
 
 pub(super) fn log_request(
@@ -565,9 +575,17 @@ pub(super) fn log_request(
     if let Some(route) = note.route {
         log.routes.count(log.worker, route, status);
     }
-    let Some(log) = &mut log.access else { return };
+    let Some(access) = &mut log.access else {
+        return;
+    };
+    let peer = match (head, &log.real_ip) {
+        (Some(head), Some(real_ip)) => {
+            crate::real_ip::client(Some(real_ip), conn.peer, &head.headers)
+        }
+        _ => conn.peer,
+    };
     let entry = access_log::Entry {
-        peer: conn.peer,
+        peer,
         head,
         status: status.as_u16(),
         bytes,
@@ -575,5 +593,5 @@ pub(super) fn log_request(
         upstream: note.upstream,
         cache: note.cache,
     };
-    log.push(&entry, SystemTime::now(), counters);
+    access.push(&entry, SystemTime::now(), counters);
 }

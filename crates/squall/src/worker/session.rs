@@ -175,6 +175,9 @@ impl Worker {
             response_limits: ResponseLimits::default(),
         };
         let x_cache = fill.as_ref().is_some_and(|f| f.cache.x_cache);
+        // The balancing key's client is the request's (`real_ip`); `info.peer` stays the
+        // connection's, the hop X-Forwarded-For appends.
+        let client_addr = self.runtime.client_addr(info.peer, &head);
         self.next_generation = token::next_generation(self.next_generation);
         let generation = self.next_generation;
         let index = self.sessions.insert(Session {
@@ -184,7 +187,7 @@ impl Worker {
             origin: None,
             upstream,
             upstream_generation: self.upstreams.generation,
-            peer: info.peer,
+            peer: client_addr,
             reply: Reply::new(x_cache),
             fill,
             invalidate,
