@@ -834,3 +834,42 @@ fn consistent_hash_by_header_keeps_a_user_on_one_server() {
     }
     assert_eq!(servers.len(), 2, "20 users spread over both servers");
 }
+
+/// An error Squall writes itself (a 502 for an origin that refuses, a PURGE's answer) to a
+/// request that asked to close (`Connection: close`, or HTTP/1.0 without keep-alive) says
+/// `connection: close` and does close: the client reads to the end instead of waiting.
+#[test]
+fn answers_written_here_close_when_the_request_asked() {
+    // A port nothing listens on: every connect is refused.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = dead.local_addr().unwrap();
+    drop(dead);
+    let config = proxy_config(&[addr]).replace(
+        "[[vhost.route]]\nexact = \"/local\"",
+        "[[vhost.route]]\nprefix = \"/c/\"\nproxy = \"app\"\ncache = true\n\n[[vhost.route]]\nexact = \"/local\"",
+    );
+    let squall = Squall::start(&config);
+    for (request, status) in [
+        (
+            "GET /p/x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+            "502",
+        ),
+        ("GET /p/x HTTP/1.0\r\nHost: a\r\n\r\n", "502"),
+        (
+            "PURGE /c/x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+            "404",
+        ),
+    ] {
+        let mut stream = squall.connect();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut all = Vec::new();
+        std::io::Read::read_to_end(&mut stream, &mut all)
+            .unwrap_or_else(|e| panic!("{request:?}: not closed ({e})"));
+        let text = String::from_utf8_lossy(&all).to_ascii_lowercase();
+        assert!(text.starts_with(&format!("http/1.1 {status}")), "{text}");
+        assert!(text.contains("connection: close"), "{text}");
+    }
+}

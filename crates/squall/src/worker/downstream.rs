@@ -412,6 +412,11 @@ impl Downstream<'_> {
                 if squall_h1::encode_response_head(&response, framing, self.date, &mut conn.out) {
                     conn.out.extend_from_slice(&body);
                 }
+                // `Connection: close` from the client (or HTTP/1.0 without keep-alive): the
+                // answer says so, and the connection ends once it has left.
+                if !framing.keep_alive {
+                    conn.close_after = true;
+                }
                 conn.out.len() - before
             }
         };
