@@ -13,9 +13,16 @@
 //!
 //! Nothing in here knows about HTTP or connections: a caller names each operation with an opaque
 //! `u64` token and gets it back in the completion.
+//!
+//! Three ways to spend less time in the kernel can be switched on in [`RingConfig`]: a registered
+//! ring descriptor, waits that batch completions (both in `enter.rs`) and zero-copy writes. Each
+//! was measured on Squall's benchmarks and none made a request cheaper over loopback (see
+//! docs/PERFORMANCE.md), so all three are off by default; they stay, tested, for measuring on
+//! real network cards, where zero-copy in particular can only pay.
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
 mod bufring;
+mod enter;
 mod limits;
 mod waker;
 
@@ -25,7 +32,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use io_uring::types::{CancelBuilder, Fd, SubmitArgs, Timespec};
+use io_uring::types::{CancelBuilder, Fd};
 use io_uring::{IoUring, cqueue, opcode, squeue};
 use slab::Slab;
 
@@ -34,6 +41,7 @@ pub use limits::{raise_nofile_limit, set_tcp_notsent_lowat};
 pub use waker::Waker;
 
 use bufring::BufRing;
+use enter::Enter;
 
 /// Sizes of a ring; every figure is fixed at start-up.
 #[derive(Clone, Copy, Debug)]
@@ -44,6 +52,22 @@ pub struct RingConfig {
     pub recv_buffers: u16,
     /// Bytes in each provided receive buffer.
     pub recv_buffer_bytes: u32,
+    /// Register the ring's descriptor with the creating thread (the only one that can use a
+    /// `Ring`), so that entering the kernel skips the descriptor lookup (see `enter.rs`).
+    /// Off by default: no measurable gain.
+    pub register_ring_fd: bool,
+    /// Completions [`Ring::submit_and_wait`] waits for, at most `wait_batch_usec` long, before
+    /// returning with whatever arrived (at least one). 1 turns batching off; so does a kernel
+    /// without `IORING_FEAT_MIN_TIMEOUT` (6.12). Off (1) by default: no measurable gain.
+    pub wait_batch: u32,
+    /// The longest a wait holds out for `wait_batch` completions, in microseconds.
+    pub wait_batch_usec: u32,
+    /// A writev of at least this many bytes goes out zero-copy (`IORING_OP_SENDMSG_ZC`): the
+    /// kernel sends from the `Bytes` themselves instead of copying them into the socket, and
+    /// holds them until its notification (see [`Ring::writev`]). `usize::MAX`, the default,
+    /// turns it off: over loopback the kernel copies the bytes anyway, at the receiver, and
+    /// the pinning and the notification made a 64 KiB cache hit cost 1.7× the CPU.
+    pub zero_copy_min_bytes: usize,
 }
 
 impl Default for RingConfig {
@@ -52,6 +76,10 @@ impl Default for RingConfig {
             sq_entries: 4096,
             recv_buffers: 4096,
             recv_buffer_bytes: 16 * 1024,
+            register_ring_fd: false,
+            wait_batch: 1,
+            wait_batch_usec: 0,
+            zero_copy_min_bytes: usize::MAX,
         }
     }
 }
@@ -124,6 +152,14 @@ enum Lent {
         #[allow(dead_code)]
         iovecs: Box<[libc::iovec]>,
     },
+    /// A zero-copy writev: the message header points at `iovecs`; both are the kernel's.
+    WritevZc {
+        bufs: Vec<Bytes>,
+        #[allow(dead_code)]
+        iovecs: Box<[libc::iovec]>,
+        #[allow(dead_code)]
+        msg: Box<libc::msghdr>,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,6 +168,7 @@ enum Kind {
     Recv,
     Send,
     Writev,
+    WritevZc,
     Connect,
     Close,
     Cancel,
@@ -161,9 +198,11 @@ pub struct Ring {
     // Field order matters for drop: the ring fd closes before the buffers it may point at are
     // freed; `Drop` below makes sure no operation is still running at that point.
     uring: IoUring,
+    enter: Enter,
     ops: Slab<Op>,
     bufs: Option<BufRing>,
     flavor: Flavor,
+    zero_copy_min_bytes: usize,
 }
 
 impl Ring {
@@ -179,17 +218,35 @@ impl Ring {
             config.recv_buffers,
             config.recv_buffer_bytes,
         )?;
+        let enter = Enter::new(
+            &uring,
+            config.register_ring_fd,
+            config.wait_batch,
+            Duration::from_micros(u64::from(config.wait_batch_usec)),
+        );
         Ok(Ring {
             uring,
+            enter,
             ops: Slab::with_capacity(1024),
             bufs: Some(bufs),
             flavor,
+            zero_copy_min_bytes: config.zero_copy_min_bytes,
         })
     }
 
     /// The set-up flags in use.
     pub fn flavor(&self) -> Flavor {
         self.flavor
+    }
+
+    /// Whether the ring's descriptor is registered (see [`RingConfig::register_ring_fd`]).
+    pub fn registered_ring_fd(&self) -> bool {
+        self.enter.registered()
+    }
+
+    /// Whether waits batch completions (see [`RingConfig::wait_batch`]).
+    pub fn batching(&self) -> bool {
+        self.enter.batching()
     }
 
     /// Number of operations queued or in flight.
@@ -232,6 +289,11 @@ impl Ring {
     }
 
     /// Writes `bufs` in order with one writev (at most [`WRITEV_BUFS_MAX`] of them).
+    ///
+    /// From [`RingConfig::zero_copy_min_bytes`] on, the write is a zero-copy `sendmsg`: its
+    /// completion reports as soon as the bytes are queued, with clones of `bufs`, while the ring
+    /// keeps the originals until the kernel's second completion (the notification) says it is
+    /// done with them. The caller sees one completion either way.
     pub fn writev(&mut self, fd: RawFd, bufs: Vec<Bytes>, token: u64) -> OpId {
         assert!(
             bufs.len() <= WRITEV_BUFS_MAX,
@@ -244,9 +306,32 @@ impl Ring {
                 iov_len: b.len(),
             })
             .collect();
+        let total: usize = bufs.iter().map(Bytes::len).sum();
+        if total >= self.zero_copy_min_bytes {
+            return self.writev_zc(fd, bufs, iovecs, token);
+        }
         // The iovec array is boxed, so its address survives the move into the slab.
         let entry = opcode::Writev::new(Fd(fd), iovecs.as_ptr(), iovecs.len() as u32).build();
         self.queue(entry, Kind::Writev, token, Lent::Writev { bufs, iovecs })
+    }
+
+    fn writev_zc(
+        &mut self,
+        fd: RawFd,
+        bufs: Vec<Bytes>,
+        iovecs: Box<[libc::iovec]>,
+        token: u64,
+    ) -> OpId {
+        // SAFETY: msghdr is plain data for which all zeroes is valid (no name, no control).
+        let mut msg: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
+        msg.msg_iov = iovecs.as_ptr().cast_mut();
+        msg.msg_iovlen = iovecs.len();
+        // Both boxes keep their addresses when moved into the slab.
+        let entry = opcode::SendMsgZc::new(Fd(fd), &raw const *msg)
+            .flags(libc::MSG_NOSIGNAL as u32)
+            .build();
+        let lent = Lent::WritevZc { bufs, iovecs, msg };
+        self.queue(entry, Kind::WritevZc, token, lent)
     }
 
     /// Connects the socket `fd` (created by the caller) to `addr`.
@@ -317,18 +402,12 @@ impl Ring {
         self.buffers_mut().recycle(buf);
     }
 
-    /// Submits queued operations and waits for at least one completion or `timeout`.
+    /// Submits queued operations and waits for at least one completion or `timeout` (for a
+    /// batch of them, when [`RingConfig::wait_batch`] asks, within its time).
     pub fn submit_and_wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        let result = match timeout {
-            None => self.uring.submit_and_wait(1),
-            Some(t) => {
-                let ts = Timespec::new().sec(t.as_secs()).nsec(t.subsec_nanos());
-                let args = SubmitArgs::new().timespec(&ts);
-                self.uring.submitter().submit_with_args(1, &args)
-            }
-        };
-        match result {
-            Ok(_) => Ok(()),
+        let to_submit = self.uring.submission().len() as u32;
+        match self.enter.submit_and_wait(to_submit, timeout) {
+            Ok(()) => Ok(()),
             // ETIME: the timeout passed; EINTR: a signal. Both are ordinary wake-ups.
             Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME | libc::EINTR)) => Ok(()),
             // EBUSY: the completion queue is full; the caller drains it and comes back.
@@ -339,12 +418,46 @@ impl Ring {
 
     /// Takes the next completion, if any.
     pub fn next_completion(&mut self) -> Option<Completion> {
-        let cqe = self.uring.completion().next()?;
-        Some(self.complete(cqe.user_data(), cqe.result(), cqe.flags()))
+        loop {
+            let cqe = self.uring.completion().next()?;
+            let key = cqe.user_data() as usize;
+            if self.ops[key].kind == Kind::WritevZc {
+                if let Some(done) = self.complete_zc(key, cqe.result(), cqe.flags()) {
+                    return Some(done);
+                }
+                continue;
+            }
+            return Some(self.complete(key, cqe.result(), cqe.flags()));
+        }
     }
 
-    fn complete(&mut self, user_data: u64, res: i32, flags: u32) -> Completion {
-        let key = user_data as usize;
+    /// A zero-copy writev's result (with `more` when a notification follows, the ring keeping
+    /// the buffers for it), or its notification, which releases them and reports nothing.
+    fn complete_zc(&mut self, key: usize, res: i32, flags: u32) -> Option<Completion> {
+        if cqueue::notif(flags) {
+            self.ops.remove(key);
+            return None;
+        }
+        let token = self.ops[key].token;
+        let bufs = if cqueue::more(flags) {
+            match &self.ops[key].lent {
+                Lent::WritevZc { bufs, .. } => bufs.clone(),
+                _ => unreachable!("a zero-copy writev lends its buffers"),
+            }
+        } else {
+            match self.ops.remove(key).lent {
+                Lent::WritevZc { bufs, .. } => bufs,
+                _ => unreachable!("a zero-copy writev lends its buffers"),
+            }
+        };
+        Some(Completion::Writev {
+            token,
+            result: count(res),
+            bufs,
+        })
+    }
+
+    fn complete(&mut self, key: usize, res: i32, flags: u32) -> Completion {
         let more = cqueue::more(flags);
         let kind = self.ops[key].kind;
         let token = self.ops[key].token;
@@ -443,6 +556,7 @@ impl Drop for Ring {
             std::mem::forget(self.bufs.take());
             std::mem::forget(std::mem::take(&mut self.ops));
         }
+        self.enter.unregister();
     }
 }
 

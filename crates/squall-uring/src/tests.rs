@@ -10,6 +10,7 @@ fn small_ring() -> Ring {
         sq_entries: 64,
         recv_buffers: 8,
         recv_buffer_bytes: 64,
+        ..RingConfig::default()
     })
     .unwrap()
 }
@@ -210,6 +211,81 @@ fn waker_wakes_from_another_thread() {
     ));
 }
 
+/// Waits once for a single, already-posted wake-up, and says how long the wait took.
+fn time_one_wake(ring: &mut Ring) -> Duration {
+    let waker = Waker::new().unwrap();
+    ring.poll_waker(&waker, 9);
+    ring.submit_and_wait(Some(Duration::from_millis(1)))
+        .unwrap();
+    waker.wake();
+    let started = Instant::now();
+    ring.submit_and_wait(Some(Duration::from_secs(2))).unwrap();
+    let waited = started.elapsed();
+    assert!(matches!(
+        ring.next_completion(),
+        Some(Completion::Wake { token: 9, .. })
+    ));
+    waited
+}
+
+#[test]
+fn a_batching_wait_holds_out_for_more_completions_within_its_bound() {
+    // Without batching one completion ends the wait at once; with a batch of 4 within 50 ms,
+    // the lone completion is handed over when the 50 ms are up, long before the timeout.
+    assert!(time_one_wake(&mut small_ring()) < Duration::from_millis(40));
+    let mut ring = Ring::new(&RingConfig {
+        sq_entries: 64,
+        recv_buffers: 8,
+        recv_buffer_bytes: 64,
+        wait_batch: 4,
+        wait_batch_usec: 50_000,
+        ..RingConfig::default()
+    })
+    .unwrap();
+    if !ring.batching() {
+        eprintln!("skipped: this kernel has no IORING_FEAT_MIN_TIMEOUT (Linux 6.12)");
+        return;
+    }
+    let waited = time_one_wake(&mut ring);
+    assert!(
+        waited >= Duration::from_millis(40) && waited < Duration::from_secs(1),
+        "{waited:?}"
+    );
+}
+
+fn registered_ring() -> Ring {
+    Ring::new(&RingConfig {
+        sq_entries: 64,
+        recv_buffers: 8,
+        recv_buffer_bytes: 64,
+        register_ring_fd: true,
+        ..RingConfig::default()
+    })
+    .unwrap()
+}
+
+#[test]
+fn a_registered_ring_is_entered_by_index_and_given_back_on_drop() {
+    let mut ring = registered_ring();
+    assert!(ring.registered_ring_fd(), "Linux 5.18+ registers ring fds");
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    ring.accept_multi(listener.as_raw_fd(), 1);
+    let _client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    assert!(matches!(
+        next(&mut ring),
+        Completion::Accept {
+            token: 1,
+            result: Ok(_),
+            ..
+        }
+    ));
+    assert!(!small_ring().registered_ring_fd(), "off by default");
+    // Rings made and dropped one after another give their index back: a thread has 16.
+    for _ in 0..40 {
+        assert!(registered_ring().registered_ring_fd());
+    }
+}
+
 #[test]
 fn dropping_a_ring_with_operations_in_flight_is_clean() {
     let mut ring = small_ring();
@@ -310,4 +386,62 @@ fn tcp_notsent_lowat_is_set_on_a_connected_socket() {
     assert_eq!(result, 0, "{}", std::io::Error::last_os_error());
     assert_eq!(value, 16 * 1024);
     drop(client);
+}
+
+#[test]
+fn a_large_writev_goes_zero_copy_and_keeps_its_buffers_until_the_notification() {
+    let mut ring = Ring::new(&RingConfig {
+        sq_entries: 64,
+        recv_buffers: 8,
+        recv_buffer_bytes: 64,
+        zero_copy_min_bytes: 16 * 1024,
+        ..RingConfig::default()
+    })
+    .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (conn, _) = listener.accept().unwrap();
+    let head = Bytes::from_static(b"HTTP/1.1 200 OK\r\n\r\n");
+    let body = Bytes::from(vec![7u8; 20_000]);
+    ring.writev(conn.as_raw_fd(), vec![head.clone(), body.clone()], 4);
+    let Completion::Writev {
+        token: 4,
+        result: Ok(sent),
+        bufs,
+    } = next(&mut ring)
+    else {
+        panic!("expected the writev's result");
+    };
+    assert_eq!(sent, head.len() + body.len());
+    assert_eq!(bufs, [head.clone(), body.clone()]);
+    // The result is in, but the kernel may still read the buffers: the ring holds them until
+    // the notification, which reports nothing.
+    assert_eq!(ring.in_flight(), 1);
+    let mut got = vec![0u8; sent];
+    client.read_exact(&mut got).unwrap();
+    assert_eq!(&got[..head.len()], &head[..]);
+    assert!(got[head.len()..].iter().all(|&b| b == 7));
+    for _ in 0..200 {
+        if ring.in_flight() == 0 {
+            break;
+        }
+        ring.submit_and_wait(Some(Duration::from_millis(10)))
+            .unwrap();
+        assert!(
+            ring.next_completion().is_none(),
+            "the notification is internal"
+        );
+    }
+    assert_eq!(ring.in_flight(), 0);
+    // Below the threshold: an ordinary writev, done with its one completion.
+    ring.writev(conn.as_raw_fd(), vec![head.clone()], 5);
+    assert!(matches!(
+        next(&mut ring),
+        Completion::Writev {
+            token: 5,
+            result: Ok(19),
+            ..
+        }
+    ));
+    assert_eq!(ring.in_flight(), 0);
 }

@@ -156,6 +156,7 @@ pub fn run(setup: Setup) {
         sq_entries: 4096,
         recv_buffers: 1024,
         recv_buffer_bytes: 16 * 1024,
+        ..RingConfig::default()
     }) {
         Ok(ring) => ring,
         Err(e) => {
