@@ -43,6 +43,8 @@ pub const RESPONSE_TIMEOUT_DEFAULT: Duration = Duration::from_secs(60);
 pub const WEIGHT_MAX: u32 = 1000;
 /// `health_check.interval` when absent.
 pub const HEALTH_INTERVAL_DEFAULT: Duration = Duration::from_secs(5);
+/// `upstream.resolve_interval` when absent: how often server host names are looked up again.
+pub const RESOLVE_INTERVAL_DEFAULT: Duration = Duration::from_secs(30);
 /// `health_check.fails` when absent: failed probes in a row before a server is marked down.
 pub const HEALTH_FAILS_DEFAULT: u32 = 3;
 /// `health_check.passes` when absent: good probes in a row before a server is marked up again.
@@ -531,15 +533,53 @@ pub struct Upstream {
     pub connect_timeout: Duration,
     /// Time to wait for the response head once the request is sent.
     pub response_timeout: Duration,
+    /// How often the servers given by host name are looked up again, in the background.
+    pub resolve_interval: Duration,
     pub health_check: Option<HealthCheck>,
+}
+
+impl Upstream {
+    /// The distinct host names (with their ports) among the servers, in file order.
+    pub fn names(&self) -> Vec<(&str, u16)> {
+        let mut names: Vec<(&str, u16)> = Vec::new();
+        for server in &self.servers {
+            if let ServerAddress::Name { host, port } = &server.address
+                && !names.contains(&(host.as_str(), *port))
+            {
+                names.push((host, *port));
+            }
+        }
+        names
+    }
 }
 
 /// One origin server of an upstream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UpstreamServer {
-    pub address: SocketAddr,
-    /// 1 ..= [`WEIGHT_MAX`]; default 1.
+    pub address: ServerAddress,
+    /// 1 ..= [`WEIGHT_MAX`]; default 1; every address a name resolves to gets it.
     pub weight: u32,
+}
+
+/// Where an origin server is: an IP literal, or a host name the OS resolver turns into
+/// addresses at start-up, on reload and every `resolve_interval` (never on a worker).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ServerAddress {
+    Ip(SocketAddr),
+    /// A DNS name (lowercase, without a trailing dot) and a port.
+    Name {
+        host: String,
+        port: u16,
+    },
+}
+
+impl std::fmt::Display for ServerAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ServerAddress::Ip(address) => write!(f, "{address}"),
+            ServerAddress::Name { host, port } => write!(f, "{host}:{port}"),
+        }
+    }
 }
 
 /// The request property `balance = "consistent_hash"` keeps on one server.

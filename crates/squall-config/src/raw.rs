@@ -132,6 +132,7 @@ pub(crate) struct RawUpstream {
     pub hash_key: Option<Str>,
     pub connect_timeout: Option<Val>,
     pub response_timeout: Option<Val>,
+    pub resolve_interval: Option<Val>,
     pub health_check: Option<Spanned<RawHealthCheck>>,
 }
 

@@ -399,7 +399,39 @@ fn upstreams() {
         ),
         (
             "[[upstream]]\nname = \"app\"\nservers = [{ address = \"127.0.0.1:0\" }]\n",
-            "test.toml:3:24: bad address \"127.0.0.1:0\": port 0",
+            "test.toml:3:24: bad address \"127.0.0.1:0\": port 0; expected IP:PORT or NAME:PORT, as in \"127.0.0.1:8080\", \"[::1]:8080\" or \"api.internal:8080\"",
+        ),
+        (
+            "[[upstream]]\nname = \"app\"\nservers = [{ address = \"api.internal\" }]\n",
+            "test.toml:3:24: bad address \"api.internal\": no port; expected IP:PORT or NAME:PORT, as in \"127.0.0.1:8080\", \"[::1]:8080\" or \"api.internal:8080\"",
+        ),
+        (
+            "[[upstream]]\nname = \"app\"\nservers = [{ address = \":8080\" }]\n",
+            "test.toml:3:24: bad address \":8080\": no host name; expected IP:PORT or NAME:PORT, as in \"127.0.0.1:8080\", \"[::1]:8080\" or \"api.internal:8080\"",
+        ),
+        (
+            "[[upstream]]\nname = \"app\"\nservers = [{ address = \"api.internal:http\" }]\n",
+            "test.toml:3:24: bad address \"api.internal:http\": bad port; expected IP:PORT or NAME:PORT, as in \"127.0.0.1:8080\", \"[::1]:8080\" or \"api.internal:8080\"",
+        ),
+        (
+            "[[upstream]]\nname = \"app\"\nservers = [{ address = \"api..internal:80\" }]\n",
+            "test.toml:3:24: bad address \"api..internal:80\": not an IP address or a DNS name; expected IP:PORT or NAME:PORT, as in \"127.0.0.1:8080\", \"[::1]:8080\" or \"api.internal:8080\"",
+        ),
+        (
+            "[[upstream]]\nname = \"app\"\nservers = [{ address = \"::1:80\" }]\n",
+            "test.toml:3:24: bad address \"::1:80\": not an IP address or a DNS name; expected IP:PORT or NAME:PORT, as in \"127.0.0.1:8080\", \"[::1]:8080\" or \"api.internal:8080\"",
+        ),
+        (
+            "[[upstream]]\nname = \"app\"\nservers = [{ address = \"Api.internal:80\" }, { address = \"api.internal.:80\" }]\n",
+            "test.toml:3:57: server api.internal:80 is listed twice",
+        ),
+        (
+            &format!("[[upstream]]\nname = \"app\"\n{servers}\nresolve_interval = \"0s\"\n"),
+            "test.toml:4:20: resolve_interval must be longer than 0",
+        ),
+        (
+            &format!("[[upstream]]\nname = \"app\"\n{servers}\nresolve_interval = \"soon\"\n"),
+            "test.toml:4:20: resolve_interval: duration \"soon\" does not start with a number, as in \"10s\"",
         ),
         (
             "[[upstream]]\nname = \"app\"\nservers = [{ address = \"127.0.0.1:1\" }, { address = \"127.0.0.1:1\" }]\n",

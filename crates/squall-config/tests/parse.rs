@@ -90,13 +90,14 @@ fn contract_example_parses() {
         upstream: vec![Upstream {
             name: "app".into(),
             servers: vec![UpstreamServer {
-                address: addr("127.0.0.1:9000"),
+                address: ServerAddress::Ip(addr("127.0.0.1:9000")),
                 weight: 1,
             }],
             balance: Balance::RoundRobin,
             hash_key: HashKey::Uri,
             connect_timeout: secs(2),
             response_timeout: secs(30),
+            resolve_interval: secs(30),
             health_check: None,
         }],
         vhost: vec![Vhost {
@@ -373,11 +374,11 @@ fn every_option() {
             name: "app".into(),
             servers: vec![
                 UpstreamServer {
-                    address: addr("127.0.0.1:9000"),
+                    address: ServerAddress::Ip(addr("127.0.0.1:9000")),
                     weight: 1
                 },
                 UpstreamServer {
-                    address: addr("[::1]:9001"),
+                    address: ServerAddress::Ip(addr("[::1]:9001")),
                     weight: 3
                 },
             ],
@@ -385,6 +386,7 @@ fn every_option() {
             hash_key: HashKey::Uri,
             connect_timeout: secs(5),
             response_timeout: secs(60),
+            resolve_interval: secs(30),
             health_check: Some(HealthCheck {
                 path: "/healthz".into(),
                 interval: secs(2),
@@ -722,4 +724,28 @@ request_rate = "10/s"
     assert_eq!((home.requests, home.per, home.burst), (10, secs(1), 10));
     assert_eq!(home.key, RateKey::ClientIp);
     assert_eq!(Limits::default().auth_failures_max, 10);
+}
+
+#[test]
+fn upstream_servers_by_name() {
+    let text = "[[upstream]]\nname = \"app\"\nresolve_interval = \"5s\"\nservers = [\n  { address = \"API.internal.:8080\", weight = 2 },\n  { address = \"10.0.0.1:80\" },\n  { address = \"api.internal:8081\" },\n]\n[[listen]]\naddress = \"127.0.0.1:8080\"\n";
+    let config = parse(text, "t.toml").unwrap();
+    let upstream = &config.upstream[0];
+    assert_eq!(upstream.resolve_interval, secs(5));
+    let name = |port| ServerAddress::Name {
+        host: "api.internal".into(),
+        port,
+    };
+    assert_eq!(upstream.servers[0].address, name(8080));
+    assert_eq!(upstream.servers[0].weight, 2);
+    assert_eq!(
+        upstream.servers[1].address,
+        ServerAddress::Ip(addr("10.0.0.1:80"))
+    );
+    assert_eq!(upstream.servers[2].address, name(8081));
+    assert_eq!(
+        upstream.names(),
+        [("api.internal", 8080), ("api.internal", 8081)]
+    );
+    assert_eq!(name(8080).to_string(), "api.internal:8080");
 }

@@ -486,10 +486,13 @@ fn render_upstreams(out: &mut String, metrics: &Metrics) {
         let _ = writeln!(out, "# TYPE {name} {kind}");
         for group in upstreams.iter() {
             for server in group.servers.iter() {
+                // A server resolved from a host name says which (`resolve.rs`).
+                let host = (server.name.as_deref())
+                    .map_or_else(String::new, |n| format!(",name=\"{}\"", escape_label(n)));
                 for (worker, value) in read(server).iter().enumerate() {
                     let _ = writeln!(
                         out,
-                        "{name}{{upstream=\"{}\",server=\"{}\",worker=\"{worker}\"}} {}",
+                        "{name}{{upstream=\"{}\",server=\"{}\"{host},worker=\"{worker}\"}} {}",
                         group.name,
                         server.address,
                         value.load(Relaxed)
@@ -676,6 +679,7 @@ pub fn render(metrics: &Metrics) -> String {
         }
     }
     render_upstreams(&mut out, metrics);
+    metrics.resolution.render(&mut out);
     render_routes(&mut out, metrics);
     for (name, help, histogram) in HISTOGRAMS {
         render_histogram(&mut out, metrics, name, help, *histogram);

@@ -16,6 +16,7 @@ mod metrics;
 mod notify;
 mod prepare;
 mod real_ip;
+mod resolve;
 mod server;
 mod timer;
 mod tls;

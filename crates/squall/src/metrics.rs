@@ -28,6 +28,8 @@ pub struct Metrics {
     pub descriptors: crate::descriptors::Budget,
     /// Response bytes buffered for clients in the whole process (`limits.buffer_memory_max`).
     pub buffered: BufferedBytes,
+    /// Lookups of servers' host names, and what each last resolved to (`resolve.rs`).
+    pub resolution: crate::resolve::ResolveMetrics,
 }
 
 /// Response bytes buffered for clients, across every worker: each connection charges what it
@@ -127,6 +129,8 @@ pub struct UpstreamGauges {
 #[derive(Debug)]
 pub struct ServerGauges {
     pub address: std::net::SocketAddr,
+    /// The host name (`NAME:PORT`) the address was resolved from, for servers named so.
+    pub name: Option<String>,
     /// 1 while the worker sends it traffic, 0 while it is marked down.
     pub up: Box<[AtomicU64]>,
     pub in_flight: Box<[AtomicU64]>,
@@ -152,6 +156,7 @@ impl UpstreamGauges {
                     .iter()
                     .map(|s| ServerGauges {
                         address: s.address,
+                        name: None,
                         // Up until a worker's health state says otherwise (a failure or a
                         // probe), as the balancer treats a server it has not tried yet: a
                         // healthy origin must not read as down right after a start or reload.
@@ -317,6 +322,7 @@ impl Metrics {
             routes: std::sync::RwLock::new(None),
             descriptors: crate::descriptors::Budget::default(),
             buffered: BufferedBytes::default(),
+            resolution: Default::default(),
         }
     }
 

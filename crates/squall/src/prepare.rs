@@ -39,15 +39,17 @@ pub struct Prepared {
 }
 
 /// Compiles `config` and, with `open_log`, opens its access log; every problem at its key.
-/// `previous` (on reload) hands over the TLS resumption state and the cache.
+/// `previous` (on reload) hands over the TLS resumption state and the cache; `addresses` are
+/// what the servers named by host name resolved to.
 pub fn compile(
     config: &Config,
     sites: &Sites,
     metrics: Arc<Metrics>,
     previous: Option<&Runtime>,
     open_log: bool,
+    addresses: &crate::resolve::Addresses,
 ) -> Result<Prepared, Diagnostics> {
-    let runtime = Runtime::new(config, sites, metrics, previous);
+    let runtime = Runtime::new(config, sites, metrics, previous, addresses);
     let access_log = match (&config.log.access, open_log) {
         (Some(path), true) => crate::access_log::open(path).map(Some).map_err(|e| {
             let message = format!("cannot open access log {}: {e}", path.display());
@@ -77,7 +79,10 @@ pub fn check(path: &Path) -> ExitCode {
         // An access log that check had to create is removed again: run as root (by hand), it
         // would leave a file the service's user may not be able to append to.
         let created = (config.log.access.as_ref()).filter(|path| !path.exists());
-        let prepared = compile(&config, &sites, metrics, None, true);
+        // A server name that does not resolve fails the check, as it fails start-up.
+        let resolver = resolve(&config, &sites, &metrics, None)?;
+        let addresses = resolver.snapshot();
+        let prepared = compile(&config, &sites, metrics, None, true, &addresses);
         if let (
             Some(path),
             Ok(Prepared {
@@ -99,5 +104,37 @@ pub fn check(path: &Path) -> ExitCode {
             eprintln!("{diagnostics}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Resolves every server host name of `config` now (blocking; start-up, reload and `check`).
+/// `previous` (on reload) holds the last good addresses: a known name that fails keeps them,
+/// with a warning. A name with no addresses at all is an error naming its upstream.
+pub fn resolve(
+    config: &Config,
+    sites: &Sites,
+    metrics: &Metrics,
+    previous: Option<crate::resolve::Resolver>,
+) -> Result<crate::resolve::Resolver, Diagnostics> {
+    let mut resolver = previous.unwrap_or_default();
+    let now = std::time::Instant::now();
+    let failed = crate::resolve::resolve_all(&mut resolver, config, metrics, now);
+    let mut problems = Vec::new();
+    for ((host, port), error) in failed {
+        let name = (host.clone(), port);
+        if !resolver.addresses(&name).is_empty() {
+            tracing::warn!("cannot resolve {host}:{port} ({error}); keeping its last addresses");
+            continue;
+        }
+        for upstream in resolver.upstreams(&name) {
+            let message =
+                format!("upstream {upstream:?}: cannot resolve server \"{host}:{port}\": {error}");
+            problems.push(sites.diagnostic(Site::File, message));
+        }
+    }
+    if problems.is_empty() {
+        Ok(resolver)
+    } else {
+        Err(Diagnostics(problems))
     }
 }

@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
 use signal_hook::iterator::Signals;
 use squall_config::{Config, Diagnostics, Site, Sites, Workers};
 use squall_proxy::Service;
@@ -116,6 +116,7 @@ impl Runtime {
         sites: &Sites,
         metrics: Arc<Metrics>,
         previous: Option<&Runtime>,
+        addresses: &crate::resolve::Addresses,
     ) -> Result<Runtime, Diagnostics> {
         let previous_store = previous.and_then(|r| r.tls.store.as_ref());
         let cache = crate::cache::Cache::new(
@@ -125,7 +126,9 @@ impl Runtime {
             previous.map(|r| &r.cache),
         );
         metrics.set_cache_store(cache.store.clone());
-        let mut upstreams: Vec<_> = config.upstream.iter().map(upstream_spec).collect();
+        let (mut upstreams, names): (Vec<_>, Vec<_>) = (config.upstream.iter())
+            .map(|u| upstream_spec(u, addresses))
+            .unzip();
         let mut hash_keys: Vec<_> = config.upstream.iter().map(|u| u.hash_key.clone()).collect();
         let cluster = (config.cluster.as_ref())
             .map(|c| Arc::new(crate::cluster::Cluster::new(c, upstreams.len())));
@@ -134,8 +137,15 @@ impl Runtime {
             hash_keys.resize(upstreams.len() + peers.len(), Default::default());
             upstreams.extend(peers);
         }
-        let upstream_gauges =
+        let mut upstream_gauges =
             crate::metrics::UpstreamGauges::for_specs(&upstreams, metrics.workers().len());
+        if let Some(gauges) = Arc::get_mut(&mut upstream_gauges) {
+            for (group, names) in gauges.iter_mut().zip(names) {
+                for (server, name) in group.servers.iter_mut().zip(names) {
+                    server.name = name;
+                }
+            }
+        }
         let limits = &config.limits;
         let h1_limits = squall_h1::Limits {
             header_bytes_max: usize::try_from(limits.header_bytes_max).unwrap_or(usize::MAX),
@@ -259,8 +269,13 @@ fn h2_config(limits: &squall_config::Limits) -> squall_h2::ServerConfig {
     }
 }
 
-/// The upstream crate's view of one `[[upstream]]`.
-fn upstream_spec(upstream: &squall_config::Upstream) -> squall_upstream::UpstreamSpec {
+/// The upstream crate's view of one `[[upstream]]`, with a server for every address a named
+/// server resolved to in `addresses` (each with the server's weight; an address listed
+/// already is left out), and per server the `NAME:PORT` it came from.
+fn upstream_spec(
+    upstream: &squall_config::Upstream,
+    addresses: &crate::resolve::Addresses,
+) -> (squall_upstream::UpstreamSpec, Vec<Option<String>>) {
     use squall_config::Balance as C;
     use squall_upstream::Balance as U;
     let balance = match upstream.balance {
@@ -269,14 +284,27 @@ fn upstream_spec(upstream: &squall_config::Upstream) -> squall_upstream::Upstrea
         C::ConsistentHash => U::ConsistentHash,
         C::LeastConn => U::LeastConn,
     };
-    let servers = upstream
-        .servers
-        .iter()
-        .map(|s| squall_upstream::ServerSpec {
-            address: s.address,
-            weight: s.weight,
-        })
-        .collect();
+    let mut servers: Vec<squall_upstream::ServerSpec> = Vec::new();
+    let mut names = Vec::new();
+    for server in &upstream.servers {
+        let (resolved, name) = match &server.address {
+            squall_config::ServerAddress::Ip(address) => (vec![*address], None),
+            squall_config::ServerAddress::Name { host, port } => {
+                let name = (host.clone(), *port);
+                let resolved = addresses.get(&name).cloned().unwrap_or_default();
+                (resolved, Some(server.address.to_string()))
+            }
+        };
+        for address in resolved {
+            if !servers.iter().any(|s| s.address == address) {
+                servers.push(squall_upstream::ServerSpec {
+                    address,
+                    weight: server.weight,
+                });
+                names.push(name.clone());
+            }
+        }
+    }
     let mut spec = squall_upstream::UpstreamSpec::new(upstream.name.clone(), servers, balance);
     spec.connect_timeout = upstream.connect_timeout;
     spec.response_timeout = upstream.response_timeout;
@@ -299,7 +327,7 @@ fn upstream_spec(upstream: &squall_config::Upstream) -> squall_upstream::Upstrea
     // fewer idle than that closes and reopens connections under steady load (measured: with
     // 32, 64 keep-alive clients through one worker cost 1.3× nginx's CPU per request).
     spec.pool.idle_max = 256;
-    spec
+    (spec, names)
 }
 
 struct WorkerHandle {
@@ -363,14 +391,23 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let (config, sites) = crate::prepare::read(path)?;
     let count = worker_count(&config);
     let metrics = Arc::new(Metrics::new(count));
-    let prepared = crate::prepare::compile(&config, &sites, metrics.clone(), None, true)?;
+    let resolver = crate::prepare::resolve(&config, &sites, &metrics, None)?;
+    let addresses = resolver.snapshot();
+    let prepared =
+        crate::prepare::compile(&config, &sites, metrics.clone(), None, true, &addresses)?;
     let mut runtime = Arc::new(prepared.runtime);
+    let mut resolution = Resolution {
+        generation: resolver.generation(),
+        resolver: Arc::new(std::sync::Mutex::new(resolver)),
+        config: config.clone(),
+        sites,
+    };
     (metrics.config_hash).store(runtime.config_hash, Ordering::Relaxed);
     metrics.set_upstreams(runtime.upstream_gauges.clone());
     metrics.set_routes(runtime.routes.clone());
     let nofile = raise_nofile_limit();
     // Registered before any worker starts, so a stop signal arriving during start-up is kept.
-    let mut signals = Signals::new([SIGHUP, SIGINT, SIGTERM, SIGUSR1])?;
+    let mut signals = Signals::new([SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2])?;
     let (listeners, mut listening) = bind_listeners(config.listen.iter(), count, &[])?;
     if let Some(admin) = &config.admin {
         crate::admin::start(admin.listen, metrics.clone())?;
@@ -398,6 +435,7 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
     };
     crate::notify::ready(&format!("serving with {count} workers"));
     crate::notify::start_watchdog(metrics.clone());
+    crate::resolve::start(resolution.resolver.clone(), metrics.clone())?;
 
     let config_path = path.map(PathBuf::from);
     for signal in signals.forever() {
@@ -407,11 +445,20 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
                 // reload that began after it asked.
                 let waiting: Vec<_> = control.iter().flat_map(|rx| rx.try_iter()).collect();
                 let path = config_path.as_deref();
-                let outcome = reload(path, &config, &workers, &mut runtime, &mut listening);
+                let outcome = reload(
+                    path,
+                    &config,
+                    &workers,
+                    &mut runtime,
+                    &mut listening,
+                    &mut resolution,
+                );
                 for waiter in waiting {
                     let _ = waiter.send(outcome.clone());
                 }
             }
+            // Raised by the resolver thread when a host name's addresses changed.
+            SIGUSR2 => refresh(&mut resolution, &workers, &mut runtime, &mut listening),
             SIGUSR1 => match &access_log {
                 Some(logger) => {
                     let _ = logger.tx.send(crate::access_log::Message::Reopen);
@@ -576,11 +623,17 @@ fn reload(
     workers: &[WorkerHandle],
     current: &mut Arc<Runtime>,
     listening: &mut Listening,
+    resolution: &mut Resolution,
 ) -> Outcome {
     crate::notify::reloading();
     let metrics = current.metrics.clone();
-    match prepare_reload(path, workers.len(), current, listening) {
-        Ok(next) => {
+    let resolver = crate::resolve::lock(&resolution.resolver).clone();
+    match prepare_reload(path, workers.len(), current, listening, resolver) {
+        Ok((next, resolver)) => {
+            resolution.generation = resolver.generation();
+            *crate::resolve::lock(&resolution.resolver) = resolver;
+            resolution.config = next.config.clone();
+            resolution.sites = next.sites.clone();
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
             let restart = crate::control::restart_only_changes(started, &next.config, cores);
             apply(next, workers, current, listening);
@@ -620,6 +673,7 @@ fn reload(
 /// A reload made ready: nothing has changed yet.
 struct NextConfig {
     config: Config,
+    sites: Sites,
     runtime: Runtime,
     /// Per worker, the sockets of added listeners.
     add: PerWorker,
@@ -634,10 +688,15 @@ fn prepare_reload(
     workers: usize,
     current: &Runtime,
     listening: &[(SocketAddr, SocketAddr)],
-) -> anyhow::Result<NextConfig> {
+    resolver: crate::resolve::Resolver,
+) -> anyhow::Result<(NextConfig, crate::resolve::Resolver)> {
     let (config, sites) = crate::prepare::read(path)?;
     let metrics = current.metrics.clone();
-    let prepared = crate::prepare::compile(&config, &sites, metrics, Some(current), false)?;
+    // A known name that fails keeps its last good addresses; a new one refuses the reload.
+    let resolver = crate::prepare::resolve(&config, &sites, &metrics, Some(resolver))?;
+    let addresses = resolver.snapshot();
+    let prepared =
+        crate::prepare::compile(&config, &sites, metrics, Some(current), false, &addresses)?;
     // Bind the new listeners before anything changes: a port in use refuses the reload.
     let is_new = |l: &&squall_config::Listen| !listening.iter().any(|(a, _)| *a == l.address);
     let held: Vec<SocketAddr> = listening.iter().map(|(_, local)| *local).collect();
@@ -649,13 +708,60 @@ fn prepare_reload(
         .collect();
     let kept = listening.iter().filter(|(a, _)| !remove.contains(a));
     let listening = kept.copied().chain(added).collect();
-    Ok(NextConfig {
+    let next = NextConfig {
         config,
+        sites,
         runtime: prepared.runtime,
         add,
         remove,
         listening,
-    })
+    };
+    Ok((next, resolver))
+}
+
+/// The config in force and the host names its servers use, for [`refresh`].
+struct Resolution {
+    resolver: Arc<std::sync::Mutex<crate::resolve::Resolver>>,
+    /// The resolver's generation the running runtime was built from.
+    generation: u64,
+    config: Config,
+    sites: Sites,
+}
+
+/// SIGUSR2: when a host name resolves to a new set of addresses, compiles the config in
+/// force again with them and hands the runtime to the workers as a reload of the same file
+/// would (listeners unchanged). Nothing happens when the sets are the ones in force.
+fn refresh(
+    resolution: &mut Resolution,
+    workers: &[WorkerHandle],
+    current: &mut Arc<Runtime>,
+    listening: &mut Listening,
+) {
+    let (addresses, generation) = {
+        let resolver = crate::resolve::lock(&resolution.resolver);
+        (resolver.snapshot(), resolver.generation())
+    };
+    if generation == resolution.generation {
+        return;
+    }
+    let (config, sites) = (&resolution.config, &resolution.sites);
+    let metrics = current.metrics.clone();
+    match crate::prepare::compile(config, sites, metrics, Some(current), false, &addresses) {
+        Ok(prepared) => {
+            resolution.generation = generation;
+            let next = NextConfig {
+                config: config.clone(),
+                sites: sites.clone(),
+                runtime: prepared.runtime,
+                add: workers.iter().map(|_| Vec::new()).collect(),
+                remove: Vec::new(),
+                listening: listening.clone(),
+            };
+            apply(next, workers, current, listening);
+            info!("upstream host names resolved to new addresses: applied to new requests");
+        }
+        Err(e) => warn!("upstream host names resolved to new addresses, not applied: {e}"),
+    }
 }
 
 /// Hands the new runtime and listeners to every worker.

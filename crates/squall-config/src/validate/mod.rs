@@ -677,6 +677,12 @@ fn upstream(raw: &RawUpstream, r: &mut Report) -> Upstream {
             raw.response_timeout.as_ref(),
             RESPONSE_TIMEOUT_DEFAULT,
         ),
+        resolve_interval: timeout_or(
+            r,
+            "resolve_interval",
+            raw.resolve_interval.as_ref(),
+            RESOLVE_INTERVAL_DEFAULT,
+        ),
         health_check: raw
             .health_check
             .as_ref()
@@ -695,13 +701,10 @@ fn upstream_servers(
     let mut servers: Vec<UpstreamServer> = Vec::new();
     for item in raw.get_ref() {
         let item = item.get_ref();
-        let address = socket_addr(r, &item.address).unwrap_or(NO_ADDRESS);
-        if address.port() == 0 && address != NO_ADDRESS {
-            r.error(
-                &item.address.span(),
-                format!("bad address {:?}: port 0", item.address.get_ref()),
-            );
-        } else if address != NO_ADDRESS && servers.iter().any(|s| s.address == address) {
+        let address = server_address(r, &item.address);
+        if let Some(address) = &address
+            && servers.iter().any(|s| s.address == *address)
+        {
             r.error(
                 &item.address.span(),
                 format!("server {address} is listed twice"),
@@ -712,11 +715,62 @@ fn upstream_servers(
             .as_ref()
             .map_or(Some(1), |w| int_in(r, "weight", w, 1..=WEIGHT_MAX));
         servers.push(UpstreamServer {
-            address,
+            address: address.unwrap_or(ServerAddress::Ip(NO_ADDRESS)),
             weight: weight.unwrap_or(1),
         });
     }
     servers
+}
+
+/// `IP:PORT` or `NAME:PORT` (a DNS name, resolved later); `None` after reporting why not.
+fn server_address(r: &mut Report, value: &Str) -> Option<ServerAddress> {
+    let text = value.get_ref();
+    let bad = |r: &mut Report, why: &str| {
+        let hint = "expected IP:PORT or NAME:PORT, as in \"127.0.0.1:8080\", \"[::1]:8080\" or \"api.internal:8080\"";
+        r.error(
+            &value.span(),
+            format!("bad address {text:?}: {why}; {hint}"),
+        );
+        None
+    };
+    if let Ok(address) = text.parse::<SocketAddr>() {
+        if address.port() == 0 {
+            return bad(r, "port 0");
+        }
+        return Some(ServerAddress::Ip(address));
+    }
+    let Some((host, port)) = text.rsplit_once(':') else {
+        return bad(r, "no port");
+    };
+    let port = match port.parse::<u16>() {
+        Ok(0) => return bad(r, "port 0"),
+        Ok(port) => port,
+        Err(_) => return bad(r, "bad port"),
+    };
+    let host = host.strip_suffix('.').unwrap_or(host);
+    if host.is_empty() {
+        return bad(r, "no host name");
+    }
+    if !is_dns_name(host) {
+        return bad(r, "not an IP address or a DNS name");
+    }
+    Some(ServerAddress::Name {
+        host: host.to_ascii_lowercase(),
+        port,
+    })
+}
+
+/// Letters, digits and hyphens in dot-separated labels of 1 to 63 bytes, 253 bytes in all
+/// (RFC 1123 §2.1); underscores are let through, as resolvers do for service names.
+fn is_dns_name(host: &str) -> bool {
+    let label_ok = |l: &str| {
+        (1..=63).contains(&l.len())
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+            && l.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    };
+    host.len() <= 253 && host.split('.').all(label_ok)
 }
 
 fn health_check(raw: &RawHealthCheck, r: &mut Report) -> HealthCheck {
