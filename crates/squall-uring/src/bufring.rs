@@ -108,6 +108,11 @@ impl BufRing {
         Ok(this)
     }
 
+    /// The size of each buffer.
+    pub(crate) fn buf_bytes(&self) -> u32 {
+        self.buf_bytes
+    }
+
     /// The bytes the kernel wrote into `buf`.
     pub(crate) fn bytes(&self, buf: &RecvBuf) -> &[u8] {
         debug_assert!(buf.bid < self.entries && buf.len <= self.buf_bytes);

@@ -277,6 +277,21 @@ impl Ring {
         self.queue(entry, Kind::Recv, token, Lent::None)
     }
 
+    /// Receives once into one provided buffer: a single completion (`more` false) with at most
+    /// one buffer's bytes. For a socket whose reader must be able to stop between any two
+    /// pieces (an origin whose client reads slowly): a multishot receive keeps filling buffers,
+    /// as fast as the peer sends, until its cancellation lands, and every one is delivered.
+    pub fn recv_once(&mut self, fd: RawFd, token: u64) -> OpId {
+        let len = self.bufs.as_ref().map_or(0, BufRing::buf_bytes);
+        // No pointer: the kernel picks a buffer from the group and says which in the
+        // completion's flags, as for the multishot receive.
+        let entry = opcode::Recv::new(Fd(fd), std::ptr::null_mut(), len)
+            .buf_group(RECV_GROUP)
+            .build()
+            .flags(squeue::Flags::BUFFER_SELECT);
+        self.queue(entry, Kind::Recv, token, Lent::None)
+    }
+
     /// Sends `buf`; the completion returns it with the count of bytes sent (maybe partial).
     pub fn send(&mut self, fd: RawFd, buf: Bytes, token: u64) -> OpId {
         let len = u32::try_from(buf.len()).unwrap_or(u32::MAX);

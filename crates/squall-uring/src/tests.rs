@@ -445,3 +445,55 @@ fn a_large_writev_goes_zero_copy_and_keeps_its_buffers_until_the_notification() 
     ));
     assert_eq!(ring.in_flight(), 0);
 }
+
+/// A single receive takes one buffer's worth however much is waiting, and ends (`more`
+/// false): the rest stays in the socket until the next receive is asked for.
+#[test]
+fn recv_once_takes_one_buffer_and_ends() {
+    let mut ring = small_ring();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (conn, _) = listener.accept().unwrap();
+    client.write_all(&[b'x'; 1000]).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    let mut total = 0;
+    for round in 0..4 {
+        ring.recv_once(conn.as_raw_fd(), 9);
+        let Completion::Recv {
+            token: 9,
+            result: Ok(Some(buf)),
+            more: false,
+        } = next(&mut ring)
+        else {
+            panic!("round {round}: expected one buffer, and the end of the receive");
+        };
+        assert_eq!(buf.len(), 64, "one 64-byte buffer, not all 1000 bytes");
+        total += buf.len();
+        ring.recycle(buf);
+        assert!(ring.next_completion().is_none(), "nothing more was received");
+    }
+    assert_eq!(total, 256);
+    drop(client);
+    // The rest is still there for later receives, then the end of stream.
+    let mut rest = 0;
+    loop {
+        ring.recv_once(conn.as_raw_fd(), 9);
+        match next(&mut ring) {
+            Completion::Recv {
+                result: Ok(Some(buf)),
+                more: false,
+                ..
+            } => {
+                rest += buf.len();
+                ring.recycle(buf);
+            }
+            Completion::Recv {
+                result: Ok(None),
+                more: false,
+                ..
+            } => break,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(total + rest, 1000);
+}

@@ -137,7 +137,7 @@ impl Worker {
             .is_none()
             .then(|| Box::new(probe::Probe::new(method)));
         let index = self.origins.insert(Origin {
-            socket: Socket::new(fd),
+            socket: Socket::new(fd).one_buffer_at_a_time(),
             generation,
             upstream: target.upstream,
             upstream_generation: self.upstreams.generation,
@@ -280,9 +280,6 @@ impl Worker {
         self.origins[index].socket.on_recv(more);
         match result {
             Ok(Some(buf)) => {
-                if !more {
-                    self.arm_origin_recv(index);
-                }
                 let origin = &mut self.origins[index];
                 let bytes = self.ring.recv_bytes(&buf);
                 match (origin.state, origin.session, origin.probe.as_mut()) {
@@ -307,6 +304,11 @@ impl Worker {
                         self.ring.recycle(buf);
                         self.close_origin(index);
                     }
+                }
+                // Read on once the bytes were taken: a receive that ended (a single one always
+                // does) is armed again unless they paused the origin or ended the exchange.
+                if !more && self.origins.contains(index) {
+                    self.arm_origin_recv(index);
                 }
             }
             Ok(None) => match self.origins[index].state {
@@ -378,10 +380,12 @@ impl Worker {
         let now = self.now;
         let origin = &mut self.origins[index];
         let current = origin.upstream_generation == self.upstreams.generation;
+        // A receive need not be armed now (origins receive one buffer at a time): a pooled
+        // connection gets one below, to notice its origin closing.
         let keep = reusable
             && current
             && origin.state == OriginState::Busy
-            && origin.socket.receiving()
+            && origin.socket.is_open()
             && !origin.paused;
         if keep {
             let group = &mut self.upstreams.groups[origin.upstream];
@@ -389,6 +393,7 @@ impl Worker {
             if group.pool.checkin(origin.server, id, now) == Checkin::Keep {
                 origin.state = OriginState::Idle;
                 origin.deadline = None;
+                self.arm_origin_recv(index);
                 return;
             }
         }
