@@ -22,6 +22,7 @@ mod cluster;
 mod diagnostics;
 mod ipnet;
 mod model;
+mod pages;
 mod raw;
 mod sites;
 mod syntax;
@@ -36,6 +37,7 @@ pub use cluster::*;
 pub use diagnostics::{Diagnostic, Diagnostics};
 pub use ipnet::IpNet;
 pub use model::*;
+pub use pages::{ERROR_PAGE_BYTES_MAX, ErrorPage, ErrorPages, page_content_type};
 pub use sites::{Site, Sites};
 pub use units::{DURATION_MAX, parse_duration, parse_size};
 

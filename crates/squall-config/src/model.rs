@@ -110,6 +110,12 @@ impl Config {
                 }
             }
         }
+        let vhost_pages = self.vhost.iter_mut().flat_map(|v| &mut v.error_pages);
+        for page in self.server.error_pages.iter_mut().chain(vhost_pages) {
+            if page.path.is_relative() {
+                page.path = base.join(&page.path);
+            }
+        }
         let routes = self.vhost.iter_mut().flat_map(|v| &mut v.routes);
         for auth in routes.filter_map(|r| r.auth_basic.as_mut()) {
             if auth.users_file.is_relative() {
@@ -137,6 +143,8 @@ pub struct Server {
     pub tcp_notsent_lowat: u64,
     /// `real_ip`: the client address from a trusted proxy's header.
     pub real_ip: Option<crate::RealIp>,
+    /// `error_pages`: the default pages for Squall's own error answers (a vhost's win).
+    pub error_pages: crate::ErrorPages,
 }
 
 impl Default for Server {
@@ -147,6 +155,7 @@ impl Default for Server {
             control: None,
             tcp_notsent_lowat: TCP_NOTSENT_LOWAT_DEFAULT,
             real_ip: None,
+            error_pages: Vec::new(),
         }
     }
 }
@@ -672,6 +681,8 @@ pub struct Vhost {
     /// In file order; the router applies its precedence (exact, then regex/template in file
     /// order, then longest prefix).
     pub routes: Vec<Route>,
+    /// `error_pages`: this vhost's pages, over `[server] error_pages`.
+    pub error_pages: crate::ErrorPages,
 }
 
 /// One `[[vhost.route]]`.
@@ -706,6 +717,9 @@ pub struct Route {
     /// `compress = { ... }`: responses compressed for clients that accept it; only on proxy
     /// routes. `None`: never compressed.
     pub compress: Option<Compress>,
+    /// `intercept_errors`: an origin's 4xx/5xx response with a configured error page is
+    /// answered with the page instead (its status kept). Only on proxy routes.
+    pub intercept_errors: bool,
 }
 
 /// A route's `compress`: which responses are compressed (gzip, brotli or zstd, as the

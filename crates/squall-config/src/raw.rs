@@ -53,6 +53,7 @@ pub(crate) struct RawServer {
     pub control: Option<Str>,
     pub tcp_notsent_lowat: Option<Val>,
     pub real_ip: Option<Spanned<RawRealIp>>,
+    pub error_pages: Option<Spanned<Pairs>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -156,6 +157,7 @@ pub(crate) struct RawHealthCheck {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawVhost {
     pub hosts: Option<List<String>>,
+    pub error_pages: Option<Spanned<Pairs>>,
     #[serde(default)]
     pub route: Vec<Spanned<RawRoute>>,
 }
@@ -186,6 +188,7 @@ pub(crate) struct RawRoute {
     pub request_headers: Option<Spanned<RawHeaderEdits>>,
     pub response_headers: Option<Spanned<RawHeaderEdits>>,
     pub compress: Option<Spanned<RawCompress>>,
+    pub intercept_errors: Option<Spanned<bool>>,
 }
 
 /// A route's `compress = { types, min_bytes, level = { gzip, br, zstd } }`.

@@ -33,6 +33,9 @@ pub enum Site {
     Workers,
     /// `[server] control = ...`.
     Control,
+    /// The path of `error_pages` for this status, in the `[[vhost]]` with this index, or in
+    /// `[server]` for `None`.
+    ErrorPage(Option<usize>, u16),
     /// The file as a whole.
     File,
 }
@@ -128,6 +131,16 @@ pub(crate) fn collect(raw: &RawConfig, source: &Source) -> Sites {
     }
     if let Some(control) = &raw.server.control {
         add(Site::Control, control.span());
+    }
+    let vhost_pages = (raw.vhost.iter().enumerate())
+        .filter_map(|(i, v)| Some((Some(i), v.get_ref().error_pages.as_ref()?)));
+    let server_pages = raw.server.error_pages.as_ref().map(|p| (None, p));
+    for (vhost, pages) in server_pages.into_iter().chain(vhost_pages) {
+        for (key, value) in &pages.get_ref().0 {
+            if let Ok(status) = key.get_ref().parse::<u16>() {
+                add(Site::ErrorPage(vhost, status), value.span());
+            }
+        }
     }
     Sites {
         file: source.file.to_owned(),

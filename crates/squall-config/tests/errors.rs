@@ -59,7 +59,7 @@ fn syntax_errors() {
 
 #[test]
 fn unknown_keys() {
-    let server_keys = "expected one of \"workers\", \"drain_timeout\", \"control\", \"tcp_notsent_lowat\", \"real_ip\"";
+    let server_keys = "expected one of \"workers\", \"drain_timeout\", \"control\", \"tcp_notsent_lowat\", \"real_ip\", \"error_pages\"";
     check(&[
         (
             "[server]\nworkerz = 4\n",
@@ -83,11 +83,11 @@ fn unknown_keys() {
         ),
         (
             "[[vhost]]\n[[vhost.route]]\nexact = \"/\"\nrespnd = { status = 200 }\n",
-            "test.toml:4:1: unknown key \"respnd\" in [[vhost.route]]; expected one of \"exact\", \"prefix\", \"regex\", \"template\", \"methods\", \"headers\", \"respond\", \"redirect\", \"block\", \"proxy\", \"cache\", \"cache_ttl\", \"request_no_cache\", \"cache_set_cookie\", \"allow\", \"deny\", \"auth_basic\", \"request_rate\", \"request_burst\", \"request_rate_key\", \"request_headers\", \"response_headers\", \"compress\"",
+            "test.toml:4:1: unknown key \"respnd\" in [[vhost.route]]; expected one of \"exact\", \"prefix\", \"regex\", \"template\", \"methods\", \"headers\", \"respond\", \"redirect\", \"block\", \"proxy\", \"cache\", \"cache_ttl\", \"request_no_cache\", \"cache_set_cookie\", \"allow\", \"deny\", \"auth_basic\", \"request_rate\", \"request_burst\", \"request_rate_key\", \"request_headers\", \"response_headers\", \"compress\", \"intercept_errors\"",
         ),
         (
             "[server.extra]\n",
-            "test.toml:1:9: unknown section [server.extra]; expected one of \"workers\", \"drain_timeout\", \"control\", \"tcp_notsent_lowat\", \"real_ip\" in [server]",
+            "test.toml:1:9: unknown section [server.extra]; expected one of \"workers\", \"drain_timeout\", \"control\", \"tcp_notsent_lowat\", \"real_ip\", \"error_pages\" in [server]",
         ),
         (
             "[[vhost]]\n[[vhost.route]]\nexact = \"/\"\n[vhost.route.respond]\nbdy = \"\"\n",
@@ -595,6 +595,32 @@ fn real_ip_and_auth_limits() {
         (
             "[limits]\nauth_failures_max = 0\n",
             "test.toml:2:21: auth_failures_max must be at least 1, not 0",
+        ),
+    ]);
+}
+
+#[test]
+fn error_pages_and_intercept_errors() {
+    check(&[
+        (
+            "[server]\nerror_pages = { 200 = \"/e/ok.html\" }\n",
+            "test.toml:2:17: error_pages: \"200\" is not an error status (400 to 599)",
+        ),
+        (
+            "[server]\nerror_pages = { 404 = \"/e/404.png\" }\n",
+            "test.toml:2:23: error_pages: the file must end in .html, .htm, .txt or .json",
+        ),
+        (
+            "[[vhost]]\nerror_pages = { 502 = \"/e/a.html\", \"0502\" = \"/e/b.html\" }\n",
+            "test.toml:2:36: error_pages: 502 Bad Gateway is listed twice",
+        ),
+        (
+            "[[vhost]]\nerror_pages = { 404 = \"/e/404.html\", 502 = \"/e/502.json\" }\n",
+            "(parsed)",
+        ),
+        (
+            "[[vhost]]\n[[vhost.route]]\nexact = \"/\"\nblock = 403\nintercept_errors = true\n",
+            "test.toml:5:20: intercept_errors only applies to proxy routes",
         ),
     ]);
 }

@@ -42,6 +42,7 @@ fn route(matcher: RouteMatch, action: Action) -> Route {
         request_headers: HeaderEdits::default(),
         response_headers: HeaderEdits::default(),
         compress: None,
+        intercept_errors: false,
     }
 }
 
@@ -60,6 +61,7 @@ fn contract_example_parses() {
             control: None,
             tcp_notsent_lowat: TCP_NOTSENT_LOWAT_DEFAULT,
             real_ip: None,
+            error_pages: Vec::new(),
         },
         admin: Some(Admin {
             listen: addr("127.0.0.1:9901"),
@@ -129,6 +131,7 @@ fn contract_example_parses() {
                     )
                 },
             ],
+            error_pages: Vec::new(),
         }],
         cluster: None,
     };
@@ -146,6 +149,7 @@ fn defaults_of_a_minimal_file() {
             control: None,
             tcp_notsent_lowat: TCP_NOTSENT_LOWAT_DEFAULT,
             real_ip: None,
+            error_pages: Vec::new(),
         },
         admin: None,
         listen: vec![Listen {
@@ -284,6 +288,7 @@ fn every_option() {
             control: Some("/run/squall/control.sock".into()),
             tcp_notsent_lowat: 64 * 1024,
             real_ip: None,
+            error_pages: Vec::new(),
         }
     );
     assert_eq!(
@@ -441,6 +446,7 @@ fn every_option() {
                     },
                 ),
             ],
+            error_pages: Vec::new(),
         },
         Vhost {
             hosts: vec!["*".into()],
@@ -452,6 +458,7 @@ fn every_option() {
                     headers: Vec::new(),
                 },
             )],
+            error_pages: Vec::new(),
         },
     ];
     assert_eq!(config.vhost, expected_vhosts);

@@ -266,12 +266,23 @@ fn static_text(status: StatusCode, body: &str) -> Handler {
     static_handler(status, &[], body)
 }
 
+/// A fixed response with an error page's body and content type.
+pub(crate) fn page_handler(status: StatusCode, page: &crate::Page) -> Handler {
+    let content_type = HeaderValue::from_static(page.content_type);
+    let headers = [(http::header::CONTENT_TYPE, content_type)];
+    static_bytes(status, &headers, page.body.clone())
+}
+
 /// A fixed response, its headers encoded for HTTP/1.1 lines and for HPACK once.
 fn static_handler(
     status: StatusCode,
     headers: &[(HeaderName, HeaderValue)],
     body: &str,
 ) -> Handler {
+    static_bytes(status, headers, Bytes::copy_from_slice(body.as_bytes()))
+}
+
+fn static_bytes(status: StatusCode, headers: &[(HeaderName, HeaderValue)], body: Bytes) -> Handler {
     let fields = text_fields(headers);
     let length = body.len().to_string();
     let mut hpack = BytesMut::new();
@@ -287,7 +298,7 @@ fn static_handler(
         raw_headers: text_headers(headers),
         fields,
         hpack: hpack.freeze(),
-        body: Bytes::copy_from_slice(body.as_bytes()),
+        body,
     }
 }
 

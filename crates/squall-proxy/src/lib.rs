@@ -19,6 +19,7 @@ pub mod compress;
 mod exchange;
 pub mod forward;
 mod handler;
+mod pages;
 
 use bytes::BytesMut;
 use http::StatusCode;
@@ -31,6 +32,7 @@ pub use exchange::{
     FillHook, ToClient,
 };
 pub use handler::{Fields, Handler, LocationPart, ProxyRoute, Reply};
+pub use pages::{ErrorPages, Page, intercepted};
 
 /// Why a config could not be turned into a service.
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +50,16 @@ pub struct Service {
     not_found: Handler,
     /// Each route's label for metrics, by route id.
     labels: Vec<String>,
+    /// The error pages, resolved per vhost.
+    pages: ErrorPages,
+    /// Each route's vhost index, by route id.
+    route_vhosts: Vec<usize>,
+    /// Each route's `intercept_errors`, by route id.
+    intercepts: Vec<bool>,
+    /// The default 404 as each vhost's 404 page has it, by vhost index (`None`: the text).
+    not_found_pages: Vec<Option<Handler>>,
+    /// The default 404 for requests no vhost takes, from `[server] error_pages`.
+    not_found_server: Option<Handler>,
 }
 
 /// What [`Service::respond`] did, for the worker's bookkeeping and logs.
@@ -73,12 +85,103 @@ impl Service {
         let labels = (config.vhost.iter())
             .flat_map(|v| v.routes.iter().map(move |r| handler::route_label(v, r)))
             .collect();
+        let route_vhosts = (config.vhost.iter().enumerate())
+            .flat_map(|(i, v)| v.routes.iter().map(move |_| i))
+            .collect();
+        let intercepts = (config.vhost.iter().flat_map(|v| &v.routes))
+            .map(|r| r.intercept_errors)
+            .collect();
         Ok(Service {
             router,
             handlers,
             not_found: Handler::not_found(),
             labels,
+            pages: ErrorPages::default(),
+            route_vhosts,
+            intercepts,
+            not_found_pages: Vec::new(),
+            not_found_server: None,
         })
+    }
+
+    /// Takes the error pages of `config`, whose files' bytes are in `files`: the default 404
+    /// and `block` routes answer with their vhost's page, and [`Service::error_page`] finds
+    /// the others.
+    pub fn with_error_pages(
+        mut self,
+        config: &Config,
+        files: &std::collections::HashMap<std::path::PathBuf, bytes::Bytes>,
+    ) -> Service {
+        let pages = ErrorPages::new(config, files);
+        let routes = config.vhost.iter().flat_map(|v| &v.routes).enumerate();
+        for (id, route) in routes {
+            if let squall_config::Action::Block { status } = route.action
+                && let Some(page) = pages.get(self.route_vhosts.get(id).copied(), status)
+            {
+                self.handlers[id] = handler::page_handler(status, page);
+            }
+        }
+        let not_found = |vhost| {
+            (pages.get(vhost, StatusCode::NOT_FOUND))
+                .map(|page| handler::page_handler(StatusCode::NOT_FOUND, page))
+        };
+        self.not_found_pages = (0..config.vhost.len())
+            .map(|i| not_found(Some(i)))
+            .collect();
+        self.not_found_server = not_found(None);
+        self.pages = pages;
+        self
+    }
+
+    /// The page Squall answers `status` with for `head` (by the vhost its host selects), if
+    /// one is configured.
+    pub fn error_page(&self, head: &RequestHead, status: StatusCode) -> Option<&Page> {
+        if self.pages.is_empty() {
+            return None;
+        }
+        self.pages
+            .get(self.router.select_vhost(head.host()), status)
+    }
+
+    /// The content type and body of Squall's own `status` answer to `head`: its vhost's error
+    /// page, or the short text (`404 Not Found`); `None` (no head yet) is always the text.
+    pub fn error_body(
+        &self,
+        head: Option<&RequestHead>,
+        status: StatusCode,
+    ) -> (&'static str, bytes::Bytes) {
+        if let Some(page) = head.and_then(|head| self.error_page(head, status)) {
+            return (page.content_type, page.body.clone());
+        }
+        let reason = status.canonical_reason().unwrap_or("Error");
+        let body = bytes::Bytes::from(format!("{} {reason}\n", status.as_u16()));
+        ("text/plain", body)
+    }
+
+    /// The page that replaces an origin's `status` response on route `route` (a route with
+    /// `intercept_errors`), if one is configured.
+    pub fn intercept_page(&self, route: u32, status: StatusCode) -> Option<&Page> {
+        let id = route as usize;
+        if !status.is_client_error() && !status.is_server_error() {
+            return None;
+        }
+        if !self.intercepts.get(id).copied().unwrap_or(false) {
+            return None;
+        }
+        self.pages.get(Some(*self.route_vhosts.get(id)?), status)
+    }
+
+    /// The handler that answers `head` on `route`: the route's, or for `None` the default 404
+    /// (with the 404 page of the vhost the host selects, if any).
+    pub fn answering(&self, route: Option<u32>, head: &RequestHead) -> &Handler {
+        if route.is_some() || self.pages.is_empty() {
+            return self.handler(route);
+        }
+        let page = match self.router.select_vhost(head.host()) {
+            Some(i) => self.not_found_pages.get(i).and_then(Option::as_ref),
+            None => self.not_found_server.as_ref(),
+        };
+        page.unwrap_or(&self.not_found)
     }
 
     /// Each route's label for metrics (`* prefix:/p/`), indexed by route id.
@@ -143,7 +246,7 @@ impl Service {
         close: bool,
         out: &mut BytesMut,
     ) -> Outcome {
-        let handler = self.handler(route);
+        let handler = self.answering(route, head);
         let mut framing = head.framing();
         framing.keep_alive &= !close;
         let status = handler.write(head, scheme, framing, date, out);

@@ -11,6 +11,7 @@ mod cluster;
 mod control;
 mod date;
 mod descriptors;
+mod error_pages;
 mod listener;
 mod metrics;
 mod notify;

@@ -156,12 +156,16 @@ impl Runtime {
         let service = Service::new(config).map_err(|e| sites.diagnostic(Site::File, e.to_string()));
         let tls = Tls::load(config, sites, previous_store);
         let auth = crate::auth::load_routes(config);
-        let (service, tls, auth) = match (service, tls, auth) {
-            (Ok(service), Ok(tls), Ok(auth)) => (service, tls, auth),
-            (service, tls, auth) => {
+        let pages = crate::error_pages::load(config, sites);
+        let (service, tls, auth) = match (service, tls, auth, pages) {
+            (Ok(service), Ok(tls), Ok(auth), Ok(pages)) => {
+                (service.with_error_pages(config, &pages), tls, auth)
+            }
+            (service, tls, auth, pages) => {
                 let problems = (service.err().into_iter())
                     .chain(tls.err().into_iter().flatten())
                     .chain(auth.err().into_iter().flatten())
+                    .chain(pages.err().into_iter().flatten())
                     .collect();
                 return Err(Diagnostics(problems));
             }

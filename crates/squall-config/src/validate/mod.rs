@@ -103,6 +103,8 @@ fn server(raw: &RawServer, r: &mut Report) -> Server {
         control: raw.control.as_ref().and_then(|c| path(r, "control", c)),
         tcp_notsent_lowat: notsent_lowat(raw.tcp_notsent_lowat.as_ref(), r),
         real_ip: raw.real_ip.as_ref().and_then(|v| client::real_ip(v, r)),
+        error_pages: (raw.error_pages.as_ref())
+            .map_or_else(Vec::new, |p| crate::pages::error_pages(p.get_ref(), r)),
     }
 }
 

@@ -36,9 +36,12 @@ pub(super) fn vhosts(
             }
         }
         let routes = routes(&item.get_ref().route, upstreams, r);
+        let error_pages = (item.get_ref().error_pages.as_ref())
+            .map_or_else(Vec::new, |p| crate::pages::error_pages(p.get_ref(), r));
         vhosts.push(Vhost {
             hosts: hosts.into_iter().map(|(h, _)| h).collect(),
             routes,
+            error_pages,
         });
     }
     vhosts
@@ -121,6 +124,17 @@ fn route(item: &Spanned<RawRoute>, upstreams: &[Upstream], r: &mut Report) -> Op
     let auth_basic = (raw.auth_basic.as_ref()).and_then(|a| super::client::auth_basic(a, r));
     let rate = super::client::route_rate(raw, r);
     let compress = (raw.compress.as_ref()).map(|c| super::compress::compress(c, &action, r));
+    let intercept_errors = raw.intercept_errors.as_ref().is_some_and(|i| *i.get_ref());
+    if let (true, Some(flag), Some(false)) = (
+        intercept_errors,
+        &raw.intercept_errors,
+        action.as_ref().map(Action::is_proxy),
+    ) {
+        r.error(
+            &flag.span(),
+            "intercept_errors only applies to proxy routes",
+        );
+    }
     Some(Route {
         matcher: matcher?,
         methods,
@@ -136,6 +150,7 @@ fn route(item: &Spanned<RawRoute>, upstreams: &[Upstream], r: &mut Report) -> Op
         request_headers,
         response_headers,
         compress,
+        intercept_errors,
     })
 }
 

@@ -93,6 +93,8 @@ pub struct Reply {
     sent: usize,
     /// An `X-Cache: MISS` goes into the head (a cached route with `x_cache`).
     x_cache: bool,
+    /// The origin's error response was replaced by an error page: its body is dropped.
+    intercepted: bool,
 }
 
 impl Reply {
@@ -125,6 +127,8 @@ pub(super) struct Downstream<'a> {
     /// The wall clock of this loop turn (cache ages).
     pub wall: std::time::SystemTime,
     pub draining: bool,
+    /// The error pages Squall's own answers use.
+    pub service: &'a squall_proxy::Service,
 }
 
 impl Worker {
@@ -139,6 +143,7 @@ impl Worker {
             now: self.now,
             wall: self.wall,
             draining: self.drain_deadline.is_some(),
+            service: &self.runtime.service,
         };
         (down, &mut self.sessions)
     }
@@ -262,12 +267,37 @@ pub(super) fn parked_due(conn: &Conn, index: usize, now: Instant) -> Vec<Client>
 }
 
 impl Downstream<'_> {
-    /// Writes one piece of a proxied response for `session`'s client.
+    /// Writes one piece of a proxied response for `session`'s client; an origin's error on a
+    /// route that intercepts it becomes the error page (its body dropped).
     pub fn write(&mut self, session: &mut Session, message: ToClient) -> Written {
+        let service = self.service;
+        let message = match message {
+            ToClient::Head(head) => {
+                let route = session.ex.route().id;
+                let Some(page) = service.intercept_page(route, head.status) else {
+                    return self.put(session, ToClient::Head(head));
+                };
+                session.reply.intercepted = true;
+                let h2 = matches!(session.client, Client::H2(..));
+                let (head, body) = squall_proxy::intercepted(head, page, h2);
+                let written = self.put(session, ToClient::Head(head));
+                match body {
+                    Some(body) => ToClient::Data(body),
+                    None => return written,
+                }
+            }
+            ToClient::Data(_) if session.reply.intercepted => return Written::default(),
+            message => message,
+        };
+        self.put(session, message)
+    }
+
+    /// [`Downstream::write`], as the piece is.
+    fn put(&mut self, session: &mut Session, message: ToClient) -> Written {
+        let written = Written { queued: true };
         let Some(conn) = self.conns.get_mut(session.client.conn()) else {
             return Written::default();
         };
-        let written = Written { queued: true };
         let ended = match (session.client, message) {
             (_, ToClient::Error { .. }) => {
                 debug_assert!(false, "errors are answered by the session");
@@ -351,9 +381,21 @@ impl Downstream<'_> {
             self.refuse_h2(index, stream, status, Some(head));
             return;
         }
-        let reason = status.canonical_reason().unwrap_or("");
-        let body = Bytes::from(format!("{} {reason}\n", status.as_u16()));
-        self.answer_text(client, head, status, None, body);
+        let (content_type, body) = self.service.error_body(Some(head), status);
+        self.answer_body(client, head, status, content_type, None, body);
+    }
+
+    /// A refusal with one field the answer needs (a 429's `Retry-After`, a 401's
+    /// `WWW-Authenticate`), with the vhost's error page if it has one.
+    pub fn refuse_with(
+        &mut self,
+        client: Client,
+        head: &RequestHead,
+        status: StatusCode,
+        field: Option<(&str, &[u8])>,
+    ) {
+        let (content_type, body) = self.service.error_body(Some(head), status);
+        self.answer_body(client, head, status, content_type, field, body);
     }
 
     /// A short `text/plain` answer written here, with one `extra` field if given (a PURGE's
@@ -366,6 +408,19 @@ impl Downstream<'_> {
         extra: Option<(&str, &[u8])>,
         body: Bytes,
     ) {
+        self.answer_body(client, head, status, "text/plain", extra, body);
+    }
+
+    /// [`Downstream::answer_text`] with its content type.
+    fn answer_body(
+        &mut self,
+        client: Client,
+        head: &RequestHead,
+        status: StatusCode,
+        content_type: &str,
+        extra: Option<(&str, &[u8])>,
+        body: Bytes,
+    ) {
         let Some(conn) = self.conns.get_mut(client.conn()) else {
             return;
         };
@@ -374,7 +429,7 @@ impl Downstream<'_> {
                 let Some(h2) = conn.h2.as_mut() else { return };
                 let fields = [
                     (&b"server"[..], &b"squall"[..]),
-                    (&b"content-type"[..], &b"text/plain"[..]),
+                    (&b"content-type"[..], content_type.as_bytes()),
                 ]
                 .into_iter()
                 .chain(extra.map(|(name, value)| (name.as_bytes(), value)));
@@ -392,8 +447,8 @@ impl Downstream<'_> {
                 )
             }
             Client::H1(_) => {
-                let mut raw =
-                    BytesMut::from(&b"server: squall\r\ncontent-type: text/plain\r\n"[..]);
+                let mut raw = BytesMut::from(&b"server: squall\r\n"[..]);
+                put_line(&mut raw, b"content-type", content_type.as_bytes());
                 if let Some((name, value)) = extra {
                     raw.extend_from_slice(name.as_bytes());
                     raw.extend_from_slice(b": ");
@@ -449,7 +504,21 @@ impl Downstream<'_> {
         };
         self.counters.count_response(status);
         let before = conn.out.len();
-        squall_h1::encode_error(status, self.date, &mut conn.out);
+        match self.service.error_page(head, status) {
+            Some(page) => {
+                let field = ("content-type", page.content_type.as_bytes());
+                super::h1::encode_closing(
+                    head,
+                    status,
+                    field,
+                    None,
+                    &page.body,
+                    self.date,
+                    &mut conn.out,
+                );
+            }
+            None => squall_h1::encode_error(status, self.date, &mut conn.out),
+        }
         let sent = conn.out.len() - before;
         conn.close_after = true;
         log_request(
@@ -478,11 +547,10 @@ impl Downstream<'_> {
         let Some(h2) = conn.h2.as_mut() else {
             return;
         };
-        let reason = status.canonical_reason().unwrap_or("Error");
-        let body = Bytes::from(format!("{} {reason}\n", status.as_u16()));
+        let (content_type, body) = self.service.error_body(head, status);
         let fields = [
             (&b"server"[..], &b"squall"[..]),
-            (&b"content-type"[..], &b"text/plain"[..]),
+            (&b"content-type"[..], content_type.as_bytes()),
         ];
         let sent = super::h2::send_reply(
             &mut h2.conn,

@@ -130,7 +130,8 @@ impl Worker {
             Admission::Refused(status, field) => {
                 counters.count_response(status);
                 let before = conn.out.len();
-                encode_refusal(&head, status, field, date, &mut conn.out);
+                let service = &self.runtime.service;
+                encode_refusal(service, &head, status, field, date, &mut conn.out);
                 let sent = conn.out.len() - before;
                 log_request(
                     &mut self.log,
@@ -272,10 +273,28 @@ impl Worker {
                     let counters = self.runtime.metrics.worker(self.id);
                     counters.count_bad_request(status);
                     let before = conn.out.len();
-                    squall_h1::encode_error(status, self.date.get(), &mut conn.out);
+                    let head = conn.request.take();
+                    // A body over the limit comes after a head, whose vhost may have a page.
+                    let page = (head.as_ref())
+                        .and_then(|h| Some((h, self.runtime.service.error_page(h, status)?)));
+                    match page {
+                        Some((head, page)) => {
+                            let content_type = ("content-type", page.content_type.as_bytes());
+                            let (body, date) = (&page.body, self.date.get());
+                            encode_closing(
+                                head,
+                                status,
+                                content_type,
+                                None,
+                                body,
+                                date,
+                                &mut conn.out,
+                            );
+                        }
+                        None => squall_h1::encode_error(status, self.date.get(), &mut conn.out),
+                    }
                     conn.close_after = true;
                     let sent = conn.out.len() - before;
-                    let head = conn.request.take();
                     log_request(
                         &mut self.log,
                         conn,
@@ -304,23 +323,44 @@ enum Decoded {
     ),
 }
 
-/// A refusal of a request whose body is not read: a short text answer with `field` (a
-/// `WWW-Authenticate` challenge, a `Retry-After`), and `Connection: close`.
+/// A refusal of a request whose body is not read: the vhost's error page for `status` or a
+/// short text answer, with `field` (a `WWW-Authenticate` challenge, a `Retry-After`), and
+/// `Connection: close`.
 fn encode_refusal(
+    service: &squall_proxy::Service,
     head: &RequestHead,
     status: http::StatusCode,
     field: Option<super::entry::Field>,
     date: &[u8],
     out: &mut bytes::BytesMut,
 ) {
-    let Some((name, value)) = field else {
+    let page = service.error_page(head, status);
+    if field.is_none() && page.is_none() {
         squall_h1::encode_error(status, date, out);
         return;
-    };
-    let mut raw = bytes::BytesMut::from(&b"content-type: text/plain\r\n"[..]);
-    super::downstream::put_line(&mut raw, name.as_bytes(), &value);
-    let reason = status.canonical_reason().unwrap_or("Error");
-    let body = format!("{} {reason}\n", status.as_u16());
+    }
+    let (content_type, body) = service.error_body(Some(head), status);
+    let field = field.as_ref().map(|(name, value)| (*name, &value[..]));
+    let content_type = ("content-type", content_type.as_bytes());
+    encode_closing(head, status, content_type, field, &body, date, out);
+}
+
+/// An HTTP/1.x answer written here that ends the connection: `content-type` (and one more
+/// `field`, if given) and `body`, no body for HEAD.
+pub(super) fn encode_closing(
+    head: &RequestHead,
+    status: http::StatusCode,
+    content_type: (&str, &[u8]),
+    field: Option<(&str, &[u8])>,
+    body: &[u8],
+    date: &[u8],
+    out: &mut bytes::BytesMut,
+) {
+    let mut raw = bytes::BytesMut::from(&b"server: squall\r\n"[..]);
+    super::downstream::put_line(&mut raw, content_type.0.as_bytes(), content_type.1);
+    if let Some((name, value)) = field {
+        super::downstream::put_line(&mut raw, name.as_bytes(), value);
+    }
     let response = squall_h1::ResponseHead {
         status,
         headers: &http::HeaderMap::new(),
@@ -333,6 +373,6 @@ fn encode_refusal(
         is_head: head.method == http::Method::HEAD,
     };
     if squall_h1::encode_response_head(&response, framing, date, out) {
-        out.extend_from_slice(body.as_bytes());
+        out.extend_from_slice(body);
     }
 }

@@ -300,10 +300,8 @@ impl Worker {
                 (self.downstream()).refuse_h2(index, stream_id, status, Some(&head));
             }
             Admission::Refused(status, Some((name, value))) => {
-                let reason = status.canonical_reason().unwrap_or("Error");
-                let body = Bytes::from(format!("{} {reason}\n", status.as_u16()));
                 let field = Some((name, &value[..]));
-                (self.downstream()).answer_text(client, &head, status, field, body);
+                (self.downstream()).refuse_with(client, &head, status, field);
             }
             Admission::Verify(verify) => self.verify_parked(client, head, *verify),
             Admission::Cached(route) => {
@@ -358,9 +356,8 @@ impl Worker {
         let counters = runtime.metrics.worker(self.id);
         let conn = &mut self.conns[index];
         conn.log_note.route = route;
-        let reply = runtime
-            .service
-            .handler(route)
+        let reply = (runtime.service)
+            .answering(route, &head)
             .reply(&head, super::scheme(conn));
         let date = self.date.get();
         let encoded_date = self.h2_date.get(date);
