@@ -46,7 +46,7 @@ fn every_request_is_logged_and_sigusr1_reopens() {
     assert!(
         lines[0].contains("] \"GET /a?x=1 HTTP/1.1\" 200 ")
             && lines[0].contains(" \"http://r/\" \"test \\x22agent\\x22\" rt=")
-            && lines[0].ends_with(" ut=- cs=- proto=HTTP/1.1"),
+            && lines[0].contains(" ut=- cs=- proto=HTTP/1.1 id="),
         "{}",
         lines[0]
     );

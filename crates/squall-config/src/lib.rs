@@ -26,6 +26,7 @@ mod pages;
 mod raw;
 mod sites;
 mod syntax;
+mod template;
 mod units;
 mod validate;
 
@@ -39,6 +40,7 @@ pub use ipnet::IpNet;
 pub use model::*;
 pub use pages::{ERROR_PAGE_BYTES_MAX, ErrorPage, ErrorPages, page_content_type};
 pub use sites::{Site, Sites};
+pub use template::{Part, Template, Var, parse_template};
 pub use units::{DURATION_MAX, parse_duration, parse_size};
 
 /// Largest config file [`load`] reads. Real configs are a few KiB; the bound only stops a

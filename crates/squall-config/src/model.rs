@@ -145,6 +145,9 @@ pub struct Server {
     pub real_ip: Option<crate::RealIp>,
     /// `error_pages`: the default pages for Squall's own error answers (a vhost's win).
     pub error_pages: crate::ErrorPages,
+    /// `request_id_header`: the field the request's id is sent to origins in (a client's own
+    /// value replaced); `None`: not sent.
+    pub request_id_header: Option<HeaderName>,
 }
 
 impl Default for Server {
@@ -156,6 +159,7 @@ impl Default for Server {
             tcp_notsent_lowat: TCP_NOTSENT_LOWAT_DEFAULT,
             real_ip: None,
             error_pages: Vec::new(),
+            request_id_header: None,
         }
     }
 }
@@ -847,11 +851,19 @@ impl Action {
 pub struct HeaderEdits {
     pub set: Vec<(HeaderName, HeaderValue)>,
     pub remove: Vec<HeaderName>,
+    /// The `set` values that name request variables (`$remote_addr`...), compiled; a name is
+    /// either here or in `set`.
+    pub templates: Vec<(HeaderName, crate::Template)>,
 }
 
 impl HeaderEdits {
     /// Whether the edits change nothing.
     pub fn is_empty(&self) -> bool {
-        self.set.is_empty() && self.remove.is_empty()
+        self.set.is_empty() && self.remove.is_empty() && self.templates.is_empty()
+    }
+
+    /// Whether `set` gives `name` a value (plain or a template).
+    pub fn sets(&self, name: &HeaderName) -> bool {
+        self.set.iter().any(|(n, _)| n == name) || self.templates.iter().any(|(n, _)| n == name)
     }
 }

@@ -54,6 +54,7 @@ pub(crate) struct RawServer {
     pub tcp_notsent_lowat: Option<Val>,
     pub real_ip: Option<Spanned<RawRealIp>>,
     pub error_pages: Option<Spanned<Pairs>>,
+    pub request_id_header: Option<Str>,
 }
 
 #[derive(Debug, Default, Deserialize)]

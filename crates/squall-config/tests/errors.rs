@@ -59,7 +59,7 @@ fn syntax_errors() {
 
 #[test]
 fn unknown_keys() {
-    let server_keys = "expected one of \"workers\", \"drain_timeout\", \"control\", \"tcp_notsent_lowat\", \"real_ip\", \"error_pages\"";
+    let server_keys = "expected one of \"workers\", \"drain_timeout\", \"control\", \"tcp_notsent_lowat\", \"real_ip\", \"error_pages\", \"request_id_header\"";
     check(&[
         (
             "[server]\nworkerz = 4\n",
@@ -87,7 +87,7 @@ fn unknown_keys() {
         ),
         (
             "[server.extra]\n",
-            "test.toml:1:9: unknown section [server.extra]; expected one of \"workers\", \"drain_timeout\", \"control\", \"tcp_notsent_lowat\", \"real_ip\", \"error_pages\" in [server]",
+            "test.toml:1:9: unknown section [server.extra]; expected one of \"workers\", \"drain_timeout\", \"control\", \"tcp_notsent_lowat\", \"real_ip\", \"error_pages\", \"request_id_header\" in [server]",
         ),
         (
             "[[vhost]]\n[[vhost.route]]\nexact = \"/\"\n[vhost.route.respond]\nbdy = \"\"\n",
@@ -621,6 +621,33 @@ fn error_pages_and_intercept_errors() {
         (
             "[[vhost]]\n[[vhost.route]]\nexact = \"/\"\nblock = 403\nintercept_errors = true\n",
             "test.toml:5:20: intercept_errors only applies to proxy routes",
+        ),
+    ]);
+}
+
+#[test]
+fn header_variables_and_request_id_header() {
+    check(&[
+        (
+            "[[upstream]]\nname = \"o\"\nservers = [{ address = \"127.0.0.1:1\" }]\n[[vhost]]\n\
+             [[vhost.route]]\nprefix = \"/\"\nproxy = \"o\"\n\
+             request_headers = { set = { \"x-client\" = \"$remote_adr\" } }\n",
+            "test.toml:8:42: unknown variable $remote_adr: use $remote_addr, $request_id, $host, $scheme or $request_uri",
+        ),
+        (
+            "[[upstream]]\nname = \"o\"\nservers = [{ address = \"127.0.0.1:1\" }]\n[[vhost]]\n\
+             [[vhost.route]]\nprefix = \"/\"\nproxy = \"o\"\n\
+             request_headers = { set = { \"x-client\" = \"$remote_addr $request_id\" } }\n\
+             response_headers = { set = { \"x-id\" = \"$request_id\", \"x-price\" = \"$5\" } }\n",
+            "(parsed)",
+        ),
+        (
+            "[server]\nrequest_id_header = \"x request\"\n",
+            "test.toml:2:21: bad header name \"x request\": a name is a token of letters, digits and !#$%&'*+-.^_`|~ (RFC 9110 §5.1)",
+        ),
+        (
+            "[server]\nrequest_id_header = \"X-Request-Id\"\n",
+            "(parsed)",
         ),
     ]);
 }

@@ -62,6 +62,7 @@ fn contract_example_parses() {
             tcp_notsent_lowat: TCP_NOTSENT_LOWAT_DEFAULT,
             real_ip: None,
             error_pages: Vec::new(),
+            request_id_header: None,
         },
         admin: Some(Admin {
             listen: addr("127.0.0.1:9901"),
@@ -122,6 +123,7 @@ fn contract_example_parses() {
                             HeaderName::from_static("cdn-cache-control"),
                             HeaderName::from_static("surrogate-control"),
                         ],
+                        templates: Vec::new(),
                     },
                     ..route(
                         RouteMatch::Prefix("/".into()),
@@ -150,6 +152,7 @@ fn defaults_of_a_minimal_file() {
             tcp_notsent_lowat: TCP_NOTSENT_LOWAT_DEFAULT,
             real_ip: None,
             error_pages: Vec::new(),
+            request_id_header: None,
         },
         admin: None,
         listen: vec![Listen {
@@ -289,6 +292,7 @@ fn every_option() {
             tcp_notsent_lowat: 64 * 1024,
             real_ip: None,
             error_pages: Vec::new(),
+            request_id_header: None,
         }
     );
     assert_eq!(
@@ -413,6 +417,7 @@ fn every_option() {
         request_headers: HeaderEdits {
             set: vec![header("x-forwarded-proto", "https")],
             remove: vec![HeaderName::from_static("x-debug")],
+            templates: Vec::new(),
         },
         response_headers: HeaderEdits {
             set: vec![header("x-cache-node", "edge-1")],
@@ -421,6 +426,7 @@ fn every_option() {
                 HeaderName::from_static("cdn-cache-control"),
                 HeaderName::from_static("surrogate-control"),
             ],
+            templates: Vec::new(),
         },
         ..route(
             RouteMatch::Template("/users/{name}/orders".into()),

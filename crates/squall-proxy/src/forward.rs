@@ -9,6 +9,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use bytes::{BufMut, BytesMut};
 use http::header::{self, HeaderMap, HeaderValue};
+use squall_config::{Part, Template, Var};
 use squall_h1::{BodyKind, OriginHead, RequestHead, ResponseBody};
 use squall_upstream::UpstreamErrorClass;
 
@@ -21,6 +22,10 @@ pub struct Peer {
     pub addr: Option<SocketAddr>,
     /// The client connection is TLS (`X-Forwarded-Proto: https`).
     pub tls: bool,
+    /// The client as Squall sees it (PROXY protocol and `real_ip` applied): `$remote_addr`.
+    pub client: Option<SocketAddr>,
+    /// The request's id: `$request_id`.
+    pub request_id: u128,
 }
 
 /// Encodes the request head for the origin: hop-by-hop fields stripped (RFC 9110 §7.6.1),
@@ -38,6 +43,7 @@ pub fn encode_request(head: &RequestHead, route: &ProxyRoute, peer: Peer, out: &
     for (name, value) in &edits.set {
         headers.insert(name.clone(), value.clone());
     }
+    set_templates(&mut headers, &edits.templates, head, peer);
     let mut raw = BytesMut::with_capacity(96);
     forwarding_fields(&mut headers, peer, &mut raw);
     let host = head
@@ -109,7 +115,12 @@ fn put_list(raw: &mut BytesMut, name: &[u8], prior: Option<HeaderValue>, ours: &
 
 /// The response head for the client: hop-by-hop fields stripped and route edits applied. The
 /// framing fields and Date are the downstream codec's (from the framing the exchange decided).
-pub fn response_headers(origin: &HeaderMap, route: &ProxyRoute) -> HeaderMap {
+pub fn response_headers(
+    origin: &HeaderMap,
+    route: &ProxyRoute,
+    request: &RequestHead,
+    peer: Peer,
+) -> HeaderMap {
     let mut headers = origin.clone();
     squall_h1::strip_hop_by_hop(&mut headers);
     headers.remove(header::CONTENT_LENGTH);
@@ -120,7 +131,66 @@ pub fn response_headers(origin: &HeaderMap, route: &ProxyRoute) -> HeaderMap {
     for (name, value) in &route.response_headers.set {
         headers.insert(name.clone(), value.clone());
     }
+    set_templates(
+        &mut headers,
+        &route.response_headers.templates,
+        request,
+        peer,
+    );
     headers
+}
+
+/// Sets each templated field to its value for this request.
+fn set_templates(
+    headers: &mut HeaderMap,
+    templates: &[(header::HeaderName, Template)],
+    head: &RequestHead,
+    peer: Peer,
+) {
+    for (name, template) in templates {
+        if let Some(value) = expand(template, head, peer) {
+            headers.insert(name.clone(), value);
+        }
+    }
+}
+
+/// A template's value for `head` from `peer`: `None` only if it would not be a valid field
+/// value (every variable is made of valid bytes, so never in practice).
+pub fn expand(template: &Template, head: &RequestHead, peer: Peer) -> Option<HeaderValue> {
+    let mut out = BytesMut::with_capacity(64);
+    for part in &template.0 {
+        match part {
+            Part::Literal(text) => out.put_slice(text.as_bytes()),
+            Part::Var(Var::RemoteAddr) => {
+                if let Some(client) = peer.client {
+                    out.put_slice(client.ip().to_string().as_bytes());
+                }
+            }
+            Part::Var(Var::RequestId) => out.put_slice(&request_id_hex(peer.request_id)),
+            // Lowercase, as nginx's `$host`.
+            Part::Var(Var::Host) => {
+                let host = head.host().unwrap_or("").bytes();
+                host.for_each(|b| out.put_u8(b.to_ascii_lowercase()));
+            }
+            Part::Var(Var::Scheme) => out.put_slice(if peer.tls { b"https" } else { b"http" }),
+            Part::Var(Var::RequestUri) => {
+                let uri = head.uri.path_and_query().map_or("/", |pq| pq.as_str());
+                out.put_slice(uri.as_bytes());
+            }
+        }
+    }
+    HeaderValue::from_maybe_shared(out.freeze()).ok()
+}
+
+/// A request id as Squall writes it: 32 lowercase hex digits.
+pub fn request_id_hex(id: u128) -> [u8; 32] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        let shift = 4 * (31 - i);
+        *byte = DIGITS[((id >> shift) & 0xf) as usize];
+    }
+    out
 }
 
 /// The length to announce to the client: the origin's, when it framed by length (or, for a

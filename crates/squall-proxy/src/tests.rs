@@ -275,3 +275,41 @@ fn reply_matches_respond_for_every_kind_of_route() {
         }
     }
 }
+
+#[test]
+fn header_templates_expand_per_request_and_ids_are_32_hex_digits() {
+    use crate::forward::{Peer, expand, request_id_hex};
+    let request = head("GET /a/b?q=1 HTTP/1.1\r\nHost: Shop.Test:8080\r\n\r\n");
+    let peer = Peer {
+        addr: Some("10.0.0.1:5000".parse().unwrap()),
+        tls: true,
+        client: Some("[2001:db8::7]:443".parse().unwrap()),
+        request_id: 0xabc,
+    };
+    let template =
+        squall_config::parse_template("$remote_addr|$request_id|$host|$scheme|$request_uri")
+            .unwrap()
+            .unwrap();
+    let value = expand(&template, &request, peer).unwrap();
+    assert_eq!(
+        value.to_str().unwrap(),
+        "2001:db8::7|00000000000000000000000000000abc|shop.test|https|/a/b?q=1"
+    );
+    // No client address (a Unix socket): the variable is empty.
+    let unknown = Peer {
+        client: None,
+        ..peer
+    };
+    let template = squall_config::parse_template("[$remote_addr]")
+        .unwrap()
+        .unwrap();
+    assert_eq!(expand(&template, &request, unknown).unwrap(), "[]");
+    assert_eq!(
+        &request_id_hex(u128::MAX),
+        b"ffffffffffffffffffffffffffffffff"
+    );
+    assert_eq!(
+        &request_id_hex(1 << 124),
+        b"10000000000000000000000000000000"
+    );
+}

@@ -113,6 +113,8 @@ pub struct Entry<'a> {
     pub upstream: Option<Duration>,
     /// `HIT`, `MISS`, `STALE` or `REVALIDATED` on cached routes.
     pub cache: Option<&'static str>,
+    /// The request's id (`$request_id`).
+    pub request_id: u128,
 }
 
 impl Batch {
@@ -204,7 +206,9 @@ fn format_line(out: &mut Vec<u8>, entry: &Entry<'_>, time: &str) {
         }
         None => out.push(b'-'),
     }
-    let _ = writeln!(out, " cs={} proto={proto}", entry.cache.unwrap_or("-"));
+    let _ = write!(out, " cs={} proto={proto} id=", entry.cache.unwrap_or("-"));
+    out.extend_from_slice(&squall_proxy::forward::request_id_hex(entry.request_id));
+    out.push(b'\n');
 }
 
 fn header(out: &mut Vec<u8>, head: Option<&squall_h1::RequestHead>, name: http::HeaderName) {
@@ -273,7 +277,9 @@ fn json_line(out: &mut Vec<u8>, entry: &Entry<'_>, since_epoch: Duration) {
     }
     out.extend_from_slice(b",\"cache\":");
     json_opt(out, entry.cache.map(str::as_bytes));
-    out.extend_from_slice(b"}\n");
+    out.extend_from_slice(b",\"request_id\":\"");
+    out.extend_from_slice(&squall_proxy::forward::request_id_hex(entry.request_id));
+    out.extend_from_slice(b"\"}\n");
 }
 
 fn field(head: Option<&squall_h1::RequestHead>, name: http::HeaderName) -> Option<&[u8]> {
@@ -368,6 +374,7 @@ mod tests {
             elapsed: Duration::from_micros(1500),
             upstream: Some(Duration::from_micros(1200)),
             cache: Some("MISS"),
+            request_id: 0x2a,
         };
         let mut out = Vec::new();
         json_line(&mut out, &entry, Duration::from_millis(784_111_777_042));
@@ -387,6 +394,7 @@ mod tests {
         assert_eq!(line["request_time"], 0.002);
         assert_eq!(line["upstream_time"], 0.001);
         assert_eq!(line["cache"], "MISS");
+        assert_eq!(line["request_id"], "0000000000000000000000000000002a");
         // A refused request: nothing but the peer, status and size.
         let refused = Entry {
             peer: None,
@@ -427,13 +435,15 @@ mod tests {
             elapsed: Duration::from_micros(1500),
             upstream: None,
             cache: None,
+            request_id: 0xff,
         };
         let mut out = Vec::new();
         format_line(&mut out, &entry, "30/Nov/2026:03:55:00 +0000");
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "127.0.0.1 - - [30/Nov/2026:03:55:00 +0000] \"GET /a?b=1 HTTP/1.1\" 200 120 \"-\" \
-             \"evil\\x22 agent\" rt=0.002 ut=- cs=- proto=HTTP/1.1\n"
+             \"evil\\x22 agent\" rt=0.002 ut=- cs=- proto=HTTP/1.1 \
+             id=000000000000000000000000000000ff\n"
         );
         let proxied = Entry {
             upstream: Some(Duration::from_micros(1200)),
@@ -444,7 +454,9 @@ mod tests {
         format_line(&mut out, &proxied, "30/Nov/2026:03:55:00 +0000");
         let line = String::from_utf8(out).unwrap();
         assert!(
-            line.ends_with(" rt=0.002 ut=0.001 cs=MISS proto=HTTP/1.1\n"),
+            line.ends_with(
+                " rt=0.002 ut=0.001 cs=MISS proto=HTTP/1.1 id=000000000000000000000000000000ff\n"
+            ),
             "{line}"
         );
     }

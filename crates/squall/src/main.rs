@@ -17,6 +17,7 @@ mod metrics;
 mod notify;
 mod prepare;
 mod real_ip;
+mod request_id;
 mod resolve;
 mod server;
 mod timer;

@@ -41,12 +41,14 @@ pub(crate) fn config(raw: &RawConfig, r: &mut Report) -> Config {
     let mut vhost = route::vhosts(&raw.vhost, &upstream, r);
     let cache = cache(&raw.cache, r);
     route::hide_targeted(&mut vhost, cache.target_header.as_ref());
+    let server = server(&raw.server, r);
+    route::send_request_id(&mut vhost, server.request_id_header.as_ref());
     let cluster = raw
         .cluster
         .as_ref()
         .map(|c| cluster::cluster(c, &listen, r));
     Config {
-        server: server(&raw.server, r),
+        server,
         admin,
         log: log(&raw.log, r),
         listen,
@@ -105,6 +107,8 @@ fn server(raw: &RawServer, r: &mut Report) -> Server {
         real_ip: raw.real_ip.as_ref().and_then(|v| client::real_ip(v, r)),
         error_pages: (raw.error_pages.as_ref())
             .map_or_else(Vec::new, |p| crate::pages::error_pages(p.get_ref(), r)),
+        request_id_header: (raw.request_id_header.as_ref())
+            .and_then(|v| value::header_name(r, v).and_then(|n| value::editable(r, n, v))),
     }
 }
 

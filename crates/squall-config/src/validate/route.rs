@@ -208,10 +208,23 @@ pub(super) fn hide_targeted(vhosts: &mut [Vhost], target: Option<&HeaderName>) {
     for route in vhosts.iter_mut().flat_map(|v| &mut v.routes) {
         let edits = &mut route.response_headers;
         for &name in names.iter().filter(|_| route.cache) {
-            let set = edits.set.iter().any(|(n, _)| n == name);
-            if !set && !edits.remove.contains(name) {
+            if !edits.sets(name) && !edits.remove.contains(name) {
                 edits.remove.push(name.clone());
             }
+        }
+    }
+}
+
+/// `server.request_id_header`: every proxy route sets the field to `$request_id` on the way
+/// to the origin, unless the route sets it itself.
+pub(super) fn send_request_id(vhosts: &mut [Vhost], name: Option<&HeaderName>) {
+    let Some(name) = name else { return };
+    let id = crate::Template(vec![crate::Part::Var(crate::Var::RequestId)]);
+    for route in vhosts.iter_mut().flat_map(|v| &mut v.routes) {
+        let edits = &mut route.request_headers;
+        if route.action.is_proxy() && !edits.sets(name) {
+            edits.remove.retain(|n| n != name);
+            edits.templates.push((name.clone(), id.clone()));
         }
     }
 }
@@ -399,24 +412,28 @@ fn header_edits(raw: Option<&Spanned<RawHeaderEdits>>, r: &mut Report) -> Header
     };
     let raw = raw.get_ref();
     let mut edits = HeaderEdits::default();
-    for (name, value) in raw.set.as_ref().map_or(&[][..], |s| &s.get_ref().0[..]) {
+    for (name, raw_value) in raw.set.as_ref().map_or(&[][..], |s| &s.get_ref().0[..]) {
         let checked = header_name(r, name).and_then(|n| editable(r, n, name));
-        let (Some(checked), Some(value)) = (checked, header_value(r, value)) else {
+        let (Some(checked), Some(value)) = (checked, header_value(r, raw_value)) else {
             continue;
         };
-        if edits.set.iter().any(|(n, _)| *n == checked) {
+        if edits.sets(&checked) {
             r.error(
                 &name.span(),
                 format!("header {:?} is set twice", checked.as_str()),
             );
         }
-        edits.set.push((checked, value));
+        match crate::parse_template(value.to_str().unwrap_or("")) {
+            Ok(None) => edits.set.push((checked, value)),
+            Ok(Some(template)) => edits.templates.push((checked, template)),
+            Err(message) => r.error(&raw_value.span(), message),
+        }
     }
     for name in raw.remove.as_ref().map_or(&[][..], |l| &l.get_ref()[..]) {
         let Some(checked) = header_name(r, name).and_then(|n| editable(r, n, name)) else {
             continue;
         };
-        if edits.set.iter().any(|(n, _)| *n == checked) {
+        if edits.sets(&checked) {
             r.error(
                 &name.span(),
                 format!("header {:?} is both set and removed", checked.as_str()),

@@ -64,6 +64,11 @@ pub enum ClientProtocol {
 pub struct ClientInfo {
     /// The client's address, for `X-Forwarded-For` and `Forwarded`.
     pub peer: Option<SocketAddr>,
+    /// The client as Squall sees it (PROXY protocol and `real_ip` applied), for
+    /// `$remote_addr`.
+    pub client: Option<SocketAddr>,
+    /// The request's id (`$request_id`), the same as in the access log.
+    pub request_id: u128,
     /// The client connection is TLS (`X-Forwarded-Proto: https`).
     pub tls: bool,
     pub protocol: ClientProtocol,

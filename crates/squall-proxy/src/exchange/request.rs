@@ -48,10 +48,7 @@ impl Exchange {
             self.config.response_limits,
             &self.head.method,
         ));
-        let peer = Peer {
-            addr: self.client.peer,
-            tls: self.client.tls,
-        };
+        let peer = self.peer();
         let mut out = BytesMut::with_capacity(512 + self.body.len());
         forward::encode_request(&self.head, &self.route, peer, &mut out);
         out.extend_from_slice(&self.body);
@@ -59,6 +56,21 @@ impl Exchange {
         self.request_sent = true;
         self.write_origin(out);
         self.arm_response_timeout(now);
+    }
+
+    /// Who the request came from, as the forwarding rules and header variables see it.
+    pub(crate) fn peer(&self) -> Peer {
+        Peer {
+            addr: self.client.peer,
+            tls: self.client.tls,
+            client: self.client.client,
+            request_id: self.client.request_id,
+        }
+    }
+
+    /// The request's id (`$request_id`, the access log's `request_id`).
+    pub fn request_id(&self) -> u128 {
+        self.client.request_id
     }
 
     /// The connect failed (`ConnectFailed`; a socket that could not even be made is the same).

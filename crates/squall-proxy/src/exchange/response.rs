@@ -104,7 +104,8 @@ impl Exchange {
         if head.status == StatusCode::CONTINUE || self.client.protocol == ClientProtocol::Http10 {
             return;
         }
-        let headers = forward::response_headers(&head.headers, &self.route);
+        let headers =
+            forward::response_headers(&head.headers, &self.route, &self.head, self.peer());
         self.tell_client(ToClient::Interim {
             status: head.status,
             headers,
@@ -112,7 +113,8 @@ impl Exchange {
     }
 
     fn forward_head(&mut self, head: OriginHead) {
-        let mut headers = forward::response_headers(&head.headers, &self.route);
+        let mut headers =
+            forward::response_headers(&head.headers, &self.route, &self.head, self.peer());
         let mut body_len = forward::client_body_len(&head);
         let (mut framing, mut keep_alive) = self.client_framing(&head, body_len);
         if self.start_compressing(&head, &mut headers, body_len, framing) {

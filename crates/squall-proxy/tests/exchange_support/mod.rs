@@ -104,6 +104,8 @@ pub fn config(servers: usize) -> ExchangeConfig {
 pub fn client(protocol: ClientProtocol) -> ClientInfo {
     ClientInfo {
         peer: Some(PEER.parse::<SocketAddr>().expect("a literal address")),
+        client: Some(PEER.parse::<SocketAddr>().expect("a literal address")),
+        request_id: 0x0123_4567_89ab_cdef_0000_0000_0000_002a,
         tls: false,
         protocol,
         keep_alive: true,

@@ -223,6 +223,8 @@ pub struct LogNote {
     pub cache: Option<&'static str>,
     /// The route that answered, for the per-route counters.
     pub route: Option<u32>,
+    /// The id a proxied request was forwarded with; others get one when logged.
+    pub request_id: Option<u128>,
 }
 
 /// Pieces at or above this size go out by reference (writev); smaller ones are copied, since an

@@ -350,6 +350,7 @@ impl Downstream<'_> {
         let upstream = self.now.saturating_duration_since(started);
         self.counters.upstream_duration.observe(upstream);
         conn.log_note.route = Some(session.ex.route().id);
+        conn.log_note.request_id = Some(session.ex.request_id());
         conn.log_note.upstream = Some(upstream);
         if session.fill.is_some() {
             conn.log_note.cache = Some(Label::Miss.as_str());

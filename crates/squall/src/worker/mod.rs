@@ -593,6 +593,7 @@ pub(super) fn log_request(
         elapsed,
         upstream: note.upstream,
         cache: note.cache,
+        request_id: note.request_id.unwrap_or_else(crate::request_id::next),
     };
     access.push(&entry, SystemTime::now(), counters);
 }

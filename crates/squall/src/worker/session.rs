@@ -149,6 +149,8 @@ impl Worker {
         let conn = &self.conns[client.conn()];
         ClientInfo {
             peer: conn.peer,
+            client: self.runtime.client_addr(conn.peer, head),
+            request_id: crate::request_id::next(),
             tls: conn.tls.is_some(),
             protocol: client.protocol(head),
             keep_alive: self.drain_deadline.is_none(),
@@ -416,6 +418,10 @@ impl Worker {
             return;
         }
         let head = session.ex.head();
+        // The log names the id the origin was sent, if it was reached.
+        if let Some(conn) = down.conns.get_mut(session.client.conn()) {
+            conn.log_note.request_id = Some(session.ex.request_id());
+        }
         if request_unfinished {
             down.answer_error_and_close(session.client, head, status);
         } else {
