@@ -82,9 +82,7 @@ fn parse_v1(buf: &[u8]) -> Result<Parsed, Error> {
     let window = &buf[..buf.len().min(V1_MAX_BYTES)];
     let Some(end) = window.windows(2).position(|w| w == b"\r\n") else {
         // A lone CR or LF inside the header is malformed; anything else may still be growing.
-        if window.contains(&b'\n')
-            || window[..window.len().saturating_sub(1)].contains(&b'\r')
-        {
+        if window.contains(&b'\n') || window[..window.len().saturating_sub(1)].contains(&b'\r') {
             return Err(Error::V1Malformed);
         }
         return if buf.len() >= V1_MAX_BYTES {

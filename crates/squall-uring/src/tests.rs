@@ -470,7 +470,10 @@ fn recv_once_takes_one_buffer_and_ends() {
         assert_eq!(buf.len(), 64, "one 64-byte buffer, not all 1000 bytes");
         total += buf.len();
         ring.recycle(buf);
-        assert!(ring.next_completion().is_none(), "nothing more was received");
+        assert!(
+            ring.next_completion().is_none(),
+            "nothing more was received"
+        );
     }
     assert_eq!(total, 256);
     drop(client);
