@@ -136,8 +136,15 @@ impl Worker {
         let probe = session
             .is_none()
             .then(|| Box::new(probe::Probe::new(method)));
+        // Under a buffer budget an origin is read one buffer at a time, so a pause holds at
+        // once (see socket.rs); with the budget off (`buffer_memory_max = 0`), multishot,
+        // which saves a receive submission per response.
+        let socket = match self.buffer_limit {
+            0 => Socket::new(fd),
+            _ => Socket::new(fd).one_buffer_at_a_time(),
+        };
         let index = self.origins.insert(Origin {
-            socket: Socket::new(fd).one_buffer_at_a_time(),
+            socket,
             generation,
             upstream: target.upstream,
             upstream_generation: self.upstreams.generation,
