@@ -46,6 +46,11 @@ pub fn encode_request(head: &RequestHead, route: &ProxyRoute, peer: Peer, out: &
     set_templates(&mut headers, &edits.templates, head, peer);
     let mut raw = BytesMut::with_capacity(96);
     forwarding_fields(&mut headers, peer, &mut raw);
+    // TE is hop-by-hop, but `trailers` says the client will read trailer fields, which an
+    // origin may then send (RFC 9110 §10.1.4); TE is named in Connection as that section asks.
+    if accepts_trailers(&head.headers) {
+        raw.put_slice(b"te: trailers\r\nconnection: te\r\n");
+    }
     let host = head
         .headers
         .get(header::HOST)
@@ -68,6 +73,48 @@ pub fn encode_request(head: &RequestHead, route: &ProxyRoute, peer: Peer, out: &
         keep_alive: true,
     };
     squall_h1::encode_request_head(&request, out);
+}
+
+/// The request's TE field lists `trailers`: the client reads trailer fields at the end of a
+/// chunked response (RFC 9110 §10.1.4). An HTTP/2 client's `te` may only be `trailers`.
+pub fn accepts_trailers(headers: &HeaderMap) -> bool {
+    let options = headers.get_all(header::TE).into_iter();
+    options
+        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+        .map(|option| option.split(|&b| b == b';').next().unwrap_or_default())
+        .any(|name| name.trim_ascii().eq_ignore_ascii_case(b"trailers"))
+}
+
+/// Fields that may not travel as trailers, besides the hop-by-hop ones: framing and routing
+/// (RFC 9110 §6.5.1), and what says how to read the content or may not change after the head.
+static NOT_TRAILERS: [header::HeaderName; 16] = [
+    header::CONTENT_LENGTH,
+    header::TRANSFER_ENCODING,
+    header::HOST,
+    header::TRAILER,
+    header::CONTENT_ENCODING,
+    header::CONTENT_TYPE,
+    header::CONTENT_RANGE,
+    header::CACHE_CONTROL,
+    header::EXPECT,
+    header::MAX_FORWARDS,
+    header::RANGE,
+    header::AUTHORIZATION,
+    header::WWW_AUTHENTICATE,
+    header::SET_COOKIE,
+    header::COOKIE,
+    header::LOCATION,
+];
+
+/// The trailer fields that cross the proxy, either way: hop-by-hop fields and those in
+/// `NOT_TRAILERS` removed. `None` when nothing is left.
+pub fn forwardable_trailers(fields: &HeaderMap) -> Option<HeaderMap> {
+    let mut fields = fields.clone();
+    squall_h1::strip_hop_by_hop(&mut fields);
+    for name in &NOT_TRAILERS {
+        fields.remove(name);
+    }
+    (!fields.is_empty()).then_some(fields)
 }
 
 /// Appends the forwarding lines to `raw`, taking the prior values of the fields they extend

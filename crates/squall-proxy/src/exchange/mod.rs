@@ -151,6 +151,8 @@ pub enum ToClient {
     Data(Bytes),
     /// The response is complete: the last chunk (with `trailers` when chunked), END_STREAM
     /// on HTTP/2 (a trailers HEADERS frame with `trailers`), nothing more otherwise.
+    /// `trailers` are the origin's, already fit to forward: only for HTTP/2 clients and
+    /// HTTP/1.1 ones that sent `TE: trailers`, hop-by-hop and framing fields removed.
     End {
         trailers: Option<HeaderMap>,
         /// The request body was not read to its end: an HTTP/1.x connection must close after

@@ -107,14 +107,17 @@ impl Exchange {
         self.pump_body();
     }
 
-    /// The request body ended. Trailers reach the origin in the last chunk; a body of declared
-    /// length has no place for them in HTTP/1.1 (RFC 9112 §7.1.2), so there they are dropped.
+    /// The request body ended. Trailers reach the origin in the last chunk, less the fields
+    /// that may not cross a proxy as trailers (`forward::forwardable_trailers`); a body of
+    /// declared length has no place for them in HTTP/1.1 (RFC 9112 §7.1.2), so there they are
+    /// dropped.
     pub fn on_client_end(&mut self, trailers: Option<&HeaderMap>) {
         if self.phase == Phase::Done || self.request_complete {
             return;
         }
         if self.head.body == BodyKind::Chunked {
-            squall_h1::encode_last_chunk(trailers, &mut self.body);
+            let trailers = trailers.and_then(forward::forwardable_trailers);
+            squall_h1::encode_last_chunk(trailers.as_ref(), &mut self.body);
         }
         self.request_complete = true;
         self.pump_body();

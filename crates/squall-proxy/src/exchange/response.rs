@@ -291,13 +291,17 @@ impl Exchange {
             self.actions
                 .push_back(Action::Fill(FillHook::End { trailers }));
         }
-        // Trailers have a place only in a chunked body or an HTTP/2 stream.
-        let carries_trailers = matches!(
-            self.framing,
-            Some(ClientFraming::Chunked | ClientFraming::Frames)
-        );
+        // Trailers have a place only in an HTTP/2 stream or a chunked body, and an HTTP/1.1
+        // client that did not ask for them with `TE: trailers` may go without (RFC 9112
+        // §7.1.2). Hop-by-hop and framing fields never cross.
+        let carries_trailers = match self.framing {
+            Some(ClientFraming::Frames) => true,
+            Some(ClientFraming::Chunked) => forward::accepts_trailers(&self.head.headers),
+            _ => false,
+        };
+        let trailers = trailers.filter(|_| carries_trailers);
         self.tell_client(ToClient::End {
-            trailers: trailers.filter(|_| carries_trailers),
+            trailers: trailers.as_ref().and_then(forward::forwardable_trailers),
             request_unfinished: !self.request_complete,
         });
         // Reusable only between messages (RFC 9112 §9.3): the response read whole with

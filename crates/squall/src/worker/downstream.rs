@@ -287,6 +287,13 @@ impl Downstream<'_> {
                 }
             }
             ToClient::Data(_) if session.reply.intercepted => return Written::default(),
+            // The page replaced the origin's body, and the trailers that went with it.
+            ToClient::End {
+                request_unfinished, ..
+            } if session.reply.intercepted => ToClient::End {
+                trailers: None,
+                request_unfinished,
+            },
             message => message,
         };
         self.put(session, message)
@@ -854,11 +861,12 @@ fn write_h1(
             false
         }
         ToClient::End {
-            request_unfinished, ..
+            trailers,
+            request_unfinished,
         } => {
-            // Origin trailers are not forwarded to HTTP/1.x clients, as before the exchange.
+            // The exchange passes trailers only to a client that asked (`TE: trailers`).
             if reply.framing == Some(ClientFraming::Chunked) {
-                squall_h1::encode_last_chunk(None, &mut conn.out);
+                squall_h1::encode_last_chunk(trailers.as_ref(), &mut conn.out);
             }
             if !reply.keep_alive || request_unfinished {
                 conn.close_after = true;
@@ -918,11 +926,19 @@ fn write_h2(
             false
         }
         ToClient::End {
-            request_unfinished, ..
+            trailers,
+            request_unfinished,
         } => {
-            // Response trailers are not forwarded yet: END_STREAM on an empty DATA frame.
+            // END_STREAM on a trailers HEADERS frame (gRPC's `grpc-status`), or on an empty
+            // DATA frame without them.
             if reply.framing != Some(ClientFraming::Empty) {
-                let _ = conn.send_data(stream, Bytes::new(), true);
+                if let Some(trailers) = trailers {
+                    let fields = trailers.iter();
+                    let fields = fields.map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()));
+                    let _ = conn.send_trailers(stream, fields);
+                } else {
+                    let _ = conn.send_data(stream, Bytes::new(), true);
+                }
             }
             if request_unfinished {
                 // The response is whole; the rest of the request is not needed (RFC 9113 §8.1).

@@ -217,14 +217,14 @@ impl Worker {
                 }
                 // The end of a proxied request (whose session may have ended already: then
                 // the connection closes after its answer).
-                Ok(Some(Event::End { .. })) if conn.forwarding => {
+                Ok(Some(Event::End { trailers })) if conn.forwarding => {
                     conn.forwarding = false;
                     let session = conn
                         .exchange
                         .and_then(|id| self.sessions.get_mut(id.index).filter(|s| s.is(id)));
                     if let Some(session) = session {
-                        // Request trailers are not forwarded from HTTP/1.x clients, as before.
-                        session.ex.on_client_end(None);
+                        // Trailers of a chunked request go on in the origin's last chunk.
+                        session.ex.on_client_end(trailers.as_ref());
                     }
                 }
                 Ok(Some(Event::End { .. })) => {
