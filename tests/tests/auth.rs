@@ -325,3 +325,33 @@ async fn check_names_a_weak_line_and_reload_rereads_the_file() {
         200
     );
 }
+
+/// An HTTP/2 stream waiting for its password check keeps its connection from counting as idle:
+/// with `idle_timeout` shorter than the check, the answer still arrives (the idle GOAWAY and
+/// its one-second grace used to close the connection under the waiting stream).
+#[tokio::test]
+async fn a_stream_waiting_for_its_check_keeps_the_connection_open() {
+    let dir = TempDir::new();
+    // A check slower than the idle timeout and its grace together: measured, not assumed.
+    let mut cost = 12;
+    let (users, check) = loop {
+        let users = users_file(&dir, &[("alice", "pw")], cost);
+        let squall = Squall::start(&config(&users, ""));
+        let started = Instant::now();
+        let answer = h2_request(squall.addr, "/staff/", Some(&basic("alice", "pw")), None).await;
+        assert_eq!(answer.status, 200);
+        let check = started.elapsed();
+        if check > Duration::from_millis(1800) || cost == 16 {
+            break (users, check);
+        }
+        cost += 1;
+    };
+    assert!(
+        check > Duration::from_millis(1800),
+        "the check takes {check:?}: too fast for this test to prove anything"
+    );
+    let limits = "idle_timeout = \"300ms\"";
+    let squall = Squall::start(&config(&users, limits));
+    let answer = h2_request(squall.addr, "/staff/", Some(&basic("alice", "pw")), None).await;
+    assert_eq!((answer.status, answer.body.as_str()), (200, "staff only"));
+}

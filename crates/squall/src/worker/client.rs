@@ -296,8 +296,11 @@ impl Worker {
                 if conn.is_idle() {
                     conn.shrink_idle();
                 }
+                let verifying = conn.h2.as_ref().is_some_and(|h2| h2.verifying > 0);
                 let idle = match conn.h2.as_ref().and_then(|h2| h2.idle_goaway) {
                     Some(sent) => sent + IDLE_GOAWAY_GRACE,
+                    // Squall, not the client, is the one taking its time: a password check.
+                    None if verifying => self.now + limits.idle_timeout,
                     None => conn.last_activity + limits.idle_timeout,
                 };
                 // HTTP/2's own timers (streams stalled on a zero window), and requests parked
@@ -368,6 +371,17 @@ impl Worker {
             && (conn.parked.is_some() || conn.exchange.is_some())
             && conn.last_activity + self.runtime.limits.idle_timeout > self.now
         {
+            self.update_deadline(index);
+            return;
+        }
+        if let Some(h2) = conn.h2.as_mut()
+            && conn.phase == Phase::Open
+            && h2.verifying > 0
+        {
+            // A stream waits for its password check, not for the client: not idle. Its
+            // HTTP/2 timers (stalled streams) still run.
+            h2.conn.on_timer(self.now);
+            self.pump_h2(index);
             self.update_deadline(index);
             return;
         }

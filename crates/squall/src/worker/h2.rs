@@ -37,6 +37,9 @@ pub struct H2 {
     /// When `idle_timeout` sent this connection its GOAWAY: it is closed `IDLE_GOAWAY_GRACE`
     /// later at the latest.
     pub idle_goaway: Option<Instant>,
+    /// Streams whose credentials a verifier thread is checking (`auth_basic`): the connection
+    /// is not idle while one waits, so neither the idle GOAWAY nor a drain cuts it off.
+    pub verifying: usize,
 }
 
 impl H2 {
@@ -47,6 +50,7 @@ impl H2 {
             exchanges: HashMap::new(),
             parked: HashMap::new(),
             idle_goaway: None,
+            verifying: 0,
         }
     }
 
@@ -54,6 +58,7 @@ impl H2 {
         self.pending.is_empty()
             && self.exchanges.is_empty()
             && self.parked.is_empty()
+            && self.verifying == 0
             && self.conn.is_idle()
     }
 }
