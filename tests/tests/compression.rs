@@ -15,6 +15,10 @@ use hyper::body::Incoming;
 
 use squall_e2e::{Squall, TempDir, admin_addr, admin_get, metric_sum};
 
+#[path = "support/origin.rs"]
+mod origin;
+use origin::hyper_origin;
+
 /// The page the origin serves: 20 KiB of HTML that compresses.
 fn page() -> String {
     (0..400)
@@ -57,36 +61,6 @@ async fn handle(
         _ => response.status(404),
     };
     Ok(response.body(Full::new(Bytes::from(page()))).unwrap())
-}
-
-/// An HTTP/1.1 origin (hyper, keep-alive) on a loopback port, answering with `handler`.
-fn hyper_origin<F, Fut>(handler: F) -> SocketAddr
-where
-    F: Fn(http::Request<Incoming>) -> Fut + Clone + Send + 'static,
-    Fut: Future<Output = Result<http::Response<Full<Bytes>>, std::io::Error>> + Send + 'static,
-{
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind an origin");
-    listener.set_nonblocking(true).unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            while let Ok((stream, _)) = listener.accept().await {
-                let service = hyper::service::service_fn(handler.clone());
-                tokio::spawn(async move {
-                    let io = hyper_util::rt::TokioIo::new(stream);
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(io, service)
-                        .await;
-                });
-            }
-        });
-    });
-    addr
 }
 
 struct Setup {
