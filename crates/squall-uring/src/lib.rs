@@ -2,7 +2,8 @@
 //!
 //! A [`Ring`] is owned by one worker thread. The worker queues operations (multishot accept,
 //! multishot receive into a provided buffer ring, send and writev of `Bytes`, close, cancel, a
-//! wake-up poll), then calls [`Ring::submit_and_wait`] and drains [`Ring::next_completion`].
+//! wake-up poll, and for static files an open beneath a directory, statx and a read at an
+//! offset), then calls [`Ring::submit_and_wait`] and drains [`Ring::next_completion`].
 //!
 //! Buffer ownership follows tokio-uring's rule: memory handed to the kernel is owned by the ring
 //! until the operation's completion arrives, even when the connection that asked for it is gone.
@@ -23,6 +24,7 @@
 
 mod bufring;
 mod enter;
+mod file;
 mod limits;
 mod waker;
 
@@ -37,6 +39,7 @@ use io_uring::{IoUring, cqueue, opcode, squeue};
 use slab::Slab;
 
 pub use bufring::RecvBuf;
+pub use file::{FileStat, is_not_found};
 pub use limits::{raise_nofile_limit, set_tcp_notsent_lowat};
 pub use waker::Waker;
 
@@ -133,6 +136,23 @@ pub enum Completion {
     Cancel { token: u64 },
     /// A [`Waker`] was woken; `more` false means the poll must be queued again.
     Wake { token: u64, more: bool },
+    /// An [`Ring::openat2`] finished: the new descriptor.
+    Open {
+        token: u64,
+        result: io::Result<OwnedFd>,
+    },
+    /// A [`Ring::statx`] finished.
+    Statx {
+        token: u64,
+        result: io::Result<FileStat>,
+    },
+    /// A [`Ring::read_at`] finished: `buf` is what was handed in, its length grown by the
+    /// bytes read (`result`).
+    Read {
+        token: u64,
+        result: io::Result<usize>,
+        buf: Vec<u8>,
+    },
 }
 
 /// Identifies a queued operation, for [`Ring::cancel`].
@@ -160,6 +180,17 @@ enum Lent {
         #[allow(dead_code)]
         msg: Box<libc::msghdr>,
     },
+    /// An open's path and `open_how`, which the kernel reads after submission.
+    Open {
+        #[allow(dead_code)]
+        path: std::ffi::CString,
+        #[allow(dead_code)]
+        how: Box<io_uring::types::OpenHow>,
+    },
+    /// The buffer a statx fills.
+    Statx(Box<libc::statx>),
+    /// The buffer a read fills (its spare capacity).
+    Read(Vec<u8>),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -173,6 +204,9 @@ enum Kind {
     Close,
     Cancel,
     Wake,
+    Open,
+    Statx,
+    Read,
 }
 
 struct Op {
@@ -646,6 +680,9 @@ fn finish(op: Op, res: i32, flags: u32, more: bool) -> Completion {
         },
         (Kind::Wake, _) => Completion::Wake { token, more },
         (Kind::Cancel, _) => Completion::Cancel { token },
+        (kind @ (Kind::Open | Kind::Statx | Kind::Read), lent) => {
+            file::finish(kind, lent, token, res)
+        }
         (kind, _) => unreachable!("op {kind:?} was queued with the buffers of another kind"),
     }
 }

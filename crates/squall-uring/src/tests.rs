@@ -500,3 +500,134 @@ fn recv_once_takes_one_buffer_and_ends() {
     }
     assert_eq!(total + rest, 1000);
 }
+
+/// A directory with a file, a subdirectory, a symlink inside it and one leaving it.
+fn file_tree() -> std::path::PathBuf {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("squall-uring-files-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("root/sub")).unwrap();
+    std::fs::write(dir.join("root/a.txt"), b"hello, file").unwrap();
+    std::fs::write(dir.join("outside.txt"), b"secret").unwrap();
+    std::os::unix::fs::symlink("a.txt", dir.join("root/in")).unwrap();
+    std::os::unix::fs::symlink("../outside.txt", dir.join("root/out")).unwrap();
+    dir
+}
+
+fn open_dir(path: &std::path::Path) -> OwnedFd {
+    let file = std::fs::File::open(path).unwrap();
+    OwnedFd::from(file)
+}
+
+/// Opens `path` beneath `root` through the ring with `resolve`.
+fn open_beneath(ring: &mut Ring, root: &OwnedFd, path: &str, resolve: u64) -> io::Result<OwnedFd> {
+    let path = std::ffi::CString::new(path).unwrap();
+    ring.openat2(root.as_raw_fd(), path, resolve, 7);
+    let Completion::Open { token: 7, result } = next(ring) else {
+        panic!("expected an open");
+    };
+    result
+}
+
+#[test]
+fn files_open_beneath_their_root_and_read_at_an_offset() {
+    let dir = file_tree();
+    let mut ring = small_ring();
+    let root = open_dir(&dir.join("root"));
+    let strict = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS | libc::RESOLVE_NO_SYMLINKS;
+    let file = open_beneath(&mut ring, &root, "a.txt", strict).unwrap();
+    ring.statx(file.as_raw_fd(), 8);
+    let Completion::Statx {
+        token: 8,
+        result: Ok(stat),
+    } = next(&mut ring)
+    else {
+        panic!("expected a statx");
+    };
+    assert!(stat.is_file() && !stat.is_dir());
+    assert_eq!(stat.size, 11);
+    let meta = std::fs::metadata(dir.join("root/a.txt")).unwrap();
+    assert_eq!(stat.inode, std::os::unix::fs::MetadataExt::ino(&meta));
+    assert_eq!(stat.mtime_sec, std::os::unix::fs::MetadataExt::mtime(&meta));
+    // A read at an offset appends to what the buffer holds, up to its capacity.
+    let mut buf = Vec::with_capacity(6);
+    buf.push(b'>');
+    ring.read_at(file.as_raw_fd(), buf, 7, 9);
+    let Completion::Read {
+        token: 9,
+        result: Ok(4),
+        buf,
+    } = next(&mut ring)
+    else {
+        panic!("expected a read of 4 bytes");
+    };
+    assert_eq!(buf, b">file");
+    // At the end of the file, a read of nothing.
+    ring.read_at(file.as_raw_fd(), Vec::with_capacity(8), 11, 10);
+    let Completion::Read {
+        token: 10,
+        result: Ok(0),
+        buf,
+    } = next(&mut ring)
+    else {
+        panic!("expected the end of the file");
+    };
+    assert!(buf.is_empty());
+    ring.close(file, 11);
+    assert!(matches!(
+        next(&mut ring),
+        Completion::Close {
+            token: 11,
+            result: Ok(())
+        }
+    ));
+    let sub = open_beneath(&mut ring, &root, "sub", strict).unwrap();
+    ring.statx(sub.as_raw_fd(), 12);
+    let Completion::Statx {
+        result: Ok(stat), ..
+    } = next(&mut ring)
+    else {
+        panic!("expected a statx");
+    };
+    assert!(stat.is_dir());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn nothing_outside_the_root_opens_and_symlinks_only_when_allowed() {
+    let dir = file_tree();
+    let mut ring = small_ring();
+    let root = open_dir(&dir.join("root"));
+    let beneath = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
+    let strict = beneath | libc::RESOLVE_NO_SYMLINKS;
+    for path in [
+        "../outside.txt",
+        "/etc/passwd",
+        "sub/../../outside.txt",
+        "out",
+    ] {
+        for resolve in [strict, beneath] {
+            let e = open_beneath(&mut ring, &root, path, resolve).unwrap_err();
+            assert!(is_not_found(&e), "{path}: {e}");
+        }
+    }
+    // A symlink that stays inside: refused without symlinks, followed with them.
+    let e = open_beneath(&mut ring, &root, "in", strict).unwrap_err();
+    assert!(is_not_found(&e), "{e}");
+    assert!(open_beneath(&mut ring, &root, "in", beneath).is_ok());
+    let e = open_beneath(&mut ring, &root, "missing", strict).unwrap_err();
+    assert!(is_not_found(&e), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_read_in_flight_keeps_its_buffer_when_the_ring_is_dropped() {
+    let dir = file_tree();
+    let mut ring = small_ring();
+    let file = std::fs::File::open(dir.join("root/a.txt")).unwrap();
+    ring.read_at(file.as_raw_fd(), Vec::with_capacity(1 << 16), 0, 1);
+    ring.submit_and_wait(Some(Duration::ZERO)).unwrap();
+    drop(ring);
+    let _ = std::fs::remove_dir_all(&dir);
+}
