@@ -117,6 +117,14 @@ impl Config {
             }
         }
         let routes = self.vhost.iter_mut().flat_map(|v| &mut v.routes);
+        for route in routes {
+            if let Action::Files(files) = &mut route.action
+                && files.root.is_relative()
+            {
+                files.root = base.join(&files.root);
+            }
+        }
+        let routes = self.vhost.iter_mut().flat_map(|v| &mut v.routes);
         for auth in routes.filter_map(|r| r.auth_basic.as_mut()) {
             if auth.users_file.is_relative() {
                 auth.users_file = base.join(&auth.users_file);
@@ -836,7 +844,24 @@ pub enum Action {
     Block { status: StatusCode },
     /// Forward to the named upstream, which exists.
     Proxy { upstream: String },
+    /// Serve files from a directory (`root`): the request path, decoded, names a file beneath
+    /// it, as nginx's `root` (the whole path is appended, the route's prefix included).
+    Files(Files),
 }
+
+/// A route's `root`, `index` and `root_follow_symlinks`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Files {
+    /// The directory served (made absolute against the config file's directory).
+    pub root: std::path::PathBuf,
+    /// The file names tried, in order, for a path ending in `/` (no `/` in a name).
+    pub index: Vec<String>,
+    /// Whether symlinks are followed; even then, never out of `root`.
+    pub follow_symlinks: bool,
+}
+
+/// `index` when absent.
+pub const INDEX_DEFAULT: &str = "index.html";
 
 impl Action {
     /// Whether the route forwards to an origin.

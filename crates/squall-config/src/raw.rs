@@ -176,6 +176,9 @@ pub(crate) struct RawRoute {
     pub redirect: Option<Spanned<RawRedirect>>,
     pub block: Option<Int>,
     pub proxy: Option<Str>,
+    pub root: Option<Str>,
+    pub index: Option<Spanned<OneOrMany>>,
+    pub root_follow_symlinks: Option<Spanned<bool>>,
     pub cache: Option<Spanned<bool>>,
     pub cache_ttl: Option<Val>,
     pub request_no_cache: Option<Str>,
@@ -190,6 +193,14 @@ pub(crate) struct RawRoute {
     pub response_headers: Option<Spanned<RawHeaderEdits>>,
     pub compress: Option<Spanned<RawCompress>>,
     pub intercept_errors: Option<Spanned<bool>>,
+}
+
+/// A string, or a list of them (`index = "index.html"` or `index = ["index.html", "i.htm"]`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
 }
 
 /// A route's `compress = { types, min_bytes, level = { gzip, br, zstd } }`.

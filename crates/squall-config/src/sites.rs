@@ -36,6 +36,8 @@ pub enum Site {
     /// The path of `error_pages` for this status, in the `[[vhost]]` with this index, or in
     /// `[server]` for `None`.
     ErrorPage(Option<usize>, u16),
+    /// `root = ...` of the route with this id (the vhosts' routes counted in file order).
+    Root(usize),
     /// The file as a whole.
     File,
 }
@@ -140,6 +142,12 @@ pub(crate) fn collect(raw: &RawConfig, source: &Source) -> Sites {
             if let Ok(status) = key.get_ref().parse::<u16>() {
                 add(Site::ErrorPage(vhost, status), value.span());
             }
+        }
+    }
+    let routes = raw.vhost.iter().flat_map(|v| &v.get_ref().route);
+    for (id, route) in routes.enumerate() {
+        if let Some(root) = &route.get_ref().root {
+            add(Site::Root(id), root.span());
         }
     }
     Sites {

@@ -81,7 +81,7 @@ fn actions() {
     check(&[
         (
             "[[vhost.route]]\nexact = \"/\"\n",
-            "test.toml:2:1: route has no action: give one of respond, redirect, block or proxy",
+            "test.toml:2:1: route has no action: give one of respond, redirect, block, proxy or root",
         ),
         (
             "[[vhost.route]]\nexact = \"/\"\nblock = 403\nproxy = \"app\"\n",
@@ -299,6 +299,45 @@ fn auth_basic_and_route_rates() {
         (
             "[[vhost.route]]\nprefix = \"/\"\nblock = 403\nrequest_rate = \"1/s\"\nrequest_burst = 0\n",
             "test.toml:6:17: request_burst must be at least 1, not 0",
+        ),
+    ]);
+}
+
+#[test]
+fn static_files() {
+    check(&[
+        (
+            "[[vhost.route]]\nprefix = \"/\"\nproxy = \"app\"\nroot = \"/srv\"\n",
+            "test.toml:5:8: route has both proxy and root: give one action",
+        ),
+        (
+            "[[vhost.route]]\nprefix = \"/\"\nroot = \"\"\n",
+            "test.toml:4:8: root is empty: name the directory to serve",
+        ),
+        (
+            "[[vhost.route]]\nprefix = \"/\"\nblock = 403\nindex = \"i.html\"\n",
+            "test.toml:5:9: index needs root",
+        ),
+        (
+            "[[vhost.route]]\nprefix = \"/\"\nblock = 403\nroot_follow_symlinks = true\n",
+            "test.toml:5:24: root_follow_symlinks needs root",
+        ),
+        (
+            "[[vhost.route]]\nprefix = \"/\"\nroot = \"/srv\"\nindex = [\"a/b.html\"]\n",
+            "test.toml:5:9: index \"a/b.html\" is not a file name (no '/', not '.' or '..')",
+        ),
+        (
+            "[[vhost.route]]\nprefix = \"/\"\nroot = \"/srv\"\nindex = []\n",
+            "test.toml:5:9: index is empty: leave it out for index.html",
+        ),
+        (
+            "[[vhost.route]]\nprefix = \"/\"\nroot = \"/srv\"\ncache = true\n",
+            "test.toml:5:9: cache = true only applies to proxy routes",
+        ),
+        (
+            "[[vhost.route]]\nprefix = \"/\"\nroot = \"/srv\"\nindex = [\"i.html\", \"i.htm\"]\n\
+             root_follow_symlinks = true\n",
+            "(parsed)",
         ),
     ]);
 }

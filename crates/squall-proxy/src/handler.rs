@@ -246,6 +246,9 @@ fn handler(route: &Route, upstreams: &[Upstream], id: u32) -> Handler {
             status: *status,
             location: parse_location(location),
         },
+        // The worker serves `root` routes itself (it owns the directory descriptors and the
+        // ring that reads the files); this answer is only what a route would say without it.
+        Action::Files(_) => Handler::not_found(),
         Action::Proxy { upstream } => Handler::Proxy(Arc::new(ProxyRoute {
             id,
             // Validation guarantees the name exists; 0 is never reached for a valid config.

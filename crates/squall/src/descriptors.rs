@@ -40,8 +40,8 @@ pub struct ReserveInputs {
     /// Per worker, the origin connections its keep-alive pools may hold idle: Σ over the
     /// upstream groups of servers × the pool's idle bound.
     pub pooled_per_worker: usize,
-    /// Whether any route forwards to an origin: then each client connection may hold one
-    /// origin connection for its request in flight.
+    /// Whether any route forwards to an origin or serves files: then each client connection
+    /// may hold one origin connection or file for its request in flight.
     pub proxies: bool,
 }
 
@@ -114,7 +114,11 @@ pub fn inputs(
         workers,
         listeners: config.listen.len(),
         pooled_per_worker,
-        proxies: !upstreams.is_empty(),
+        // A `root` route's request holds a file open as a proxied one holds its origin
+        // connection: one per HTTP/1.1 client, one per stream on HTTP/2.
+        proxies: !upstreams.is_empty()
+            || (config.vhost.iter().flat_map(|v| &v.routes))
+                .any(|r| matches!(r.action, squall_config::Action::Files(_))),
     }
 }
 

@@ -64,6 +64,8 @@ pub struct Runtime {
     /// reloads, so a reload does not forgive a guesser).
     pub auth_failures_max: u32,
     pub auth_failures: Arc<crate::clients::KeyedBuckets>,
+    /// Per route id: the directory of a `root` route, opened (see `roots.rs`).
+    pub roots: Vec<Option<Arc<crate::roots::Root>>>,
     /// Per route id: its own `request_rate`; the buckets, kept across reloads.
     pub route_rates: Vec<Option<squall_config::RouteRate>>,
     pub route_buckets: Arc<crate::clients::KeyedBuckets>,
@@ -157,15 +159,17 @@ impl Runtime {
         let tls = Tls::load(config, sites, previous_store);
         let auth = crate::auth::load_routes(config);
         let pages = crate::error_pages::load(config, sites);
-        let (service, tls, auth) = match (service, tls, auth, pages) {
-            (Ok(service), Ok(tls), Ok(auth), Ok(pages)) => {
-                (service.with_error_pages(config, &pages), tls, auth)
+        let roots = crate::roots::open(config, sites);
+        let (service, tls, auth, roots) = match (service, tls, auth, pages, roots) {
+            (Ok(service), Ok(tls), Ok(auth), Ok(pages), Ok(roots)) => {
+                (service.with_error_pages(config, &pages), tls, auth, roots)
             }
-            (service, tls, auth, pages) => {
+            (service, tls, auth, pages, roots) => {
                 let problems = (service.err().into_iter())
                     .chain(tls.err().into_iter().flatten())
                     .chain(auth.err().into_iter().flatten())
                     .chain(pages.err().into_iter().flatten())
+                    .chain(roots.err().into_iter().flatten())
                     .collect();
                 return Err(Diagnostics(problems));
             }
@@ -196,6 +200,7 @@ impl Runtime {
             auth_failures_max: config.limits.auth_failures_max,
             auth_failures: kept(|r| &r.auth_failures),
             route_rates,
+            roots,
             route_buckets: kept(|r| &r.route_buckets),
             access_rules: access.iter().any(Option::is_some),
             proxy_protocol: (config.listen.iter())

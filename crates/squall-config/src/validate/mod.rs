@@ -9,6 +9,7 @@
 mod client;
 mod cluster;
 mod compress;
+mod files;
 mod route;
 mod value;
 

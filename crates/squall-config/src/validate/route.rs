@@ -92,6 +92,7 @@ fn route(item: &Spanned<RawRoute>, upstreams: &[Upstream], r: &mut Report) -> Op
     let raw = item.get_ref();
     let matcher = matcher(item, r);
     let action = action(item, upstreams, r);
+    super::files::orphans(raw, r);
     let cache = raw.cache.as_ref().is_some_and(|c| *c.get_ref());
     if let (true, Some(flag), Some(false)) =
         (cache, &raw.cache, action.as_ref().map(Action::is_proxy))
@@ -278,6 +279,7 @@ fn action(item: &Spanned<RawRoute>, upstreams: &[Upstream], r: &mut Report) -> O
         ("redirect", raw.redirect.as_ref().map(Spanned::span)),
         ("block", raw.block.as_ref().map(Spanned::span)),
         ("proxy", raw.proxy.as_ref().map(Spanned::span)),
+        ("root", raw.root.as_ref().map(Spanned::span)),
     ];
     let given: Vec<(&str, Range<usize>)> = given
         .into_iter()
@@ -295,7 +297,7 @@ fn action(item: &Spanned<RawRoute>, upstreams: &[Upstream], r: &mut Report) -> O
         [] => {
             r.error(
                 &item.span(),
-                "route has no action: give one of respond, redirect, block or proxy",
+                "route has no action: give one of respond, redirect, block, proxy or root",
             );
             return None;
         }
@@ -315,6 +317,9 @@ fn action(item: &Spanned<RawRoute>, upstreams: &[Upstream], r: &mut Report) -> O
             "400 to 599",
         )?;
         return Some(Action::Block { status });
+    }
+    if let Some(root) = &raw.root {
+        return super::files::files(root, raw, r);
     }
     let proxy = raw.proxy.as_ref()?; // Exactly one action is given, and it was none of the others.
     proxy_target(proxy, upstreams, r)

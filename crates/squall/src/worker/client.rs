@@ -214,6 +214,9 @@ impl Worker {
         if let Some(id) = self.conns[index].exchange {
             self.client_drained(id);
         }
+        if let Some(id) = self.conns[index].file {
+            self.file_drained(id);
+        }
     }
 
     // ---- closing ----
@@ -235,6 +238,7 @@ impl Worker {
         for id in downstream::sessions_of(&self.conns[index]) {
             self.abort_session(id);
         }
+        self.files_gone(index);
         let conn = &mut self.conns[index];
         if conn.phase == Phase::Closed {
             return;

@@ -66,6 +66,8 @@ pub struct Conn {
     pub answer_route: Option<u32>,
     /// A request waiting for another's origin fetch of the same object (see `cache.rs`).
     pub parked: Option<Box<super::cache::Parked>>,
+    /// The static file being sent (see `files.rs`): later requests wait in `rbuf`.
+    pub file: Option<super::files::FileId>,
     /// Decoding stopped for good: close once `out` is sent (Connection: close, an error).
     pub close_after: bool,
     /// An HTTP/1.x request waits for its Basic credentials to be checked: decoding waits.
@@ -133,6 +135,7 @@ impl Conn {
             cached_route: None,
             answer_route: None,
             parked: None,
+            file: None,
             exchange: None,
             forwarding: false,
             scheduled: false,
@@ -163,6 +166,7 @@ impl Conn {
             && self.request.is_none()
             && self.exchange.is_none()
             && self.parked.is_none()
+            && self.file.is_none()
             && self.rbuf.is_empty()
             && self.decoder.is_between_messages()
             && self.unsent_bytes() == 0
@@ -206,6 +210,7 @@ impl Conn {
             && self.request.is_none()
             && self.exchange.is_none()
             && self.parked.is_none()
+            && self.file.is_none()
             && !(self.rbuf.is_empty() && self.decoder.is_between_messages())
     }
 

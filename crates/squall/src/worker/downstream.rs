@@ -188,7 +188,7 @@ impl Worker {
         let held = match (client, conn.h2.as_ref()) {
             (Client::H2(_, stream), Some(h2)) => Held {
                 own: h2.conn.queued_data(stream),
-                streams: h2.exchanges.len(),
+                streams: h2.exchanges.len() + h2.files.len(),
                 window: h2.conn.send_window(stream),
                 connection: conn.held_bytes() + conn.session_bytes,
             },

@@ -92,6 +92,7 @@ impl Worker {
                 self.start_session(Client::H1(index), head, route, invalidate, None);
                 true
             }
+            Decoded::File(head, root) => self.start_file(Client::H1(index), head, root),
         }
     }
 
@@ -175,7 +176,10 @@ impl Worker {
                 return None;
             }
             // A proxied request is answered before the next pipelined one is read.
-            if (conn.exchange.is_some() && !conn.forwarding) || conn.parked.is_some() {
+            if (conn.exchange.is_some() && !conn.forwarding)
+                || conn.parked.is_some()
+                || conn.file.is_some()
+            {
                 return None;
             }
             if conn.unsent_bytes() >= OUT_HIGH_BYTES {
@@ -235,6 +239,12 @@ impl Worker {
                     if let Some(route) = conn.cached_route.take() {
                         return Some(Decoded::Cached(head, route));
                     }
+                    let route = conn.answer_route;
+                    if let Some(root) = self.files_root(route) {
+                        self.conns[index].answer_route = None;
+                        return Some(Decoded::File(head, root));
+                    }
+                    let conn = &mut self.conns[index];
                     let before = conn.out.len();
                     let (runtime, counters) = (&self.runtime, self.runtime.metrics.worker(self.id));
                     let outcome = runtime.service.respond_routed(
@@ -321,6 +331,8 @@ enum Decoded {
         Arc<ProxyRoute>,
         Option<(Arc<Cache>, Invalidation)>,
     ),
+    /// A complete request on a `root` route.
+    File(RequestHead, Arc<crate::roots::Root>),
 }
 
 /// A refusal of a request whose body is not read: the vhost's error page for `status` or a

@@ -34,6 +34,8 @@ pub struct H2 {
     pub exchanges: HashMap<StreamId, SessionId>,
     /// Streams waiting for another request's fetch of the same object.
     pub parked: HashMap<StreamId, Box<super::cache::Parked>>,
+    /// Streams answered with a static file (`root` routes), one transfer each.
+    pub files: HashMap<StreamId, super::files::FileId>,
     /// When `idle_timeout` sent this connection its GOAWAY: it is closed `IDLE_GOAWAY_GRACE`
     /// later at the latest.
     pub idle_goaway: Option<Instant>,
@@ -49,6 +51,7 @@ impl H2 {
             pending: HashMap::new(),
             exchanges: HashMap::new(),
             parked: HashMap::new(),
+            files: HashMap::new(),
             idle_goaway: None,
             verifying: 0,
         }
@@ -58,6 +61,7 @@ impl H2 {
         self.pending.is_empty()
             && self.exchanges.is_empty()
             && self.parked.is_empty()
+            && self.files.is_empty()
             && self.verifying == 0
             && self.conn.is_idle()
     }
@@ -278,8 +282,12 @@ impl Worker {
                 let h2 = self.h2_mut(index);
                 h2.pending.remove(&stream_id);
                 h2.parked.remove(&stream_id);
+                let file = h2.files.remove(&stream_id);
                 if let Some(id) = h2.exchanges.get(&stream_id).copied() {
                     self.abort_session(id);
+                }
+                if let Some(id) = file {
+                    self.file_gone(id);
                 }
                 None
             }
@@ -357,6 +365,10 @@ impl Worker {
         head: RequestHead,
         route: Option<u32>,
     ) {
+        if let Some(root) = self.files_root(route) {
+            self.start_file(Client::H2(index, stream_id), head, root);
+            return;
+        }
         let runtime = &self.runtime;
         let counters = runtime.metrics.worker(self.id);
         let conn = &mut self.conns[index];
@@ -416,6 +428,10 @@ impl Worker {
         // Proxied responses paused for a slow reader read on once their stream has drained.
         for id in super::downstream::sessions_of(&self.conns[index]) {
             self.client_drained(id);
+        }
+        let files = self.conns[index].h2.as_ref().map(|h2| h2.files.values().copied());
+        for id in files.into_iter().flatten().collect::<Vec<_>>() {
+            self.file_drained(id);
         }
     }
 

@@ -12,6 +12,7 @@ mod cluster;
 mod conn;
 mod downstream;
 mod entry;
+mod files;
 mod h1;
 mod h2;
 mod listen;
@@ -141,6 +142,8 @@ struct Worker {
     ready: std::collections::VecDeque<Token>,
     /// Proxied requests in progress (see `session.rs`).
     sessions: Slab<session::Session>,
+    /// Static files being served (see `files.rs`).
+    files: Slab<files::Transfer>,
     /// In-flight tables a reload replaced, drained of abandoned tickets until empty.
     old_inflight: Vec<Arc<squall_cache::InFlight<crate::cache::Waiter>>>,
     /// `limits.buffer_memory_max` in bytes for this machine (0: no budget); see `budget.rs`.
@@ -207,6 +210,7 @@ pub fn run(setup: Setup) {
         },
         ready: std::collections::VecDeque::new(),
         sessions: Slab::new(),
+        files: Slab::new(),
         old_inflight: Vec::new(),
         buffer_limit: 0,
     };
@@ -390,6 +394,10 @@ impl Worker {
                 _ => {}
             },
             Completion::Cancel { .. } => {}
+            // Static files (`files.rs`).
+            Completion::Open { token, result } => self.on_file_open(token, result),
+            Completion::Statx { token, result } => self.on_file_stat(token, result),
+            Completion::Read { token, result, buf } => self.on_file_read(token, result, buf),
         }
     }
 

@@ -17,14 +17,16 @@ pub enum Kind {
     Waker,
     /// A connection to an origin server (proxied requests and health probes).
     Origin,
+    /// A static file being served (`files.rs`).
+    File,
 }
 
-/// Bits 62–63: the kind.
-const KIND_SHIFT: u32 = 62;
-/// Bits 32–61: the generation.
+/// Bits 61–63: the kind.
+const KIND_SHIFT: u32 = 61;
+/// Bits 32–60: the generation.
 const GENERATION_SHIFT: u32 = 32;
 const GENERATION_BITS: u32 = KIND_SHIFT - GENERATION_SHIFT;
-/// Generations wrap at 30 bits: a slot would have to be reused 2^30 times while one stale
+/// Generations wrap at 29 bits: a slot would have to be reused 2^29 times while one stale
 /// completion waits for a collision to matter.
 pub const GENERATION_MASK: u32 = (1 << GENERATION_BITS) - 1;
 /// Bits 0–31: the slot index.
@@ -32,7 +34,7 @@ const INDEX_MASK: u64 = (1 << GENERATION_SHIFT) - 1;
 /// The most slots a slab addressed by a token may have.
 pub const INDEX_MAX: usize = INDEX_MASK as usize;
 
-const _: () = assert!(GENERATION_BITS == 30);
+const _: () = assert!(GENERATION_BITS == 29);
 
 /// A typed ring token.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -50,6 +52,7 @@ impl Token {
             Kind::Listener => 1,
             Kind::Waker => 2,
             Kind::Origin => 3,
+            Kind::File => 4,
         };
         Token(
             (kind << KIND_SHIFT)
@@ -64,6 +67,10 @@ impl Token {
 
     pub fn origin(index: usize, generation: u32) -> Token {
         Token::new(Kind::Origin, index, generation)
+    }
+
+    pub fn file(index: usize, generation: u32) -> Token {
+        Token::new(Kind::File, index, generation)
     }
 
     pub fn listener(index: usize) -> Token {
@@ -89,7 +96,8 @@ impl Token {
             0 => Kind::Client,
             1 => Kind::Listener,
             2 => Kind::Waker,
-            _ => Kind::Origin,
+            3 => Kind::Origin,
+            _ => Kind::File,
         }
     }
 
@@ -118,7 +126,13 @@ mod tests {
 
     #[test]
     fn fields_round_trip_and_never_bleed_into_each_other() {
-        let kinds = [Kind::Client, Kind::Listener, Kind::Waker, Kind::Origin];
+        let kinds = [
+            Kind::Client,
+            Kind::Listener,
+            Kind::Waker,
+            Kind::Origin,
+            Kind::File,
+        ];
         for kind in kinds {
             for index in [0, 1, 0xffff, 0x1_0000, INDEX_MAX] {
                 for generation in [0, 1, GENERATION_MASK, u32::MAX] {
@@ -138,8 +152,8 @@ mod tests {
     fn generations_wrap_inside_their_bits() {
         assert_eq!(next_generation(GENERATION_MASK), 0);
         assert_eq!(next_generation(5), 6);
-        // A generation past 30 bits would once have set the kind bits of a client token.
-        let token = Token::client(3, 1 << 30);
+        // A generation past its bits would once have set the kind bits of a client token.
+        let token = Token::client(3, 1 << 29);
         assert_eq!(token.kind(), Kind::Client);
     }
 }
