@@ -434,6 +434,34 @@ fn index_files_and_the_directory_redirect() {
     assert_eq!(read_response(&mut stream).unwrap().body, b"dir index");
 }
 
+#[test]
+fn a_request_that_asks_to_close_gets_the_whole_file_first() {
+    let dir = TempDir::new();
+    let squall = start(&dir);
+    for (version, close) in [("HTTP/1.1", "Connection: close\r\n"), ("HTTP/1.0", "")] {
+        let mut stream = squall.connect();
+        let request = format!("GET /mid.bin {version}\r\nHost: x\r\n{close}\r\n");
+        stream.write_all(request.as_bytes()).unwrap();
+        let response = read_response(&mut stream).expect("a response");
+        assert_eq!(
+            (response.status, response.body.len()),
+            (200, MID_BYTES),
+            "{version}"
+        );
+        assert_eq!(response.header("connection"), Some("close"), "{version}");
+        assert!(squall_e2e::is_closed(&mut stream), "{version}");
+    }
+    // Over TLS too, where the close_notify must come after the body.
+    let got = curl(
+        &squall,
+        Way::H1Tls,
+        "GET",
+        "/mid.bin",
+        &["Connection: close"],
+    );
+    assert_eq!((got.status, got.body.len()), (200, MID_BYTES));
+}
+
 /// The process's resident memory, in bytes.
 fn rss(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();

@@ -69,6 +69,10 @@ pub struct Transfer {
     sent: usize,
     /// The head is written: the access log line is due at the end.
     answered: bool,
+    /// HTTP/1.x: the connection closes once the response has left (the request asked, or
+    /// the worker drains). Set at the end, not with the head: a connection whose output ran
+    /// dry between two reads would otherwise be shut before the body.
+    close_after: bool,
     /// When the request's head arrived (the access log's duration).
     started: std::time::Instant,
 }
@@ -119,6 +123,7 @@ impl Worker {
             status: StatusCode::OK,
             sent: 0,
             answered: false,
+            close_after: false,
             started: self.now,
         });
         let id = FileId { index, generation };
@@ -309,9 +314,7 @@ impl Worker {
                 };
                 let mut framing = transfer.head.framing();
                 framing.keep_alive &= !draining;
-                if !framing.keep_alive {
-                    conn.close_after = true;
-                }
+                transfer.close_after = !framing.keep_alive;
                 let before = conn.out.len();
                 squall_h1::encode_response_head(&response, framing, date, &mut conn.out);
                 conn.out.len() - before
@@ -494,7 +497,10 @@ impl Worker {
             return;
         };
         match client {
-            Client::H1(_) => conn.file = None,
+            Client::H1(_) => {
+                conn.file = None;
+                conn.close_after |= transfer.close_after;
+            }
             Client::H2(_, stream) => {
                 if let Some(h2) = conn.h2.as_mut() {
                     h2.files.remove(&stream);
