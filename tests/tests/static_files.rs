@@ -462,6 +462,54 @@ fn a_request_that_asks_to_close_gets_the_whole_file_first() {
     assert_eq!((got.status, got.body.len()), (200, MID_BYTES));
 }
 
+/// The descriptors the process holds.
+fn descriptors(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_that_go_away_mid_file_leave_no_descriptor_open() {
+    let dir = TempDir::new();
+    let squall = start(&dir);
+    assert_eq!(get(squall.addr, "/a.txt", "").body, TEXT);
+    let before = descriptors(squall.pid());
+    let client = h2_client::h2c(squall.addr).await;
+    let base = format!("http://localhost:{}", squall.addr.port());
+    for round in 0..40 {
+        // An HTTP/1.1 reader that takes a little of the 256 MiB file and hangs up.
+        let mut stream = squall.connect();
+        stream
+            .write_all(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut some = vec![0; 1 + round * 1000];
+        stream.read_exact(&mut some).unwrap();
+        drop(stream);
+        // An HTTP/2 stream whose body is dropped unread (RST_STREAM), the connection kept.
+        let mut ready = client.clone().ready().await.unwrap();
+        let request = http::Request::get(format!("{base}/big.bin"))
+            .body(())
+            .unwrap();
+        let (response, _) = ready.send_request(request, true).unwrap();
+        drop(response.await.unwrap());
+        // Meanwhile other requests are answered as ever, on new slots.
+        assert_eq!(get(squall.addr, "/a.txt", "").body, TEXT, "round {round}");
+    }
+    let got = h2_client::fetch(&client, "GET", &format!("{base}/style.css"), None).await;
+    assert_eq!(got.body, b"body{}");
+    // Every file's descriptor was closed (the h2 connection and a moment's sockets aside).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while descriptors(squall.pid()) > before + 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let after = descriptors(squall.pid());
+    assert!(
+        after <= before + 2,
+        "{before} descriptors before, {after} after"
+    );
+}
+
 /// The process's resident memory, in bytes.
 fn rss(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();

@@ -492,6 +492,12 @@ impl Worker {
             self.ring
                 .close(fd, Token::file(id.index, id.generation).raw());
         }
+        // A client that went away is not written to or logged for (as an aborted session):
+        // its connection's slot may even have a new occupant by the time an operation of the
+        // transfer completed, and the stream's entry went with its reset.
+        if transfer.gone {
+            return;
+        }
         let client = transfer.client;
         let Some(conn) = self.conns.get_mut(client.conn()) else {
             return;
@@ -526,9 +532,7 @@ impl Worker {
                 counters,
             );
         }
-        if !transfer.gone {
-            self.resume_client(client);
-        }
+        self.resume_client(client);
     }
 
     /// Every transfer answering a client on connection `index` ends (the connection closes).
