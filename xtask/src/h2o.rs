@@ -79,6 +79,7 @@ fn path_body(
         Action::Proxy { cache: true, .. } => {
             Err("cached proxy routes (h2o 2.2 has no response cache)".into())
         }
+        Action::Files { .. } => Err("static file routes (not translated for h2o)".into()),
         Action::Proxy { upstream, .. } => {
             let upstream = peer::upstream(squall, upstream)?;
             let [(address, _)] = upstream.servers.as_slice() else {

@@ -207,6 +207,12 @@ fn location(route: &Route) -> Result<String, String> {
     let body = match route.action {
         Action::Respond(respond) => respond_body(respond)?,
         Action::Proxy { upstream, cache } => proxy_body(upstream, cache)?,
+        // nginx's best way with files (the `--vs nginx` comparison the static scenarios are
+        // for): `sendfile`, with the same index and no symlinks outside, as Squall's default.
+        Action::Files { root } => format!(
+            "root {}; index index.html; sendfile on; disable_symlinks on; ",
+            quote(root)
+        ),
     };
     Ok(format!(
         "        location {kind}{} {{ {body}}}\n",
@@ -417,6 +423,15 @@ respond = { status = 200 }
         // A certificate next to a cleartext listener is not nginx's business.
         let cleartext = squall("[[certificate]]\nhosts = [\"a\"]\nself_signed = true\n");
         assert_eq!(config(&cleartext, &layout()).expect("ok").self_signed, None);
+    }
+
+    #[test]
+    fn a_root_route_serves_files_with_sendfile() {
+        let squall = squall("[[vhost.route]]\nprefix = \"/\"\nroot = \"/srv/site\"\n");
+        let text = config(&squall, &layout()).expect("translatable").text;
+        let location = "location \"/\" { root \"/srv/site\"; index index.html; sendfile on; \
+                        disable_symlinks on; }";
+        assert!(text.contains(location), "{text}");
     }
 
     #[test]

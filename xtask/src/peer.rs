@@ -241,6 +241,8 @@ pub enum Action<'a> {
     Respond(&'a Table),
     /// Forward to the named `[[upstream]]`, through the cache with `cache = true`.
     Proxy { upstream: &'a str, cache: bool },
+    /// Serve files from a directory (`root`), the path appended as nginx's `root` does.
+    Files { root: &'a str },
 }
 
 /// One route, as far as peers translate routes.
@@ -261,7 +263,7 @@ impl<'a> Route<'a> {
                 "exact" => Matcher::Exact(text()?),
                 "prefix" => Matcher::Prefix(text()?),
                 "regex" => Matcher::Regex(text()?),
-                "respond" | "proxy" | "cache" => continue,
+                "respond" | "proxy" | "cache" | "root" => continue,
                 other => return Err(format!("routes with `{other}`")),
             };
             if matcher.replace(found).is_some() {
@@ -270,15 +272,18 @@ impl<'a> Route<'a> {
         }
         let matcher = matcher.ok_or("a route without exact, prefix or regex")?;
         let cache = route.get("cache").and_then(Value::as_bool).unwrap_or(false);
-        let action = match (route.get("respond"), route.get("proxy")) {
-            (Some(respond), None) if !cache => {
+        let action = match (route.get("respond"), route.get("proxy"), route.get("root")) {
+            (Some(respond), None, None) if !cache => {
                 Action::Respond(respond.as_table().ok_or("respond is not a table")?)
             }
-            (None, Some(upstream)) => Action::Proxy {
+            (None, Some(upstream), None) => Action::Proxy {
                 upstream: upstream.as_str().ok_or("proxy is not a string")?,
                 cache,
             },
-            _ => return Err("a route that is neither one respond nor one proxy".into()),
+            (None, None, Some(root)) if !cache => Action::Files {
+                root: root.as_str().ok_or("root is not a string")?,
+            },
+            _ => return Err("a route that is not one respond, one proxy or one root".into()),
         };
         Ok(Route { matcher, action })
     }
