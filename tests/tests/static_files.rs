@@ -311,6 +311,23 @@ async fn the_h2_crate_gets_files_and_ranges() {
         bytes.extend_from_slice(&chunk);
     }
     assert_middle(&bytes);
+    // The traversal corpus's HTTP/2 forms are refused too.
+    for path in [
+        "/../secret.txt",
+        "/%2e%2e/secret.txt",
+        "/..%2fsecret.txt",
+        "/a.txt%00.html",
+        "/out-link",
+        "/in-link",
+        "/f/out-link",
+    ] {
+        let got = h2_client::fetch(&client, "GET", &format!("{base}{path}"), None).await;
+        assert_eq!(got.status, 404, "{path}");
+        assert!(
+            !String::from_utf8_lossy(&got.body).contains("SECRET"),
+            "{path}"
+        );
+    }
 }
 
 /// 16 bytes before the marker to 16 after it.
