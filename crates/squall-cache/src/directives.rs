@@ -10,6 +10,8 @@ use std::time::{Duration, SystemTime};
 use http::HeaderMap;
 use http::header::{AsHeaderName, HeaderValue};
 
+use crate::RequestFields;
+
 /// RFC 9111 §1.2.2: a delta-seconds value too large to represent is taken as 2^31 seconds.
 pub(crate) const DELTA_SECONDS_MAX: u64 = 1 << 31;
 
@@ -34,9 +36,12 @@ impl Directive<'_> {
 }
 
 /// Calls `f` for each directive in every `Cache-Control` line of `headers`, in order.
-pub(crate) fn for_each_directive(headers: &HeaderMap, mut f: impl FnMut(Directive<'_>)) {
-    for line in headers.get_all(http::header::CACHE_CONTROL) {
-        parse_line(line.as_bytes(), &mut f);
+pub(crate) fn for_each_directive<F: RequestFields + ?Sized>(
+    headers: &F,
+    mut f: impl FnMut(Directive<'_>),
+) {
+    for line in headers.values(&http::header::CACHE_CONTROL) {
+        parse_line(line, &mut f);
     }
 }
 
@@ -134,7 +139,12 @@ pub(crate) fn imf_fixdate(time: SystemTime) -> HeaderValue {
 }
 
 pub(crate) fn parse_date(value: &HeaderValue) -> Option<SystemTime> {
-    let text = value.to_str().ok()?;
+    parse_date_bytes(value.as_bytes())
+}
+
+/// [`parse_date`] of a value's bytes (an HTTP date is ASCII; anything else is no date).
+pub(crate) fn parse_date_bytes(value: &[u8]) -> Option<SystemTime> {
+    let text = std::str::from_utf8(value).ok()?;
     httpdate::parse_http_date(text.trim()).ok()
 }
 
@@ -207,10 +217,10 @@ pub(crate) enum TagList<'a> {
 
 /// Parses every line of a tag-list field; `None` if any line is malformed (the caller then
 /// ignores the precondition, the safe reading for a cache: it only loses a 304).
-pub(crate) fn tag_list<'a>(lines: impl Iterator<Item = &'a HeaderValue>) -> Option<TagList<'a>> {
+pub(crate) fn tag_list<'a>(lines: impl Iterator<Item = &'a [u8]>) -> Option<TagList<'a>> {
     let mut tags = Vec::new();
     for line in lines {
-        let line = line.as_bytes().trim_ascii();
+        let line = line.trim_ascii();
         if line == b"*" {
             return Some(TagList::Any);
         }
@@ -304,13 +314,16 @@ mod tests {
             HeaderValue::from_static("\"x\", W/\"y\""),
             HeaderValue::from_static("\"z\""),
         ];
-        let Some(TagList::Tags(tags)) = tag_list(v.iter()) else {
+        let Some(TagList::Tags(tags)) = tag_list(v.iter().map(HeaderValue::as_bytes)) else {
             panic!("list")
         };
         assert_eq!(tags.len(), 3);
         let any = [HeaderValue::from_static(" * ")];
-        assert_eq!(tag_list(any.iter()), Some(TagList::Any));
+        assert_eq!(
+            tag_list(any.iter().map(HeaderValue::as_bytes)),
+            Some(TagList::Any)
+        );
         let bad = [HeaderValue::from_static("\"x\" \"y\"")];
-        assert_eq!(tag_list(bad.iter()), None);
+        assert_eq!(tag_list(bad.iter().map(HeaderValue::as_bytes)), None);
     }
 }

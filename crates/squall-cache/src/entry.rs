@@ -8,6 +8,7 @@ use bytes::Bytes;
 use http::header::{ACCEPT_ENCODING, DATE, ETAG, HeaderName, HeaderValue, LAST_MODIFIED, VARY};
 use http::{HeaderMap, StatusCode};
 
+use crate::RequestFields;
 use crate::directives::{self, is_ows, secs};
 use crate::policy::{Freshness, RequestCacheControl};
 
@@ -180,7 +181,7 @@ impl Entry {
 
     /// Whether this variant was selected by the same values of the Vary'd request headers
     /// (RFC 9111 §4.1), after [`normalize_header`].
-    pub fn matches_vary(&self, request_headers: &HeaderMap) -> bool {
+    pub fn matches_vary<F: RequestFields + ?Sized>(&self, request_headers: &F) -> bool {
         !self.vary_unmatchable
             && self
                 .vary
@@ -235,15 +236,19 @@ fn vary_values(names: &[HeaderName], request: &HeaderMap) -> Vec<(HeaderName, Op
 /// Whether the request's value of `name` normalises to `stored`. Fast path without allocating:
 /// one line equal byte for byte to the stored value (normalisation is idempotent, so it would
 /// normalise to itself), which is what a given client sends every time.
-fn vary_value_matches(request: &HeaderMap, name: &HeaderName, stored: Option<&[u8]>) -> bool {
-    let mut lines = request.get_all(name).iter();
+fn vary_value_matches<F: RequestFields + ?Sized>(
+    request: &F,
+    name: &HeaderName,
+    stored: Option<&[u8]>,
+) -> bool {
+    let mut lines = request.values(name);
     match (lines.next(), lines.next(), stored) {
         (None, _, stored) => stored.is_none(),
         (Some(_), _, None) => false,
-        (Some(line), None, Some(stored)) if line.as_bytes() == stored => true,
+        (Some(line), None, Some(stored)) if line == stored => true,
         // The hit path for the commonest Vary: no allocation either.
         (Some(_), _, Some(stored)) if name == ACCEPT_ENCODING => {
-            let lines = request.get_all(name).iter().map(HeaderValue::as_bytes);
+            let lines = request.values(name);
             CodingList::of(accepted_codings(lines)).as_bytes() == stored
         }
         _ => normalize_header(request, name).as_deref() == stored,
@@ -265,21 +270,24 @@ const TOKEN_LIST_HEADERS: &[&str] = &[
 /// space, and empty members dropped. `Accept-Encoding` goes further: it becomes the set of
 /// codings it accepts ([`normalize_accept_encoding`]). Other headers keep their case and inner
 /// spacing: for `Cookie` or `Authorization`, `a=B` and `a=b` are different users.
-pub fn normalize_header(headers: &HeaderMap, name: &HeaderName) -> Option<Bytes> {
-    let mut lines = headers.get_all(name).iter().peekable();
+pub fn normalize_header<F: RequestFields + ?Sized>(
+    headers: &F,
+    name: &HeaderName,
+) -> Option<Bytes> {
+    let mut lines = headers.values(name).peekable();
     lines.peek()?;
     if name == ACCEPT_ENCODING {
-        return Some(normalize_accept_encoding(lines.map(HeaderValue::as_bytes)));
+        return Some(normalize_accept_encoding(lines));
     }
     let token_list = TOKEN_LIST_HEADERS.contains(&name.as_str());
     let mut out = Vec::new();
     for line in lines {
         if token_list {
-            for member in line.as_bytes().split(|&b| b == b',') {
+            for member in line.split(|&b| b == b',') {
                 push_member(&mut out, member);
             }
         } else {
-            let value = line.as_bytes().trim_ascii();
+            let value = line.trim_ascii();
             if !out.is_empty() {
                 out.extend_from_slice(b", ");
             }

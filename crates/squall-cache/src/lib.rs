@@ -82,6 +82,7 @@ mod inflight;
 mod key;
 mod policy;
 mod range;
+mod request;
 mod sieve;
 mod store;
 mod tags;
@@ -93,9 +94,9 @@ pub use entry::{
     normalize_header,
 };
 pub use fill::{
-    Admission, Decision, EncodeHead, Fill, FillLimits, FillRequest, HeadAction, Invalidation,
-    OriginHead, Outcome, Served, admit, decide, decide_after_wait, header_lines, passes_after,
-    stored_headers,
+    Admission, CLIENT_CONDITIONALS, Decision, EncodeHead, Fill, FillLimits, FillRequest,
+    HeadAction, Invalidation, OriginHead, Outcome, Served, admit, decide, decide_after_wait,
+    header_lines, passes_after, stored_headers,
 };
 pub use inflight::{InFlight, Join, PASS_MARKS_PER_SHARD_MAX, Ticket, WAITERS_PER_KEY_MAX};
 pub use key::CacheKey;
@@ -108,6 +109,7 @@ pub use range::{
     ByteRange, ContentRange, Multipart, RANGES_MAX, RangeAnswer, if_range_matches, multipart,
     parse_range, range_answer,
 };
+pub use request::RequestFields;
 pub use store::{NODE_OVERHEAD_BYTES, Store, StoreStats, VARIANTS_PER_KEY_MAX};
 pub use tags::{
     SURROGATE_KEY, SURROGATE_KEY_BYTES_MAX, SURROGATE_KEYS_MAX, TAG_OVERHEAD_BYTES, TAG_REF_BYTES,

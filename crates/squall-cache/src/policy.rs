@@ -9,6 +9,7 @@ use http::header::{
 };
 use http::{HeaderMap, Method, StatusCode};
 
+use crate::RequestFields;
 use crate::directives::{self, Directive, date, for_each_directive, secs};
 use crate::entry::vary_names;
 use crate::targeted::{self, Targeted, Value};
@@ -50,7 +51,7 @@ impl RequestCacheControl {
 /// Parses the request's Cache-Control (all lines) and Pragma. Repeated directives take the
 /// value that asks more of the cache: the smallest max-age and max-stale, the largest
 /// min-fresh.
-pub fn request_cache_control(headers: &HeaderMap) -> RequestCacheControl {
+pub fn request_cache_control<F: RequestFields + ?Sized>(headers: &F) -> RequestCacheControl {
     let mut cc = RequestCacheControl::default();
     let mut any = false;
     for_each_directive(headers, |d| {
@@ -96,10 +97,9 @@ fn min_opt(prev: Option<u64>, n: u64) -> u64 {
 }
 
 /// `Pragma: no-cache` (RFC 9111 §5.4), looked at only when there is no Cache-Control.
-fn pragma_no_cache(headers: &HeaderMap) -> bool {
-    headers.get_all(PRAGMA).iter().any(|v| {
-        v.as_bytes()
-            .split(|&b| b == b',')
+fn pragma_no_cache<F: RequestFields + ?Sized>(headers: &F) -> bool {
+    headers.values(&PRAGMA).any(|v| {
+        v.split(|&b| b == b',')
             .any(|p| p.trim_ascii().eq_ignore_ascii_case(b"no-cache"))
     })
 }
@@ -115,7 +115,7 @@ pub enum Lookup {
 
 /// May this request be answered from or stored to the cache at all? GET and HEAD only; every
 /// other method bypasses (RFC 9111 §2: this cache keys only those).
-pub fn lookup_policy(method: &Method, headers: &HeaderMap) -> Lookup {
+pub fn lookup_policy<F: RequestFields + ?Sized>(method: &Method, headers: &F) -> Lookup {
     if method == Method::GET || method == Method::HEAD {
         Lookup::Use(request_cache_control(headers))
     } else {

@@ -31,8 +31,9 @@ use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use http::header::{CONTENT_TYPE, IF_RANGE, RANGE};
-use http::{HeaderMap, HeaderValue, StatusCode};
+use http::{HeaderValue, StatusCode};
 
+use crate::RequestFields;
 use crate::directives::{self, EntityTag};
 use crate::entry::Entry;
 
@@ -77,25 +78,28 @@ pub enum RangeAnswer {
 
 /// How `entry` answers the request with `request_headers` (RFC 9110 §14.2, §13.1.5): a GET or
 /// HEAD the caller has already found fresh and not answered with a 304.
-pub fn range_answer(request_headers: &HeaderMap, entry: &Entry) -> RangeAnswer {
+pub fn range_answer<F: RequestFields + ?Sized>(request_headers: &F, entry: &Entry) -> RangeAnswer {
     if entry.status != StatusCode::OK {
         return RangeAnswer::Full;
     }
     let Some(range) = single(request_headers, &RANGE) else {
         return RangeAnswer::Full;
     };
-    if request_headers.contains_key(IF_RANGE) {
+    if request_headers.has(&IF_RANGE) {
         match single(request_headers, &IF_RANGE) {
             Some(value) if if_range_matches(value, entry) => {}
             _ => return RangeAnswer::Full,
         }
     }
-    parse_range(range.as_bytes(), entry.body.len() as u64)
+    parse_range(range, entry.body.len() as u64)
 }
 
 /// The one line of a field; `None` when absent or repeated.
-fn single<'a>(headers: &'a HeaderMap, name: &http::HeaderName) -> Option<&'a HeaderValue> {
-    let mut lines = headers.get_all(name).iter();
+fn single<'a, F: RequestFields + ?Sized>(
+    headers: &'a F,
+    name: &'a http::HeaderName,
+) -> Option<&'a [u8]> {
+    let mut lines = headers.values(name);
     match (lines.next(), lines.next()) {
         (Some(line), None) => Some(line),
         _ => None,
@@ -106,8 +110,8 @@ fn single<'a>(headers: &'a HeaderMap, name: &http::HeaderName) -> Option<&'a Hea
 /// comparison (a weak tag on either side never matches), or an HTTP-date equal to the stored
 /// Last-Modified when that is a strong validator, i.e. at least a second before the stored
 /// Date (§8.8.2.2). Anything else does not match.
-pub fn if_range_matches(value: &HeaderValue, entry: &Entry) -> bool {
-    let bytes = value.as_bytes().trim_ascii();
+pub fn if_range_matches(value: &[u8], entry: &Entry) -> bool {
+    let bytes = value.trim_ascii();
     if bytes.starts_with(b"\"") || bytes.starts_with(b"W/") {
         let Some(tag) = EntityTag::parse(bytes) else {
             return false;
@@ -123,7 +127,7 @@ pub fn if_range_matches(value: &HeaderValue, entry: &Entry) -> bool {
         date.duration_since(modified)
             .is_ok_and(|d| d >= Duration::from_secs(1))
     });
-    strong && directives::parse_date(value) == Some(modified)
+    strong && directives::parse_date_bytes(value) == Some(modified)
 }
 
 /// One range-spec as written (RFC 9110 §14.1.1), before the body's length is known.
@@ -383,6 +387,7 @@ fn boundary(seed: u64) -> [u8; 16] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::HeaderMap;
     use std::time::{Duration, SystemTime};
 
     use crate::policy::Freshness;

@@ -16,8 +16,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use http::HeaderMap;
-
+use crate::RequestFields;
 use crate::entry::Entry;
 use crate::key::{CacheKey, PassThrough, shard_count, shard_of};
 use crate::sieve::Sieve;
@@ -86,7 +85,11 @@ impl Store {
     /// The variant stored for `key` whose Vary values match `request_headers`, the most recent
     /// if several do (RFC 9111 §4.1). Marks it visited for SIEVE. Freshness is the caller's to
     /// judge ([`Entry::state`]).
-    pub fn lookup(&self, key: &CacheKey, request_headers: &HeaderMap) -> Option<Arc<Entry>> {
+    pub fn lookup<F: RequestFields + ?Sized>(
+        &self,
+        key: &CacheKey,
+        request_headers: &F,
+    ) -> Option<Arc<Entry>> {
         let shard = self.read(key);
         let index = shard.find(key, |e| e.matches_vary(request_headers))?;
         shard.sieve.mark_visited(index);

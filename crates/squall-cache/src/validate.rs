@@ -12,6 +12,7 @@ use http::header::{
 };
 use http::{HeaderMap, Method, StatusCode};
 
+use crate::RequestFields;
 use crate::directives::{self, EntityTag, TagList, tag_list};
 use crate::entry::Entry;
 use crate::policy::{Freshness, NotStorable, storable};
@@ -24,12 +25,12 @@ use crate::policy::{Freshness, NotStorable, storable};
 ///
 /// If-Match and If-Unmodified-Since (steps 1 and 2) are the caller's: a request with either
 /// should go to the origin, which answers 412 if they fail.
-pub fn not_modified(request_headers: &HeaderMap, entry: &Entry) -> bool {
+pub fn not_modified<F: RequestFields + ?Sized>(request_headers: &F, entry: &Entry) -> bool {
     if !entry.status.is_success() {
         return false;
     }
-    if request_headers.contains_key(IF_NONE_MATCH) {
-        return match tag_list(request_headers.get_all(IF_NONE_MATCH).iter()) {
+    if request_headers.has(&IF_NONE_MATCH) {
+        return match tag_list(request_headers.values(&IF_NONE_MATCH)) {
             Some(TagList::Any) => true,
             Some(TagList::Tags(tags)) => entry
                 .etag
@@ -40,7 +41,9 @@ pub fn not_modified(request_headers: &HeaderMap, entry: &Entry) -> bool {
         };
     }
     match (
-        directives::date(request_headers, IF_MODIFIED_SINCE),
+        request_headers
+            .first(&IF_MODIFIED_SINCE)
+            .and_then(directives::parse_date_bytes),
         entry.last_modified,
     ) {
         (Some(since), Some(modified)) => modified <= since,

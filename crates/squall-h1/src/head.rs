@@ -2,15 +2,17 @@
 //! RFC 9112 that decide framing, persistence and which requests we refuse.
 //!
 //! The head arrives here already cut from the receive buffer as one `Bytes`, so the URI and
-//! every field value are slices of that single allocation (no copy per field); only field
-//! names outside http's table of standard names allocate.
+//! every field are slices of that single allocation: the fields are kept as offsets into it
+//! ([`Fields`]), with nothing allocated per field, and the Host field's host is found once,
+//! here.
 
 use std::mem::MaybeUninit;
 
 use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Uri, Version};
 
+use crate::field_list::Fields;
 use crate::fields::{self, ConnectionOptions, TransferCodings};
 use crate::{ErrorKind, Limits};
 
@@ -23,8 +25,9 @@ pub struct RequestHead {
     pub uri: Uri,
     /// `HTTP_10` or `HTTP_11`.
     pub version: Version,
-    /// Every field line, in order, with repeated names kept apart.
-    pub headers: HeaderMap,
+    /// Every field line, in order, with repeated names kept apart: spans into the received
+    /// head, looked up as a `HeaderMap` is.
+    pub headers: Fields,
     /// Whether the connection may carry another request after this one (RFC 9112 §9.3).
     pub keep_alive: bool,
     /// The client waits for `100 Continue` before sending the body (RFC 9110 §10.1.1); only
@@ -59,16 +62,13 @@ impl RequestHead {
     /// when there is one (RFC 9112 §3.2.2: it overrides Host), else the Host field. An IPv6
     /// literal keeps its brackets (`[::1]`). None when neither names a host.
     ///
-    /// The case is as received; hosts compare case-insensitively (RFC 3986 §3.2.2).
+    /// The case is as received; hosts compare case-insensitively (RFC 3986 §3.2.2). The Host
+    /// field's host was found during the parse and is not parsed again.
     pub fn host(&self) -> Option<&str> {
         if let Some(host) = self.uri.host() {
             return Some(host);
         }
-        let value = self.headers.get(header::HOST)?.to_str().ok()?;
-        let (host, _port) = fields::split_host_port(value.as_bytes())?;
-        // `host` is a prefix of `value`, which is a str.
-        let host = &value[..host.len()];
-        (!host.is_empty()).then_some(host)
+        self.headers.host()
     }
 
     pub fn framing(&self) -> RequestFraming {
@@ -139,14 +139,22 @@ pub(crate) fn parse_head(head: &Bytes, limits: &Limits) -> Result<RequestHead, E
     };
     let uri = parse_target(head, path, &method, limits)?;
     let mut fields = FramingFields::default();
-    let mut headers = HeaderMap::with_capacity(req.headers.len());
+    let mut headers = Fields::with_capacity(head.clone(), req.headers.len());
     for field in req.headers.iter() {
-        let name =
-            HeaderName::from_bytes(field.name.as_bytes()).map_err(|_| ErrorKind::BadHeaderName)?;
-        let value = HeaderValue::from_maybe_shared(head.slice_ref(field.value))
-            .map_err(|_| ErrorKind::BadHeaderValue)?;
-        fields.add(&name, field.value, version)?;
-        headers.append(name, value);
+        let name = field.name.as_bytes();
+        // httparse checked names as tokens and values as field-value bytes, the sets `http`
+        // checks too; a name `http` would refuse for its length is refused here, so that every
+        // name converts to a HeaderName at the edges that want one.
+        if name.len() > usize::from(u16::MAX) {
+            return Err(ErrorKind::BadHeaderName);
+        }
+        debug_assert!(
+            HeaderName::from_bytes(name).is_ok() && HeaderValue::from_bytes(field.value).is_ok()
+        );
+        if let Some(host) = fields.add(name, field.value, version)? {
+            headers.set_host(host);
+        }
+        headers.push_received(name, field.value);
     }
     let body = fields.body_kind(version, limits)?;
     Ok(RequestHead {
@@ -278,28 +286,38 @@ struct FramingFields {
 }
 
 impl FramingFields {
-    /// Looks at one field line. Standard names compare as enum tags, so this is cheap.
-    fn add(&mut self, name: &HeaderName, value: &[u8], version: Version) -> Result<(), ErrorKind> {
-        if *name == header::HOST {
-            self.hosts += 1;
-            if self.hosts > 1 {
-                return Err(ErrorKind::DuplicateHost);
+    /// Looks at one field line (the name in any case); returns the host part of a Host line.
+    /// Names are told apart by length first, so most lines cost one comparison of a length.
+    fn add<'v>(
+        &mut self,
+        name: &[u8],
+        value: &'v [u8],
+        version: Version,
+    ) -> Result<Option<&'v [u8]>, ErrorKind> {
+        let is = |known: &str| name.eq_ignore_ascii_case(known.as_bytes());
+        match name.len() {
+            4 if is("host") => {
+                self.hosts += 1;
+                if self.hosts > 1 {
+                    return Err(ErrorKind::DuplicateHost);
+                }
+                let (host, _port) = fields::split_host_port(value).ok_or(ErrorKind::BadHost)?;
+                return Ok(Some(host));
             }
-            if fields::split_host_port(value).is_none() {
-                return Err(ErrorKind::BadHost);
+            14 if is("content-length") => {
+                self.content_length =
+                    Some(fields::merge_content_length(self.content_length, value)?);
             }
-        } else if *name == header::CONTENT_LENGTH {
-            self.content_length = Some(fields::merge_content_length(self.content_length, value)?);
-        } else if *name == header::TRANSFER_ENCODING {
-            self.transfer_codings.add(value)?;
-        } else if *name == header::CONNECTION {
-            self.connection.add(value);
-        } else if *name == header::EXPECT && version == Version::HTTP_11 {
+            17 if is("transfer-encoding") => self.transfer_codings.add(value)?,
+            10 if is("connection") => self.connection.add(value),
             // RFC 9110 §10.1.1: a server MUST ignore 100-continue in an HTTP/1.0 request; we
             // ignore Expect there altogether, as HTTP/1.0 never defined it.
-            self.expect_continue |= fields::expect_continue(value)?;
+            6 if is("expect") && version == Version::HTTP_11 => {
+                self.expect_continue |= fields::expect_continue(value)?;
+            }
+            _ => {}
         }
-        Ok(())
+        Ok(None)
     }
 
     /// After all lines: the body framing, or why the request cannot be framed safely.

@@ -76,13 +76,15 @@ pub mod client;
 mod decoder;
 mod encoder;
 mod error;
+mod field_list;
 mod fields;
 mod head;
 mod scan;
 
 pub use client::{
-    OriginHead, OutboundRequest, ResponseDecoder, ResponseError, ResponseErrorKind, ResponseEvent,
-    ResponseLimits, encode_request_head, strip_hop_by_hop,
+    HopByHop, OriginHead, OutboundRequest, ResponseDecoder, ResponseError, ResponseErrorKind,
+    ResponseEvent, ResponseLimits, encode_request_head, encode_request_start, is_framing_field,
+    strip_hop_by_hop,
 };
 pub use decoder::{Event, RequestDecoder};
 pub use encoder::{
@@ -90,6 +92,7 @@ pub use encoder::{
     encode_continue, encode_error, encode_last_chunk, encode_response_head, response_framing,
 };
 pub use error::{Error, ErrorKind, Fault};
+pub use field_list::{AsFieldName, FieldName, FieldValue, Fields, GetAll, Iter, ToStrError};
 pub use head::{BodyKind, RequestFraming, RequestHead};
 
 /// The longest chunk-size line (size and extensions, up to and including its CR) accepted.

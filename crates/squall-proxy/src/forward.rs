@@ -8,9 +8,9 @@
 use std::net::{IpAddr, SocketAddr};
 
 use bytes::{BufMut, BytesMut};
-use http::header::{self, HeaderMap, HeaderValue};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use squall_config::{Part, Template, Var};
-use squall_h1::{BodyKind, OriginHead, RequestHead, ResponseBody};
+use squall_h1::{BodyKind, Fields, OriginHead, RequestHead, ResponseBody};
 use squall_upstream::UpstreamErrorClass;
 
 use crate::ProxyRoute;
@@ -31,30 +31,27 @@ pub struct Peer {
 /// Encodes the request head for the origin: hop-by-hop fields stripped (RFC 9110 §7.6.1),
 /// route edits applied, `X-Forwarded-For` extended with the client's address, and
 /// `X-Forwarded-Proto`, `Forwarded` (RFC 7239) and `Via` (RFC 9110 §7.6.3) added.
+///
+/// The fields that pass are copied from the client's head straight into `out`, in the order
+/// received and with lowercase names (as an `http` map would have written them); the route's
+/// fields and the forwarding ones follow. Nothing is built per field.
 pub fn encode_request(head: &RequestHead, route: &ProxyRoute, peer: Peer, out: &mut BytesMut) {
-    let mut headers: HeaderMap = head.headers.clone();
-    squall_h1::strip_hop_by_hop(&mut headers);
-    // We answer `Expect: 100-continue` ourselves and send the body regardless.
-    headers.remove(header::EXPECT);
     let edits = &route.request_headers;
-    for name in &edits.remove {
-        headers.remove(name);
-    }
-    for (name, value) in &edits.set {
-        headers.insert(name.clone(), value.clone());
-    }
-    set_templates(&mut headers, &edits.templates, head, peer);
-    let mut raw = BytesMut::with_capacity(96);
-    forwarding_fields(&mut headers, peer, &mut raw);
-    // TE is hop-by-hop, but `trailers` says the client will read trailer fields, which an
-    // origin may then send (RFC 9110 §10.1.4); TE is named in Connection as that section asks.
-    if accepts_trailers(&head.headers) {
-        raw.put_slice(b"te: trailers\r\nconnection: te\r\n");
-    }
+    let templated: Vec<(&HeaderName, HeaderValue)> = edits
+        .templates
+        .iter()
+        .filter_map(|(name, template)| Some((name, expand(template, head, peer)?)))
+        .collect();
+    let fields = Edited {
+        head: &head.headers,
+        hop_by_hop: squall_h1::HopByHop::of(&head.headers),
+        edits,
+        templated: &templated,
+    };
     let host = head
         .headers
         .get(header::HOST)
-        .cloned()
+        .map(|v| v.to_header_value())
         .or_else(|| {
             head.uri
                 .authority()
@@ -63,22 +60,106 @@ pub fn encode_request(head: &RequestHead, route: &ProxyRoute, peer: Peer, out: &
         .unwrap_or_else(|| HeaderValue::from_static("localhost"));
     let root = http::uri::PathAndQuery::from_static("/");
     let target = head.uri.path_and_query().unwrap_or(&root);
+    let no_fields = HeaderMap::new();
     let request = squall_h1::OutboundRequest {
         method: &head.method,
         target,
         host: &host,
-        headers: &headers,
-        raw_headers: &raw,
+        headers: &no_fields,
+        raw_headers: &[],
         body: head.body,
         keep_alive: true,
     };
-    squall_h1::encode_request_head(&request, out);
+    out.reserve(head.headers.bytes_len() + 160);
+    squall_h1::encode_request_start(&request, out);
+    let forwarding = |name: &[u8]| is_forwarding_field(name, peer);
+    for (name, value) in head.headers.iter() {
+        let name = name.as_bytes();
+        if !forwarding(name)
+            && !squall_h1::is_framing_field(name)
+            && fields.client_line_passes(name)
+        {
+            put_field(out, name, value.as_bytes());
+        }
+    }
+    let added = edits
+        .set
+        .iter()
+        .map(|(n, v)| (n, v))
+        .chain(templated.iter().map(|(n, v)| (*n, v)));
+    for (name, value) in added {
+        let name = name.as_str().as_bytes();
+        if !forwarding(name) && !squall_h1::is_framing_field(name) {
+            put_field(out, name, value.as_bytes());
+        }
+    }
+    forwarding_fields(&fields, peer, out);
+    // TE is hop-by-hop, but `trailers` says the client will read trailer fields, which an
+    // origin may then send (RFC 9110 §10.1.4); TE is named in Connection as that section asks.
+    if accepts_trailers(&head.headers) {
+        out.put_slice(b"te: trailers\r\nconnection: te\r\n");
+    }
+    out.put_slice(b"\r\n");
+}
+
+/// The request's fields as the route's edits leave them, before the forwarding fields.
+struct Edited<'a> {
+    head: &'a Fields,
+    hop_by_hop: squall_h1::HopByHop<'a>,
+    edits: &'a squall_config::HeaderEdits,
+    /// The route's templated fields, expanded for this request.
+    templated: &'a [(&'a HeaderName, HeaderValue)],
+}
+
+impl Edited<'_> {
+    /// Whether the client's lines of `name` reach the origin: not hop-by-hop, not Expect (we
+    /// answer `100-continue` ourselves and send the body regardless), not removed or replaced
+    /// by the route.
+    fn client_line_passes(&self, name: &[u8]) -> bool {
+        let is = |n: &HeaderName| name.eq_ignore_ascii_case(n.as_str().as_bytes());
+        !self.hop_by_hop.contains(name)
+            && !is(&header::EXPECT)
+            && !self.edits.remove.iter().any(is)
+            && !self.edits.set.iter().any(|(n, _)| is(n))
+            && !self.templated.iter().any(|(n, _)| is(n))
+    }
+
+    /// The values of `name` after the edits, in order.
+    fn values<'s>(&'s self, name: &'s HeaderName) -> impl Iterator<Item = &'s [u8]> + 's {
+        let set = self.edits.set.iter().filter(move |(n, _)| n == name);
+        let templated = self.templated.iter().filter(move |(n, _)| *n == name);
+        let route = set
+            .map(|(_, v)| v.as_bytes())
+            .chain(templated.map(|(_, v)| v.as_bytes()));
+        let client = self
+            .head
+            .get_all(name)
+            .map(|v| v.as_bytes())
+            .filter(|_| self.client_line_passes(name.as_str().as_bytes()));
+        route.chain(client)
+    }
+}
+
+/// `X-Forwarded-For` and `Forwarded` (when the client's address is known) and `Via`: the
+/// fields [`forwarding_fields`] writes as one list with the prior values.
+fn is_forwarding_field(name: &[u8], peer: Peer) -> bool {
+    let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
+    (peer.addr.is_some() && (is(b"x-forwarded-for") || is(b"forwarded"))) || is(b"via")
+}
+
+/// `name: value\r\n` with the name lowercased.
+fn put_field(out: &mut BytesMut, name: &[u8], value: &[u8]) {
+    out.reserve(name.len() + value.len() + 4);
+    name.iter().for_each(|b| out.put_u8(b.to_ascii_lowercase()));
+    out.put_slice(b": ");
+    out.put_slice(value);
+    out.put_slice(b"\r\n");
 }
 
 /// The request's TE field lists `trailers`: the client reads trailer fields at the end of a
 /// chunked response (RFC 9110 §10.1.4). An HTTP/2 client's `te` may only be `trailers`.
-pub fn accepts_trailers(headers: &HeaderMap) -> bool {
-    let options = headers.get_all(header::TE).into_iter();
+pub fn accepts_trailers(headers: &Fields) -> bool {
+    let options = headers.get_all(header::TE);
     options
         .flat_map(|v| v.as_bytes().split(|&b| b == b','))
         .map(|option| option.split(|&b| b == b';').next().unwrap_or_default())
@@ -117,47 +198,55 @@ pub fn forwardable_trailers(fields: &HeaderMap) -> Option<HeaderMap> {
     (!fields.is_empty()).then_some(fields)
 }
 
-/// Appends the forwarding lines to `raw`, taking the prior values of the fields they extend
-/// out of `headers` so that each is sent once, as one list.
-fn forwarding_fields(headers: &mut HeaderMap, peer: Peer, raw: &mut BytesMut) {
+/// Appends the forwarding lines to `out`, each with the prior values of the field it extends
+/// (all of its lines, as one list), so that each is sent once.
+fn forwarding_fields(fields: &Edited<'_>, peer: Peer, out: &mut BytesMut) {
     let proto = if peer.tls { "https" } else { "http" };
     if let Some(addr) = peer.addr {
-        let prior = headers.remove("x-forwarded-for");
+        let prior = fields.values(&X_FORWARDED_FOR);
         put_list(
-            raw,
+            out,
             b"x-forwarded-for",
             prior,
             addr.ip().to_string().as_bytes(),
         );
     }
-    if !headers.contains_key("x-forwarded-proto") {
-        raw.put_slice(b"x-forwarded-proto: ");
-        raw.put_slice(proto.as_bytes());
-        raw.put_slice(b"\r\n");
+    if fields.values(&X_FORWARDED_PROTO).next().is_none() {
+        out.put_slice(b"x-forwarded-proto: ");
+        out.put_slice(proto.as_bytes());
+        out.put_slice(b"\r\n");
     }
     if let Some(addr) = peer.addr {
-        let prior = headers.remove(header::FORWARDED);
+        let prior = fields.values(&header::FORWARDED);
         // RFC 7239 §6: an IPv6 address is quoted and bracketed.
         let node = match addr.ip() {
             IpAddr::V4(ip) => format!("for={ip};proto={proto}"),
             IpAddr::V6(ip) => format!("for=\"[{ip}]\";proto={proto}"),
         };
-        put_list(raw, b"forwarded", prior, node.as_bytes());
+        put_list(out, b"forwarded", prior, node.as_bytes());
     }
-    let prior = headers.remove(header::VIA);
-    put_list(raw, b"via", prior, b"1.1 squall");
+    let prior = fields.values(&header::VIA);
+    put_list(out, b"via", prior, b"1.1 squall");
 }
 
+static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+
 /// `name: prior, ours\r\n`, or `name: ours\r\n` without a prior value.
-fn put_list(raw: &mut BytesMut, name: &[u8], prior: Option<HeaderValue>, ours: &[u8]) {
-    raw.put_slice(name);
-    raw.put_slice(b": ");
-    if let Some(prior) = prior {
-        raw.put_slice(prior.as_bytes());
-        raw.put_slice(b", ");
+fn put_list<'p>(
+    out: &mut BytesMut,
+    name: &[u8],
+    prior: impl Iterator<Item = &'p [u8]>,
+    ours: &[u8],
+) {
+    out.put_slice(name);
+    out.put_slice(b": ");
+    for value in prior {
+        out.put_slice(value);
+        out.put_slice(b", ");
     }
-    raw.put_slice(ours);
-    raw.put_slice(b"\r\n");
+    out.put_slice(ours);
+    out.put_slice(b"\r\n");
 }
 
 /// The response head for the client: hop-by-hop fields stripped and route edits applied. The
@@ -293,5 +382,77 @@ pub fn balance_key(
             None => hash(b""),
         },
         HashKey::Header(name) => hash(head.headers.get(name).map_or(&b""[..], |v| v.as_bytes())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use squall_h1::{Event, Limits, RequestDecoder};
+
+    const CONFIG: &str = r#"
+[[listen]]
+address = "127.0.0.1:8080"
+
+[[vhost]]
+hosts = ["*"]
+
+[[vhost.route]]
+prefix = "/"
+proxy = "app"
+request_headers = { set = { "x-set" = "ours", "via" = "1.0 front" }, remove = ["x-drop"] }
+
+[[upstream]]
+name = "app"
+servers = [{ address = "127.0.0.1:9000" }]
+"#;
+
+    fn encoded(raw: &str, addr: Option<SocketAddr>) -> String {
+        let config = squall_config::parse(CONFIG, "test.toml").expect("test config is valid");
+        let service = crate::Service::new(&config).expect("routes compile");
+        let mut decoder = RequestDecoder::new(Limits::default());
+        let mut buf = BytesMut::from(raw.as_bytes());
+        let Ok(Some(Event::Head(head))) = decoder.decode(&mut buf) else {
+            panic!("not a request head");
+        };
+        let route = service.proxy_route(&head).expect("a proxy route").clone();
+        let peer = Peer {
+            addr,
+            tls: false,
+            client: addr,
+            request_id: 0,
+        };
+        let mut out = BytesMut::new();
+        encode_request(&head, &route, peer, &mut out);
+        String::from_utf8(out.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn fields_pass_in_order_lowercased_without_hop_by_hop_ones_and_with_the_edits() {
+        let raw = "POST /a?b HTTP/1.1\r\nHost: Ex.test\r\nX-One: 1\r\nConnection: keep-alive, X-Hop\r\n\
+                   X-Hop: h\r\nKeep-Alive: 5\r\nTE: trailers\r\nUpgrade: h2c\r\nExpect: 100-continue\r\n\
+                   X-Drop: d\r\nX-Set: theirs\r\nContent-Length: 2\r\nX-Forwarded-For: 1.1.1.1\r\n\
+                   x-one: 2\r\nX-Forwarded-For: 2.2.2.2\r\nVia: 1.1 client\r\n\r\n";
+        let got = encoded(raw, Some("192.0.2.7:4000".parse().unwrap()));
+        assert_eq!(
+            got,
+            "POST /a?b HTTP/1.1\r\nHost: Ex.test\r\nContent-Length: 2\r\n\
+             x-one: 1\r\nx-one: 2\r\nx-set: ours\r\n\
+             x-forwarded-for: 1.1.1.1, 2.2.2.2, 192.0.2.7\r\nx-forwarded-proto: http\r\n\
+             forwarded: for=192.0.2.7;proto=http\r\nvia: 1.0 front, 1.1 squall\r\n\
+             te: trailers\r\nconnection: te\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn without_a_client_address_its_forwarding_fields_pass_as_they_are() {
+        let raw = "GET / HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: 1.1.1.1\r\n\
+                   X-Forwarded-Proto: https\r\nForwarded: for=x\r\nConnection: Via, Host\r\n\r\n";
+        assert_eq!(
+            encoded(raw, None),
+            "GET / HTTP/1.1\r\nHost: a\r\nx-forwarded-for: 1.1.1.1\r\n\
+             x-forwarded-proto: https\r\nforwarded: for=x\r\nx-set: ours\r\n\
+             via: 1.0 front, 1.1 squall\r\n\r\n"
+        );
     }
 }

@@ -201,11 +201,12 @@ impl Service {
     /// caller that routes once and then either forwards (a [`Handler::Proxy`]) or answers
     /// with [`Handler::reply`].
     pub fn route(&self, head: &RequestHead) -> (Option<u32>, &Handler) {
+        let fields = RouteFieldsOf(&head.headers);
         let request = RouteRequest {
             host: head.host(),
             method: &head.method,
             path: head.uri.path(),
-            headers: &head.headers,
+            headers: &fields,
         };
         let route = self.router.route(&request).map(|matched| *matched.action);
         (route, self.handler(route))
@@ -255,6 +256,16 @@ impl Service {
             keep_alive: framing.keep_alive,
             route,
         }
+    }
+}
+
+/// A request head's fields as the router reads them, without building a map.
+#[derive(Debug)]
+struct RouteFieldsOf<'a>(&'a squall_h1::Fields);
+
+impl squall_router::RouteFields for RouteFieldsOf<'_> {
+    fn has_value(&self, name: &http::HeaderName, value: &http::HeaderValue) -> bool {
+        self.0.get_all(name).any(|present| present == *value)
     }
 }
 

@@ -88,7 +88,20 @@ pub struct RouteRequest<'a> {
     pub host: Option<&'a str>,
     pub method: &'a http::Method,
     pub path: &'a str,
-    pub headers: &'a http::HeaderMap,
+    pub headers: &'a dyn RouteFields,
+}
+
+/// The request's fields as the router reads them. A trait, so that the router knows no codec:
+/// an HTTP/1.1 head keeps its fields as spans into the received bytes, not as a map.
+pub trait RouteFields: fmt::Debug {
+    /// Whether some line of `name` has exactly `value`.
+    fn has_value(&self, name: &http::HeaderName, value: &http::HeaderValue) -> bool;
+}
+
+impl RouteFields for http::HeaderMap {
+    fn has_value(&self, name: &http::HeaderName, value: &http::HeaderValue) -> bool {
+        self.get_all(name).iter().any(|present| present == value)
+    }
 }
 
 /// The route a request matched.

@@ -196,12 +196,10 @@ impl Conditions {
         self.methods
             .as_ref()
             .is_none_or(|methods| methods.contains(req.method))
-            && self.headers.iter().all(|(name, value)| {
-                req.headers
-                    .get_all(name)
-                    .iter()
-                    .any(|present| present == value)
-            })
+            && self
+                .headers
+                .iter()
+                .all(|(name, value)| req.headers.has_value(name, value))
     }
 }
 

@@ -108,9 +108,7 @@ fn reference(
     let (method, path, headers) = (req.method, req.path, req.headers);
     let admit = |r: &RouteSpec<usize>| {
         r.methods.as_ref().is_none_or(|m| m.contains(method))
-            && r.headers
-                .iter()
-                .all(|(n, v)| headers.get_all(n).iter().any(|h| h == v))
+            && r.headers.iter().all(|(n, v)| headers.has_value(n, v))
     };
     let exact = routes
         .iter()

@@ -283,8 +283,7 @@ fn json_line(out: &mut Vec<u8>, entry: &Entry<'_>, since_epoch: Duration) {
 }
 
 fn field(head: Option<&squall_h1::RequestHead>, name: http::HeaderName) -> Option<&[u8]> {
-    head.and_then(|h| h.headers.get(name))
-        .map(http::HeaderValue::as_bytes)
+    head.and_then(|h| h.headers.get(name)).map(|v| v.as_bytes())
 }
 
 fn json_opt(out: &mut Vec<u8>, value: Option<&[u8]>) {

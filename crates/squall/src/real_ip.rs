@@ -15,7 +15,6 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use http::HeaderMap;
 use squall_config::{IpNet, RealIp};
 
 /// The client address of a request from `peer` with fields `headers`: `peer` itself unless
@@ -23,15 +22,12 @@ use squall_config::{IpNet, RealIp};
 pub fn client(
     real_ip: Option<&RealIp>,
     peer: Option<SocketAddr>,
-    headers: &HeaderMap,
+    headers: &squall_h1::Fields,
 ) -> Option<SocketAddr> {
     let (Some(real_ip), Some(peer)) = (real_ip, peer) else {
         return peer;
     };
-    let values = headers
-        .get_all(&real_ip.header)
-        .iter()
-        .map(|v| v.as_bytes());
+    let values = headers.get_all(&real_ip.header).map(|v| v.as_bytes());
     match select(peer.ip(), values, &real_ip.from) {
         ip if ip == peer.ip() => Some(peer),
         ip => Some(SocketAddr::new(ip, 0)),
@@ -165,8 +161,9 @@ mod tests {
             header: http::HeaderName::from_static("x-forwarded-for"),
             from: nets(LB),
         };
-        let mut headers = HeaderMap::new();
-        headers.insert("x-forwarded-for", "203.0.113.1".parse().unwrap());
+        let mut map = http::HeaderMap::new();
+        map.insert("x-forwarded-for", "203.0.113.1".parse().unwrap());
+        let headers = squall_h1::Fields::from_header_map(&map);
         let trusted: SocketAddr = "127.0.0.1:4000".parse().unwrap();
         let other: SocketAddr = "127.0.0.2:4000".parse().unwrap();
         let got = client(Some(&real_ip), Some(trusted), &headers);

@@ -23,8 +23,8 @@ use std::time::{Duration, SystemTime};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use http::header::{
-    AGE, CONTENT_LENGTH, DATE, HeaderName, IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH, IF_RANGE,
-    IF_UNMODIFIED_SINCE, SET_COOKIE,
+    AGE, CONTENT_LENGTH, DATE, HeaderName, HeaderValue, IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH,
+    IF_RANGE, IF_UNMODIFIED_SINCE, SET_COOKIE,
 };
 use http::{HeaderMap, Method, StatusCode};
 
@@ -41,6 +41,16 @@ use crate::policy::{
 use crate::store::Store;
 use crate::targeted::{CDN_CACHE_CONTROL, SURROGATE_CONTROL};
 use crate::validate::{self, Freshened, freshen, revalidation_headers};
+
+/// The request's conditional fields, which a revalidating fill replaces with the stale entry's
+/// validators ([`Fill::origin_conditionals`]).
+pub const CLIENT_CONDITIONALS: [HeaderName; 5] = [
+    IF_NONE_MATCH,
+    IF_MODIFIED_SINCE,
+    IF_MATCH,
+    IF_UNMODIFIED_SINCE,
+    IF_RANGE,
+];
 
 /// Encodes an entry's status and stored header fields into its wire head
 /// ([`Entry::wire_head`]), e.g. [`header_lines`].
@@ -200,21 +210,23 @@ impl Fill {
     /// client's conditionals are replaced by the stale entry's validators (RFC 9111 §4.3.1).
     /// Otherwise leaves them as they are.
     pub fn origin_request_headers(&self, headers: &mut HeaderMap) {
-        let Some(stale) = self.stale.as_deref().filter(|_| self.revalidating) else {
+        let Some(validators) = self.origin_conditionals() else {
             return;
         };
-        for name in [
-            IF_NONE_MATCH,
-            IF_MODIFIED_SINCE,
-            IF_MATCH,
-            IF_UNMODIFIED_SINCE,
-            IF_RANGE,
-        ] {
+        for name in CLIENT_CONDITIONALS {
             headers.remove(name);
         }
-        for (name, value) in revalidation_headers(stale) {
+        for (name, value) in validators {
             headers.insert(name, value);
         }
+    }
+
+    /// When revalidating, the fields that replace the client's [`CLIENT_CONDITIONALS`] in the
+    /// request to the origin (the stale entry's validators, RFC 9111 §4.3.1); `None` when
+    /// the client's conditionals go as they are. For callers whose fields are no `HeaderMap`.
+    pub fn origin_conditionals(&self) -> Option<Vec<(HeaderName, HeaderValue)>> {
+        let stale = self.stale.as_deref().filter(|_| self.revalidating)?;
+        Some(revalidation_headers(stale))
     }
 
     /// The origin's response head arrived at `now`.

@@ -101,4 +101,7 @@ mod request;
 pub use decoder::{ResponseDecoder, ResponseEvent, ResponseLimits};
 pub use error::{ResponseError, ResponseErrorKind};
 pub use head::OriginHead;
-pub use request::{OutboundRequest, encode_request_head, strip_hop_by_hop};
+pub use request::{
+    HopByHop, OutboundRequest, encode_request_head, encode_request_start, is_framing_field,
+    strip_hop_by_hop,
+};

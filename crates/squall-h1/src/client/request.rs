@@ -13,9 +13,9 @@ use http::Method;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::uri::PathAndQuery;
 
-use crate::BodyKind;
 use crate::encoder::{put_length_field, put_line};
 use crate::fields::{is_token, trim_ows};
+use crate::{BodyKind, Fields};
 
 /// A request head to send to an origin, always as HTTP/1.1.
 #[derive(Debug, Clone, Copy)]
@@ -41,6 +41,15 @@ pub struct OutboundRequest<'a> {
 
 /// Writes the request line, Host, framing, Connection, the fields and the blank line.
 pub fn encode_request_head(req: &OutboundRequest<'_>, out: &mut BytesMut) {
+    encode_request_start(req, out);
+    out.put_slice(req.raw_headers);
+    out.put_slice(b"\r\n");
+}
+
+/// Writes what [`encode_request_head`] writes but `raw_headers` and the blank line, for a
+/// proxy that then copies the fields it forwards straight from the client's head
+/// ([`crate::Fields`]) and ends the head itself.
+pub fn encode_request_start(req: &OutboundRequest<'_>, out: &mut BytesMut) {
     debug_assert!(
         req.raw_headers.is_empty() || req.raw_headers.ends_with(b"\r\n"),
         "raw_headers are whole lines"
@@ -71,8 +80,19 @@ pub fn encode_request_head(req: &OutboundRequest<'_>, out: &mut BytesMut) {
         }
         put_line(out, name.as_str().as_bytes(), value.as_bytes());
     }
-    out.put_slice(req.raw_headers);
-    out.put_slice(b"\r\n");
+}
+
+/// Whether the encoder writes a field of this name itself ([`encode_request_start`]), so that
+/// a proxy copying fields skips it; `name` in any case.
+pub fn is_framing_field(name: &[u8]) -> bool {
+    [
+        header::HOST,
+        header::CONTENT_LENGTH,
+        header::TRANSFER_ENCODING,
+        header::CONNECTION,
+    ]
+    .iter()
+    .any(|n| name.eq_ignore_ascii_case(n.as_str().as_bytes()))
 }
 
 /// The fields the encoder writes itself; standard names compare as enum tags.
@@ -110,6 +130,48 @@ static NOT_HOP_BY_HOP: [HeaderName; 6] = [
     HeaderName::from_static("x-forwarded-host"),
     HeaderName::from_static("x-forwarded-proto"),
 ];
+
+/// The hop-by-hop fields of a request head, the ones [`strip_hop_by_hop`] would remove, for a
+/// proxy that copies the others from the head's spans without building a map.
+#[derive(Debug, Clone, Copy)]
+pub struct HopByHop<'a> {
+    fields: &'a Fields,
+    /// Some Connection option may name a field (anything but `close` and `keep-alive`);
+    /// nearly every request has none, and then only the fixed names are compared.
+    names_fields: bool,
+}
+
+impl<'a> HopByHop<'a> {
+    pub fn of(fields: &'a Fields) -> HopByHop<'a> {
+        let names_fields = connection_options(fields).any(|option| {
+            !option.eq_ignore_ascii_case(b"close") && !option.eq_ignore_ascii_case(b"keep-alive")
+        });
+        HopByHop {
+            fields,
+            names_fields,
+        }
+    }
+
+    /// Whether a field `name` (any case) is hop-by-hop in this head.
+    pub fn contains(&self, name: &[u8]) -> bool {
+        let is = |n: &HeaderName| name.eq_ignore_ascii_case(n.as_str().as_bytes());
+        if HOP_BY_HOP.iter().any(is) {
+            return true;
+        }
+        self.names_fields
+            && !name.eq_ignore_ascii_case(b"close")
+            && !NOT_HOP_BY_HOP.iter().any(is)
+            && connection_options(self.fields).any(|option| option.eq_ignore_ascii_case(name))
+    }
+}
+
+/// The token options of a head's Connection lines.
+fn connection_options(fields: &Fields) -> impl Iterator<Item = &[u8]> {
+    fields
+        .get_all(header::CONNECTION)
+        .flat_map(|value| value.as_bytes().split(|&b| b == b',').map(trim_ows))
+        .filter(|option| is_token(option))
+}
 
 /// Removes hop-by-hop fields from a request or response head before it is forwarded: those
 /// named by Connection (except the few in `NOT_HOP_BY_HOP`), then Connection, Keep-Alive,

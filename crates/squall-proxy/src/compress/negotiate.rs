@@ -57,8 +57,8 @@ pub fn plan(
     if as_is {
         return Plan::Vary;
     }
-    let lines = request.headers.get_all(ACCEPT_ENCODING).iter();
-    match negotiate(lines.map(HeaderValue::as_bytes)) {
+    let lines = request.headers.get_all(ACCEPT_ENCODING);
+    match negotiate(lines.map(|v| v.as_bytes())) {
         Some(coding) => Plan::Encode(coding),
         None => Plan::Vary,
     }
@@ -316,7 +316,7 @@ mod tests {
             method,
             uri: http::Uri::from_static("/"),
             version: http::Version::HTTP_11,
-            headers,
+            headers: squall_h1::Fields::from_header_map(&headers),
             keep_alive: true,
             expect_continue: false,
             body: squall_h1::BodyKind::Empty,

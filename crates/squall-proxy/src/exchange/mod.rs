@@ -489,7 +489,7 @@ impl Exchange {
         }
         let outcome = Outcome::from_status(self.status.as_u16());
         self.report(outcome, None, now);
-        self.head.headers = headers;
+        self.head.headers = squall_h1::Fields::from_header_map(&headers);
         self.tried.clear();
         self.decoder = None;
         self.rbuf.clear();

@@ -24,7 +24,7 @@
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
-use http::header::{self, HeaderValue};
+use http::header;
 use http::{Method, StatusCode};
 use squall_cache::{Admission, CacheKey, Entry, Fill, FillRequest, Join, Lookup, Served};
 use squall_h1::RequestHead;
@@ -95,11 +95,34 @@ pub fn key_of(head: &RequestHead, scheme: &str) -> CacheKey {
     let host = head
         .headers
         .get(header::HOST)
-        .map(HeaderValue::as_bytes)
+        .map(|v| v.as_bytes())
         .or_else(|| head.uri.authority().map(|a| a.as_str().as_bytes()))
         .unwrap_or(b"");
     let target = head.uri.path_and_query().map_or("/", |pq| pq.as_str());
     CacheKey::new(scheme, host, target.as_bytes())
+}
+
+/// A request head's fields as the cache reads them, without building a map.
+pub(crate) struct CacheFields<'a>(pub &'a squall_h1::Fields);
+
+impl squall_cache::RequestFields for CacheFields<'_> {
+    fn values<'a>(&'a self, name: &'a http::HeaderName) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.0.get_all(name).map(|v| v.as_bytes())
+    }
+}
+
+/// The fill's rewrite of the conditionals of the request to the origin
+/// ([`squall_cache::Fill::origin_request_headers`]), applied to the head's fields.
+fn origin_conditionals(fill: &squall_cache::Fill, headers: &mut squall_h1::Fields) {
+    let Some(validators) = fill.origin_conditionals() else {
+        return;
+    };
+    for name in squall_cache::CLIENT_CONDITIONALS {
+        headers.remove(name);
+    }
+    for (name, value) in validators {
+        headers.insert(name, value);
+    }
 }
 
 /// A GET with a Range: on a miss, the whole object is fetched for the store and the range
@@ -160,14 +183,14 @@ impl Worker {
         key: CacheKey,
         borrowed: Option<std::time::Duration>,
     ) -> Begun {
-        let control = match squall_cache::lookup_policy(&head.method, &head.headers) {
+        let control = match squall_cache::lookup_policy(&head.method, &CacheFields(&head.headers)) {
             Lookup::Use(control) => cache.request_control(route.id, control),
             Lookup::Bypass => {
                 self.start_session(client, head, route, None, None);
                 return Begun::Forwarded;
             }
         };
-        let entry = cache.store.lookup(&key, &head.headers);
+        let entry = cache.store.lookup(&key, &CacheFields(&head.headers));
         let entry = entry.filter(|e| borrowed.is_none_or(|ttl| self.borrowed_fresh(e, ttl)));
         let decision = squall_cache::decide(entry, &control, self.wall);
         let waiter = Waiter {
@@ -308,7 +331,7 @@ impl Worker {
         }
         head.expect_continue = false;
         let fill = self.cache_fill(&head, &route, cache, key, stale, Some(ticket), None);
-        fill.fill.origin_request_headers(&mut head.headers);
+        origin_conditionals(&fill.fill, &mut head.headers);
         self.start_background_session(client, head, route, fill);
     }
 
@@ -328,7 +351,7 @@ impl Worker {
     ) {
         let mut head = head;
         let fill = self.cache_fill(&head, &route, cache, key, stale, ticket, logged_method);
-        fill.fill.origin_request_headers(&mut head.headers);
+        origin_conditionals(&fill.fill, &mut head.headers);
         self.start_session(client, head, route, None, Some(fill));
     }
 
@@ -347,7 +370,7 @@ impl Worker {
         let request = FillRequest {
             key,
             method: head.method.clone(),
-            headers: head.headers.clone(),
+            headers: head.headers.to_header_map(),
         };
         let limits = cache.fill_limits(route.cache_ttl);
         let store = cache.store.clone();
@@ -385,9 +408,10 @@ impl Worker {
             ..
         } = parked;
         let cache = self.runtime.cache.clone();
-        let control = squall_cache::request_cache_control(&head.headers);
+        let headers = CacheFields(&head.headers);
+        let control = squall_cache::request_cache_control(&headers);
         let control = cache.request_control(route.id, control);
-        let entry = cache.store.lookup(&key, &head.headers);
+        let entry = cache.store.lookup(&key, &headers);
         // The fetch it waited for was made after it arrived: what it stored answers a
         // `no-cache` request too, so a reload storm makes one origin request, not one each.
         match squall_cache::decide_after_wait(entry, &control, self.wall, since) {

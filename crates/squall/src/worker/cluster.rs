@@ -152,7 +152,7 @@ impl Worker {
         }
         let mut head = session.ex.head().clone();
         if let Some(fill) = &session.fill {
-            head.headers = fill.fill.client_headers().clone();
+            head.headers = squall_h1::Fields::from_header_map(fill.fill.client_headers());
         }
         head.headers.remove(HOP);
         let Some(route) = self.runtime.service.proxy_route(&head).cloned() else {

@@ -722,14 +722,15 @@ impl Cut {
     /// The cut of `entry` that answers `head`. A conditional request's 304 comes first
     /// (§13.2.2); `wall` seeds a multipart boundary.
     fn of(head: &RequestHead, entry: &Entry, wall: std::time::SystemTime) -> Cut {
-        if squall_cache::not_modified(&head.headers, entry) {
+        let headers = super::cache::CacheFields(&head.headers);
+        if squall_cache::not_modified(&headers, entry) {
             return Cut::NotModified;
         }
         if !head.headers.contains_key(header::RANGE) {
             return Cut::Whole;
         }
         let complete = entry.body.len() as u64;
-        match squall_cache::range_answer(&head.headers, entry) {
+        match squall_cache::range_answer(&headers, entry) {
             RangeAnswer::Full => Cut::Whole,
             RangeAnswer::Partial(ranges) if ranges.len() == 1 => {
                 let range = ranges[0];

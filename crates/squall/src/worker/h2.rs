@@ -156,7 +156,8 @@ pub fn request_head(request: Request) -> Option<RequestHead> {
         method,
         uri,
         version: Version::HTTP_2,
-        headers,
+        // A copy into one buffer: converting HPACK's output without a map is a later step.
+        headers: squall_h1::Fields::from_header_map(&headers),
         keep_alive: true,
         expect_continue: false,
         body,
@@ -580,7 +581,10 @@ mod tests {
         assert_eq!(head.host(), Some("ex.test"));
         assert_eq!(head.uri.path(), "/a");
         assert_eq!(head.uri.query(), Some("b=1"));
-        assert_eq!(head.headers[http::header::HOST], "ex.test:8443");
+        assert_eq!(
+            head.headers.get(http::header::HOST).unwrap(),
+            "ex.test:8443"
+        );
         assert_eq!(head.body, BodyKind::Empty);
         assert_eq!(head.version, Version::HTTP_2);
 

@@ -17,7 +17,7 @@
 
 use bytes::Bytes;
 use http::StatusCode;
-use http::header::{HeaderMap, HeaderName};
+use http::header::HeaderName;
 use squall_cache::{CacheKey, SURROGATE_KEY, Tag};
 use squall_h1::RequestHead;
 use tracing::debug;
@@ -51,13 +51,13 @@ pub(super) enum Mode {
 /// `Surrogate-Key` is read as a response's is ([`squall_cache::surrogate_keys`]: spaces
 /// between tags, at most 64 tags of at most 256 bytes) and does not combine with
 /// `X-Squall-Purge`.
-pub(super) fn mode(headers: &HeaderMap) -> Mode {
+pub(super) fn mode(headers: &squall_h1::Fields) -> Mode {
     let named = headers.get(&MODE_FIELD).map(|v| v.as_bytes().trim_ascii());
     if headers.contains_key(SURROGATE_KEY) {
         if named.is_some() {
             return Mode::Invalid("Surrogate-Key and X-Squall-Purge do not combine");
         }
-        let tags = squall_cache::surrogate_keys(headers);
+        let tags = squall_cache::surrogate_keys(&headers.to_header_map());
         if tags.is_empty() {
             return Mode::Invalid("Surrogate-Key names no tag");
         }
@@ -201,15 +201,15 @@ fn fleet_answer(nodes: &[(String, Option<Reply>)]) -> (StatusCode, String, Strin
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http::HeaderValue;
+    use http::{HeaderMap, HeaderValue};
 
-    fn fields(pairs: &[(&str, &str)]) -> HeaderMap {
+    fn fields(pairs: &[(&str, &str)]) -> squall_h1::Fields {
         let mut h = HeaderMap::new();
         for (n, v) in pairs {
             let name = HeaderName::from_bytes(n.as_bytes()).unwrap();
             h.append(name, HeaderValue::from_str(v).unwrap());
         }
-        h
+        squall_h1::Fields::from_header_map(&h)
     }
 
     #[test]

@@ -444,7 +444,7 @@ impl Worker {
             return false;
         };
         let mut request = session.ex.head().clone();
-        request.headers = fill.fill.client_headers().clone();
+        request.headers = squall_h1::Fields::from_header_map(fill.fill.client_headers());
         down.counters.cache_stale.inc();
         let (x_cache, route) = (fill.cache.x_cache, session.ex.route().id);
         down.serve_entry(
@@ -488,7 +488,8 @@ impl Worker {
                     HeadAction::Forward => {}
                     HeadAction::Answer(entry, served) => {
                         let mut request = session.ex.head().clone();
-                        request.headers = fill.fill.client_headers().clone();
+                        request.headers =
+                            squall_h1::Fields::from_header_map(fill.fill.client_headers());
                         let (x_cache, route) = (fill.cache.x_cache, route.id);
                         let client = session.client;
                         session.ex.on_answered_elsewhere();
