@@ -110,9 +110,8 @@ impl Fields {
         self.host = Some((self.offset_of(host), host.len() as u32));
     }
 
-    /// The offset of `part`, a slice of `self.bytes`. Heads are bounded by `header_bytes_max`,
-    /// far below 4 GiB; a configured limit that large would still be refused by httparse's
-    /// own counters before this could wrap.
+    /// The offset of `part`, a slice of `self.bytes`, which the parser refuses past 4 GiB
+    /// (`parse_head`), so that it fits in a u32.
     fn offset_of(&self, part: &[u8]) -> u32 {
         let offset = part.as_ptr() as usize - self.bytes.as_ptr() as usize;
         debug_assert!(offset + part.len() <= self.bytes.len());

@@ -114,6 +114,10 @@ pub(crate) fn has_bare_cr(head: &[u8]) -> bool {
 /// Parses a complete head (`head` starts at the request line and ends with the blank line,
 /// the scanner having checked line endings and sizes).
 pub(crate) fn parse_head(head: &Bytes, limits: &Limits) -> Result<RequestHead, ErrorKind> {
+    if u32::try_from(head.len()).is_err() {
+        // Field offsets are u32 (`Fields`); only a header_bytes_max of 4 GiB lets one through.
+        return Err(ErrorKind::HeaderTooLarge);
+    }
     let mut stack = [const { MaybeUninit::uninit() }; STACK_HEADERS];
     let mut heap = Vec::new();
     let slots = header_slots(&mut stack, &mut heap, limits.headers_count_max, head.len());
