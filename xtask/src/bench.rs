@@ -215,6 +215,16 @@ fn preflight(args: &BenchArgs, scenarios: &[Scenario]) -> Result<()> {
             proxy.name
         );
     }
+    if let Some(https) = scenarios
+        .iter()
+        .find(|s| s.origin.as_ref().is_some_and(|o| o.tls))
+        && which("openssl").is_none()
+    {
+        bail!(
+            "{} needs openssl on PATH for its https origin's certificate: install it with `apt-get install openssl`",
+            https.name
+        );
+    }
     if let Some(probed) = scenarios
         .iter()
         .find(|s| s.load.tls || s.load.protocol == Protocol::H2)

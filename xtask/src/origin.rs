@@ -2,7 +2,9 @@
 //! every request with a fixed body (and fixed headers, such as `Cache-Control: max-age=3600`
 //! for the cache scenarios), started once per bench for each distinct `[origin]` section and
 //! shared by both builds, so the origin costs the same whichever proxy is measured. It runs on
-//! the load generator's CPU.
+//! the load generator's CPU. With `tls = true` it serves https with a self-signed ECDSA P-256
+//! certificate made by openssl (for `tls = true` upstreams, which then need `tls_verify =
+//! false`), with nginx's session cache so that Squall's reconnects resume.
 
 use std::fs;
 use std::net::SocketAddr;
@@ -38,6 +40,9 @@ pub fn start(section: &OriginSection, cpu: usize, dir: &Path) -> Result<Origin> 
     fs::create_dir_all(dir)?;
     if let Some(bytes) = section.body_bytes {
         fs::write(dir.join("body"), generated_body(bytes)).context("writing the origin body")?;
+    }
+    if section.tls {
+        certificate(dir)?;
     }
     let path = dir.join("nginx.conf");
     fs::write(&path, config(section, dir, port))?;
@@ -77,14 +82,52 @@ fn config(section: &OriginSection, dir: &Path, port: u16) -> String {
         Some(body) => format!("return 200 {body:?};"),
         None => format!("etag off; root {d}; try_files /body =404;"),
     };
+    let tls = match section.tls {
+        true => format!(
+            " ssl; ssl_certificate {d}/origin.pem; ssl_certificate_key {d}/origin.key; \
+             ssl_session_cache shared:origin:1m"
+        ),
+        false => String::new(),
+    };
     format!(
         "worker_processes 1; daemon off; master_process off; pid {d}/nginx.pid; \
          error_log {d}/error.log;\nevents {{ worker_connections 4096; }}\n\
          http {{ access_log off; keepalive_requests 10000000; client_body_temp_path {d}; \
          proxy_temp_path {d}; fastcgi_temp_path {d}; uwsgi_temp_path {d}; scgi_temp_path {d};\n\
-         server {{ listen 127.0.0.1:{port}; location / {{ default_type text/plain; \
+         server {{ listen 127.0.0.1:{port}{tls}; location / {{ default_type text/plain; \
          {headers}{answer} }} }} }}\n"
     )
+}
+
+/// A self-signed certificate for `localhost` and 127.0.0.1, `dir/origin.pem` and `.key`.
+fn certificate(dir: &Path) -> Result<()> {
+    let status = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args(["-nodes", "-days", "2", "-subj", "/CN=localhost"])
+        .args([
+            "-addext",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1",
+            "-keyout",
+        ])
+        .arg(dir.join("origin.key"))
+        .arg("-out")
+        .arg(dir.join("origin.pem"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .context("running openssl req for the https origin")?;
+    if !status.success() {
+        bail!("openssl req failed for the https origin ({status})");
+    }
+    Ok(())
 }
 
 /// `bytes` of printable ASCII, a line of the alphabet after another, so a body seen in a capture
@@ -110,7 +153,22 @@ mod tests {
                 .iter()
                 .map(|(n, v)| (n.to_string(), v.to_string()))
                 .collect(),
+            tls: false,
         }
+    }
+
+    #[test]
+    fn an_https_origin_listens_with_its_certificate_and_a_session_cache() {
+        let mut https = section(Some("Hello, world!"), None, &[]);
+        https.tls = true;
+        let text = config(&https, Path::new("/o"), 9);
+        assert!(
+            text.contains(
+                "listen 127.0.0.1:9 ssl; ssl_certificate /o/origin.pem; \
+                 ssl_certificate_key /o/origin.key; ssl_session_cache shared:origin:1m;"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

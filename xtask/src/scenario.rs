@@ -167,6 +167,9 @@ pub struct OriginSection {
     /// Response headers added to every answer, such as `cache-control = "max-age=3600"`.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// Serve https (a self-signed certificate made with openssl), for `tls = true` upstreams.
+    #[serde(default)]
+    pub tls: bool,
 }
 
 #[derive(Debug, Deserialize)]

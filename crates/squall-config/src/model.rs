@@ -91,6 +91,16 @@ impl Config {
     /// [`Config::resolve_paths`], with relative `cert` and `key` paths made relative to
     /// `key_base` instead (systemd's credentials directory).
     pub fn resolve_paths_with(&mut self, base: &Path, key_base: &Path) {
+        // An upstream's CA bundle is read like an error page, its client key like a key.
+        for tls in self.upstream.iter_mut().filter_map(|u| u.tls.as_mut()) {
+            let client = tls.client_cert.iter_mut().flat_map(|(c, k)| [c, k]);
+            let paths = (tls.ca.iter_mut().map(|p| (p, base))).chain(client.map(|p| (p, key_base)));
+            for (path, dir) in paths {
+                if path.is_relative() {
+                    *path = dir.join(&*path);
+                }
+            }
+        }
         if let Some(control) = &mut self.server.control
             && control.is_relative()
         {
@@ -557,6 +567,22 @@ pub struct Upstream {
     /// How often the servers given by host name are looked up again, in the background.
     pub resolve_interval: Duration,
     pub health_check: Option<HealthCheck>,
+    /// `tls = true` and its keys: the connections to the servers are TLS.
+    pub tls: Option<UpstreamTls>,
+}
+
+/// How an upstream's servers are reached over TLS.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct UpstreamTls {
+    /// `tls_server_name`: the SNI sent and the name the certificate must be valid for. `None`:
+    /// each server's host name, or its IP literal (then no SNI, and an IP subjectAltName).
+    pub server_name: Option<String>,
+    /// `ca`: trust these CA certificates (PEM) instead of the operating system's store.
+    pub ca: Option<PathBuf>,
+    /// `tls_verify`: false accepts any certificate (warned about at start and on reload).
+    pub verify: bool,
+    /// `tls_certificate` and `tls_certificate_key`: a client certificate for mTLS.
+    pub client_cert: Option<(PathBuf, PathBuf)>,
 }
 
 impl Upstream {

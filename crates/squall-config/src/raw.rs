@@ -136,6 +136,12 @@ pub(crate) struct RawUpstream {
     pub response_timeout: Option<Val>,
     pub resolve_interval: Option<Val>,
     pub health_check: Option<Spanned<RawHealthCheck>>,
+    pub tls: Option<Spanned<bool>>,
+    pub tls_server_name: Option<Str>,
+    pub ca: Option<Str>,
+    pub tls_verify: Option<Spanned<bool>>,
+    pub tls_certificate: Option<Str>,
+    pub tls_certificate_key: Option<Str>,
 }
 
 #[derive(Debug, Deserialize)]

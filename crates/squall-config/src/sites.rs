@@ -23,6 +23,14 @@ pub enum Site {
     CertificateKey(usize),
     /// `hosts = [...]` of that entry.
     CertificateHosts(usize),
+    /// `tls = true` of the `[[upstream]]` with this index (or the entry's header).
+    UpstreamTls(usize),
+    /// `ca = ...` of that upstream.
+    UpstreamCa(usize),
+    /// `tls_certificate = ...` of that upstream.
+    UpstreamCert(usize),
+    /// `tls_certificate_key = ...` of that upstream.
+    UpstreamKey(usize),
     /// `[log] access = ...`.
     AccessLog,
     /// `[admin] listen = ...`.
@@ -72,6 +80,9 @@ impl Sites {
             Site::CertificateCert(i) | Site::CertificateKey(i) | Site::CertificateHosts(i) => {
                 Site::Certificate(i)
             }
+            Site::UpstreamCa(i) | Site::UpstreamCert(i) | Site::UpstreamKey(i) => {
+                Site::UpstreamTls(i)
+            }
             _ => Site::File,
         };
         let found = [site, fallback]
@@ -116,6 +127,20 @@ pub(crate) fn collect(raw: &RawConfig, source: &Source) -> Sites {
         for (site, span) in spans {
             if let Some(span) = span {
                 add(site, span);
+            }
+        }
+    }
+    for (i, upstream) in raw.upstream.iter().enumerate() {
+        let u = upstream.get_ref();
+        let tls = u.tls.as_ref().map_or(upstream.span(), Spanned::span);
+        add(Site::UpstreamTls(i), tls);
+        for (site, value) in [
+            (Site::UpstreamCa(i), &u.ca),
+            (Site::UpstreamCert(i), &u.tls_certificate),
+            (Site::UpstreamKey(i), &u.tls_certificate_key),
+        ] {
+            if let Some(value) = value {
+                add(site, value.span());
             }
         }
     }

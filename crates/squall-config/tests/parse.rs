@@ -102,6 +102,7 @@ fn contract_example_parses() {
             response_timeout: secs(30),
             resolve_interval: secs(30),
             health_check: None,
+            tls: None,
         }],
         vhost: vec![Vhost {
             hosts: vec!["*".into()],
@@ -402,6 +403,7 @@ fn every_option() {
                 fails: 5,
                 passes: 1
             }),
+            tls: None,
         }]
     );
     let proxied = Route {

@@ -41,6 +41,9 @@ pub enum ErrorKind {
     /// The client sent a fatal alert (often `bad_certificate` or `unknown_ca`: it does not
     /// trust our certificate).
     AlertReceived,
+    /// On the client side: the server's certificate failed verification (unknown issuer,
+    /// not valid for the name, expired, ...); the message says which.
+    InvalidCertificate,
     /// [`crate::TlsConn::write_plain`] before the handshake completed: a caller bug.
     HandshakeNotComplete,
     /// [`crate::TlsConn::write_plain`] after [`crate::TlsConn::close`]: a caller bug.
@@ -73,6 +76,8 @@ pub enum CertField {
     Key,
     /// A host name in `hosts`.
     Hosts,
+    /// The CA bundle of a client ([`crate::ClientSpec::ca`]), or the system's store.
+    Ca,
 }
 
 /// Who is to blame for an error, which decides how loudly it is reported.
@@ -96,6 +101,7 @@ impl ErrorKind {
             ErrorKind::NoApplicationProtocol => "no_application_protocol",
             ErrorKind::PeerMisbehaved => "peer_misbehaved",
             ErrorKind::AlertReceived => "alert_received",
+            ErrorKind::InvalidCertificate => "invalid_certificate",
             ErrorKind::HandshakeNotComplete => "handshake_not_complete",
             ErrorKind::Closed => "closed",
             ErrorKind::Internal => "internal",
@@ -117,7 +123,8 @@ impl ErrorKind {
             | ErrorKind::HandshakeFailure
             | ErrorKind::NoApplicationProtocol
             | ErrorKind::PeerMisbehaved
-            | ErrorKind::AlertReceived => Fault::Peer,
+            | ErrorKind::AlertReceived
+            | ErrorKind::InvalidCertificate => Fault::Peer,
             ErrorKind::HandshakeNotComplete | ErrorKind::Closed | ErrorKind::Internal => {
                 Fault::Internal
             }
@@ -222,6 +229,7 @@ fn classify(err: &rustls::Error) -> ErrorKind {
         | E::InappropriateHandshakeMessage { .. }
         | E::InvalidEncryptedClientHello(_) => ErrorKind::PeerMisbehaved,
         E::AlertReceived(_) => ErrorKind::AlertReceived,
+        E::InvalidCertificate(_) => ErrorKind::InvalidCertificate,
         E::HandshakeNotComplete => ErrorKind::HandshakeNotComplete,
         _ => ErrorKind::Internal,
     }

@@ -1,6 +1,8 @@
-//! squall-tls: TLS termination for Squall's client listeners, over rustls, without I/O.
+//! squall-tls: TLS for Squall, over rustls, without I/O: termination for the client listeners,
+//! and the client side for origins (`tls = true` upstreams).
 //!
-//! The worker owns the sockets; this crate only turns bytes into bytes. Three layers:
+//! The worker owns the sockets; this crate only turns bytes into bytes. Three layers on the
+//! server side:
 //!
 //! - [`TlsStore`]: everything loaded once per config (and per reload): the certificates of the
 //!   `[[certificate]]` entries ([`CertSpec`]), the SNI resolver that picks one of them per
@@ -13,6 +15,11 @@
 //!   ciphertext (any split, one byte at a time works) and appends plaintext for the HTTP codec
 //!   and bytes to send (handshake flights, tickets, alerts); [`TlsConn::write_plain`] encrypts a
 //!   response into the send buffer.
+//!
+//! The client side (`client.rs`) has two: a [`Connector`] per upstream (trust anchors, client
+//! certificate, ALPN, the session cache that lets reconnects resume) and a [`TlsClientConn`]
+//! per origin connection, driven as below but started by [`Connector::connect`], which
+//! appends the ClientHello to send.
 //!
 //! # Driving a connection (what the worker does)
 //!
@@ -68,6 +75,7 @@
 #![forbid(unsafe_code)]
 
 mod buffered;
+mod client;
 mod conn;
 mod error;
 mod load;
@@ -75,8 +83,10 @@ mod resolver;
 mod store;
 mod unbuffered;
 
+pub use client::{CLIENT_SESSIONS_MAX, ClientSpec, Connector, TlsClientConn, server_name};
 pub use conn::{Engine, TlsConn, TlsVersion};
 pub use error::{CertField, ErrorKind, Fault, TlsError, Warning, WarningKind};
+pub use rustls_pki_types::ServerName;
 pub use store::{Acceptor, CertSpec, KeySource, SESSION_CACHE_ENTRIES_MAX, TlsStore};
 
 /// An application protocol negotiated with ALPN (RFC 7301).

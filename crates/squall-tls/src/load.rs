@@ -70,7 +70,7 @@ pub(crate) fn load_entry(
 }
 
 /// Reads the chain and the key, and checks that they belong together.
-fn load_pem(
+pub(crate) fn load_pem(
     spec: &CertSpec,
     cert_path: &Path,
     key_path: &Path,
@@ -130,14 +130,19 @@ fn load_key(
     }
 }
 
-fn read_file(entry: &str, what: &str, path: &Path) -> Result<Vec<u8>, TlsError> {
+pub(crate) fn read_file(entry: &str, what: &str, path: &Path) -> Result<Vec<u8>, TlsError> {
     std::fs::read(path).map_err(|e| {
         let msg = format!("{entry}: cannot read {what} file {}: {e}", path.display());
         TlsError::with_source(ErrorKind::Io, msg, e)
     })
 }
 
-fn bad_pem(entry: &str, what: &str, path: &Path, why: impl std::fmt::Display) -> TlsError {
+pub(crate) fn bad_pem(
+    entry: &str,
+    what: &str,
+    path: &Path,
+    why: impl std::fmt::Display,
+) -> TlsError {
     let msg = format!("{entry}: no usable {what} in {}: {why}", path.display());
     TlsError::new(ErrorKind::BadPem, msg)
 }

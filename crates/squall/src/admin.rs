@@ -680,6 +680,7 @@ pub fn render(metrics: &Metrics) -> String {
     }
     render_upstreams(&mut out, metrics);
     metrics.resolution.render(&mut out);
+    metrics.origin_tls.render(&mut out);
     render_routes(&mut out, metrics);
     for (name, help, histogram) in HISTOGRAMS {
         render_histogram(&mut out, metrics, name, help, *histogram);

@@ -30,6 +30,8 @@ pub struct Metrics {
     pub buffered: BufferedBytes,
     /// Lookups of servers' host names, and what each last resolved to (`resolve.rs`).
     pub resolution: crate::resolve::ResolveMetrics,
+    /// TLS handshakes with origins, per upstream (`origin_tls.rs`).
+    pub origin_tls: crate::origin_tls::OriginTlsMetrics,
 }
 
 /// Response bytes buffered for clients, across every worker: each connection charges what it
@@ -323,6 +325,7 @@ impl Metrics {
             descriptors: crate::descriptors::Budget::default(),
             buffered: BufferedBytes::default(),
             resolution: Default::default(),
+            origin_tls: Default::default(),
         }
     }
 

@@ -33,6 +33,8 @@ pub struct Runtime {
     pub upstreams: Vec<squall_upstream::UpstreamSpec>,
     /// What each group's `consistent_hash` hashes, in the same order.
     pub hash_keys: Vec<squall_config::HashKey>,
+    /// Per `[[upstream]]` of the config (cluster peers have none): its TLS, when `tls = true`.
+    pub origin_tls: Vec<Option<Arc<crate::origin_tls::OriginTls>>>,
     /// `[cluster]`: the nodes sharing the cache; their peers' groups end `upstreams`.
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
     /// Per-client-address limits from `[limits]`.
@@ -131,6 +133,13 @@ impl Runtime {
         let (mut upstreams, names): (Vec<_>, Vec<_>) = (config.upstream.iter())
             .map(|u| upstream_spec(u, addresses))
             .unzip();
+        // Each server's address and the host name it came from, for the name TLS verifies.
+        let servers: Vec<Vec<_>> = (upstreams.iter().zip(&names))
+            .map(|(spec, names)| {
+                let addresses = spec.servers.iter().map(|s| s.address);
+                addresses.zip(names.iter().cloned()).collect()
+            })
+            .collect();
         let mut hash_keys: Vec<_> = config.upstream.iter().map(|u| u.hash_key.clone()).collect();
         let cluster = (config.cluster.as_ref())
             .map(|c| Arc::new(crate::cluster::Cluster::new(c, upstreams.len())));
@@ -174,6 +183,10 @@ impl Runtime {
                 return Err(Diagnostics(problems));
             }
         };
+        let previous_tls = previous.map_or(&[][..], |r| &r.origin_tls[..]);
+        let origin_tls = &metrics.origin_tls;
+        let origin_tls = crate::origin_tls::load(config, sites, &servers, previous_tls, origin_tls)
+            .map_err(Diagnostics)?;
         let route_rates: Vec<_> = (config.vhost.iter().flat_map(|v| &v.routes))
             .map(|r| r.rate.clone())
             .collect();
@@ -221,6 +234,7 @@ impl Runtime {
             client_limits: crate::clients::ClientLimits::from_config(&config.limits),
             upstreams,
             hash_keys,
+            origin_tls,
             cluster,
             upstream_gauges,
             tls,

@@ -89,7 +89,8 @@ fn diagnostic_at(sites: &Sites, error: &TlsError, index: Option<usize>) -> Diagn
         Some((i, Some(CertField::Cert))) => Site::CertificateCert(i),
         Some((i, Some(CertField::Key))) => Site::CertificateKey(i),
         Some((i, Some(CertField::Hosts))) => Site::CertificateHosts(i),
-        Some((i, None)) => Site::Certificate(i),
+        // `Ca` is an upstream's (`origin_tls.rs`), never a certificate entry's.
+        Some((i, None | Some(CertField::Ca))) => Site::Certificate(i),
         None => Site::File,
     };
     sites.diagnostic(site, error.to_string())

@@ -616,6 +616,8 @@ pub(super) fn request_no_cache(value: &Str, r: &mut Report) -> RequestNoCache {
     })
 }
 
+mod upstream_tls;
+
 fn upstreams(raw: &[Spanned<RawUpstream>], r: &mut Report) -> Vec<Upstream> {
     let mut upstreams: Vec<(Upstream, usize)> = Vec::new();
     for item in raw {
@@ -694,6 +696,7 @@ fn upstream(raw: &RawUpstream, r: &mut Report) -> Upstream {
             .health_check
             .as_ref()
             .map(|h| health_check(h.get_ref(), r)),
+        tls: upstream_tls::tls(raw, r),
     }
 }
 

@@ -3,11 +3,17 @@
 //! a connection may be kept are the exchange's decisions (`session.rs` runs them), and a
 //! health probe's are `probe.rs`'s.
 //!
+//! Origins of a `tls = true` upstream (`tls.rs`) run the TLS handshake after the connect and
+//! before the exchange hears "connected", so its connect timeout covers the handshake; from
+//! then on what the exchange writes is encrypted on its way to the send, and what arrives is
+//! decrypted before anyone reads it. A pooled connection keeps its TLS state.
+//!
 //! Bounds: a paused origin's receive is cancelled (and re-armed when the exchange resumes
 //! it), so a client slow to read holds at most what was already in flight; bytes to send wait
 //! behind the one send in flight, and the exchange stops taking request body while they do.
 
 mod probe;
+mod tls;
 
 use std::io;
 use std::net::SocketAddr;
@@ -30,6 +36,8 @@ use super::token::{self, Token};
 pub enum OriginState {
     /// The TCP connect is in flight.
     Connecting,
+    /// Connected; the TLS handshake is in flight (TLS upstreams only).
+    Handshaking,
     /// Request going out and/or response coming in.
     Busy,
     /// In the pool, read only to notice a close.
@@ -60,6 +68,8 @@ pub struct Origin {
     pub deadline: Option<Instant>,
     /// Due time of the earliest timer entry filed for this connection, if one is filed.
     pub timer_due: Option<Instant>,
+    /// The TLS client state, for a connection of a `tls = true` upstream.
+    pub tls: Option<Box<tls::OriginTls>>,
 }
 
 impl Origin {}
@@ -143,6 +153,9 @@ impl Worker {
             0 => Socket::new(fd),
             _ => Socket::new(fd).one_buffer_at_a_time(),
         };
+        // A TLS upstream's ClientHello waits in `out` for the connect.
+        let mut out = BytesMut::new();
+        let tls = self.origin_tls(&target, &mut out);
         let index = self.origins.insert(Origin {
             socket,
             generation,
@@ -151,12 +164,13 @@ impl Worker {
             server: target.server,
             address: target.address,
             state: OriginState::Connecting,
-            out: BytesMut::new(),
+            out,
             session,
             probe,
             paused: false,
             deadline: None,
             timer_due: None,
+            tls,
         });
         let token = Token::origin(index, generation);
         self.origins[index]
@@ -177,6 +191,11 @@ impl Worker {
         let now = self.now;
         let origin = &mut self.origins[index];
         match result {
+            Ok(()) if origin.tls.is_some() => {
+                origin.state = OriginState::Handshaking;
+                origin.socket.arm_recv(&mut self.ring, token);
+                self.flush_origin(index);
+            }
             Ok(()) => {
                 origin.state = OriginState::Busy;
                 origin.socket.arm_recv(&mut self.ring, token);
@@ -203,11 +222,19 @@ impl Worker {
         }
     }
 
-    /// Sends `bytes` after whatever the connection has not sent yet.
+    /// Sends `bytes` after whatever the connection has not sent yet (encrypted first, on TLS).
     pub(super) fn write_origin(&mut self, index: usize, bytes: Bytes) {
         let origin = &mut self.origins[index];
         if origin.state == OriginState::Closed {
             return;
+        }
+        if let Some(tls) = origin.tls.as_mut() {
+            if let Err(e) = tls.encrypt(&bytes, &mut origin.out) {
+                // Only after the connection failed, which its exchange has heard of already.
+                debug!(worker = self.id, address = %origin.address, "origin tls: {e}");
+                return tls::cut(origin);
+            }
+            return self.flush_origin(index);
         }
         if !origin.socket.sending() && origin.out.is_empty() {
             let token = Token::origin(index, origin.generation);
@@ -224,6 +251,9 @@ impl Worker {
         }
         let token = Token::origin(index, origin.generation);
         let buf = origin.out.split().freeze();
+        if let Some(tls) = origin.tls.as_mut() {
+            tls.sending();
+        }
         origin.socket.send(&mut self.ring, buf, token);
     }
 
@@ -237,6 +267,11 @@ impl Worker {
         match result {
             _ if origin.state == OriginState::Closed => {}
             Ok(sent) => {
+                // What the exchange wrote that left: on TLS, the plaintext of a whole buffer.
+                let written = match origin.tls.as_mut() {
+                    Some(tls) => tls.sent(sent >= buf.len()),
+                    None => sent,
+                };
                 if sent < buf.len() {
                     // A partial send: the rest goes first, before anything queued since.
                     origin.socket.send(&mut self.ring, buf.slice(sent..), token);
@@ -244,7 +279,7 @@ impl Worker {
                     self.flush_origin(index);
                 }
                 if let Some(id) = self.origins[index].session {
-                    self.origin_sent(id, sent);
+                    self.origin_sent(id, written);
                 }
             }
             Err(e) => {
@@ -286,6 +321,12 @@ impl Worker {
         let now = self.now;
         self.origins[index].socket.on_recv(more);
         match result {
+            Ok(Some(buf)) if self.origins[index].tls.is_some() => {
+                self.on_origin_cipher(index, buf);
+                if !more && self.origins.contains(index) {
+                    self.arm_origin_recv(index);
+                }
+            }
             Ok(Some(buf)) => {
                 let origin = &mut self.origins[index];
                 let bytes = self.ring.recv_bytes(&buf);
@@ -318,14 +359,7 @@ impl Worker {
                     self.arm_origin_recv(index);
                 }
             }
-            Ok(None) => match self.origins[index].state {
-                OriginState::Busy => match self.origins[index].session {
-                    Some(id) => self.feed(id, |ex| ex.on_origin_eof(now)),
-                    None if self.origins[index].probe.is_some() => self.read_probe(index, true),
-                    None => self.close_origin(index),
-                },
-                _ => self.close_origin(index),
-            },
+            Ok(None) => self.origin_eof(index),
             Err(e) if matches!(e.raw_os_error(), Some(libc::ENOBUFS | libc::ECANCELED)) => {
                 // Every receive buffer was in use for a moment, or the receive was cancelled
                 // to pause and the client caught up meanwhile: read again.
@@ -335,11 +369,32 @@ impl Worker {
                 debug!(worker = self.id, "origin recv: {e}");
                 match self.origins[index].state {
                     OriginState::Busy => self.origin_failed(index, |ex| ex.on_origin_error(now)),
+                    OriginState::Handshaking => {
+                        let why = format!("receive failed during the handshake: {e}");
+                        self.handshake_failed(index, tls::HandshakeFailure::Closed, &why);
+                    }
                     _ => self.close_origin(index),
                 }
             }
         }
         self.origin_op_done(index);
+    }
+
+    /// The origin closed its side (a TCP FIN, or a TLS close_notify).
+    fn origin_eof(&mut self, index: usize) {
+        let now = self.now;
+        match self.origins[index].state {
+            OriginState::Busy => match self.origins[index].session {
+                Some(id) => self.feed(id, |ex| ex.on_origin_eof(now)),
+                None if self.origins[index].probe.is_some() => self.read_probe(index, true),
+                None => self.close_origin(index),
+            },
+            OriginState::Handshaking => {
+                let why = "the origin closed the connection during the handshake";
+                self.handshake_failed(index, tls::HandshakeFailure::Closed, why);
+            }
+            _ => self.close_origin(index),
+        }
     }
 
     /// Stops reading the origin while its client is slow to read.
@@ -372,7 +427,7 @@ impl Worker {
         let origin = &mut self.origins[index];
         let reading = match origin.state {
             OriginState::Busy => !origin.paused,
-            OriginState::Idle => true,
+            OriginState::Idle | OriginState::Handshaking => true,
             OriginState::Connecting | OriginState::Closed => false,
         };
         if reading {
@@ -464,7 +519,10 @@ impl Worker {
         if origin.timer_due == Some(due) {
             origin.timer_due = None;
         }
-        if origin.state != OriginState::Connecting && origin.state != OriginState::Busy {
+        if !matches!(
+            origin.state,
+            OriginState::Connecting | OriginState::Handshaking | OriginState::Busy
+        ) {
             return;
         }
         let Some(deadline) = origin.deadline else {
@@ -474,6 +532,11 @@ impl Worker {
             self.arm_origin_timer(index);
             return;
         }
+        if origin.state == OriginState::Handshaking {
+            // The exchange's connect timeout, or the probe's, passed during the handshake.
+            self.handshake_timed_out(index);
+        }
+        let origin = &mut self.origins[index];
         match origin.session {
             Some(id) => self.feed(id, |ex| ex.on_timer(now)),
             None => {

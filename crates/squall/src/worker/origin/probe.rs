@@ -4,7 +4,8 @@
 //! passive health): when squall-upstream says a probe is due, the worker opens a fresh origin
 //! connection over the ring, sends `GET path` with `Connection: close`, and reports a 2xx or
 //! 3xx head within the group's timeouts as a pass, anything else (refused, reset, timeout, an
-//! error status, garbage) as a failure. Probes use the origin connection slab and its timers,
+//! error status, garbage) as a failure. A TLS upstream's probe runs the same handshake as its
+//! requests (a certificate that fails verification fails the probe). Probes use the origin connection slab and its timers,
 //! but never the keep-alive pool, and never count as proxied requests.
 
 use bytes::{BufMut, BytesMut};
@@ -114,7 +115,7 @@ impl Worker {
             return;
         };
         let path = upstream.health_check_path.as_deref().unwrap_or("/");
-        let out = &mut origin.out;
+        let mut out = BytesMut::new();
         out.put_slice(b"GET ");
         out.put_slice(path.as_bytes());
         out.put_slice(b" HTTP/1.1\r\nhost: ");
@@ -122,7 +123,8 @@ impl Worker {
         out.put_slice(b"\r\nuser-agent: squall-health-check\r\nconnection: close\r\n\r\n");
         origin.deadline = Some(self.now + upstream.response_timeout);
         self.arm_origin_timer(index);
-        self.flush_origin(index);
+        // Through write_origin, which encrypts it for a TLS upstream.
+        self.write_origin(index, out.freeze());
     }
 
     /// Reads the probe's answer: its status decides; the body is not waited for.

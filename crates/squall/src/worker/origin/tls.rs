@@ -1,0 +1,226 @@
+//! TLS on origin connections (`tls = true` upstreams): the handshake after the connect, the
+//! decryption of what arrives and the accounting of what is sent.
+//!
+//! The handshake sits between the TCP connect and the "connected" its exchange (or probe)
+//! hears: until then the connection is `Handshaking`, its exchange still in its connect phase,
+//! so `connect_timeout` bounds connect and handshake together, and a failed handshake is a
+//! failed connect (retried or failed over as one, then 502). A certificate that does not verify
+//! is counted per upstream and logged at warn with rustls's reason, at most once a minute per
+//! upstream (every failure is logged at debug).
+//!
+//! Plaintext from the exchange is encrypted into the connection's `out` at once, so bytes
+//! leave in the order they were written, handshake flights included; the exchange hears how
+//! much of its plaintext left when the ciphertext buffer carrying it has left whole. Received
+//! ciphertext is decrypted straight out of the ring's buffer, which goes back to the ring
+//! before the plaintext is handed on: one receive buffer at a time, as for cleartext origins
+//! (rustls keeps at most one partial record besides). The origin's close_notify is its end of
+//! stream; a TCP FIN without one is taken as the end too, as nginx does (a response whose
+//! length is known is checked by the decoder anyway).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use squall_tls::{TlsClientConn, TlsError};
+use squall_upstream::UpstreamErrorClass;
+use squall_uring::RecvBuf;
+use tracing::{debug, warn};
+
+use super::{OriginState, OriginTarget};
+use crate::origin_tls::TlsCounters;
+use crate::worker::Worker;
+
+pub use crate::origin_tls::HandshakeFailure;
+
+/// How often a failed handshake is logged at warn, per upstream.
+const FAILURE_LOG_INTERVAL: Duration = Duration::from_secs(60);
+
+/// An origin connection's TLS state.
+pub struct OriginTls {
+    conn: TlsClientConn,
+    counters: Arc<TlsCounters>,
+    /// The name verified, for log lines.
+    name: String,
+    /// Plaintext encrypted into `out` and not yet handed to a send.
+    unsent_plain: usize,
+    /// Plaintext in the send in flight.
+    in_flight_plain: usize,
+}
+
+impl OriginTls {
+    /// Encrypts what the exchange (or a probe) writes into `out`.
+    pub fn encrypt(&mut self, plain: &[u8], out: &mut BytesMut) -> Result<(), TlsError> {
+        self.conn.write_plain(plain, out)?;
+        self.unsent_plain += plain.len();
+        Ok(())
+    }
+
+    /// Everything in `out` goes into a send now.
+    pub fn sending(&mut self) {
+        self.in_flight_plain += std::mem::take(&mut self.unsent_plain);
+    }
+
+    /// The send completed, `whole` when its buffer left entirely: the plaintext it carried.
+    pub fn sent(&mut self, whole: bool) -> usize {
+        if whole {
+            std::mem::take(&mut self.in_flight_plain)
+        } else {
+            0
+        }
+    }
+}
+
+/// Shuts both directions of a connection whose TLS state failed, from inside an action (no
+/// session may be called back from there): its armed receive ends with EOF, which reports the
+/// failure to whoever holds the connection through the ordinary path.
+pub fn cut(origin: &mut super::Origin) {
+    if let Some(fd) = origin.socket.fd() {
+        let _ = socket2::SockRef::from(fd).shutdown(std::net::Shutdown::Both);
+    }
+}
+
+impl Worker {
+    /// A new TLS client connection when `target`'s upstream is a TLS one, its ClientHello
+    /// appended to `out`.
+    pub(super) fn origin_tls(
+        &mut self,
+        target: &OriginTarget,
+        out: &mut BytesMut,
+    ) -> Option<Box<OriginTls>> {
+        let tls = self.runtime.origin_tls.get(target.upstream)?.as_ref()?;
+        let name = (tls.name(target.server.index()))
+            .unwrap_or_else(|| squall_tls::ServerName::IpAddress(target.address.ip().into()));
+        let shown = name.to_str().into_owned();
+        Some(Box::new(OriginTls {
+            conn: tls.connector.connect(name, out),
+            counters: tls.counters.clone(),
+            name: shown,
+            unsent_plain: 0,
+            in_flight_plain: 0,
+        }))
+    }
+
+    /// Ciphertext arrived on a TLS origin connection: decrypt it and hand on what it holds.
+    pub(super) fn on_origin_cipher(&mut self, index: usize, buf: RecvBuf) {
+        let origin = &mut self.origins[index];
+        let Some(tls) = origin.tls.as_mut() else {
+            self.ring.recycle(buf);
+            return;
+        };
+        let handshaking = tls.conn.is_handshaking();
+        let mut plain = BytesMut::new();
+        let cipher = self.ring.recv_bytes(&buf);
+        let result = tls.conn.read_tls(cipher, &mut plain, &mut origin.out);
+        let (done, resumed, closed) = (
+            !tls.conn.is_handshaking(),
+            tls.conn.is_resumed(),
+            tls.conn.peer_closed(),
+        );
+        self.ring.recycle(buf);
+        // The second flight, or the alert that ends the connection.
+        self.flush_origin(index);
+        if let Err(e) = result {
+            return self.origin_tls_failed(index, handshaking, &e);
+        }
+        if handshaking && done {
+            self.handshake_done(index, resumed);
+        }
+        if !plain.is_empty() {
+            self.origin_plain(index, &plain);
+        }
+        if closed && self.origins.contains(index) {
+            self.origin_eof(index);
+        }
+    }
+
+    /// The handshake is done: the exchange (or probe) hears "connected" now.
+    fn handshake_done(&mut self, index: usize, resumed: bool) {
+        let now = self.now;
+        let origin = &mut self.origins[index];
+        if origin.state != OriginState::Handshaking {
+            return;
+        }
+        origin.state = OriginState::Busy;
+        if let Some(tls) = &origin.tls {
+            tls.counters.handshake_done(resumed);
+        }
+        match origin.session {
+            Some(id) => self.feed(id, |ex| ex.on_origin_connected(false, now)),
+            None => self.write_probe(index),
+        }
+    }
+
+    /// Decrypted bytes, as a cleartext origin's are taken in `on_origin_recv`.
+    fn origin_plain(&mut self, index: usize, plain: &[u8]) {
+        let now = self.now;
+        let origin = &mut self.origins[index];
+        match (origin.state, origin.session, origin.probe.as_mut()) {
+            (OriginState::Busy, Some(id), _) => {
+                if let Some(session) = self.sessions.get_mut(id.index)
+                    && session.is(id)
+                {
+                    session.ex.on_origin_data(plain, now);
+                }
+                self.drive(id);
+            }
+            (OriginState::Busy, None, Some(probe)) => {
+                probe.rbuf.extend_from_slice(plain);
+                self.read_probe(index, false);
+            }
+            // An idle origin has nothing to say (a session ticket is no plaintext).
+            _ => self.close_origin(index),
+        }
+    }
+
+    /// A TLS error: during the handshake a failed connect, later a failed exchange.
+    fn origin_tls_failed(&mut self, index: usize, handshaking: bool, error: &TlsError) {
+        if handshaking {
+            let why = HandshakeFailure::of(error);
+            return self.handshake_failed(index, why, &error.to_string());
+        }
+        let now = self.now;
+        let origin = &self.origins[index];
+        debug!(worker = self.id, address = %origin.address, "origin tls: {error}");
+        match origin.state {
+            OriginState::Busy => self.origin_failed(index, |ex| ex.on_origin_error(now)),
+            _ => self.close_origin(index),
+        }
+    }
+
+    /// The handshake failed: counted, logged, and a failed connect for the exchange.
+    pub(super) fn handshake_failed(&mut self, index: usize, why: HandshakeFailure, detail: &str) {
+        let now = self.now;
+        let origin = &self.origins[index];
+        let Some(tls) = &origin.tls else {
+            return;
+        };
+        tls.counters.handshake_failed(why);
+        let upstream = (self.upstreams.groups.get(origin.upstream)).map_or("", |g| g.group.name());
+        if tls.counters.should_log(now, FAILURE_LOG_INTERVAL) {
+            warn!(
+                worker = self.id,
+                upstream,
+                server = %origin.address,
+                name = %tls.name,
+                reason = why.as_str(),
+                "TLS handshake with origin {} ({}) failed: {detail}",
+                origin.address,
+                tls.name
+            );
+        } else {
+            debug!(worker = self.id, upstream, server = %origin.address, "origin handshake: {detail}");
+        }
+        self.origin_failed(index, |ex| {
+            ex.on_connect_failed(UpstreamErrorClass::ConnectFailed, now);
+        });
+    }
+
+    /// The connect timeout passed during the handshake: counted (the exchange's timer or the
+    /// probe's does the rest).
+    pub(super) fn handshake_timed_out(&mut self, index: usize) {
+        if let Some(tls) = &self.origins[index].tls {
+            tls.counters.handshake_failed(HandshakeFailure::Timeout);
+            debug!(worker = self.id, name = %tls.name, "origin handshake timed out");
+        }
+    }
+}
