@@ -108,6 +108,7 @@ pub fn main(args: &BenchArgs) -> Result<ExitCode> {
     fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     // Origins are started before any run and stopped (dropped) on return.
     let _origins = start_origins(&mut scenarios, args.load_cpu, &out)?;
+    write_sites(&mut scenarios, &out)?;
     let settings = Settings {
         duration_secs: args.duration,
         warmup_secs: args.warmup,
@@ -187,6 +188,23 @@ fn start_origins(scenarios: &mut [Scenario], cpu: usize, out: &Path) -> Result<V
         scenario.set_origin_addr(addr);
     }
     Ok(started.into_iter().map(|(_, origin)| origin).collect())
+}
+
+/// The files of each scenario's `[files]`, in `OUT/sites/SCENARIO/`: bytes of a repeating
+/// pattern (not zeros, which a file system may store sparse and a compressor would flatter).
+fn write_sites(scenarios: &mut [Scenario], out: &Path) -> Result<()> {
+    for scenario in scenarios.iter_mut().filter(|s| !s.files.is_empty()) {
+        let dir = out.join("sites").join(&scenario.name);
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        for (name, &bytes) in &scenario.files {
+            let body: Vec<u8> = (0..bytes).map(|i| b'a' + (i % 26) as u8).collect();
+            let path = dir.join(name);
+            std::fs::write(&path, body).with_context(|| format!("writing {}", path.display()))?;
+        }
+        let dir = dir.canonicalize().context("the site folder")?;
+        scenario.set_site_dir(dir);
+    }
+    Ok(())
 }
 
 /// One clear line for each thing missing, before anything is built.

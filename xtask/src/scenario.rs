@@ -34,6 +34,10 @@ pub struct Scenario {
     pub origin: Option<OriginSection>,
     /// Where that origin listens, once started; upstream servers written `ORIGIN` become this.
     origin_addr: Option<SocketAddr>,
+    /// Files to generate for `root` routes: name → bytes (`[files]`).
+    pub files: BTreeMap<String, usize>,
+    /// Where they were written; a route's `root = "SITE"` becomes this.
+    site_dir: Option<PathBuf>,
 }
 
 /// How h2load loads the server.
@@ -150,6 +154,10 @@ struct ScenarioFile {
     /// A local origin for `proxy` routes (their server address is written `ORIGIN`).
     #[serde(default)]
     origin: Option<OriginSection>,
+    /// Files for `root` routes (their root is written `SITE`): name → size in bytes, each
+    /// generated once per bench into a folder of its own.
+    #[serde(default)]
+    files: BTreeMap<String, usize>,
 }
 
 /// The local origin: one nginx answering every request with status 200, one body and the
@@ -209,6 +217,14 @@ impl Scenario {
         if let Some(origin) = &file.origin {
             validate_origin(origin)?;
         }
+        for (name, &bytes) in &file.files {
+            let plain = !name.is_empty() && !name.contains('/') && name != "." && name != "..";
+            ensure!(plain, "files: {name:?} is not a plain file name");
+            ensure!(
+                bytes <= ORIGIN_BODY_BYTES_MAX,
+                "files: {name:?} must be at most {ORIGIN_BODY_BYTES_MAX} bytes"
+            );
+        }
         let config_text = match (&file.squall.config, &file.squall.config_file) {
             (Some(inline), None) => inline.clone(),
             (None, Some(relative)) => fs::read_to_string(dir.join(relative))
@@ -242,12 +258,19 @@ impl Scenario {
             config,
             origin: file.origin,
             origin_addr: None,
+            files: file.files,
+            site_dir: None,
         })
     }
 
     /// Points this scenario's `ORIGIN` upstream servers at a started origin.
     pub fn set_origin_addr(&mut self, addr: SocketAddr) {
         self.origin_addr = Some(addr);
+    }
+
+    /// Points this scenario's `root = "SITE"` routes at the folder its files were written to.
+    pub fn set_site_dir(&mut self, dir: PathBuf) {
+        self.site_dir = Some(dir);
     }
 
     /// Squall's config as a table, listening on `127.0.0.1:port`.
@@ -260,6 +283,9 @@ impl Scenario {
         }
         if let Some(origin) = self.origin_addr {
             replace_origin(&mut config, origin);
+        }
+        if let Some(site) = &self.site_dir {
+            replace_site(&mut config, site);
         }
         config
     }
@@ -355,6 +381,23 @@ fn validate_origin(origin: &OriginSection) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Writes the site folder into every route whose `root` is `SITE`.
+fn replace_site(config: &mut Table, site: &Path) {
+    let Some(Value::Array(vhosts)) = config.get_mut("vhost") else {
+        return;
+    };
+    let routes = (vhosts.iter_mut().filter_map(Value::as_table_mut))
+        .filter_map(|vhost| vhost.get_mut("route").and_then(Value::as_array_mut))
+        .flatten()
+        .filter_map(Value::as_table_mut);
+    for route in routes {
+        if route.get("root").and_then(Value::as_str) == Some("SITE") {
+            let site = site.to_string_lossy().into_owned();
+            route.insert("root".into(), Value::String(site));
+        }
+    }
 }
 
 /// Writes the origin's address into every upstream server named `ORIGIN`.
@@ -479,6 +522,24 @@ mod tests {
             })
             .filter_map(Value::as_table)
             .collect()
+    }
+
+    #[test]
+    fn files_are_checked_and_site_roots_point_at_their_folder() {
+        let text = |files: &str| {
+            format!(
+                "description = \"d\"\n[load]\npath = \"/a\"\nconnections = 1\n[files]\n{files}\n\
+                 [squall]\nconfig = '''\n[[listen]]\naddress = \"127.0.0.1:1\"\n[[vhost]]\n\
+                 [[vhost.route]]\nprefix = \"/\"\nroot = \"SITE\"\n'''\n"
+            )
+        };
+        let mut scenario = Scenario::parse("s", &text("\"a\" = 10"), Path::new(".")).unwrap();
+        assert_eq!(scenario.files.get("a"), Some(&10));
+        scenario.set_site_dir(PathBuf::from("/bench/sites/s"));
+        let config = scenario.squall_config(1).unwrap();
+        assert!(config.contains("root = \"/bench/sites/s\""), "{config}");
+        assert!(Scenario::parse("s", &text("\"a/b\" = 1"), Path::new(".")).is_err());
+        assert!(Scenario::parse("s", &text("\"a\" = 999999999"), Path::new(".")).is_err());
     }
 
     #[test]
