@@ -211,6 +211,11 @@ fn free_port() -> u16 {
 /// Squall with one worker, a cleartext (http1, h2c) and a TLS (h2, http1) listener, the admin
 /// listener, and `upstreams`: (name, `[[upstream]]` keys) pairs, each routed at `/{name}/`.
 fn squall(upstreams: &[(&str, String)]) -> Squall {
+    Squall::start(&config(upstreams))
+}
+
+/// The config [`squall`] starts with.
+fn config(upstreams: &[(&str, String)]) -> String {
     let (tls, admin) = (free_port(), free_port());
     let mut config = format!(
         "[server]\nworkers = 1\n\n[[listen]]\naddress = \"ADDR\"\nprotocols = [\"http1\", \"h2c\"]\n\n\
@@ -227,7 +232,7 @@ fn squall(upstreams: &[(&str, String)]) -> Squall {
             "[[vhost.route]]\nprefix = \"/{name}/\"\nproxy = \"{name}\"\n\n"
         ));
     }
-    Squall::start(&config)
+    config
 }
 
 /// `[[upstream]]` keys for a TLS origin at `addr` trusting `ca`, plus `extra`.
@@ -522,4 +527,43 @@ fn check_reports_unusable_files_at_their_keys() {
     );
     assert!(lines[1].starts_with(&at), "{stderr}");
     assert_eq!(lines.len(), 2, "{stderr}");
+}
+
+#[test]
+fn a_reload_rereads_the_files_and_warns_about_tls_verify_again() {
+    let pki = Pki::new();
+    let (origin, _) = https_origin(pki.server_config("origin", false, false));
+    let ca = format!("ca = {:?}\n", pki.path("ca.pem"));
+    let text = config(&[("app", tls_upstream(origin, &pki.path("ca.pem"), ""))]);
+    let squall = Squall::start(&text);
+    assert_eq!(get(&squall, "/app/a").status, 200);
+
+    // A CA file that is not there refuses the reload; the running config serves on.
+    squall.rewrite_config(&text.replace("ca.pem", "missing.pem"));
+    squall.signal(libc::SIGHUP);
+    assert!(
+        squall.wait_log("reload refused", 1, Duration::from_secs(5)),
+        "{}",
+        squall.log()
+    );
+    assert!(
+        squall.log().contains("cannot read ca file"),
+        "{}",
+        squall.log()
+    );
+    assert_eq!(get(&squall, "/app/b").status, 200);
+
+    // tls_verify = false is warned about on the reload that brings it.
+    let warning = "tls_verify = false: the certificates of upstream \"app\"";
+    assert!(!squall.log().contains(warning));
+    squall.rewrite_config(&text.replace(&ca, "tls_verify = false\n"));
+    squall.signal(libc::SIGHUP);
+    let reloaded = squall.wait_log("configuration reloaded", 1, Duration::from_secs(5));
+    assert!(reloaded, "{}", squall.log());
+    assert!(
+        squall.wait_log(warning, 1, Duration::from_secs(5)),
+        "{}",
+        squall.log()
+    );
+    assert_eq!(get(&squall, "/app/c").status, 200);
 }
