@@ -567,3 +567,43 @@ fn a_reload_rereads_the_files_and_warns_about_tls_verify_again() {
     );
     assert_eq!(get(&squall, "/app/c").status, 200);
 }
+
+#[test]
+fn an_origin_that_speaks_no_tls_or_stays_silent_fails_the_connect() {
+    // A plain HTTP origin answers the ClientHello with text; a silent one never answers.
+    let plain_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let plain = plain_listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut stream in plain_listener.incoming().flatten() {
+            let answer = b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n";
+            let _ = std::io::Write::write_all(&mut stream, answer);
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    });
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_addr = silent.local_addr().unwrap();
+    let held = std::thread::spawn(move || {
+        let held: Vec<_> = silent.incoming().take(1).collect();
+        std::thread::sleep(Duration::from_secs(3));
+        drop(held);
+    });
+    let keys = |addr: SocketAddr| {
+        format!("servers = [{{ address = \"{addr}\" }}]\ntls = true\nconnect_timeout = \"500ms\"\n")
+    };
+    let squall = squall(&[("plain", keys(plain)), ("silent", keys(silent_addr))]);
+    assert_eq!(get(&squall, "/plain/x").status, 502);
+    let started = Instant::now();
+    let status = get(&squall, "/silent/x").status;
+    assert!(status == 502 || status == 504, "{status}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "the connect timeout covers the handshake"
+    );
+    let text = metrics(&squall);
+    let errors = "squall_upstream_tls_handshake_errors_total";
+    let plain = format!("{errors}{{upstream=\"plain\",reason=\"protocol\"}}");
+    assert_eq!(sample(&text, &plain), 1.0, "{text}");
+    let silent = format!("{errors}{{upstream=\"silent\",reason=\"timeout\"}}");
+    assert_eq!(sample(&text, &silent), 1.0, "{text}");
+    let _ = held.join();
+}
