@@ -2,9 +2,14 @@
 //! from the origin once across the fleet whichever node a client reaches; a PURGE through one
 //! node removes the object from every node; a node killed with SIGKILL costs the others no
 //! error (its keys go to the origin or move), and once restarted it owns its keys again.
+//! Nodes with the same `[tls] ticket_key_file` resume each other's TLS sessions.
 
 use std::collections::HashMap;
+use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -113,7 +118,19 @@ impl Fleet {
 }
 
 fn start_node(origin: SocketAddr, addresses: &[SocketAddr], i: usize) -> Squall {
-    let node = Squall::start(&config(origin, addresses, i));
+    start_node_with(origin, addresses, i, "")
+}
+
+/// A node whose `[cluster]` section also has `extra` (keys of this node's cluster section),
+/// and a `/health` route for probes.
+fn start_node_with(origin: SocketAddr, addresses: &[SocketAddr], i: usize, extra: &str) -> Squall {
+    let config = config(origin, addresses, i)
+        .replace("[cluster]\n", &format!("[cluster]\n{extra}\n"))
+        .replace(
+            "[[vhost.route]]\nprefix",
+            "[[vhost.route]]\nexact = \"/health\"\nrespond = { status = 200 }\n\n[[vhost.route]]\nprefix",
+        );
+    let node = Squall::start(&config);
     assert_eq!(
         node.addr, addresses[i],
         "node {} listens where it was told",
@@ -251,4 +268,248 @@ fn a_killed_node_costs_no_error_and_owns_its_keys_again_when_restarted() {
         std::thread::sleep(Duration::from_millis(200));
     }
     assert!(back, "c serves its keys for the others again");
+}
+
+/// A TLS node: one listener, the fleet's certificate, and `ticket_key_file` when given.
+fn tls_node(cert: &Path, key: &Path, keys: Option<&Path>) -> Squall {
+    let tls = keys.map_or(String::new(), |keys| {
+        format!("[tls]\nticket_key_file = {keys:?}\n")
+    });
+    Squall::start(&format!(
+        r#"[server]
+workers = 2
+
+[[listen]]
+address = "ADDR"
+tls = true
+protocols = ["http1"]
+
+[[certificate]]
+hosts = ["fleet.test"]
+cert = {cert:?}
+key = {key:?}
+
+{tls}
+[[vhost]]
+hosts = ["*"]
+
+[[vhost.route]]
+exact = "/"
+respond = {{ status = 200, body = "Hello, fleet!" }}
+"#
+    ))
+}
+
+/// A ticket key file of `keys`, made by `openssl rand -base64 48`, mode 0600.
+fn key_file(dir: &Path, name: &str, keys: &[&str]) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, keys.join("\n") + "\n").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    path
+}
+
+fn new_ticket_key() -> String {
+    let out = squall_e2e::tool("openssl")
+        .args(["rand", "-base64", "48"])
+        .output()
+        .expect("openssl rand");
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// One TLS 1.3 handshake and request with `openssl s_client`, saving the session to
+/// `sess_out` or resuming `sess_in`; true when the session was resumed ("Reused").
+fn s_client_resumed(node: &Squall, sess: (&str, &Path)) -> bool {
+    let addr = node.tls_addr.expect("a TLS listener").to_string();
+    let mut child = squall_e2e::tool("openssl")
+        .args(["s_client", "-connect", &addr, "-ign_eof", "-tls1_3"])
+        .args(["-servername", "fleet.test", sess.0])
+        .arg(sess.1)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("openssl s_client (package openssl)");
+    let request = b"GET / HTTP/1.1\r\nHost: fleet.test\r\nConnection: close\r\n\r\n";
+    child.stdin.take().unwrap().write_all(request).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "s_client did not finish in 20 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Hello, fleet!"), "{text}");
+    let resumed = text.contains("Reused, TLSv1.3");
+    assert!(resumed || text.contains("New, TLSv1.3"), "{text}");
+    resumed
+}
+
+#[test]
+fn nodes_sharing_a_ticket_key_file_resume_each_others_sessions() {
+    let dir = squall_e2e::TempDir::new();
+    let (cert, key) = squall_e2e::openssl_cert(dir.path(), "fleet.test");
+    let (shared_key, other_key, next_key) = (new_ticket_key(), new_ticket_key(), new_ticket_key());
+    let shared = key_file(dir.path(), "shared.keys", &[&shared_key]);
+    let other = key_file(dir.path(), "other.keys", &[&other_key]);
+    let a = tls_node(&cert, &key, Some(&shared));
+    let b = tls_node(&cert, &key, Some(&shared));
+    let c = tls_node(&cert, &key, Some(&other));
+    let alone = tls_node(&cert, &key, None);
+    let session = |name: &str| dir.path().join(name);
+
+    // A session made on a resumes on b (another process, same key file), not on c (another
+    // key) nor on a node with its own random key.
+    assert!(!s_client_resumed(&a, ("-sess_out", &session("a"))));
+    assert!(s_client_resumed(&b, ("-sess_in", &session("a"))), "a -> b");
+    assert!(!s_client_resumed(&c, ("-sess_in", &session("a"))), "a -> c");
+    assert!(!s_client_resumed(&alone, ("-sess_in", &session("a"))));
+    // And back: b's tickets open on a.
+    assert!(!s_client_resumed(&b, ("-sess_out", &session("b"))));
+    assert!(s_client_resumed(&a, ("-sess_in", &session("b"))), "b -> a");
+
+    // Rotation on b: a new key first, the shared one kept. b seals with the new key (which a
+    // does not have yet) and still opens a's tickets.
+    key_file(dir.path(), "shared.keys", &[&next_key, &shared_key]);
+    let _ = std::fs::copy(&shared, dir.path().join("unused"));
+    b.signal(libc::SIGHUP);
+    assert!(
+        b.wait_log("configuration reloaded", 1, Duration::from_secs(10)),
+        "{}",
+        b.log()
+    );
+    assert!(
+        s_client_resumed(&b, ("-sess_in", &session("a"))),
+        "old key opens"
+    );
+    assert!(!s_client_resumed(&b, ("-sess_out", &session("b2"))));
+    assert!(
+        !s_client_resumed(&a, ("-sess_in", &session("b2"))),
+        "a lacks the new key"
+    );
+    // The old key removed: a's tickets no longer open on b.
+    key_file(dir.path(), "shared.keys", &[&next_key]);
+    b.signal(libc::SIGHUP);
+    assert!(b.wait_log("configuration reloaded", 2, Duration::from_secs(10)));
+    assert!(
+        !s_client_resumed(&b, ("-sess_in", &session("a"))),
+        "old key gone"
+    );
+    assert!(
+        s_client_resumed(&b, ("-sess_in", &session("b2"))),
+        "new key kept"
+    );
+}
+
+#[test]
+fn check_reports_a_bad_ticket_key_file_at_its_line_and_a_loose_mode() {
+    let dir = squall_e2e::TempDir::new();
+    let (cert, key) = squall_e2e::openssl_cert(dir.path(), "fleet.test");
+    let good = key_file(dir.path(), "good.keys", &[&new_ticket_key()]);
+    let bad = key_file(dir.path(), "bad.keys", &["# first line", "AAAA"]);
+    let config = |keys: &Path| {
+        let text = format!(
+            "[[listen]]\naddress = \"127.0.0.1:0\"\ntls = true\n\n[[certificate]]\n\
+             hosts = [\"fleet.test\"]\ncert = {cert:?}\nkey = {key:?}\n\n[tls]\n\
+             ticket_key_file = {keys:?}\n"
+        );
+        let path = dir.path().join("squall.toml");
+        std::fs::write(&path, text).unwrap();
+        let out = std::process::Command::new(squall_e2e::squall_bin())
+            .args(["check", "--config"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.success(), stderr)
+    };
+    assert_eq!(config(&good), (true, String::new()));
+    let (ok, stderr) = config(&bad);
+    assert!(!ok);
+    let at = format!("{}:2:1: a ticket key is 48 bytes", bad.display());
+    assert!(stderr.starts_with(&at), "{stderr}");
+    let (ok, stderr) = config(&dir.path().join("missing.keys"));
+    assert!(
+        !ok && stderr.contains("squall.toml:11:19: cannot read ticket_key_file"),
+        "{stderr}"
+    );
+    std::fs::set_permissions(&good, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (ok, stderr) = config(&good);
+    assert!(ok && stderr.contains("has mode 0644"), "{stderr}");
+}
+
+/// Probes every 200 ms, down after 2 failed ones, up after 1 good one.
+const PROBES: &str =
+    "health_check = { path = \"/health\", interval = \"200ms\", fails = 2, passes = 1 }";
+
+/// Whether `node` holds peer `peer` up, by its `squall_upstream_server_up` gauge.
+fn peer_up(node: &Squall, peer: &str) -> bool {
+    let metrics = admin_get(admin_addr(node), "/metrics").1;
+    let prefix = format!("squall_upstream_server_up{{upstream=\"cluster:{peer}\"");
+    let values: Vec<&str> = (metrics.lines())
+        .filter(|l| l.starts_with(&prefix))
+        .filter_map(|l| l.rsplit(' ').next())
+        .collect();
+    assert!(!values.is_empty(), "{prefix} in {metrics}");
+    values.iter().all(|v| *v == "1")
+}
+
+/// Polls `condition` every 20 ms for at most `limit`; how long it took, or None.
+fn within(limit: Duration, mut condition: impl FnMut() -> bool) -> Option<Duration> {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if condition() {
+            return Some(start.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+#[test]
+fn probes_mark_a_killed_peer_down_without_traffic_and_up_when_it_returns() {
+    let (origin, seen) = start_origin();
+    let addresses = node_addresses();
+    let mut nodes: Vec<Squall> = (0..3)
+        .map(|i| start_node_with(origin, &addresses, i, PROBES))
+        .collect();
+    let paths: Vec<String> = (0..60).map(|i| format!("/c/probed/{i}")).collect();
+    for path in &paths {
+        assert_eq!(request(&nodes[0], "GET", path).status, 200);
+    }
+    assert!(metric(&nodes[2], "squall_cluster_served_for_peers_total") > 0.0);
+    assert!(peer_up(&nodes[0], "c") && peer_up(&nodes[1], "c"));
+
+    // No request at all: the probes alone notice, within 2 failed probes (about 400 ms, at
+    // most 2 s on a loaded machine).
+    nodes[2].signal(libc::SIGKILL);
+    assert!(nodes[2].wait_exit(Duration::from_secs(5)).is_some());
+    let down = within(Duration::from_secs(2), || {
+        !peer_up(&nodes[0], "c") && !peer_up(&nodes[1], "c")
+    });
+    assert!(down.is_some(), "c still up on a or b after 2 s");
+    // c's keys are served by the others, and no forward ever tried c.
+    for (i, path) in paths.iter().enumerate() {
+        let response = request(&nodes[i % 2], "GET", path);
+        assert_eq!((response.status, response.body_text()), (200, path.clone()));
+    }
+    let failures: f64 = (nodes[..2].iter())
+        .map(|n| metric(n, "squall_cluster_owner_failures_total"))
+        .sum();
+    assert_eq!(failures, 0.0, "every forward went to a live owner");
+
+    // Restarted, c answers a probe and is up again, before any request reaches it.
+    nodes[2] = start_node_with(origin, &addresses, 2, PROBES);
+    let up = within(Duration::from_secs(3), || {
+        peer_up(&nodes[0], "c") && peer_up(&nodes[1], "c")
+    });
+    assert!(up.is_some(), "c not up again on a and b after 3 s");
+    for path in &paths {
+        assert_eq!(request(&nodes[0], "GET", path).status, 200);
+    }
+    assert!(
+        metric(&nodes[2], "squall_cluster_served_for_peers_total") > 0.0,
+        "c owns its keys again"
+    );
+    eprintln!("marked down in {down:?}, up again in {up:?}");
+    let _ = seen;
 }

@@ -31,6 +31,9 @@ pub struct Cluster {
     /// How long a node keeps its own copy of what it fetched from another key's owner; zero
     /// keeps none.
     pub local_ttl: Duration,
+    /// Probes of every peer, as an upstream's `health_check`; `None`: failed forwards alone
+    /// mark a peer down.
+    pub health_check: Option<crate::HealthCheck>,
 }
 
 /// One Squall node of the cluster.

@@ -78,6 +78,16 @@ pub struct Config {
     pub vhost: Vec<Vhost>,
     /// `None` without a `[cluster]` section: this node caches alone.
     pub cluster: Option<crate::Cluster>,
+    /// `[tls]`: settings of every TLS listener beyond their certificates.
+    pub tls: TlsOptions,
+}
+
+/// The `[tls]` section.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsOptions {
+    /// A file of TLS session ticket keys shared by a fleet (read by the binary at start-up
+    /// and on reload); `None`: a random key per process, rotated every 6 hours.
+    pub ticket_key_file: Option<PathBuf>,
 }
 
 impl Config {
@@ -100,6 +110,12 @@ impl Config {
                     *path = dir.join(&*path);
                 }
             }
+        }
+        // Ticket keys are secrets, read like the certificates' keys.
+        if let Some(keys) = &mut self.tls.ticket_key_file
+            && keys.is_relative()
+        {
+            *keys = key_base.join(&*keys);
         }
         if let Some(control) = &mut self.server.control
             && control.is_relative()

@@ -43,6 +43,14 @@ pub(crate) struct RawConfig {
     #[serde(default)]
     pub vhost: Vec<Spanned<RawVhost>>,
     pub cluster: Option<Spanned<RawCluster>>,
+    pub tls: Option<Spanned<RawTls>>,
+}
+
+/// `[tls]`: TLS settings shared by every TLS listener.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTls {
+    pub ticket_key_file: Option<Str>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -287,6 +295,7 @@ pub(crate) struct RawCluster {
     pub hash_key: Option<Str>,
     pub replicas: Option<Int>,
     pub local_ttl: Option<Val>,
+    pub health_check: Option<Spanned<RawHealthCheck>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -46,6 +46,8 @@ pub enum Site {
     ErrorPage(Option<usize>, u16),
     /// `root = ...` of the route with this id (the vhosts' routes counted in file order).
     Root(usize),
+    /// `[tls] ticket_key_file = ...`.
+    TicketKeyFile,
     /// The file as a whole.
     File,
 }
@@ -143,6 +145,13 @@ pub(crate) fn collect(raw: &RawConfig, source: &Source) -> Sites {
                 add(site, value.span());
             }
         }
+    }
+    if let Some(keys) = raw
+        .tls
+        .as_ref()
+        .and_then(|t| t.get_ref().ticket_key_file.as_ref())
+    {
+        add(Site::TicketKeyFile, keys.span());
     }
     if let Some(access) = &raw.log.access {
         add(Site::AccessLog, access.span());

@@ -34,6 +34,7 @@ fn three_nodes_with_defaults() {
     assert_eq!(cluster.replicas, 1);
     assert_eq!(cluster.hash_key, None);
     assert_eq!(cluster.local_ttl, Duration::ZERO);
+    assert_eq!(cluster.health_check, None);
     let peers: Vec<&str> = cluster.peers().map(|(_, n)| n.name.as_str()).collect();
     assert_eq!(peers, ["a", "c"]);
     assert!(parse(LISTEN, "t").unwrap().cluster.is_none());
@@ -48,6 +49,14 @@ fn every_option() {
     assert_eq!(cluster.hash_key, Some(HashKey::Host));
     assert_eq!(cluster.replicas, 2);
     assert_eq!(cluster.local_ttl, Duration::from_secs(2));
+    let text = format!(
+        "{THREE}self = \"c\"\nhealth_check = {{ path = \"/health\", interval = \"250ms\", fails = 2 }}\n"
+    );
+    let cluster = parse(&with_cluster(&text), "t").unwrap().cluster.unwrap();
+    let check = cluster.health_check.unwrap();
+    assert_eq!(check.path, "/health");
+    assert_eq!(check.interval, Duration::from_millis(250));
+    assert_eq!((check.fails, check.passes), (2, 2));
     let text = format!("{THREE}self = \"c\"\nhash_key = \"cache_key\"\n");
     let cluster = parse(&with_cluster(&text), "t").unwrap().cluster.unwrap();
     assert_eq!(cluster.hash_key, None);
@@ -108,6 +117,14 @@ fn mistakes() {
             "test.toml:5:34: bad address \"localhost:1\": expected IP:PORT, as in \"127.0.0.1:8080\" or \"[::1]:8080\"\n",
         ),
         (
+            "nodes = [{ name = \"a\", address = \"127.0.0.1:1\" }]\nself = \"a\"\nhealth_check = { path = \"health\" }\n",
+            "test.toml:7:25: health_check path must start with \"/\"\n",
+        ),
+        (
+            "nodes = [{ name = \"a\", address = \"127.0.0.1:1\" }]\nself = \"a\"\nhealth_check = { path = \"/\", fails = 0 }\n",
+            "test.toml:7:38: fails must be from 1 to 100, not 0\n",
+        ),
+        (
             "nodes = [{ name = \"a\", address = \"127.0.0.1:1\" }]\nself = \"a\"\ngossip = true\n",
             "unknown key \"gossip\" in [cluster]",
         ),
@@ -123,4 +140,23 @@ fn mistakes() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn a_ticket_key_file_needs_certificates_and_a_path() {
+    let tls = "[[listen]]\naddress = \"127.0.0.1:8443\"\ntls = true\n\n[[certificate]]\n\
+               hosts = [\"a.test\"]\nself_signed = true\n\n[tls]\n";
+    let config = parse(&format!("{tls}ticket_key_file = \"t.keys\"\n"), "t").unwrap();
+    assert_eq!(config.tls.ticket_key_file, Some("t.keys".into()));
+    assert_eq!(parse(tls, "t").unwrap().tls.ticket_key_file, None);
+    let errors = |text: &str| parse(text, "t.toml").unwrap_err().to_string();
+    assert_eq!(
+        errors(&format!("{tls}ticket_key_file = \"\"\n")),
+        "t.toml:10:19: ticket_key_file: an empty path; leave the key out"
+    );
+    assert_eq!(
+        errors(&format!("{LISTEN}[tls]\nticket_key_file = \"t.keys\"\n")),
+        "t.toml:4:19: ticket_key_file needs a TLS listener and its [[certificate]]"
+    );
+    assert!(errors(&format!("{tls}ticket_keys = \"t\"\n")).contains("unknown key"));
 }

@@ -71,11 +71,11 @@ fn unknown_keys() {
         ),
         (
             "[serverz]\n",
-            "test.toml:1:2: unknown section [serverz]; expected one of \"server\", \"admin\", \"log\", \"listen\", \"certificate\", \"limits\", \"cache\", \"upstream\", \"vhost\", \"cluster\"",
+            "test.toml:1:2: unknown section [serverz]; expected one of \"server\", \"admin\", \"log\", \"listen\", \"certificate\", \"limits\", \"cache\", \"upstream\", \"vhost\", \"cluster\", \"tls\"",
         ),
         (
             "colour = 1\n[server]\n",
-            "test.toml:1:1: unknown key \"colour\" at the top level; expected one of \"server\", \"admin\", \"log\", \"listen\", \"certificate\", \"limits\", \"cache\", \"upstream\", \"vhost\", \"cluster\"",
+            "test.toml:1:1: unknown key \"colour\" at the top level; expected one of \"server\", \"admin\", \"log\", \"listen\", \"certificate\", \"limits\", \"cache\", \"upstream\", \"vhost\", \"cluster\", \"tls\"",
         ),
         (
             "[[upstream]]\nname = \"a\"\nservers = [{ address = \"127.0.0.1:1\", wieght = 2 }]\n",

@@ -137,6 +137,7 @@ fn contract_example_parses() {
             error_pages: Vec::new(),
         }],
         cluster: None,
+        tls: Default::default(),
     };
     assert_eq!(config, expected);
 }
@@ -190,6 +191,7 @@ fn defaults_of_a_minimal_file() {
         upstream: Vec::new(),
         vhost: Vec::new(),
         cluster: None,
+        tls: Default::default(),
     };
     assert_eq!(config, expected);
 }

@@ -7,7 +7,8 @@
 //! - [`TlsStore`]: everything loaded once per config (and per reload): the certificates of the
 //!   `[[certificate]]` entries ([`CertSpec`]), the SNI resolver that picks one of them per
 //!   handshake, and the resumption state shared by every worker (the TLS 1.3 ticket key,
-//!   rotated every 6 h, and the TLS 1.2 session-id cache). `Send + Sync`: build it once, share
+//!   rotated every 6 h, or the keys of a ticket key file shared by a fleet ([`TicketKeys`]),
+//!   and the TLS 1.2 session-id cache). `Send + Sync`: build it once, share
 //!   it in the config `Arc`.
 //! - [`Acceptor`]: a rustls `ServerConfig` for one listener (its ALPN list in order of
 //!   preference). Cheap to clone; each worker keeps one per TLS listener.
@@ -81,6 +82,7 @@ mod error;
 mod load;
 mod resolver;
 mod store;
+mod ticket;
 mod unbuffered;
 
 pub use client::{CLIENT_SESSIONS_MAX, ClientSpec, Connector, TlsClientConn, server_name};
@@ -88,6 +90,9 @@ pub use conn::{Engine, TlsConn, TlsVersion};
 pub use error::{CertField, ErrorKind, Fault, TlsError, Warning, WarningKind};
 pub use rustls_pki_types::ServerName;
 pub use store::{Acceptor, CertSpec, KeySource, SESSION_CACHE_ENTRIES_MAX, TlsStore};
+pub use ticket::{
+    TICKET_KEY_BYTES, TICKET_KEYS_MAX, TICKET_LIFETIME_SECS, TicketKeyError, TicketKeys,
+};
 
 /// An application protocol negotiated with ALPN (RFC 7301).
 ///

@@ -11,6 +11,10 @@
 //! 12 hours at most). Older TLS 1.2 clients resume by session id, from a bounded in-memory
 //! cache ([`SESSION_CACHE_ENTRIES_MAX`]). 0-RTT is off: early data can be replayed, and an
 //! HTTP proxy cannot know which requests are safe to replay to its origins.
+//!
+//! With `[tls] ticket_key_file`, [`TlsStore::with_ticket_keys`] puts the file's keys in place
+//! of the rotating key (`ticket.rs`): several processes, on one machine or behind one
+//! balancer, then open each other's tickets.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -25,6 +29,7 @@ use crate::conn::Engine;
 use crate::error::{ErrorKind, TlsError, Warning};
 use crate::load::load_entry;
 use crate::resolver::SniResolver;
+use crate::ticket::TicketKeys;
 
 /// Where an entry's certificate and key come from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,6 +72,9 @@ pub const SESSION_CACHE_ENTRIES_MAX: usize = 65_536;
 pub struct TlsStore {
     /// A complete config with an empty ALPN list; each acceptor clones it and sets its own.
     base: Arc<ServerConfig>,
+    /// rustls's own rotating ticket key, kept across reloads even while a key file seals the
+    /// tickets (`base.ticketer`), so that dropping the file on a reload falls back to it.
+    rotating: Arc<dyn ProducesTickets>,
     entries: usize,
 }
 
@@ -109,9 +117,22 @@ impl TlsStore {
         certs: &[CertSpec],
         now: SystemTime,
     ) -> Result<(TlsStore, Vec<Warning>), TlsError> {
-        let ticketer = self.base.ticketer.clone();
+        let ticketer = self.rotating.clone();
         let sessions = self.base.session_storage.clone();
         TlsStore::build(certs, now, ticketer, sessions)
+    }
+
+    /// The same store with tickets sealed by the keys of a ticket key file (`[tls]
+    /// ticket_key_file`, see [`TicketKeys`]) instead of rustls's per-process rotating key, so
+    /// that processes with the same file resume each other's clients; `None` goes back to the
+    /// rotating key. Acceptors made before keep the ticketer they had.
+    pub fn with_ticket_keys(mut self, keys: Option<Arc<TicketKeys>>) -> TlsStore {
+        let ticketer: Arc<dyn ProducesTickets> = match keys {
+            Some(keys) => keys,
+            None => self.rotating.clone(),
+        };
+        Arc::make_mut(&mut self.base).ticketer = ticketer;
+        self
     }
 
     /// A server config for one listener, with its ALPN protocols in order of preference (the
@@ -166,9 +187,10 @@ impl TlsStore {
             entries.push((loaded.key, loaded.hosts));
         }
         let resolver = Arc::new(SniResolver::new(entries));
-        let base = server_config(provider, resolver, ticketer, sessions)?;
+        let base = server_config(provider, resolver, ticketer.clone(), sessions)?;
         let store = TlsStore {
             base: Arc::new(base),
+            rotating: ticketer,
             entries: certs.len(),
         };
         Ok((store, warnings))

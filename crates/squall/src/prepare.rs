@@ -73,6 +73,15 @@ pub fn compile(
 
 /// `squall check --config FILE`: `ok` on stdout, or every problem on stderr, one per line.
 pub fn check(path: &Path) -> ExitCode {
+    // Warnings (an expired certificate, a ticket key file others may read) go to stderr as
+    // `WARN message` lines; they do not fail the check.
+    let _ = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .without_time()
+        .with_target(false)
+        .with_ansi(false)
+        .with_writer(std::io::stderr)
+        .try_init();
     let checked = read(Some(path)).and_then(|(config, sites)| {
         let workers = crate::server::worker_count(&config);
         let metrics = Arc::new(Metrics::new(workers));

@@ -3,9 +3,14 @@
 //! The binary is where the config and the TLS layer meet (neither crate knows the other).
 
 use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::Arc;
 
 use squall_config::{CertSource, Certificate, Config, Diagnostic, Protocol, Site, Sites};
-use squall_tls::{Acceptor, Alpn, CertField, CertSpec, KeySource, TlsError, TlsStore};
+use squall_tls::{
+    Acceptor, Alpn, CertField, CertSpec, KeySource, TicketKeyError, TicketKeys, TlsError, TlsStore,
+};
 use tracing::warn;
 
 /// The certificate store and one acceptor per `[[listen]]` (None for cleartext listeners).
@@ -37,7 +42,11 @@ impl Tls {
             for warning in warnings {
                 warn!("{warning}");
             }
-            Some(store)
+            let keys = match &config.tls.ticket_key_file {
+                Some(path) => Some(ticket_keys(path, sites)?),
+                None => None,
+            };
+            Some(store.with_ticket_keys(keys))
         };
         let acceptors = config
             .listen
@@ -60,6 +69,37 @@ impl Tls {
             .find(|(a, _)| *a == address)
             .and_then(|(_, acceptor)| acceptor.as_ref())
     }
+}
+
+/// Reads `[tls] ticket_key_file` (at start-up, on every reload and in `squall check`): an
+/// unreadable file is an error at the key, a bad line one at `FILE:LINE:COL`. A file that
+/// others than its owner may read is a warning: anyone holding the keys can decrypt every
+/// recorded session resumed under them.
+fn ticket_keys(path: &Path, sites: &Sites) -> Result<Arc<TicketKeys>, Vec<Diagnostic>> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        let message = format!("cannot read ticket_key_file {}: {e}", path.display());
+        vec![sites.diagnostic(Site::TicketKeyFile, message)]
+    })?;
+    let file = path.display().to_string();
+    let keys = TicketKeys::parse(&text).map_err(|problems| {
+        let diagnostic = |p: TicketKeyError| Diagnostic {
+            file: file.clone(),
+            line: p.line,
+            col: p.col,
+            message: p.message,
+        };
+        problems.into_iter().map(diagnostic).collect::<Vec<_>>()
+    })?;
+    if let Ok(meta) = std::fs::metadata(path) {
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            warn!(
+                "ticket_key_file {file} has mode {mode:04o}: others than its owner may read the \
+                 ticket keys; chmod 600 it"
+            );
+        }
+    }
+    Ok(Arc::new(keys))
 }
 
 /// Every entry's load error, once loading them together failed with `first`: each entry is

@@ -1,5 +1,6 @@
 //! `[cluster]`: the nodes (names and addresses unique), which one is this node, what keys are
-//! hashed by, how many owners each key has, and how long a borrowed copy is kept.
+//! hashed by, how many owners each key has, how long a borrowed copy is kept, and how peers
+//! are probed (an upstream's `health_check`).
 
 use std::net::SocketAddr;
 
@@ -37,6 +38,7 @@ pub(super) fn cluster(raw: &Spanned<RawCluster>, listen: &[Listen], r: &mut Repo
         hash_key: item.hash_key.as_ref().and_then(|key| hash_key(key, r)),
         replicas,
         local_ttl: duration_or(r, "local_ttl", item.local_ttl.as_ref(), Default::default()),
+        health_check: (item.health_check.as_ref()).map(|h| super::health_check(h.get_ref(), r)),
     }
 }
 

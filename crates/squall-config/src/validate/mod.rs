@@ -59,7 +59,30 @@ pub(crate) fn config(raw: &RawConfig, r: &mut Report) -> Config {
         upstream,
         vhost,
         cluster,
+        tls: tls(raw.tls.as_ref(), !raw.certificate.is_empty(), r),
     }
+}
+
+/// `[tls]`: a ticket key file is a path, and only means something with certificates.
+fn tls(raw: Option<&Spanned<RawTls>>, certificates: bool, r: &mut Report) -> TlsOptions {
+    let Some(raw) = raw else {
+        return TlsOptions::default();
+    };
+    let ticket_key_file = raw.get_ref().ticket_key_file.as_ref().and_then(|path| {
+        if path.get_ref().is_empty() {
+            r.error(
+                &path.span(),
+                "ticket_key_file: an empty path; leave the key out",
+            );
+            return None;
+        }
+        if !certificates {
+            let message = "ticket_key_file needs a TLS listener and its [[certificate]]";
+            r.error(&path.span(), message);
+        }
+        Some(std::path::PathBuf::from(path.get_ref()))
+    });
+    TlsOptions { ticket_key_file }
 }
 
 fn log(raw: &RawLog, r: &mut Report) -> Log {

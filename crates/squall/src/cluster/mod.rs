@@ -14,6 +14,8 @@
 //! `/metrics` shows each peer under `upstream="cluster:NAME"`. A peer that refuses a
 //! connection is marked down at once (one failure), and tried again by one request after a
 //! back-off of 1 s (doubling up to 5 s): while it is down its keys belong to the next node.
+//! With `[cluster] health_check`, the workers also probe the peers as they probe upstream
+//! servers (`worker/origin/probe.rs`), so a dead peer is noticed without a failed request.
 //!
 //! Everything here is pure but the purge fan-out (`fanout.rs`), which runs on a short-lived
 //! thread of its own with blocking sockets, off the workers' rings.
@@ -28,7 +30,9 @@ use http::header::HeaderValue;
 use squall_cache::CacheKey;
 use squall_config::HashKey;
 use squall_h1::RequestHead;
-use squall_upstream::{AllDown, Balance, PassiveHealth, ServerSpec, UpstreamSpec, key_hash};
+use squall_upstream::{
+    AllDown, Balance, HealthCheckSpec, PassiveHealth, ServerSpec, UpstreamSpec, key_hash,
+};
 
 /// The field that marks a request as sent by another node of the cluster: its value is the
 /// sender's name. A request carrying it is always served by the node it reaches (from its
@@ -61,6 +65,8 @@ pub struct Cluster {
     pub replicas: usize,
     pub hash_key: Option<HashKey>,
     pub local_ttl: Duration,
+    /// Active probes of the peers (`[cluster] health_check`).
+    pub health_check: Option<squall_config::HealthCheck>,
     /// This node's name as the hop field's value.
     pub hop_value: HeaderValue,
     /// The first upstream index that is a peer's.
@@ -166,6 +172,7 @@ impl Cluster {
             replicas: usize::from(config.replicas),
             hash_key: config.hash_key.clone(),
             local_ttl: config.local_ttl,
+            health_check: config.health_check.clone(),
             hop_value: HeaderValue::from_str(&config.self_node().name)
                 .unwrap_or(HeaderValue::from_static("node")),
             first_upstream,
@@ -175,6 +182,9 @@ impl Cluster {
     /// One upstream group per peer, in `nodes` order: one server, passive health that marks
     /// it down at its first failure and tries it again after a short back-off, one attempt
     /// (the edge goes to the origin itself rather than retrying), and no all-down fallback.
+    /// With `health_check`, each worker also probes each peer as it probes an upstream's
+    /// servers: a dead peer is marked down after `fails` probes without any request failing,
+    /// and up again after `passes` good ones (its thresholds then apply to forwards too).
     pub fn peer_specs(&self) -> Vec<UpstreamSpec> {
         let peers = self.nodes.iter().filter(|n| n.upstream.is_some());
         peers
@@ -196,6 +206,12 @@ impl Cluster {
                     backoff_min: Duration::from_secs(1),
                     backoff_max: Duration::from_secs(5),
                 };
+                spec.health_check = (self.health_check.as_ref()).map(|c| HealthCheckSpec {
+                    path: c.path.clone(),
+                    interval: c.interval,
+                    fails: c.fails,
+                    passes: c.passes,
+                });
                 spec.all_down = AllDown::Fail;
                 spec.attempts_max = 1;
                 spec

@@ -104,6 +104,7 @@ fn config(nodes: &[(&str, &str)], me: usize) -> squall_config::Cluster {
         hash_key: None,
         replicas: 1,
         local_ttl: Duration::ZERO,
+        health_check: None,
     }
 }
 
@@ -130,4 +131,23 @@ fn peers_are_groups_after_the_config_s_own() {
     assert_eq!(cluster.self_name(), "b");
     assert!(cluster.trusts("127.0.0.1".parse().unwrap()));
     assert!(!cluster.trusts("127.0.0.2".parse().unwrap()));
+    assert!(specs.iter().all(|s| s.health_check.is_none()));
+}
+
+#[test]
+fn peers_are_probed_with_the_cluster_s_health_check() {
+    let nodes = [("a", "127.0.0.1:1001"), ("b", "127.0.0.1:1002")];
+    let mut config = config(&nodes, 0);
+    config.health_check = Some(squall_config::HealthCheck {
+        path: "/health".into(),
+        interval: Duration::from_millis(250),
+        fails: 2,
+        passes: 1,
+    });
+    let specs = Cluster::new(&config, 0).peer_specs();
+    let check = specs[0].health_check.as_ref().expect("probed");
+    assert_eq!(check.path, "/health");
+    assert_eq!(check.interval, Duration::from_millis(250));
+    assert_eq!(specs[0].thresholds(), (2, 1));
+    specs[0].validate().unwrap();
 }
