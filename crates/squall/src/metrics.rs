@@ -43,6 +43,8 @@ pub struct BufferedBytes {
     bytes: AtomicU64,
     /// Connections holding any.
     holders: AtomicU64,
+    /// Connections answered by a proxied response in progress, holding any or not yet.
+    responders: AtomicU64,
 }
 
 impl BufferedBytes {
@@ -71,6 +73,21 @@ impl BufferedBytes {
 
     pub fn holders(&self) -> u64 {
         self.holders.load(Ordering::Relaxed)
+    }
+
+    /// A connection starts (`true`) or stops being answered by proxied responses.
+    pub fn set_responding(&self, responding: bool) {
+        if responding {
+            self.responders.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.responders.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Connections answered by a proxied response in progress: each may come to hold its
+    /// share of the budget.
+    pub fn responders(&self) -> u64 {
+        self.responders.load(Ordering::Relaxed)
     }
 }
 

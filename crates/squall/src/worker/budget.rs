@@ -12,14 +12,20 @@
 //!   sessions' undecoded origin bytes included), a stream with no send window gets nothing:
 //!   a new one does not even start its origin read until there is room.
 //! - **Per process** (`limits.buffer_memory_max`): one atomic count of every connection's
-//!   buffered bytes (`metrics::BufferedBytes`). While it is over the budget, a connection that
-//!   holds more than its share (the budget over the connections holding anything) gets no
-//!   more room, so its origin pauses; one under its share gets only what is left of its share.
-//!   Clients that read drain to nothing, and a drained client always has room: it keeps
-//!   getting data, and the slow ones hold what they have.
+//!   buffered bytes (`metrics::BufferedBytes`), and of the connections that hold any or are
+//!   answered by a proxied response in progress. Each such connection may hold its share (the
+//!   budget over those connections, at least [`SHARE_MIN_BYTES`]): one that holds its share
+//!   gets no more room, so its origin pauses; one under it gets what is left of it. Clients
+//!   that read drain to nothing, and a drained client always has room: it keeps getting data,
+//!   and the slow ones hold what they have.
 //!
 //! Why shares and not a first-come order: the budget is reached by the clients that hold the
 //! most, and it is them that must wait; a new or reading client must not be starved by them.
+//! Why shares from the start, and not only once the budget is passed: what a slow reader is
+//! given it keeps. With 1,000 slow HTTP/1.1 readers arriving together against a 32 MiB budget,
+//! shares counted over the connections already holding (few at first, each then promised a
+//! whole output bound) let the process hold 105 MiB; counted over every connection being
+//! answered from the start, 44 MiB (the rest: the floor each drained client gets).
 
 use super::OUT_HIGH_BYTES;
 
@@ -48,18 +54,11 @@ pub struct Held {
 pub struct Process {
     /// `limits.buffer_memory_max` in bytes; 0 = no budget.
     pub limit: usize,
-    /// Bytes buffered for clients in the whole process.
-    pub buffered: usize,
-    /// Connections holding any.
+    /// Connections holding any, or answered by a proxied response in progress.
     pub holders: usize,
 }
 
 impl Process {
-    /// Over the budget (never, without one).
-    pub fn over(&self) -> bool {
-        self.limit > 0 && self.buffered > self.limit
-    }
-
     /// A holder's fair part of the budget.
     pub fn share(&self) -> usize {
         (self.limit / self.holders.max(1)).max(SHARE_MIN_BYTES)
@@ -94,7 +93,7 @@ pub fn room(held: Held, process: Process) -> Room {
         }
     }
     let mut budget_paused = false;
-    if process.over() {
+    if process.limit > 0 {
         let left = process.share().saturating_sub(held.connection);
         budget_paused = left == 0 && bytes > 0;
         bytes = bytes.min(left);
@@ -141,6 +140,7 @@ mod tests {
     use super::*;
 
     const MIB: usize = 1024 * 1024;
+    const GIB: usize = 1024 * MIB;
 
     fn h1(own: usize) -> Held {
         Held {
@@ -196,7 +196,6 @@ mod tests {
         // Its connection holds far more than its share (undecoded origin bytes, say).
         let process = Process {
             limit: 32 * MIB,
-            buffered: 64 * MIB,
             holders: 100,
         };
         let reader = Held {
@@ -211,15 +210,13 @@ mod tests {
     }
 
     #[test]
-    fn over_the_budget_only_holders_above_their_share_wait() {
+    fn holders_at_their_share_wait() {
         let process = Process {
             limit: 64 * MIB,
-            buffered: 65 * MIB,
             holders: 512,
         };
-        assert!(process.over());
         assert_eq!(process.share(), 128 * 1024);
-        // Above its share: no room, and the budget is why (its own bound would allow more).
+        // At or above its share: no room, and the budget is why (its own bound would allow more).
         let big = room(h1(200 * 1024), process);
         assert_eq!(big.bytes, 0);
         assert!(big.budget_paused);
@@ -230,24 +227,33 @@ mod tests {
         // A drained client (a reader) still gets data.
         let reader = room(h1(0), process);
         assert!(reader.bytes > 0 && reader.drained && !reader.budget_paused);
-        // Under the budget, or with none, nobody waits for it.
-        let under = Process {
-            buffered: 10 * MIB,
-            ..process
+        // A budget with room for every holder's own bound, or none: the own bound decides.
+        for limit in [GIB, 0] {
+            let roomy = Process { limit, ..process };
+            let held = room(h1(200 * 1024), roomy);
+            assert_eq!(held.bytes, OUT_HIGH_BYTES - 200 * 1024);
+            assert!(!held.budget_paused);
+        }
+    }
+
+    #[test]
+    fn a_thousand_slow_readers_share_the_budget_from_the_start() {
+        // Every connection being answered counts, holding or not yet: a new one is promised
+        // its share, not a whole output bound.
+        let process = Process {
+            limit: 32 * MIB,
+            holders: 1000,
         };
-        assert!(!room(h1(200 * 1024), under).budget_paused);
-        let off = Process {
-            limit: 0,
-            ..process
-        };
-        assert!(!off.over());
+        let first = room(h1(0), process);
+        assert!(first.bytes < OUT_HIGH_BYTES);
+        assert_eq!(first.bytes, 32 * MIB / 1000);
+        assert!(1000 * first.bytes <= 32 * MIB);
     }
 
     #[test]
     fn many_holders_still_leave_a_reader_a_useful_share() {
         let process = Process {
             limit: MIB,
-            buffered: 2 * MIB,
             holders: 10_000,
         };
         assert_eq!(process.share(), SHARE_MIN_BYTES);

@@ -103,6 +103,11 @@ impl Worker {
         let held = conn.held_bytes();
         let before = std::mem::replace(&mut conn.charged, held);
         self.runtime.metrics.buffered.charge(before, held, true);
+        let responding =
+            conn.exchange.is_some() || conn.h2.as_ref().is_some_and(|h2| !h2.exchanges.is_empty());
+        if responding != std::mem::replace(&mut conn.responding, responding) {
+            self.runtime.metrics.buffered.set_responding(responding);
+        }
     }
 
     fn flush_out(&mut self, index: usize) {
@@ -271,6 +276,9 @@ impl Worker {
         if conn.phase == Phase::Closed && conn.socket.drained() {
             let conn = self.conns.remove(index);
             self.runtime.metrics.buffered.charge(conn.charged, 0, true);
+            if conn.responding {
+                self.runtime.metrics.buffered.set_responding(false);
+            }
             self.runtime.metrics.descriptors.closed();
             if let Some(ip) = conn.counted_ip {
                 self.clients.close(ip);

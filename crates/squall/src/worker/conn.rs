@@ -50,6 +50,9 @@ pub struct Conn {
     /// Origin bytes the sessions answering this connection hold undecoded: not charged here
     /// (each session charges its own) but part of what the connection holds for its bounds.
     pub session_bytes: usize,
+    /// Counted in the process's connections answered by proxied responses
+    /// (`BufferedBytes::responders`): a session answers it.
+    pub responding: bool,
     /// The session of the proxied request in progress, if any (one at a time: later ones
     /// wait in `rbuf`).
     pub exchange: Option<super::session::SessionId>,
@@ -131,6 +134,7 @@ impl Conn {
             in_flight: 0,
             charged: 0,
             session_bytes: 0,
+            responding: false,
             request: None,
             cached_route: None,
             answer_route: None,

@@ -202,8 +202,8 @@ impl Worker {
         let buffered = &self.runtime.metrics.buffered;
         let process = Process {
             limit: self.buffer_limit,
-            buffered: usize::try_from(buffered.bytes()).unwrap_or(usize::MAX),
-            holders: usize::try_from(buffered.holders()).unwrap_or(usize::MAX),
+            holders: usize::try_from(buffered.holders().max(buffered.responders()))
+                .unwrap_or(usize::MAX),
         };
         room(held, process)
     }

@@ -103,6 +103,7 @@ impl Worker {
         let info = self.client_info(client, &head);
         let id = self.open_session(client, head, route, info, invalidate, fill);
         downstream::set_session(&mut self.conns[client.conn()], client, Some(id));
+        self.account(client.conn());
         // The first room is the client's share now, not a whole output bound: a thousand
         // requests starting at once must not each be promised one.
         if self.give_room(id, client) == 0 {
@@ -550,6 +551,7 @@ impl Worker {
             && !session.detached
         {
             downstream::set_session(conn, session.client, None);
+            self.account(session.client.conn());
         }
         if let Some(stats) = session.ex.compression() {
             let counters = self.runtime.metrics.worker(self.id);
@@ -584,6 +586,7 @@ impl Worker {
         session.ex.on_client_gone(now);
         if let Some(conn) = self.conns.get_mut(client.conn()) {
             downstream::set_session(conn, client, None);
+            self.account(client.conn());
         }
         self.drive(id);
     }
