@@ -40,7 +40,7 @@ use slab::Slab;
 
 pub use bufring::RecvBuf;
 pub use file::{FileStat, is_not_found};
-pub use limits::{raise_nofile_limit, set_tcp_notsent_lowat};
+pub use limits::{raise_nofile_limit, release_free_memory, set_tcp_notsent_lowat};
 pub use waker::Waker;
 
 use bufring::BufRing;

@@ -30,6 +30,26 @@ pub fn raise_nofile_limit() -> io::Result<(u64, u64)> {
     Ok((before, limit.rlim_cur))
 }
 
+/// Gives the C allocator's free memory back to the system: glibc's `malloc_trim(0)`, which
+/// releases the free pages inside every arena's heap, not only at its top (what
+/// `M_TRIM_THRESHOLD` alone reaches). True if any memory was released; false, doing nothing,
+/// where the C library is not glibc.
+///
+/// It locks each arena while it walks it, so an allocating thread may wait for the walk: call
+/// it rarely, after a burst has passed.
+pub fn release_free_memory() -> bool {
+    #[cfg(target_env = "gnu")]
+    {
+        // SAFETY: malloc_trim takes no pointer and may be called from any thread at any time;
+        // it only returns free memory, never memory in use.
+        unsafe { libc::malloc_trim(0) != 0 }
+    }
+    #[cfg(not(target_env = "gnu"))]
+    {
+        false
+    }
+}
+
 /// Sets `TCP_NOTSENT_LOWAT` on a TCP socket: the kernel then keeps at most about `bytes` of
 /// not-yet-sent data queued on it, so the next bytes to go out are chosen by the application
 /// (an HTTP/2 scheduler serving an urgent stream) rather than already sitting in the kernel

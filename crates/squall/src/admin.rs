@@ -599,6 +599,16 @@ pub fn render(metrics: &Metrics) -> String {
     let _ = writeln!(out, "squall_reloads_total{{result=\"failed\"}} {failed}");
     let _ = writeln!(
         out,
+        "# HELP squall_memory_trims_total Times free allocator memory was returned to the system after a burst of buffered bytes or connections."
+    );
+    let _ = writeln!(out, "# TYPE squall_memory_trims_total counter");
+    let _ = writeln!(
+        out,
+        "squall_memory_trims_total {}",
+        metrics.memory_trims.get()
+    );
+    let _ = writeln!(
+        out,
         "# HELP squall_restart_required 1 when the last applied reload changed a setting only a \
          restart applies (workers, [admin], [log], control); the log names them."
     );

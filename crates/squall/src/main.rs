@@ -25,6 +25,7 @@ mod server;
 mod static_files;
 mod timer;
 mod tls;
+mod trim;
 mod worker;
 
 use std::process::ExitCode;

@@ -14,6 +14,8 @@ pub struct Metrics {
     /// Reloads applied and refused since start.
     pub reloads_ok: Counter,
     pub reloads_failed: Counter,
+    /// Times the allocator's free memory was given back after a burst (`trim.rs`).
+    pub memory_trims: Counter,
     /// Set when the last applied reload changed a setting only a restart applies.
     pub restart_required: AtomicBool,
     /// The cache store of the current runtime, for its gauges.
@@ -333,6 +335,7 @@ impl Metrics {
                 .collect(),
             draining: AtomicBool::new(false),
             reloads_ok: Counter::default(),
+            memory_trims: Counter::default(),
             reloads_failed: Counter::default(),
             restart_required: AtomicBool::new(false),
             cache: std::sync::RwLock::new(None),

@@ -459,6 +459,7 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
     crate::notify::ready(&format!("serving with {count} workers"));
     crate::notify::start_watchdog(metrics.clone());
     crate::resolve::start(resolution.resolver.clone(), metrics.clone())?;
+    crate::trim::start(metrics.clone());
 
     let config_path = path.map(PathBuf::from);
     for signal in signals.forever() {
