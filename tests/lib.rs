@@ -419,6 +419,8 @@ respond = {{ status = 201, body = "C" }}
 pub const TOOLS: &[(&str, &str)] = &[
     ("curl", "curl"),
     ("h2load", "nghttp2-client"),
+    ("haproxy", "haproxy"),
+    ("ip", "iproute2"),
     ("nghttp", "nghttp2-client"),
     ("nginx", "nginx-light"),
     ("openssl", "openssl"),
