@@ -585,6 +585,18 @@ pub struct Upstream {
     pub health_check: Option<HealthCheck>,
     /// `tls = true` and its keys: the connections to the servers are TLS.
     pub tls: Option<UpstreamTls>,
+    /// `proxy_protocol = "v1" | "v2"`: each connection to a server starts with a PROXY
+    /// protocol header carrying the client's address (before any TLS).
+    pub proxy_protocol: Option<ProxyProtocolVersion>,
+}
+
+/// The PROXY protocol version an upstream's connections start with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProxyProtocolVersion {
+    /// The human-readable header (`PROXY TCP4 ...`).
+    V1,
+    /// The binary header.
+    V2,
 }
 
 /// How an upstream's servers are reached over TLS.

@@ -150,6 +150,7 @@ pub(crate) struct RawUpstream {
     pub tls_verify: Option<Spanned<bool>>,
     pub tls_certificate: Option<Str>,
     pub tls_certificate_key: Option<Str>,
+    pub proxy_protocol: Option<Str>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -103,6 +103,7 @@ fn contract_example_parses() {
             resolve_interval: secs(30),
             health_check: None,
             tls: None,
+            proxy_protocol: None,
         }],
         vhost: vec![Vhost {
             hosts: vec!["*".into()],
@@ -406,6 +407,7 @@ fn every_option() {
                 passes: 1
             }),
             tls: None,
+            proxy_protocol: None,
         }]
     );
     let proxied = Route {

@@ -222,6 +222,20 @@ pub fn encode_v1(source: SocketAddr, destination: SocketAddr) -> Vec<u8> {
     text.into_bytes()
 }
 
+/// A header that carries no client: version 1 `UNKNOWN`, or version 2 `LOCAL` (the sender's
+/// own connection, as a balancer's health check). The receiver keeps the connection's own
+/// addresses.
+pub fn encode_local(v2: bool) -> Vec<u8> {
+    if !v2 {
+        return b"PROXY UNKNOWN\r\n".to_vec();
+    }
+    let mut out = Vec::with_capacity(16);
+    out.extend_from_slice(&V2_SIGNATURE);
+    // Version 2, command LOCAL; family UNSPEC; no address block.
+    out.extend_from_slice(&[0x20, 0x00, 0x00, 0x00]);
+    out
+}
+
 /// A version 2 `PROXY` header over TCP from `source` to `destination`, without TLVs; mixed
 /// families are written with IPv4 addresses mapped into IPv6.
 pub fn encode_v2(source: SocketAddr, destination: SocketAddr) -> Vec<u8> {

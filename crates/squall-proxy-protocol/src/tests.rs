@@ -209,3 +209,14 @@ fn encode_v1_round_trips_and_mixed_families_are_unknown() {
     };
     assert_eq!(source.ip().to_canonical(), addr("192.0.2.7:1").ip());
 }
+
+#[test]
+fn local_headers_parse_as_local_at_every_split() {
+    for v2 in [false, true] {
+        let mut bytes = encode_local(v2);
+        let len = bytes.len();
+        assert_eq!(len, if v2 { 16 } else { 15 });
+        bytes.extend_from_slice(b"GET /");
+        parses_at_every_split(&bytes, Header::Local, len);
+    }
+}

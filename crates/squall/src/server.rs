@@ -35,6 +35,8 @@ pub struct Runtime {
     pub hash_keys: Vec<squall_config::HashKey>,
     /// Per `[[upstream]]` of the config (cluster peers have none): its TLS, when `tls = true`.
     pub origin_tls: Vec<Option<Arc<crate::origin_tls::OriginTls>>>,
+    /// Per `[[upstream]]` of the config: the PROXY protocol version its connections start with.
+    pub origin_proxy_protocol: Vec<Option<squall_config::ProxyProtocolVersion>>,
     /// `[cluster]`: the nodes sharing the cache; their peers' groups end `upstreams`.
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
     /// Per-client-address limits from `[limits]`.
@@ -235,6 +237,7 @@ impl Runtime {
             upstreams,
             hash_keys,
             origin_tls,
+            origin_proxy_protocol: config.upstream.iter().map(|u| u.proxy_protocol).collect(),
             cluster,
             upstream_gauges,
             tls,

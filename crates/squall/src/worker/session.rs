@@ -342,6 +342,9 @@ impl Worker {
         let Some(upstream) = self.session_mut(id).map(|s| s.upstream) else {
             return;
         };
+        // A `proxy_protocol` upstream's connection names one client: never shared.
+        let proxy_header = self.origin_proxy_header(id, upstream);
+        let pooled = pooled && proxy_header.is_none();
         while pooled
             && let Some(ConnId(raw)) =
                 (self.upstreams.groups.get_mut(upstream)).and_then(|g| g.pool.checkout(server, now))
@@ -383,11 +386,26 @@ impl Worker {
             server,
             address: address.expect("a socket was made for it"),
         };
-        let index = self.open_origin(fd, target, &http::Method::GET, Some(id));
+        let index = self.open_origin(fd, target, &http::Method::GET, Some(id), proxy_header);
         self.runtime.metrics.worker(self.id).upstream_connects.inc();
         if let Some(session) = self.session_mut(id) {
             session.origin = Some(index);
         }
+    }
+
+    /// The PROXY protocol header a new connection for session `id` starts with, when its
+    /// upstream has `proxy_protocol`: the client's address (as every other rule sees it) and
+    /// the address it reached Squall at; `LOCAL` when the session answers no connection.
+    fn origin_proxy_header(&self, id: SessionId, upstream: usize) -> Option<origin::ProxyHeader> {
+        let version = (self.runtime.origin_proxy_protocol.get(upstream).copied()).flatten()?;
+        let session = self.sessions.get(id.index).filter(|s| s.is(id))?;
+        let destination = (self.conns.get(session.client.conn()))
+            .filter(|_| !session.detached)
+            .and_then(|conn| conn.socket.fd())
+            .and_then(|fd| socket2::SockRef::from(fd).local_addr().ok())
+            .and_then(|addr| addr.as_socket());
+        let addresses = session.peer.zip(destination);
+        Some(origin::ProxyHeader::new(version, addresses))
     }
 
     /// Files the exchange's next deadline under its origin connection's timer.

@@ -70,9 +70,49 @@ pub struct Origin {
     pub timer_due: Option<Instant>,
     /// The TLS client state, for a connection of a `tls = true` upstream.
     pub tls: Option<Box<tls::OriginTls>>,
+    /// It began with a PROXY protocol header naming one client (`proxy_protocol` upstreams):
+    /// never pooled, since a later request may come from another client.
+    pub proxied: bool,
+    /// Bytes of that header (on a cleartext connection) not yet reported sent: they are not
+    /// the exchange's, so they are not counted as its bytes that left.
+    pub header_unsent: usize,
 }
 
 impl Origin {}
+
+/// The PROXY protocol header an origin connection starts with.
+pub struct ProxyHeader {
+    pub bytes: Vec<u8>,
+    /// It names a client (not `LOCAL` / `UNKNOWN`).
+    pub client: bool,
+}
+
+impl ProxyHeader {
+    /// The header for a connection made for the client at `source` that reached this server
+    /// at `destination`, or, without them (a probe, a background revalidation), the `LOCAL`
+    /// form.
+    pub fn new(
+        version: squall_config::ProxyProtocolVersion,
+        addresses: Option<(SocketAddr, SocketAddr)>,
+    ) -> ProxyHeader {
+        use squall_config::ProxyProtocolVersion::{V1, V2};
+        use squall_proxy_protocol::{encode_local, encode_v1, encode_v2};
+        match (version, addresses) {
+            (V1, Some((source, destination))) => ProxyHeader {
+                bytes: encode_v1(source, destination),
+                client: true,
+            },
+            (V2, Some((source, destination))) => ProxyHeader {
+                bytes: encode_v2(source, destination),
+                client: true,
+            },
+            (version, None) => ProxyHeader {
+                bytes: encode_local(version == V2),
+                client: false,
+            },
+        }
+    }
+}
 
 /// Which server of which group an origin connection goes to.
 #[derive(Clone, Copy, Debug)]
@@ -140,6 +180,7 @@ impl Worker {
         target: OriginTarget,
         method: &http::Method,
         session: Option<SessionId>,
+        proxy_header: Option<ProxyHeader>,
     ) -> usize {
         self.next_generation = token::next_generation(self.next_generation);
         let generation = self.next_generation;
@@ -153,9 +194,18 @@ impl Worker {
             0 => Socket::new(fd),
             _ => Socket::new(fd).one_buffer_at_a_time(),
         };
-        // A TLS upstream's ClientHello waits in `out` for the connect.
+        // A PROXY protocol header goes first, then a TLS upstream's ClientHello: both wait in
+        // `out` for the connect.
         let mut out = BytesMut::new();
+        let proxied = proxy_header.as_ref().is_some_and(|h| h.client);
+        if let Some(header) = &proxy_header {
+            out.extend_from_slice(&header.bytes);
+        }
         let tls = self.origin_tls(&target, &mut out);
+        let header_unsent = match (&tls, &proxy_header) {
+            (None, Some(header)) => header.bytes.len(),
+            _ => 0,
+        };
         let index = self.origins.insert(Origin {
             socket,
             generation,
@@ -171,6 +221,8 @@ impl Worker {
             deadline: None,
             timer_due: None,
             tls,
+            proxied,
+            header_unsent,
         });
         let token = Token::origin(index, generation);
         self.origins[index]
@@ -199,6 +251,9 @@ impl Worker {
             Ok(()) => {
                 origin.state = OriginState::Busy;
                 origin.socket.arm_recv(&mut self.ring, token);
+                // A PROXY protocol header waits in `out`; what the exchange writes goes after it.
+                self.flush_origin(index);
+                let origin = &mut self.origins[index];
                 match origin.session {
                     Some(id) => self.feed(id, |ex| ex.on_origin_connected(false, now)),
                     None => self.write_probe(index),
@@ -270,7 +325,11 @@ impl Worker {
                 // What the exchange wrote that left: on TLS, the plaintext of a whole buffer.
                 let written = match origin.tls.as_mut() {
                     Some(tls) => tls.sent(sent >= buf.len()),
-                    None => sent,
+                    None => {
+                        let header = sent.min(origin.header_unsent);
+                        origin.header_unsent -= header;
+                        sent - header
+                    }
                 };
                 if sent < buf.len() {
                     // A partial send: the rest goes first, before anything queued since.
@@ -445,6 +504,7 @@ impl Worker {
         // A receive need not be armed now (origins receive one buffer at a time): a pooled
         // connection gets one below, to notice its origin closing.
         let keep = reusable
+            && !origin.proxied
             && current
             && origin.state == OriginState::Busy
             && origin.socket.is_open()
