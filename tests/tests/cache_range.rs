@@ -364,6 +364,34 @@ fn no_satisfiable_range_is_416_with_the_length() {
 }
 
 #[test]
+fn a_huge_range_list_gets_the_whole_object_and_squall_goes_on() {
+    let setup = primed();
+    let squall = &setup.squall;
+    // A thousand small ranges (a classic amplification attempt): bounded, so the answer is the
+    // whole object once, not a thousand parts; overlapping ranges likewise.
+    let many: Vec<String> = (0..1000)
+        .map(|i| format!("{}-{}", i * 5, i * 5 + 1))
+        .collect();
+    let overlapping: Vec<String> = (0..40).map(|_| "0-9999".to_owned()).collect();
+    for ranges in [many, overlapping] {
+        let header = format!("Range: bytes={}\r\n", ranges.join(","));
+        let response = get(squall, "/r/file", &header);
+        assert_eq!(response.status, 200, "{} ranges", ranges.len());
+        assert_eq!(response.body, body());
+        assert_eq!(response.header("content-range"), None);
+        assert_eq!(response.header("x-cache"), Some("HIT"));
+    }
+    // A range header past the head's size limit is refused whole, and others are served.
+    let huge: Vec<String> = (0..20_000).map(|i| format!("{i}-{i}")).collect();
+    let header = format!("Range: bytes={}\r\n", huge.join(","));
+    let response = get(squall, "/r/file", &header);
+    assert_eq!(response.status, 431);
+    let after = get(squall, "/r/file", "Range: bytes=0-9\r\n");
+    assert_part(&after, 0, 9);
+    assert_eq!(setup.seen.count("/r/file"), 1);
+}
+
+#[test]
 fn if_range_decides_between_the_part_and_the_whole() {
     let setup = primed();
     let squall = &setup.squall;
