@@ -2,7 +2,9 @@
 //! from the origin once across the fleet whichever node a client reaches; a PURGE through one
 //! node removes the object from every node; a node killed with SIGKILL costs the others no
 //! error (its keys go to the origin or move), and once restarted it owns its keys again.
-//! Nodes with the same `[tls] ticket_key_file` resume each other's TLS sessions.
+//! Nodes with the same `[tls] ticket_key_file` resume each other's TLS sessions; probes
+//! (`[cluster] health_check`) mark a dead peer down without traffic. An ignored test measures
+//! a Zipf workload through one node and through three (docs/CLUSTER.md).
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -512,4 +514,161 @@ fn probes_mark_a_killed_peer_down_without_traffic_and_up_when_it_returns() {
     );
     eprintln!("marked down in {down:?}, up again in {up:?}");
     let _ = seen;
+}
+
+/// Zipf(α) over `n` ranks: a cumulative table and a xorshift generator, deterministic.
+struct Zipf {
+    cdf: Vec<f64>,
+    state: u64,
+}
+
+impl Zipf {
+    fn new(n: usize, alpha: f64, seed: u64) -> Zipf {
+        let mut total = 0.0;
+        let mut cdf: Vec<f64> = (1..=n)
+            .map(|k| {
+                total += 1.0 / (k as f64).powf(alpha);
+                total
+            })
+            .collect();
+        cdf.iter_mut().for_each(|c| *c /= total);
+        Zipf {
+            cdf,
+            state: seed | 1,
+        }
+    }
+
+    fn next(&mut self) -> usize {
+        self.state ^= self.state << 13;
+        self.state ^= self.state >> 7;
+        self.state ^= self.state << 17;
+        let u = (self.state >> 11) as f64 / (1u64 << 53) as f64;
+        self.cdf.partition_point(|c| *c < u).min(self.cdf.len() - 1)
+    }
+}
+
+/// An origin whose every path is fresh for an hour, with a 4 KiB body.
+fn start_sized_origin() -> (SocketAddr, Arc<Seen>) {
+    let seen = Arc::new(Seen::default());
+    let shared = seen.clone();
+    let addr = origin::hyper_origin(move |req: http::Request<Incoming>| {
+        let seen = shared.clone();
+        async move {
+            let path = req.uri().path().to_owned();
+            *seen.0.lock().unwrap().entry(path).or_default() += 1;
+            let response = http::Response::builder().header("cache-control", "max-age=3600");
+            Ok(response
+                .body(Full::new(Bytes::from(vec![b'z'; 4096])))
+                .unwrap())
+        }
+    });
+    (addr, seen)
+}
+
+/// One Zipf run: `nodes` nodes with `memory` of cache each (clustered or each alone), 8
+/// keep-alive clients spread over the nodes. Origin fetches, hit ratio (X-Cache: HIT at the
+/// node asked), and p50/p99 of the hits' latency in microseconds.
+fn zipf_run(nodes: usize, memory: &str, clustered: bool, requests: usize) -> ZipfStats {
+    let (origin, seen) = start_sized_origin();
+    let addresses = node_addresses();
+    let fleet: Vec<Squall> = (0..nodes)
+        .map(|i| {
+            let mut text = config(origin, &addresses[..nodes], i).replace(
+                "[cluster]",
+                &format!("[cache]\nmemory = \"{memory}\"\n\n[cluster]"),
+            );
+            if !clustered {
+                let start = text.find("[cluster]").unwrap();
+                let end = text.find("[[upstream]]").unwrap();
+                text.replace_range(start..end, "");
+            }
+            Squall::start(&text)
+        })
+        .collect();
+    let clients = 8;
+    let results: Vec<(usize, Vec<u128>)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..clients)
+            .map(|t| {
+                let node = &fleet[t % nodes];
+                scope.spawn(move || {
+                    let mut zipf = Zipf::new(100_000, 0.9, 0x9e37_79b9 + t as u64);
+                    let mut stream = node.connect();
+                    let (mut hits, mut latencies) = (0, Vec::new());
+                    for _ in 0..requests / clients {
+                        let path = format!("/c/zipf/{}", zipf.next());
+                        let start = Instant::now();
+                        let request = format!("GET {path} HTTP/1.1\r\nHost: cache.test\r\n\r\n");
+                        let response = roundtrip(&mut stream, &request);
+                        assert_eq!(response.status, 200);
+                        if response.header("x-cache") == Some("HIT") {
+                            hits += 1;
+                            latencies.push(start.elapsed().as_micros());
+                        }
+                    }
+                    (hits, latencies)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let hits: usize = results.iter().map(|(h, _)| h).sum();
+    let mut latencies: Vec<u128> = results.into_iter().flat_map(|(_, l)| l).collect();
+    latencies.sort_unstable();
+    let at = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
+    let fetches: usize = seen.0.lock().unwrap().values().sum();
+    let per_node = requests / clients * clients;
+    let sum = |name| fleet.iter().map(|n| metric(n, name)).sum::<f64>();
+    let (entries, evictions) = (
+        sum("squall_cache_entries"),
+        sum("squall_cache_evictions_total"),
+    );
+    ZipfStats {
+        fetches,
+        hit_ratio: hits as f64 / per_node as f64,
+        p50_us: at(0.50),
+        p99_us: at(0.99),
+        entries,
+        evictions,
+    }
+}
+
+/// What one Zipf run measured.
+struct ZipfStats {
+    fetches: usize,
+    hit_ratio: f64,
+    p50_us: u128,
+    p99_us: u128,
+    /// Cache entries held at the end, and evictions, summed over the nodes.
+    entries: f64,
+    evictions: f64,
+}
+
+#[test]
+#[ignore = "a measurement, minutes long: cargo test -p squall-e2e --test cluster zipf -- --ignored --nocapture (docs/CLUSTER.md; SQUALL_ZIPF_REQUESTS=N for another count)"]
+fn zipf_one_node_against_three_with_equal_memory() {
+    let requests = std::env::var("SQUALL_ZIPF_REQUESTS").map_or(200_000, |n| n.parse().unwrap());
+    let runs = [
+        ("1 node, 48 MiB", 1, "48MiB", true),
+        ("3 nodes clustered, 16 MiB each", 3, "16MiB", true),
+        ("3 nodes alone, 16 MiB each", 3, "16MiB", false),
+    ];
+    println!(
+        "Zipf α = 0.9 over 100,000 objects of 4 KiB, {requests} requests, 8 keep-alive clients"
+    );
+    println!(
+        "| fleet | origin fetches | hit ratio | hit p50 | hit p99 | entries at the end | evictions |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for (name, nodes, memory, clustered) in runs {
+        let z = zipf_run(nodes, memory, clustered, requests);
+        println!(
+            "| {name} | {} | {:.1}% | {} µs | {} µs | {} | {} |",
+            z.fetches,
+            z.hit_ratio * 100.0,
+            z.p50_us,
+            z.p99_us,
+            z.entries,
+            z.evictions
+        );
+    }
 }
