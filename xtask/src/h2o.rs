@@ -80,6 +80,9 @@ fn path_body(
             Err("cached proxy routes (h2o 2.2 has no response cache)".into())
         }
         Action::Files { .. } => Err("static file routes (not translated for h2o)".into()),
+        Action::Proxy {
+            compress: Some(_), ..
+        } => Err("compressed proxy routes (not translated for h2o)".into()),
         Action::Proxy { upstream, .. } => {
             let upstream = peer::upstream(squall, upstream)?;
             let [(address, _)] = upstream.servers.as_slice() else {

@@ -13,7 +13,8 @@
 //! through and `X-Forwarded-For`/`-Proto` set. `cache = true` adds `proxy_cache` on a
 //! `proxy_cache_path` in the run folder, with `proxy_cache_lock` (Squall coalesces concurrent
 //! misses too) and `sendfile` (nginx's cache is files; this is how nginx serves them best). No
-//! `proxy_cache_valid`: the origin's `Cache-Control` says how long, for both servers.
+//! `proxy_cache_valid`: the origin's `Cache-Control` says how long, for both servers. A route's
+//! `compress` adds nginx's gzip module at the same level, types and minimum length (`gzip`).
 //!
 //! A TLS listener (`tls = true`) becomes `listen ... ssl` with TLS 1.2 and 1.3, nginx's default
 //! key exchange groups (OpenSSL's: X25519 first) and resumption as Squall offers it: TLS 1.3
@@ -73,7 +74,10 @@ pub fn config(squall: &Table, layout: &Layout) -> Result<Translated, String> {
     let mut cached = false;
     for route in &routes {
         locations.push_str(&location(route)?);
-        if let Action::Proxy { upstream, cache } = route.action {
+        if let Action::Proxy {
+            upstream, cache, ..
+        } = route.action
+        {
             if !upstreams.iter().any(|u| u.name == upstream) {
                 upstreams.push(peer::upstream(squall, upstream)?);
             }
@@ -206,7 +210,17 @@ fn location(route: &Route) -> Result<String, String> {
     };
     let body = match route.action {
         Action::Respond(respond) => respond_body(respond)?,
-        Action::Proxy { upstream, cache } => proxy_body(upstream, cache)?,
+        Action::Proxy {
+            upstream,
+            cache,
+            compress,
+        } => {
+            let mut body = proxy_body(upstream, cache)?;
+            if let Some(compress) = compress {
+                body.push_str(&gzip(compress)?);
+            }
+            body
+        }
         // nginx's best way with files (the `--vs nginx` comparison the static scenarios are
         // for): `sendfile`, with the same index and no symlinks outside, as Squall's default.
         Action::Files { root } => format!(
@@ -239,6 +253,103 @@ fn proxy_body(upstream: &str, cache: bool) -> Result<String, String> {
         );
     }
     Ok(out)
+}
+
+/// Squall's `compress` defaults (CONFIG.md, Compression): the types, `min_bytes`, gzip level.
+const COMPRESS_TYPES: [&str; 8] = [
+    "text/html",
+    "text/css",
+    "text/plain",
+    "text/javascript",
+    "application/javascript",
+    "application/json",
+    "application/xml",
+    "image/svg+xml",
+];
+const COMPRESS_MIN_BYTES: i64 = 256;
+const GZIP_LEVEL: i64 = 6;
+
+/// A route's `compress` as nginx's gzip module: the same level, types and minimum length, for
+/// proxied responses whatever their caching headers (`gzip_proxied any`, as Squall does not
+/// look at them), with `Vary: Accept-Encoding` (`gzip_vary on`). nginx 1.22 has gzip only, so
+/// brotli and zstd levels are not translated: a scenario comparing with nginx asks for gzip
+/// (`Accept-Encoding: gzip`). Both leave HTTP/1.0 clients alone (`gzip_http_version 1.1`, the
+/// default). `text/html` is not listed: nginx always includes it and warns about a duplicate.
+fn gzip(compress: &Table) -> Result<String, String> {
+    for key in compress.keys() {
+        if !matches!(key.as_str(), "types" | "min_bytes" | "level") {
+            return Err(format!("compress with `{key}`"));
+        }
+    }
+    let types: Vec<&str> = match compress.get("types") {
+        None => COMPRESS_TYPES.to_vec(),
+        Some(types) => types
+            .as_array()
+            .ok_or("compress.types is not an array")?
+            .iter()
+            .map(|t| t.as_str().ok_or("a compress type is not a string"))
+            .collect::<Result<_, _>>()?,
+    };
+    if let Some(wild) = types.iter().find(|t| t.contains('*')) {
+        return Err(format!(
+            "compress type {wild:?} (nginx's gzip_types has no wildcards)"
+        ));
+    }
+    let listed: Vec<String> = types
+        .iter()
+        .filter(|t| !t.eq_ignore_ascii_case("text/html"))
+        .map(|t| quote(&t.to_ascii_lowercase()))
+        .collect();
+    let min_bytes = match compress.get("min_bytes") {
+        None => COMPRESS_MIN_BYTES,
+        Some(size) => size_bytes(size)?,
+    };
+    let level = match compress.get("level") {
+        None => GZIP_LEVEL,
+        Some(level) => {
+            let level = level.as_table().ok_or("compress.level is not a table")?;
+            match level.get("gzip") {
+                None => GZIP_LEVEL,
+                Some(gzip) => gzip
+                    .as_integer()
+                    .filter(|n| (1..=9).contains(n))
+                    .ok_or("compress.level.gzip is not 1 to 9")?,
+            }
+        }
+    };
+    let types = if listed.is_empty() {
+        String::new()
+    } else {
+        format!("gzip_types {}; ", listed.join(" "))
+    };
+    Ok(format!(
+        "gzip on; gzip_comp_level {level}; {types}gzip_min_length {min_bytes}; \
+         gzip_proxied any; gzip_vary on; "
+    ))
+}
+
+/// A Squall size (CONFIG.md, Values): an integer of bytes, or a string of one with an optional
+/// unit `B`, `KiB`, `MiB` or `GiB`.
+fn size_bytes(size: &Value) -> Result<i64, String> {
+    if let Some(n) = size.as_integer().filter(|n| *n >= 0) {
+        return Ok(n);
+    }
+    let text = size
+        .as_str()
+        .ok_or("a size that is neither an integer nor a string")?;
+    let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit = match &text[digits.len()..] {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        _ => return Err(format!("the size {text:?}")),
+    };
+    digits
+        .parse::<i64>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .ok_or_else(|| format!("the size {text:?}"))
 }
 
 /// `default_type` carries the content type because `return` has no header of its own.
@@ -492,6 +603,56 @@ respond = { status = 200 }
             "{text}"
         );
         assert!(!text.contains("proxy_cache_valid"), "{text}");
+    }
+
+    #[test]
+    fn a_compressed_proxy_route_gzips_at_the_same_level() {
+        let route = "compress = { types = [\"text/plain\"], level = { gzip = 6 } }\n";
+        let text = config(&proxied(route, ""), &layout())
+            .expect("translatable")
+            .text;
+        let location = "proxy_set_header X-Forwarded-Proto $scheme; gzip on; gzip_comp_level 6; \
+                        gzip_types \"text/plain\"; gzip_min_length 256; gzip_proxied any; \
+                        gzip_vary on; }";
+        assert!(text.contains(location), "{text}");
+        // Squall's defaults: level 6, its type list (text/html is nginx's own), 256 bytes.
+        let text = config(&proxied("compress = {}\n", ""), &layout())
+            .expect("translatable")
+            .text;
+        let defaults = "gzip on; gzip_comp_level 6; gzip_types \"text/css\" \"text/plain\" \
+                        \"text/javascript\" \"application/javascript\" \"application/json\" \
+                        \"application/xml\" \"image/svg+xml\"; gzip_min_length 256;";
+        assert!(text.contains(defaults), "{text}");
+        let sized = "compress = { min_bytes = \"1KiB\", level = { gzip = 1, br = 5 } }\n";
+        let text = config(&proxied(sized, ""), &layout())
+            .expect("translatable")
+            .text;
+        assert!(text.contains("gzip_comp_level 1;"), "{text}");
+        assert!(text.contains("gzip_min_length 1024;"), "{text}");
+        // No gzip where the route does not compress.
+        let plain = config(&proxied("", ""), &layout()).expect("ok").text;
+        assert!(!plain.contains("gzip"), "{plain}");
+        for odd in [
+            "compress = { types = [\"text/*\"] }\n",
+            "compress = { level = { gzip = 10 } }\n",
+            "compress = { min_bytes = \"1KB\" }\n",
+            "compress = { other = 1 }\n",
+        ] {
+            assert!(config(&proxied(odd, ""), &layout()).is_err(), "{odd}");
+        }
+    }
+
+    #[test]
+    fn sizes() {
+        let size = |v: Value| size_bytes(&v);
+        assert_eq!(size(Value::Integer(300)), Ok(300));
+        assert_eq!(size(Value::String("16KiB".into())), Ok(16_384));
+        assert_eq!(size(Value::String("2MiB".into())), Ok(2 << 20));
+        assert_eq!(size(Value::String("7B".into())), Ok(7));
+        assert_eq!(size(Value::String("7".into())), Ok(7));
+        assert!(size(Value::String("16k".into())).is_err());
+        assert!(size(Value::String("KiB".into())).is_err());
+        assert!(size(Value::Integer(-1)).is_err());
     }
 
     #[test]

@@ -239,8 +239,13 @@ pub enum Matcher<'a> {
 pub enum Action<'a> {
     /// A fixed answer: `{ status, body, headers }`.
     Respond(&'a Table),
-    /// Forward to the named `[[upstream]]`, through the cache with `cache = true`.
-    Proxy { upstream: &'a str, cache: bool },
+    /// Forward to the named `[[upstream]]`, through the cache with `cache = true`, compressing
+    /// responses as the route's `compress = { types, min_bytes, level }` says, if it has one.
+    Proxy {
+        upstream: &'a str,
+        cache: bool,
+        compress: Option<&'a Table>,
+    },
     /// Serve files from a directory (`root`), the path appended as nginx's `root` does.
     Files { root: &'a str },
 }
@@ -263,7 +268,7 @@ impl<'a> Route<'a> {
                 "exact" => Matcher::Exact(text()?),
                 "prefix" => Matcher::Prefix(text()?),
                 "regex" => Matcher::Regex(text()?),
-                "respond" | "proxy" | "cache" | "root" => continue,
+                "respond" | "proxy" | "cache" | "root" | "compress" => continue,
                 other => return Err(format!("routes with `{other}`")),
             };
             if matcher.replace(found).is_some() {
@@ -272,13 +277,21 @@ impl<'a> Route<'a> {
         }
         let matcher = matcher.ok_or("a route without exact, prefix or regex")?;
         let cache = route.get("cache").and_then(Value::as_bool).unwrap_or(false);
+        let compress = match route.get("compress") {
+            Some(table) => Some(table.as_table().ok_or("compress is not a table")?),
+            None => None,
+        };
         let action = match (route.get("respond"), route.get("proxy"), route.get("root")) {
+            (Some(_) | None, None, _) if compress.is_some() => {
+                return Err("`compress` on a route that is not a proxy route".into());
+            }
             (Some(respond), None, None) if !cache => {
                 Action::Respond(respond.as_table().ok_or("respond is not a table")?)
             }
             (None, Some(upstream), None) => Action::Proxy {
                 upstream: upstream.as_str().ok_or("proxy is not a string")?,
                 cache,
+                compress,
             },
             (None, None, Some(root)) if !cache => Action::Files {
                 root: root.as_str().ok_or("root is not a string")?,
@@ -390,7 +403,8 @@ mod tests {
                 matcher: Matcher::Prefix("/c/"),
                 action: Action::Proxy {
                     upstream: "app",
-                    cache: true
+                    cache: true,
+                    compress: None,
                 }
             }
         );
@@ -400,6 +414,22 @@ mod tests {
         assert_eq!(routes(&redirect), Err("routes with `redirect`".into()));
         let both = squall("[[vhost.route]]\nprefix = \"/\"\nproxy = \"app\"\nrespond = {}\n");
         assert!(routes(&both).is_err());
+        let gzip = squall(
+            "[[vhost.route]]\nprefix = \"/\"\nproxy = \"app\"\ncompress = { level = { gzip = 6 } }\n",
+        );
+        let read = routes(&gzip).expect("readable");
+        let Action::Proxy { compress, .. } = read[0].action else {
+            panic!("a proxy route: {:?}", read[0]);
+        };
+        assert_eq!(
+            compress.expect("compress")["level"]["gzip"].as_integer(),
+            Some(6)
+        );
+        let not_proxied = squall("[[vhost.route]]\nprefix = \"/\"\nroot = \"/s\"\ncompress = {}\n");
+        assert_eq!(
+            routes(&not_proxied),
+            Err("`compress` on a route that is not a proxy route".into())
+        );
     }
 
     #[test]

@@ -161,7 +161,7 @@ struct ScenarioFile {
 }
 
 /// The local origin: one nginx answering every request with status 200, one body and the
-/// given headers. Exactly one of `body` and `body_bytes`.
+/// given headers. Exactly one of `body`, `body_bytes` and `text_bytes`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OriginSection {
@@ -172,6 +172,10 @@ pub struct OriginSection {
     /// Or a generated body of this many bytes, served from a file.
     #[serde(default)]
     pub body_bytes: Option<usize>,
+    /// Or a generated body of this many bytes of English-like text (words in a fixed
+    /// pseudo-random order, compressing about as prose does), for compression scenarios.
+    #[serde(default)]
+    pub text_bytes: Option<usize>,
     /// Response headers added to every answer, such as `cache-control = "max-age=3600"`.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
@@ -361,13 +365,13 @@ fn validate_load(load: &Load) -> Result<()> {
 }
 
 fn validate_origin(origin: &OriginSection) -> Result<()> {
-    match (&origin.body, origin.body_bytes) {
-        (Some(_), None) => {}
-        (None, Some(bytes)) => ensure!(
+    match (&origin.body, origin.body_bytes, origin.text_bytes) {
+        (Some(_), None, None) => {}
+        (None, Some(bytes), None) | (None, None, Some(bytes)) => ensure!(
             bytes <= ORIGIN_BODY_BYTES_MAX,
-            "origin.body_bytes must be at most {ORIGIN_BODY_BYTES_MAX}"
+            "origin.body_bytes and text_bytes must be at most {ORIGIN_BODY_BYTES_MAX}"
         ),
-        _ => bail!("[origin] needs exactly one of `body` and `body_bytes`"),
+        _ => bail!("[origin] needs exactly one of `body`, `body_bytes` and `text_bytes`"),
     }
     for (name, value) in &origin.headers {
         let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
@@ -733,6 +737,11 @@ mod tests {
         assert!(parse("").is_err());
         assert!(parse("body = \"x\"\nbody_bytes = 1").is_err());
         assert!(parse("body_bytes = 100000000").is_err());
+        let text = parse("text_bytes = 65536").expect("valid").origin;
+        assert_eq!(text.expect("an origin").text_bytes, Some(65_536));
+        assert!(parse("text_bytes = 1\nbody_bytes = 1").is_err());
+        assert!(parse("text_bytes = 1\nbody = \"x\"").is_err());
+        assert!(parse("text_bytes = 100000000").is_err());
         assert!(parse("body = \"x\"\nheaders = { \"a b\" = \"c\" }").is_err());
         assert!(parse("body = \"x\"\nheaders = { \"a\" = \"$c\" }").is_err());
     }

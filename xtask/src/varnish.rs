@@ -37,6 +37,7 @@ pub fn launch(squall: &Table, layout: &Layout) -> Result<Launch, String> {
             Action::Proxy {
                 upstream,
                 cache: true,
+                compress: None,
             } => upstream,
             _ => return Err("routes other than a cached proxy route".into()),
         },
