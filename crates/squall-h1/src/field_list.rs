@@ -152,6 +152,50 @@ impl Fields {
         }
     }
 
+    /// Fields over `bytes` that another decoder found, each span `[name, name_len, value,
+    /// value_len]` in bytes (HTTP/2's validated fields: `squall_h2::HeaderFields`), without
+    /// a copy: the spans' vector is reused as the list's. `None` when a span lies outside
+    /// `bytes`, has an empty name or one over 65,535 bytes, or the name is not ASCII.
+    pub fn from_parts(bytes: Bytes, spans: Vec<[u32; 4]>) -> Option<Fields> {
+        let within = |at: u32, len: u32| {
+            at.checked_add(len)
+                .is_some_and(|end| end as usize <= bytes.len())
+        };
+        let mut host = None;
+        for &[name, name_len, value, value_len] in &spans {
+            let ok = within(name, name_len)
+                && within(value, value_len)
+                && name_len > 0
+                && name_len <= u32::from(u16::MAX);
+            let name_bytes = ok.then(|| &bytes[name as usize..(name + name_len) as usize])?;
+            if !name_bytes.is_ascii() {
+                return None;
+            }
+            if host.is_none() && name_bytes.eq_ignore_ascii_case(b"host") {
+                let value_bytes = &bytes[value as usize..(value + value_len) as usize];
+                host = split_host_port(value_bytes).map(|(h, _port)| {
+                    let at = h.as_ptr() as usize - bytes.as_ptr() as usize;
+                    (at as u32, h.len() as u32)
+                });
+            }
+        }
+        let spans = spans
+            .into_iter()
+            .map(|[name, name_len, value, value_len]| Span {
+                name,
+                name_len,
+                value,
+                value_len,
+            })
+            .collect();
+        Some(Fields {
+            bytes,
+            spans,
+            extra: Vec::new(),
+            host,
+        })
+    }
+
     /// The fields as an `http` map, for the edges that take one (the cache's request-side
     /// functions, tests). Names are lowercased, as `http` keeps them.
     pub fn to_header_map(&self) -> HeaderMap {
@@ -534,6 +578,19 @@ mod tests {
         assert_eq!(fields.host(), None);
         fields.insert(header::HOST, HeaderValue::from_static("[::1]:80"));
         assert_eq!(fields.host(), Some("[::1]"));
+    }
+
+    #[test]
+    fn from_parts_keeps_the_spans_and_refuses_what_lies_outside() {
+        let bytes = Bytes::from_static(b"hostex.test:8443acceptx");
+        let spans = vec![[0, 4, 4, 12], [16, 6, 22, 1]];
+        let fields = Fields::from_parts(bytes.clone(), spans).unwrap();
+        assert_eq!(fields.host(), Some("ex.test"));
+        assert_eq!(fields.get(header::ACCEPT).unwrap(), "x");
+        assert_eq!(fields.len(), 2);
+        assert!(Fields::from_parts(bytes.clone(), vec![[16, 6, 22, 2]]).is_none());
+        assert!(Fields::from_parts(bytes.clone(), vec![[0, 0, 4, 1]]).is_none());
+        assert!(Fields::from_parts(bytes, vec![[u32::MAX, 2, 0, 1]]).is_none());
     }
 
     #[test]

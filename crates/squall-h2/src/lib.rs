@@ -109,12 +109,14 @@ mod conn;
 mod decode;
 mod encode;
 mod error;
+mod fields;
 mod frame;
 
 pub use conn::{
     ConnError, Connection, Event, FloodKind, Request, ServerConfig, Stats, StreamClosed,
 };
 pub use decode::FrameDecoder;
+pub use fields::{FieldSpan, HeaderFields};
 pub use encode::{
     encode_data_header, encode_goaway, encode_headers, encode_ping, encode_priority,
     encode_priority_update, encode_rst_stream, encode_settings, encode_settings_ack,

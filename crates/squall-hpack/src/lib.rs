@@ -8,9 +8,10 @@
 //!
 //! - Integers (§5.1) and strings (§5.2) are in `integer` and [`huffman`]; Huffman decoding is
 //!   a 4-bits-per-step state machine built at compile time, with no per-bit loop.
-//! - The static table (Appendix A) hands out `Bytes::from_static` fields; dynamic table
-//!   entries are `Bytes` that emitted fields share, so decoding a field from a table copies
-//!   nothing.
+//! - The decoder writes a block's fields into one buffer, with a [`FieldSpan`] per field
+//!   ([`Decoder::decode_spans`]): a field from a table is copied into it, a literal decoded
+//!   into it, and nothing is allocated per field but a new dynamic table entry (one
+//!   allocation for its name and value).
 //! - The decoder bounds its work and memory by the caller's header list limit (RFC 9113
 //!   §6.5.2), checked before emitting or allocating each field: see [`Decoder`].
 //! - The encoder's indexing policy is in [`Indexing`].
@@ -60,7 +61,7 @@ mod static_table;
 
 use bytes::Bytes;
 
-pub use decoder::Decoder;
+pub use decoder::{Decoder, FieldSpan};
 pub use encoder::policy::Indexing;
 pub use encoder::{Encoder, EncoderConfig, encode_static};
 pub use error::DecodeError;
@@ -75,8 +76,8 @@ pub const DYNAMIC_TABLE_BYTES_DEFAULT: usize = 4096;
 /// (RFC 7541 §4.1, RFC 9113 §6.5.2): an estimate of an implementation's per-entry overhead.
 pub const ENTRY_OVERHEAD_BYTES: usize = 32;
 
-/// A decoded field. `name` and `value` share memory with the table or the block's strings;
-/// cloning a `Field` copies no bytes.
+/// A decoded field. `name` and `value` are slices of the block's one buffer of decoded
+/// fields; cloning a `Field` copies no bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Field {
     pub name: Bytes,

@@ -2,7 +2,7 @@
 //! decoded with HPACK, then opening a stream with a request or ending one with trailers.
 
 use bytes::{Bytes, BytesMut};
-use squall_hpack::Field;
+use squall_hpack::FieldSpan;
 
 use super::priority::PriorityParams;
 use super::recv::Step;
@@ -11,6 +11,7 @@ use super::stream::{Closed, SendState, Stream};
 use super::types::FloodKind;
 use super::{Connection, Lookup, Notify};
 use crate::error::ErrorCode;
+use crate::fields::HeaderFields;
 use crate::frame::{Priority, StreamId};
 
 /// A header block whose END_HEADERS has not arrived yet.
@@ -65,17 +66,19 @@ struct Opening {
 }
 
 /// The request's `priority` field (RFC 9218 §5), `None` when absent or not a dictionary.
-fn request_priority(headers: &http::HeaderMap) -> Option<PriorityParams> {
-    let mut lines = headers.get_all(&PRIORITY).iter().peekable();
+fn request_priority(headers: &HeaderFields) -> Option<PriorityParams> {
+    let mut lines = headers.get_all("priority").peekable();
     lines.peek()?;
-    PriorityParams::parse(lines.map(http::HeaderValue::as_bytes))
+    PriorityParams::parse(lines)
 }
 
-/// The RFC 9218 request field.
-static PRIORITY: http::HeaderName = http::HeaderName::from_static("priority");
-
-/// A field list grown past this many entries by one large block is not kept for the next.
+/// A span list grown past this many entries by one large block is not kept for the next.
 const FIELDS_KEPT_MAX: usize = 64;
+
+/// The decoded bytes of a block get a buffer of the previous block's size (most requests on
+/// a connection are alike), within these bounds; it grows if that is short.
+const HEAD_BYTES_MIN: usize = 256;
+const HEAD_BYTES_HINT_MAX: usize = 16 * 1024;
 
 impl Connection {
     /// §6.2. Which stream states accept a header block is decided here, before the block
@@ -171,11 +174,13 @@ impl Connection {
         let (id, end_stream) = (partial.stream_id, partial.end_stream);
         let (new_stream, self_dependent) = (partial.new_stream, partial.self_dependent);
         let priority_update = partial.priority_update;
-        // The field list is a scratch vector kept across blocks: one allocation per
-        // connection, not per request.
-        let mut fields = std::mem::take(&mut self.fields_buf);
-        let complete = self.decode_block(&partial.into_block(), &mut fields)?;
-        let decoded = complete.then_some(&mut fields);
+        // The span list is a scratch vector kept across blocks: one allocation per
+        // connection, not per request. The bytes go with the request.
+        let mut fields = std::mem::take(&mut self.spans_buf);
+        let mut bytes = BytesMut::with_capacity(self.head_bytes_hint);
+        let complete = self.decode_block(&partial.into_block(), &mut bytes, &mut fields)?;
+        self.head_bytes_hint = bytes.len().clamp(HEAD_BYTES_MIN, HEAD_BYTES_HINT_MAX);
+        let decoded = complete.then_some((bytes, fields.as_slice()));
         let step = if new_stream {
             let opening = Opening {
                 end_stream,
@@ -194,24 +199,22 @@ impl Connection {
         };
         fields.clear();
         if fields.capacity() <= FIELDS_KEPT_MAX {
-            self.fields_buf = fields;
+            self.spans_buf = fields;
         }
         step
     }
 
-    /// Decodes the block's fields into `fields`; `false` when the list is over our
-    /// SETTINGS_MAX_HEADER_LIST_SIZE (the decoder is still in step); other HPACK errors end
-    /// the connection.
+    /// Decodes the block's fields into `bytes` and `fields`; `false` when the list is over
+    /// our SETTINGS_MAX_HEADER_LIST_SIZE (the decoder is still in step); other HPACK errors
+    /// end the connection.
     fn decode_block(
         &mut self,
         block: &[u8],
-        fields: &mut Vec<Field>,
+        bytes: &mut BytesMut,
+        fields: &mut Vec<FieldSpan>,
     ) -> Result<bool, super::ConnError> {
         let limit = self.config.max_header_list_size as usize;
-        match self
-            .hpack_in
-            .decode(block, limit, |field| fields.push(field))
-        {
+        match self.hpack_in.decode_spans(block, limit, bytes, fields) {
             Ok(()) => Ok(true),
             Err(error) if error.is_compression_error() => {
                 let reason = "HPACK block cannot be decoded";
@@ -236,7 +239,7 @@ impl Connection {
     fn open_stream(
         &mut self,
         id: StreamId,
-        fields: Option<&mut Vec<Field>>,
+        fields: Option<(BytesMut, &[FieldSpan])>,
         opening: Opening,
     ) -> Step {
         let Opening {
@@ -254,10 +257,10 @@ impl Connection {
             return self.stream_error(id, ErrorCode::ProtocolError);
         }
         // §8.2.2 allows a 431 for a list over the limit (the decoder kept its table).
-        let Some(fields) = fields else {
+        let Some((bytes, fields)) = fields else {
             return self.answer(id, 431, end_stream);
         };
-        match request::parse_request(fields.drain(..), end_stream, self.limits) {
+        match request::parse_request(bytes, fields, end_stream, self.limits) {
             Ok(request) => {
                 let recv_window = self.local_initial_window();
                 let send_window = i64::from(self.peer_initial_window);
@@ -300,15 +303,20 @@ impl Connection {
 
     /// §8.1: trailers end the stream, carry no pseudo-header field, and complete the body
     /// that content-length announced.
-    fn on_trailers(&mut self, id: StreamId, fields: Option<&mut Vec<Field>>, end: bool) -> Step {
+    fn on_trailers(
+        &mut self,
+        id: StreamId,
+        fields: Option<(BytesMut, &[FieldSpan])>,
+        end: bool,
+    ) -> Step {
         if !end {
             return self.malformed(id);
         }
-        let Some(fields) = fields else {
+        let Some((bytes, fields)) = fields else {
             return self.reject_started(id, 431);
         };
-        let headers = match request::parse_trailers(fields.drain(..)) {
-            Ok(headers) => headers,
+        let headers = match request::parse_trailers(bytes, fields) {
+            Ok(headers) => headers.to_header_map(),
             Err(HeadError::Malformed(_)) => return self.malformed(id),
             Err(HeadError::Answer(status)) => return self.reject_started(id, status),
         };

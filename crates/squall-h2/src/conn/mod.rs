@@ -105,7 +105,9 @@ pub struct Connection {
     /// Scratch for encoding header blocks.
     block_buf: BytesMut,
     /// Scratch list for decoded header fields, reused block after block.
-    fields_buf: Vec<squall_hpack::Field>,
+    spans_buf: Vec<squall_hpack::FieldSpan>,
+    /// The capacity the next header block's decoded bytes start with: the last one's size.
+    head_bytes_hint: usize,
 
     // Application.
     events: VecDeque<Queued>,
@@ -159,7 +161,8 @@ impl Connection {
             conn_stalled_since: None,
             stalled_streams: 0,
             block_buf: BytesMut::new(),
-            fields_buf: Vec::new(),
+            spans_buf: Vec::new(),
+            head_bytes_hint: 512,
             events: VecDeque::new(),
             inboxes: HashMap::new(),
             floods: Floods::new(config.flood_window, now),

@@ -4,10 +4,10 @@
 //! answer the stream gets out.
 
 use bytes::{BufMut, Bytes, BytesMut};
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use squall_hpack::Field;
+use squall_hpack::FieldSpan as Decoded;
 
 use super::types::Request;
+use crate::fields::{FieldSpan, HeaderFields};
 
 /// The limits a request head is checked against.
 #[derive(Debug, Clone, Copy)]
@@ -41,32 +41,37 @@ pub(crate) fn is_connection_specific(name: &[u8]) -> bool {
         .any(|c| c.as_bytes().eq_ignore_ascii_case(name))
 }
 
-/// Builds a request from a decoded header block.
+/// Builds a request from a decoded header block: `bytes` and the `decoded` spans into it,
+/// as the HPACK decoder wrote them. The request keeps `bytes` (a joined cookie is appended
+/// to it) and the spans of its regular fields; nothing is allocated per field.
 pub(crate) fn parse_request(
-    fields: impl IntoIterator<Item = Field>,
+    mut bytes: BytesMut,
+    decoded: &[Decoded],
     end_stream: bool,
     limits: HeadLimits,
 ) -> Result<Request, HeadError> {
     let mut pseudo = Pseudo::default();
-    let mut regular = Regular::default();
-    for field in fields {
-        check_value(&field.value)?;
-        if field.name.first() == Some(&b':') {
+    let mut regular = Regular::with_capacity(decoded.len());
+    for span in decoded {
+        let (name, value) = (span.name(&bytes), span.value(&bytes));
+        check_value(value)?;
+        if name.first() == Some(&b':') {
             // §8.3: pseudo-header fields come before every regular field.
-            if !regular.headers.is_empty() || !regular.cookies.is_empty() {
+            if !regular.spans.is_empty() || regular.cookies > 0 {
                 return Err(HeadError::Malformed(
                     "pseudo-header field after a regular one",
                 ));
             }
-            pseudo.set(field)?;
+            pseudo.set(name, span)?;
         } else {
-            regular.add(field)?;
+            regular.add(name, value, span)?;
         }
     }
     let content_length = regular.content_length;
-    let host = regular.host.clone();
-    let headers = regular.finish()?;
-    let target = pseudo.target(host, limits)?;
+    let host = regular.host;
+    regular.join_cookies(&mut bytes, decoded)?;
+    let bytes = bytes.freeze();
+    let target = pseudo.target(&bytes, host, limits)?;
     if let Some(length) = content_length {
         // §8.1.1: a content-length that the DATA frames (none here) do not match.
         if end_stream && length > 0 {
@@ -83,7 +88,7 @@ pub(crate) fn parse_request(
         scheme: target.scheme,
         authority: target.authority,
         path: target.path,
-        headers,
+        headers: HeaderFields::new(bytes, regular.spans),
         content_length,
         end_stream,
     })
@@ -91,17 +96,20 @@ pub(crate) fn parse_request(
 
 /// Builds trailers from a decoded header block: regular fields only (§8.1).
 pub(crate) fn parse_trailers(
-    fields: impl IntoIterator<Item = Field>,
-) -> Result<HeaderMap, HeadError> {
-    let mut regular = Regular::default();
-    for field in fields {
-        check_value(&field.value)?;
-        if field.name.first() == Some(&b':') {
+    mut bytes: BytesMut,
+    decoded: &[Decoded],
+) -> Result<HeaderFields, HeadError> {
+    let mut regular = Regular::with_capacity(decoded.len());
+    for span in decoded {
+        let (name, value) = (span.name(&bytes), span.value(&bytes));
+        check_value(value)?;
+        if name.first() == Some(&b':') {
             return Err(HeadError::Malformed("pseudo-header field in trailers"));
         }
-        regular.add(field)?;
+        regular.add(name, value, span)?;
     }
-    regular.finish()
+    regular.join_cookies(&mut bytes, decoded)?;
+    Ok(HeaderFields::new(bytes.freeze(), regular.spans))
 }
 
 /// §8.2.1: no NUL, CR or LF anywhere, no whitespace at either end.
@@ -118,13 +126,34 @@ fn check_value(value: &[u8]) -> Result<(), HeadError> {
     Ok(())
 }
 
-/// The four request pseudo-header fields, each at most once (§8.3.1).
+/// The four request pseudo-header fields, each at most once (§8.3.1), as spans of their
+/// values.
 #[derive(Debug, Default)]
 struct Pseudo {
-    method: Option<Bytes>,
-    scheme: Option<Bytes>,
-    authority: Option<Bytes>,
-    path: Option<Bytes>,
+    method: Option<Value>,
+    scheme: Option<Value>,
+    authority: Option<Value>,
+    path: Option<Value>,
+}
+
+/// Where a value lies in the block's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Value {
+    at: u32,
+    len: u32,
+}
+
+impl Value {
+    fn of(span: &Decoded) -> Value {
+        Value {
+            at: span.value,
+            len: span.value_len,
+        }
+    }
+
+    fn range(self) -> std::ops::Range<usize> {
+        self.at as usize..(self.at + self.len) as usize
+    }
 }
 
 /// The validated pseudo-header fields.
@@ -136,8 +165,8 @@ struct Target {
 }
 
 impl Pseudo {
-    fn set(&mut self, field: Field) -> Result<(), HeadError> {
-        let slot = match &field.name[..] {
+    fn set(&mut self, name: &[u8], span: &Decoded) -> Result<(), HeadError> {
+        let slot = match name {
             b":method" => &mut self.method,
             b":scheme" => &mut self.scheme,
             b":authority" => &mut self.authority,
@@ -146,20 +175,28 @@ impl Pseudo {
             // send SETTINGS_ENABLE_CONNECT_PROTOCOL) make a request malformed.
             _ => return Err(HeadError::Malformed("unknown pseudo-header field")),
         };
-        if slot.replace(field.value).is_some() {
+        if slot.replace(Value::of(span)).is_some() {
             return Err(HeadError::Malformed("repeated pseudo-header field"));
         }
         Ok(())
     }
 
-    /// Checks presence and syntax; `host` is the Host field, if any.
-    fn target(self, host: Option<Bytes>, limits: HeadLimits) -> Result<Target, HeadError> {
-        let Some(method) = &self.method else {
+    /// Checks presence and syntax; `host` is the Host field, if any; the values lie in
+    /// `bytes`.
+    fn target(
+        self,
+        bytes: &Bytes,
+        host: Option<Value>,
+        limits: HeadLimits,
+    ) -> Result<Target, HeadError> {
+        let Some(method) = self.method else {
             return Err(HeadError::Malformed("no :method"));
         };
-        let method = http::Method::from_bytes(method)
+        let method = http::Method::from_bytes(&bytes[method.range()])
             .map_err(|_| HeadError::Malformed("invalid :method"))?;
-        if let Some(authority) = &self.authority {
+        let host = host.map(|h| bytes.slice(h.range()));
+        let authority = self.authority.map(|a| bytes.slice(a.range()));
+        if let Some(authority) = &authority {
             check_authority(authority, host.as_ref())?;
         }
         if method == http::Method::CONNECT {
@@ -168,6 +205,7 @@ impl Pseudo {
         let (Some(scheme), Some(path)) = (self.scheme, self.path) else {
             return Err(HeadError::Malformed("no :scheme or no :path"));
         };
+        let (scheme, path) = (bytes.slice(scheme.range()), bytes.slice(path.range()));
         check_scheme(&scheme)?;
         check_path(&path, &method)?;
         if path.len() > limits.path_bytes_max {
@@ -176,7 +214,7 @@ impl Pseudo {
         Ok(Target {
             method,
             scheme,
-            authority: self.authority.or(host),
+            authority: authority.or(host),
             path,
         })
     }
@@ -230,33 +268,60 @@ fn check_authority(authority: &[u8], host: Option<&Bytes>) -> Result<(), HeadErr
     Ok(())
 }
 
-/// Regular fields being collected.
-#[derive(Debug, Default)]
+/// Regular fields being collected: the spans of those that pass, cookies apart.
+#[derive(Debug)]
 struct Regular {
-    headers: HeaderMap,
-    cookies: Vec<Bytes>,
+    spans: Vec<FieldSpan>,
+    /// How many `cookie` fields there were; they are joined at the end.
+    cookies: usize,
     content_length: Option<u64>,
-    host: Option<Bytes>,
+    host: Option<Value>,
 }
 
+/// The most regular fields a head may have: what `http::HeaderMap` holds (it panics past
+/// that), since the server still converts a head to one at some edges. A list that long can
+/// only come from a very large `max_header_list_size`, so it is answered like one too large.
+const FIELDS_MAX: usize = 32_768;
+
 impl Regular {
-    fn add(&mut self, field: Field) -> Result<(), HeadError> {
-        let name = regular_name(&field.name)?;
+    fn with_capacity(capacity: usize) -> Regular {
+        Regular {
+            spans: Vec::with_capacity(capacity),
+            cookies: 0,
+            content_length: None,
+            host: None,
+        }
+    }
+
+    fn add(&mut self, name: &[u8], value: &[u8], span: &Decoded) -> Result<(), HeadError> {
+        check_name(name)?;
+        // What `http::HeaderValue` accepts: no control byte but tab (NUL, CR and LF are
+        // already refused), no DEL.
+        if value.iter().any(|&b| (b < b' ' && b != b'\t') || b == 0x7f) {
+            return Err(HeadError::Malformed("invalid field value"));
+        }
         match name {
-            header::TE if !field.value.eq_ignore_ascii_case(b"trailers") => {
+            b"te" if !value.eq_ignore_ascii_case(b"trailers") => {
                 return Err(HeadError::Malformed("te other than trailers"));
             }
-            header::COOKIE => {
-                self.cookies.push(field.value);
+            b"cookie" => {
+                self.cookies += 1;
                 return Ok(());
             }
-            header::CONTENT_LENGTH => self.content_length(&field.value)?,
-            header::HOST => self.host = Some(field.value.clone()),
+            b"content-length" => self.content_length(value)?,
+            b"host" => self.host = Some(Value::of(span)),
             _ => {}
         }
-        let value = HeaderValue::from_maybe_shared(field.value)
-            .map_err(|_| HeadError::Malformed("invalid field value"))?;
-        append(&mut self.headers, name, value)
+        if self.spans.len() + usize::from(self.cookies > 0) >= FIELDS_MAX {
+            return Err(HeadError::Answer(431));
+        }
+        self.spans.push(FieldSpan {
+            name: span.name,
+            name_len: span.name_len,
+            value: span.value,
+            value_len: span.value_len,
+        });
+        Ok(())
     }
 
     /// §8.1.1: one value of digits; repeats must agree (RFC 9110 §8.6).
@@ -269,43 +334,65 @@ impl Regular {
         Ok(())
     }
 
-    /// §8.2.3: cookie fields split for compression go back together with "; ".
-    fn finish(mut self) -> Result<HeaderMap, HeadError> {
-        if !self.cookies.is_empty() {
-            let len = self.cookies.iter().map(|c| c.len() + 2).sum::<usize>();
-            let mut joined = BytesMut::with_capacity(len);
-            for (i, cookie) in self.cookies.iter().enumerate() {
-                if i > 0 {
-                    joined.put_slice(b"; ");
-                }
-                joined.put_slice(cookie);
+    /// §8.2.3: cookie fields split for compression go back together with "; ", as one
+    /// field after the others; several are joined at the end of `bytes`.
+    fn join_cookies(&mut self, bytes: &mut BytesMut, decoded: &[Decoded]) -> Result<(), HeadError> {
+        let is_cookie = |s: &&Decoded| s.name_len == 6 && s.name(bytes) == b"cookie";
+        let Some(&first) = decoded.iter().find(is_cookie) else {
+            return Ok(());
+        };
+        let mut span = FieldSpan {
+            name: first.name,
+            name_len: first.name_len,
+            value: first.value,
+            value_len: first.value_len,
+        };
+        if self.cookies > 1 {
+            let at = bytes.len();
+            let len: usize = decoded
+                .iter()
+                .filter(is_cookie)
+                .map(|c| c.value_len as usize + 2)
+                .sum();
+            // Offsets are u32; a list that large can only come from a very large limit.
+            if at + len > u32::MAX as usize {
+                return Err(HeadError::Answer(431));
             }
-            let value = HeaderValue::from_maybe_shared(joined.freeze())
-                .map_err(|_| HeadError::Malformed("invalid cookie value"))?;
-            append(&mut self.headers, header::COOKIE, value)?;
+            bytes.reserve(len);
+            let mut joined = 0;
+            for cookie in decoded {
+                if !(cookie.name_len == 6 && cookie.name(bytes) == b"cookie") {
+                    continue;
+                }
+                if joined > 0 {
+                    bytes.put_slice(b"; ");
+                }
+                joined += 1;
+                let value = cookie.value as usize..(cookie.value + cookie.value_len) as usize;
+                bytes.extend_from_within(value);
+            }
+            span.value = at as u32;
+            span.value_len = (bytes.len() - at) as u32;
         }
-        Ok(self.headers)
+        self.spans.push(span);
+        Ok(())
     }
 }
 
-/// §8.2.1 and §8.2.2: a lowercase token that is not connection-specific.
-fn regular_name(name: &[u8]) -> Result<HeaderName, HeadError> {
-    // `HeaderName::from_bytes` would lowercase what HTTP/2 calls malformed.
+/// §8.2.1 and §8.2.2: a lowercase token, not connection-specific, of at most 65,535 bytes
+/// (what `http::HeaderName` holds, for the edges that convert).
+fn check_name(name: &[u8]) -> Result<(), HeadError> {
     if name.iter().any(u8::is_ascii_uppercase) {
         return Err(HeadError::Malformed("uppercase field name"));
     }
     if is_connection_specific(name) {
         return Err(HeadError::Malformed("connection-specific field"));
     }
-    HeaderName::from_bytes(name).map_err(|_| HeadError::Malformed("invalid field name"))
-}
-
-/// `HeaderMap` holds at most 32,768 fields and panics past that; a list that long can only
-/// come from a very large `max_header_list_size`, so it is answered like one too large.
-fn append(map: &mut HeaderMap, name: HeaderName, value: HeaderValue) -> Result<(), HeadError> {
-    map.try_append(name, value)
-        .map(|_| ())
-        .map_err(|_| HeadError::Answer(431))
+    let token = |b: &u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(b);
+    if name.is_empty() || name.len() > usize::from(u16::MAX) || !name.iter().all(token) {
+        return Err(HeadError::Malformed("invalid field name"));
+    }
+    Ok(())
 }
 
 /// Digits only, no sign, no overflow.

@@ -16,8 +16,9 @@ pub struct Request {
     pub authority: Option<Bytes>,
     /// `:path`; `*` for a server-wide OPTIONS.
     pub path: Bytes,
-    /// Regular fields only. Several `cookie` fields are joined with "; " (RFC 9113 §8.2.3).
-    pub headers: http::HeaderMap,
+    /// Regular fields only, as spans of the decoded block. Several `cookie` fields are
+    /// joined with "; " (RFC 9113 §8.2.3).
+    pub headers: crate::HeaderFields,
     /// The content-length field, when sent.
     pub content_length: Option<u64>,
     /// True when no body follows (END_STREAM on the HEADERS).

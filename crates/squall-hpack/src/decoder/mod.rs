@@ -1,10 +1,15 @@
 //! The HPACK decoder (RFC 7541 §3, §6): turns a complete header block into fields, keeping
 //! the dynamic table in step with the peer's encoder. How it resists "HPACK bombs" is told
 //! on [`Decoder`].
+//!
+//! The fields of a block are written one after the other into one buffer, with a
+//! [`FieldSpan`] saying where each lies ([`Decoder::decode_spans`]): a request head costs one
+//! buffer and one list, not an allocation per field. [`Decoder::decode`] hands out the same
+//! fields as [`Field`]s, slices of that one buffer.
 
 mod table;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 use crate::huffman::{self, HuffmanError};
 use crate::static_table::{STATIC_TABLE, STATIC_TABLE_LEN};
@@ -42,6 +47,60 @@ pub struct Decoder {
     /// Where Huffman strings are decoded before being copied out at their exact length; kept
     /// between blocks so a block costs one allocation per string, not two.
     scratch: Vec<u8>,
+}
+
+/// Where one decoded field lies in the buffer [`Decoder::decode_spans`] wrote it into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FieldSpan {
+    /// Offset of the name in the buffer.
+    pub name: u32,
+    pub name_len: u32,
+    /// Offset of the value in the buffer; the value follows the name.
+    pub value: u32,
+    pub value_len: u32,
+    /// Sent as "literal never indexed" (see [`Field::sensitive`]).
+    pub sensitive: bool,
+}
+
+impl FieldSpan {
+    /// The name, in the buffer the span was decoded into.
+    pub fn name<'a>(&self, buf: &'a [u8]) -> &'a [u8] {
+        &buf[self.name as usize..(self.name + self.name_len) as usize]
+    }
+
+    /// The value, in the buffer the span was decoded into.
+    pub fn value<'a>(&self, buf: &'a [u8]) -> &'a [u8] {
+        &buf[self.value as usize..(self.value + self.value_len) as usize]
+    }
+}
+
+/// Where a block's fields go: their bytes, then their spans.
+struct Out<'a> {
+    bytes: &'a mut BytesMut,
+    spans: &'a mut Vec<FieldSpan>,
+}
+
+impl Out<'_> {
+    /// Records the field whose name and value were just written from `at` on.
+    fn push(&mut self, at: usize, name_len: usize, value_len: usize, sensitive: bool) {
+        debug_assert_eq!(at + name_len + value_len, self.bytes.len());
+        // `decode_spans` bounds the buffer at u32::MAX bytes.
+        self.spans.push(FieldSpan {
+            name: at as u32,
+            name_len: name_len as u32,
+            value: (at + name_len) as u32,
+            value_len: value_len as u32,
+            sensitive,
+        });
+    }
+
+    /// Copies a table entry in as a field.
+    fn push_copy(&mut self, name: &[u8], value: &[u8]) {
+        let at = self.bytes.len();
+        self.bytes.extend_from_slice(name);
+        self.bytes.extend_from_slice(value);
+        self.push(at, name.len(), value.len(), false);
+    }
 }
 
 /// Scratch capacity kept between blocks. Most strings are far shorter; a rare large one
@@ -126,7 +185,8 @@ impl Decoder {
     }
 
     /// Decodes one complete header block (the HEADERS frame's fragment and its CONTINUATION
-    /// fragments, joined), calling `emit` for each field in order.
+    /// fragments, joined), calling `emit` for each field in order. The fields share one
+    /// buffer (see [`Decoder::decode_spans`]).
     ///
     /// `max_header_list_size` bounds the fields' total size (RFC 9113 §6.5.2). On
     /// [`DecodeError::HeaderListTooLarge`] the fields emitted so far must be dropped, but the
@@ -137,15 +197,47 @@ impl Decoder {
         max_header_list_size: usize,
         mut emit: impl FnMut(Field),
     ) -> Result<(), DecodeError> {
+        let mut bytes = BytesMut::new();
+        let mut spans = Vec::new();
+        let result = self.decode_spans(block, max_header_list_size, &mut bytes, &mut spans);
+        let bytes = bytes.freeze();
+        for span in spans {
+            let name = span.name as usize..(span.name + span.name_len) as usize;
+            let value = span.value as usize..(span.value + span.value_len) as usize;
+            emit(Field {
+                name: bytes.slice(name),
+                value: bytes.slice(value),
+                sensitive: span.sensitive,
+            });
+        }
+        result
+    }
+
+    /// Decodes one complete header block as [`Decoder::decode`] does, writing each field's
+    /// name and value at the end of `bytes` and where they lie at the end of `spans`, in
+    /// order. Nothing is allocated per field, except a table entry's copy for a literal with
+    /// incremental indexing. The list's size is checked before a field's bytes are written,
+    /// so `bytes` grows by at most `max_header_list_size`; on an error, what was added to
+    /// `bytes` and `spans` must be dropped.
+    pub fn decode_spans(
+        &mut self,
+        block: &[u8],
+        max_header_list_size: usize,
+        bytes: &mut BytesMut,
+        spans: &mut Vec<FieldSpan>,
+    ) -> Result<(), DecodeError> {
         if let Some(error) = self.poisoned {
             return Err(error);
         }
+        // Offsets are u32: a limit that would carry them past u32::MAX is one that large.
+        let room = (u32::MAX as usize).saturating_sub(bytes.len().saturating_add(block.len()));
         let mut budget = Budget {
-            limit: max_header_list_size,
+            limit: max_header_list_size.min(room),
             used: 0,
             exceeded: false,
         };
-        let result = self.decode_block(block, &mut budget, &mut emit);
+        let mut out = Out { bytes, spans };
+        let result = self.decode_block(block, &mut budget, &mut out);
         if self.scratch.capacity() > SCRATCH_BYTES_KEPT_MAX {
             self.scratch = Vec::new();
         }
@@ -201,18 +293,18 @@ impl Decoder {
         &mut self,
         block: &[u8],
         budget: &mut Budget,
-        emit: &mut impl FnMut(Field),
+        out: &mut Out<'_>,
     ) -> Result<(), DecodeError> {
         let mut pos = self.size_updates(block)?;
         while let Some(&first) = block.get(pos) {
             let rest = &block[pos..];
             // RFC 7541 §6: the representation is told by the leading bits of its first byte.
             pos += match first {
-                0x80..=0xff => self.indexed(rest, budget, emit)?,
-                0x40..=0x7f => self.literal(rest, Literal::Incremental, budget, emit)?,
+                0x80..=0xff => self.indexed(rest, budget, out)?,
+                0x40..=0x7f => self.literal(rest, Literal::Incremental, budget, out)?,
                 0x20..=0x3f => return Err(DecodeError::SizeUpdateNotAtStart),
-                0x10..=0x1f => self.literal(rest, Literal::NeverIndexed, budget, emit)?,
-                0x00..=0x0f => self.literal(rest, Literal::WithoutIndexing, budget, emit)?,
+                0x10..=0x1f => self.literal(rest, Literal::NeverIndexed, budget, out)?,
+                0x00..=0x0f => self.literal(rest, Literal::WithoutIndexing, budget, out)?,
             };
         }
         Ok(())
@@ -251,16 +343,12 @@ impl Decoder {
         &self,
         src: &[u8],
         budget: &mut Budget,
-        emit: &mut impl FnMut(Field),
+        out: &mut Out<'_>,
     ) -> Result<usize, DecodeError> {
         let (index, len) = integer::decode(src, 7)?;
         let (name, value) = self.entry(index)?;
         if budget.admit(name.len(), value.len()) {
-            emit(Field {
-                name: name.clone(),
-                value: value.clone(),
-                sensitive: false,
-            });
+            out.push_copy(name, value);
         }
         Ok(len)
     }
@@ -272,7 +360,7 @@ impl Decoder {
         src: &[u8],
         kind: Literal,
         budget: &mut Budget,
-        emit: &mut impl FnMut(Field),
+        out: &mut Out<'_>,
     ) -> Result<usize, DecodeError> {
         let (index, mut pos) = integer::decode(src, kind.prefix_bits())?;
         let insert = kind == Literal::Incremental;
@@ -283,41 +371,56 @@ impl Decoder {
         } else {
             budget.string_cap()
         };
-        let name = if index == 0 {
-            let (name, len) = self.string(&src[pos..], cap)?;
+        let start = out.bytes.len();
+        // The name is copied out before the insertion below, which may evict the entry it
+        // names (RFC 7541 §4.4).
+        let name_fits = if index == 0 {
+            let (fits, len) = self.string(&src[pos..], cap, out.bytes)?;
             pos += len;
-            name
+            fits
         } else {
-            // Cloned before the insertion below, which may evict the entry it names
-            // (RFC 7541 §4.4).
-            Some(self.entry(index)?.0.clone())
+            let name = &self.entry(index)?.0;
+            let fits = name.len() <= cap;
+            if fits {
+                out.bytes.extend_from_slice(name);
+            }
+            fits
         };
-        let value_cap = cap.saturating_sub(name.as_ref().map_or(0, Bytes::len));
-        let (value, len) = self.string(&src[pos..], value_cap)?;
+        let name_len = out.bytes.len() - start;
+        let value_cap = if name_fits { cap - name_len } else { 0 };
+        let (value_fits, len) = self.string(&src[pos..], value_cap, out.bytes)?;
         pos += len;
-        let (Some(name), Some(value)) = (name, value) else {
+        if !(name_fits && value_fits) {
             // Only a capped string is skipped, and only when the budget cannot hold it.
             debug_assert!(!insert);
+            out.bytes.truncate(start);
             budget.exceeded = true;
             return Ok(pos);
-        };
-        if insert {
-            self.table.insert(name.clone(), value.clone());
         }
-        if budget.admit(name.len(), value.len()) {
-            let sensitive = kind == Literal::NeverIndexed;
-            emit(Field {
-                name,
-                value,
-                sensitive,
-            });
+        let value_len = out.bytes.len() - start - name_len;
+        if insert {
+            // One allocation holds the entry's name and value.
+            let entry = Bytes::copy_from_slice(&out.bytes[start..]);
+            self.table
+                .insert(entry.slice(..name_len), entry.slice(name_len..));
+        }
+        if budget.admit(name_len, value_len) {
+            out.push(start, name_len, value_len, kind == Literal::NeverIndexed);
+        } else {
+            out.bytes.truncate(start);
         }
         Ok(pos)
     }
 
-    /// A string literal (RFC 7541 §5.2) at the front of `src`, and the bytes it took. The
-    /// string is `None` when it would be longer than `cap`; it is then skipped undecoded.
-    fn string(&mut self, src: &[u8], cap: usize) -> Result<(Option<Bytes>, usize), DecodeError> {
+    /// A string literal (RFC 7541 §5.2) at the front of `src`, written at the end of `dst`,
+    /// and the bytes it took. The string is skipped undecoded (false) when it would be
+    /// longer than `cap`.
+    fn string(
+        &mut self,
+        src: &[u8],
+        cap: usize,
+        dst: &mut BytesMut,
+    ) -> Result<(bool, usize), DecodeError> {
         let (len, prefix_len) = integer::decode(src, 7)?;
         let end = prefix_len.saturating_add(len as usize);
         let Some(raw) = src.get(prefix_len..end) else {
@@ -325,16 +428,22 @@ impl Decoder {
         };
         let is_huffman = src[0] & 0x80 != 0;
         if !is_huffman {
-            let string = (raw.len() <= cap).then(|| Bytes::copy_from_slice(raw));
-            return Ok((string, end));
+            let fits = raw.len() <= cap;
+            if fits {
+                dst.extend_from_slice(raw);
+            }
+            return Ok((fits, end));
         }
         if huffman::decoded_len_min(raw.len()) > cap {
-            return Ok((None, end));
+            return Ok((false, end));
         }
         self.scratch.clear();
         match huffman::decode(raw, cap, &mut self.scratch) {
-            Ok(()) => Ok((Some(Bytes::copy_from_slice(&self.scratch)), end)),
-            Err(HuffmanError::TooLong) => Ok((None, end)),
+            Ok(()) => {
+                dst.extend_from_slice(&self.scratch);
+                Ok((true, end))
+            }
+            Err(HuffmanError::TooLong) => Ok((false, end)),
             Err(HuffmanError::Eos) => Err(DecodeError::HuffmanEos),
             Err(HuffmanError::PaddingTooLong) => Err(DecodeError::HuffmanPaddingTooLong),
             Err(HuffmanError::PaddingNotOnes) => Err(DecodeError::HuffmanPaddingNotOnes),

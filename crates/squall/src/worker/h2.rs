@@ -133,16 +133,23 @@ pub fn request_head(request: Request) -> Option<RequestHead> {
         method,
         authority,
         path,
-        mut headers,
+        headers,
         content_length,
         end_stream,
         ..
     } = request;
     let uri = Uri::from_maybe_shared(path).ok()?;
+    // The decoded block's bytes and spans become the head's fields as they are: the span
+    // vector is reused in place (same layout), so nothing is copied or allocated per field.
+    let (bytes, spans) = headers.into_parts();
+    let spans = (spans.into_iter())
+        .map(|s| [s.name, s.name_len, s.value, s.value_len])
+        .collect();
+    let mut headers = squall_h1::Fields::from_parts(bytes, spans)?;
     if let Some(authority) = authority
         && !headers.contains_key(http::header::HOST)
     {
-        headers.insert(
+        headers.append(
             http::header::HOST,
             HeaderValue::from_maybe_shared(authority).ok()?,
         );
@@ -156,8 +163,7 @@ pub fn request_head(request: Request) -> Option<RequestHead> {
         method,
         uri,
         version: Version::HTTP_2,
-        // A copy into one buffer: converting HPACK's output without a map is a later step.
-        headers: squall_h1::Fields::from_header_map(&headers),
+        headers,
         keep_alive: true,
         expect_continue: false,
         body,
@@ -569,7 +575,7 @@ mod tests {
             scheme: Bytes::from_static(b"https"),
             authority: authority.map(|a| Bytes::from_static(a.as_bytes())),
             path: Bytes::from_static(path.as_bytes()),
-            headers: http::HeaderMap::new(),
+            headers: squall_h2::HeaderFields::default(),
             content_length: None,
             end_stream,
         }
