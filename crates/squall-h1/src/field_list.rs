@@ -206,6 +206,19 @@ impl Fields {
         map
     }
 
+    /// `value`, one of this list's, as an `http` value that shares the received bytes (an
+    /// added field's value is copied).
+    pub fn shared_value(&self, value: FieldValue<'_>) -> HeaderValue {
+        let (at, base) = (value.0.as_ptr() as usize, self.bytes.as_ptr() as usize);
+        let within = at >= base && at + value.0.len() <= base + self.bytes.len();
+        // `within` is what `slice_ref` requires of its argument.
+        if within && let Ok(shared) = HeaderValue::from_maybe_shared(self.bytes.slice_ref(value.0))
+        {
+            return shared;
+        }
+        value.to_header_value()
+    }
+
     /// The first value of `name`.
     pub fn get<K: AsFieldName>(&self, name: K) -> Option<FieldValue<'_>> {
         let name = name.as_field_name();

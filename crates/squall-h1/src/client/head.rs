@@ -2,18 +2,18 @@
 //! that decide how the body is framed and whether the connection can carry another request.
 //!
 //! As in the server role, the head arrives cut from the receive buffer as one `Bytes`, and
-//! the reason phrase and every field value are slices of it.
+//! the reason phrase and every field are spans of it ([`Fields`]): no `http::HeaderMap` is
+//! built per response, nothing is allocated per field.
 
 use std::mem::MaybeUninit;
 
 use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{StatusCode, Version};
 
 use super::ResponseErrorKind;
 use crate::fields::{self, CodedBody, ConnectionOptions, ResponseCodings};
 use crate::head::{STACK_HEADERS, has_bare_cr, header_slots};
-use crate::{ErrorKind, ResponseBody};
+use crate::{ErrorKind, Fields, ResponseBody};
 
 /// A parsed response head, from an origin.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,9 +24,9 @@ pub struct OriginHead {
     /// The reason phrase as sent (possibly empty, possibly obs-text); RFC 9112 §4 says a client
     /// SHOULD ignore it, and the response encoder writes the canonical one.
     pub reason: Bytes,
-    /// Every field line, in order, with repeated names kept apart; framing and hop-by-hop
-    /// fields included (see [`crate::strip_hop_by_hop`]).
-    pub headers: HeaderMap,
+    /// Every field line, in order, as spans of the received head; framing and hop-by-hop
+    /// fields included (see [`crate::HopByHop`]).
+    pub headers: Fields,
     /// The origin allows another request on this connection once this response has ended
     /// (RFC 9112 §9.3): HTTP/1.1 without `Connection: close`, or HTTP/1.0 with `keep-alive`;
     /// never when the body runs until close. Meaningless on an interim (1xx) head.
@@ -65,6 +65,10 @@ pub(crate) fn parse_response_head(
     headers_count_max: usize,
     request_is_head: bool,
 ) -> Result<OriginHead, ResponseErrorKind> {
+    if u32::try_from(head.len()).is_err() {
+        // Field offsets are u32 (`Fields`); only a header_bytes_max of 4 GiB lets one through.
+        return Err(ResponseErrorKind::HeaderTooLarge);
+    }
     let mut stack = [const { MaybeUninit::uninit() }; STACK_HEADERS];
     let mut heap = Vec::new();
     let slots = header_slots(&mut stack, &mut heap, headers_count_max, head.len());
@@ -92,14 +96,21 @@ pub(crate) fn parse_response_head(
         Version::HTTP_11
     };
     let mut fields = FramingFields::default();
-    let mut headers = HeaderMap::with_capacity(resp.headers.len());
+    let mut headers = Fields::with_capacity(head.clone(), resp.headers.len());
     for field in resp.headers.iter() {
-        let name = HeaderName::from_bytes(field.name.as_bytes())
-            .map_err(|_| ResponseErrorKind::BadHeaderName)?;
-        let value = HeaderValue::from_maybe_shared(head.slice_ref(field.value))
-            .map_err(|_| ResponseErrorKind::BadHeaderValue)?;
-        fields.add(&name, field.value)?;
-        headers.append(name, value);
+        let name = field.name.as_bytes();
+        // httparse checked names as tokens and values as field-value bytes, the sets `http`
+        // checks too; a name `http` would refuse for its length is refused here, so that
+        // every name converts to a HeaderName at the edges that want one.
+        if name.len() > usize::from(u16::MAX) {
+            return Err(ResponseErrorKind::BadHeaderName);
+        }
+        debug_assert!(
+            http::HeaderName::from_bytes(name).is_ok()
+                && http::HeaderValue::from_bytes(field.value).is_ok()
+        );
+        fields.add(name, field.value)?;
+        headers.push_received(name, field.value);
     }
     let body = fields.body(status, version, request_is_head)?;
     Ok(OriginHead {
@@ -155,12 +166,12 @@ struct FramingFields {
 
 impl FramingFields {
     /// Looks at one field line; the grammars are the server role's.
-    fn add(&mut self, name: &HeaderName, value: &[u8]) -> Result<(), ErrorKind> {
-        if *name == header::CONTENT_LENGTH {
+    fn add(&mut self, name: &[u8], value: &[u8]) -> Result<(), ErrorKind> {
+        if name.eq_ignore_ascii_case(b"content-length") {
             self.content_length = Some(fields::merge_content_length(self.content_length, value)?);
-        } else if *name == header::TRANSFER_ENCODING {
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
             self.transfer_codings.add(value)?;
-        } else if *name == header::CONNECTION {
+        } else if name.eq_ignore_ascii_case(b"connection") {
             self.connection.add(value);
         }
         Ok(())

@@ -128,7 +128,8 @@ impl Exchange {
         if self.route.cache {
             self.actions.push_back(Action::Fill(FillHook::Head {
                 status: head.status,
-                headers: head.headers,
+                // The cache stores a map: built here, once per fill, not per response.
+                headers: head.headers.to_header_map(),
                 client_headers: headers.clone(),
                 body_len,
             }));
