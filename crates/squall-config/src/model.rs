@@ -786,6 +786,19 @@ pub struct Route {
     /// `intercept_errors`: an origin's 4xx/5xx response with a configured error page is
     /// answered with the page instead (its status kept). Only on proxy routes.
     pub intercept_errors: bool,
+    /// `upgrade = [..]`: the `Upgrade` protocols (lowercase tokens) this proxy route forwards
+    /// to the origin, with `tunnel_idle_timeout`. `None`: upgrades are stripped.
+    pub upgrade: Option<Upgrade>,
+}
+
+/// A route's `upgrade` and `tunnel_idle_timeout`: which HTTP/1.1 upgrades (RFC 9110 §7.8)
+/// become tunnels between client and origin, and how long a tunnel may stay silent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upgrade {
+    /// Non-empty, lowercase tokens, such as `websocket`.
+    pub protocols: Vec<String>,
+    /// No byte either way for this long: both sides are closed.
+    pub tunnel_idle_timeout: Duration,
 }
 
 /// A route's `compress`: which responses are compressed (gzip, brotli or zstd, as the

@@ -208,6 +208,8 @@ pub(crate) struct RawRoute {
     pub response_headers: Option<Spanned<RawHeaderEdits>>,
     pub compress: Option<Spanned<RawCompress>>,
     pub intercept_errors: Option<Spanned<bool>>,
+    pub upgrade: Option<List<String>>,
+    pub tunnel_idle_timeout: Option<Val>,
 }
 
 /// A string, or a list of them (`index = "index.html"` or `index = ["index.html", "i.htm"]`).

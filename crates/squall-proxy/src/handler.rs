@@ -55,6 +55,9 @@ pub struct ProxyRoute {
     pub cache_ttl: Option<std::time::Duration>,
     /// `compress`: which responses are compressed, and how hard.
     pub compress: Option<squall_config::Compress>,
+    /// `upgrade` and `tunnel_idle_timeout`: the upgrades forwarded, as tunnels (`None`:
+    /// `Upgrade` is stripped).
+    pub upgrade: Option<squall_config::Upgrade>,
 }
 
 /// A piece of a redirect target: literal text or a variable filled from the request.
@@ -261,6 +264,7 @@ fn handler(route: &Route, upstreams: &[Upstream], id: u32) -> Handler {
             cache: route.cache,
             cache_ttl: route.cache_ttl,
             compress: route.compress.clone(),
+            upgrade: route.upgrade.clone(),
         })),
     }
 }

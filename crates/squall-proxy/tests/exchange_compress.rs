@@ -29,6 +29,7 @@ fn route(cache: bool) -> Arc<ProxyRoute> {
         cache,
         cache_ttl: None,
         compress: Some(Compress::default()),
+        upgrade: None,
     })
 }
 

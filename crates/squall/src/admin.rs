@@ -169,6 +169,26 @@ const FAMILIES: &[Family] = &[
         |w| &w.buffer_budget_pauses,
     ),
     (
+        "squall_tunnels_total",
+        "HTTP/1.1 upgrades (WebSocket) that became tunnels between a client and an origin.",
+        |w| &w.tunnels,
+    ),
+    (
+        "squall_tunnels_closed_total",
+        "Tunnels that ended (both sides done, the idle timeout, or a failure).",
+        |w| &w.tunnels_closed,
+    ),
+    (
+        "squall_tunnel_bytes_up_total",
+        "Bytes tunnels carried from clients to origins.",
+        |w| &w.tunnel_bytes_up,
+    ),
+    (
+        "squall_tunnel_bytes_down_total",
+        "Bytes tunnels carried from origins to clients.",
+        |w| &w.tunnel_bytes_down,
+    ),
+    (
         "squall_tls_errors_total",
         "TLS connections ended by a TLS error.",
         |w| &w.tls_errors,
@@ -393,6 +413,15 @@ fn render_accept_gauges(out: &mut String, metrics: &Metrics) {
         let value = worker.accept_paused.load(Relaxed);
         let _ = writeln!(out, "squall_accept_paused{{worker=\"{id}\"}} {value}");
     }
+    let _ = writeln!(
+        out,
+        "# HELP squall_tunnels_open Tunnels (upgraded HTTP/1.1 connections) open now."
+    );
+    let _ = writeln!(out, "# TYPE squall_tunnels_open gauge");
+    let open: u64 = (metrics.workers().iter())
+        .map(|w| w.tunnels.get().saturating_sub(w.tunnels_closed.get()))
+        .sum();
+    let _ = writeln!(out, "squall_tunnels_open {open}");
     let budget = &metrics.descriptors;
     let max = budget.max().min(i64::MAX as usize);
     for (name, help, value) in [

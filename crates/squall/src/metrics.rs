@@ -210,6 +210,11 @@ pub struct WorkerCounters {
     pub upstream_descriptor_failures: Counter,
     /// Proxied responses whose origin paused because the process was over its buffer budget.
     pub buffer_budget_pauses: Counter,
+    /// HTTP/1.1 upgrades that became tunnels, those that ended, and their bytes each way.
+    pub tunnels: Counter,
+    pub tunnels_closed: Counter,
+    pub tunnel_bytes_up: Counter,
+    pub tunnel_bytes_down: Counter,
     pub tls_errors: Counter,
     /// TLS handshakes completed: full ones, and resumptions (ticket or session id).
     pub tls_handshakes_full: Counter,

@@ -4,6 +4,7 @@
 //! depend on an order the operator cannot see, so both mistakes are errors at the second key.
 
 use std::ops::Range;
+use std::time::Duration;
 
 use http::HeaderName;
 use toml::Spanned;
@@ -136,6 +137,7 @@ fn route(item: &Spanned<RawRoute>, upstreams: &[Upstream], r: &mut Report) -> Op
             "intercept_errors only applies to proxy routes",
         );
     }
+    let upgrade = upgrade(raw, &action, r);
     Some(Route {
         matcher: matcher?,
         methods,
@@ -152,6 +154,59 @@ fn route(item: &Spanned<RawRoute>, upstreams: &[Upstream], r: &mut Report) -> Op
         response_headers,
         compress,
         intercept_errors,
+        upgrade,
+    })
+}
+
+/// The default `tunnel_idle_timeout`: what nginx's `proxy_read_timeout` gives a WebSocket.
+const TUNNEL_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A route's `upgrade` and `tunnel_idle_timeout`: tokens only (RFC 9110 §5.6.2), lowercase,
+/// on proxy routes only.
+fn upgrade(raw: &RawRoute, action: &Option<Action>, r: &mut Report) -> Option<Upgrade> {
+    if let (Some(t), None) = (&raw.tunnel_idle_timeout, &raw.upgrade) {
+        r.error(&t.span(), "tunnel_idle_timeout needs upgrade = [..]");
+    }
+    let list = raw.upgrade.as_ref()?;
+    if action.as_ref().is_some_and(|a| !a.is_proxy()) {
+        r.error(&list.span(), "upgrade only applies to proxy routes");
+    }
+    if list.get_ref().is_empty() {
+        r.error(
+            &list.span(),
+            "upgrade: name at least one protocol, as in [\"websocket\"]",
+        );
+    }
+    let mut protocols = Vec::new();
+    for item in list.get_ref() {
+        let token = item.get_ref();
+        let valid = !token.is_empty()
+            && token.bytes().all(|b| {
+                b.is_ascii_lowercase() || b.is_ascii_digit() || b"!#$%&'*+-.^_`|~".contains(&b)
+            });
+        if !valid {
+            let message = format!(
+                "upgrade: {token:?} is not a lowercase protocol token, such as \"websocket\""
+            );
+            r.error(&item.span(), message);
+        } else if token == "h2c" {
+            r.error(
+                &item.span(),
+                "upgrade: h2c is refused (served as HTTP/1.1); use a listener's protocols",
+            );
+        } else if !protocols.contains(token) {
+            protocols.push(token.clone());
+        }
+    }
+    let tunnel_idle_timeout = super::value::timeout_or(
+        r,
+        "tunnel_idle_timeout",
+        raw.tunnel_idle_timeout.as_ref(),
+        TUNNEL_IDLE_TIMEOUT,
+    );
+    Some(Upgrade {
+        protocols,
+        tunnel_idle_timeout,
     })
 }
 

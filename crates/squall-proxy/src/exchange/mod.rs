@@ -37,6 +37,9 @@
 
 mod request;
 mod response;
+mod tunnel;
+
+pub use tunnel::TunnelStats;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -113,6 +116,9 @@ pub enum Action {
     /// The exchange is done with the origin connection: back to the pool if `reusable`, else
     /// close it (a connect in flight is cancelled).
     ReleaseOrigin { reusable: bool },
+    /// Shut the origin connection's write side (`shutdown(SHUT_WR)`): the client of a tunnel
+    /// closed its side, and everything it sent before has been written.
+    ShutdownOrigin,
     /// Tell the balancer how the pick of `server` went (one report per pick).
     Report {
         server: ServerId,
@@ -231,6 +237,8 @@ enum Phase {
     Connecting,
     /// Connected: request going out, response coming in.
     Exchanging,
+    /// Upgraded (`tunnel.rs`): bytes both ways until both sides are done.
+    Tunnel,
     /// Ended one way or another; later events are ignored.
     Done,
 }
@@ -285,6 +293,10 @@ pub struct Exchange {
     compressor: Option<Box<Compressor>>,
     /// What the compression of a finished response did.
     compressed: Option<Stats>,
+    /// The upgrade protocols forwarded to the origin (`tunnel.rs`), when the route allows the
+    /// request's.
+    offered: Option<String>,
+    tunnel: Option<tunnel::Tunnel>,
 }
 
 impl Exchange {
@@ -298,6 +310,7 @@ impl Exchange {
         now: Instant,
     ) -> Exchange {
         let request_complete = head.body == squall_h1::BodyKind::Empty;
+        let offered = tunnel::offered(&head, &route, client.protocol);
         let mut exchange = Exchange {
             head,
             route,
@@ -328,6 +341,8 @@ impl Exchange {
             answered_elsewhere: false,
             compressor: None,
             compressed: None,
+            offered,
+            tunnel: None,
         };
         if exchange.head.expect_continue && client.protocol == ClientProtocol::Http11 {
             exchange.tell_client(ToClient::Continue);
@@ -389,7 +404,7 @@ impl Exchange {
     /// When [`on_timer`](Exchange::on_timer) is due.
     pub fn next_deadline(&self) -> Option<Instant> {
         match self.phase {
-            Phase::Connecting | Phase::Exchanging => self.deadline,
+            Phase::Connecting | Phase::Exchanging | Phase::Tunnel => self.deadline,
             Phase::Picking | Phase::Done => None,
         }
     }
@@ -407,6 +422,8 @@ impl Exchange {
             // Waiting on the client, not the origin: the client's own timers bound this.
             Phase::Exchanging if self.paused => self.arm_response_timeout(now),
             Phase::Exchanging => self.fail(UpstreamErrorClass::ResponseTimeout, now),
+            // Nothing either way for `tunnel_idle_timeout`.
+            Phase::Tunnel => self.tunnel_origin_eof(now),
             Phase::Picking | Phase::Done => {}
         }
     }
@@ -415,7 +432,7 @@ impl Exchange {
     /// unsent). Call it after running the queued actions, whenever that changes.
     pub fn on_client_room(&mut self, room: usize, now: Instant) {
         self.room = room;
-        if self.phase != Phase::Exchanging {
+        if !matches!(self.phase, Phase::Exchanging | Phase::Tunnel) {
             return;
         }
         if self.paused && room > self.config.high_water_bytes / 2 {
@@ -431,7 +448,7 @@ impl Exchange {
     /// the high-water mark for as long as other clients hold their bytes; without this a
     /// client that reads would wait on the ones that do not.
     pub fn on_client_room_drained(&mut self, room: usize, now: Instant) {
-        if self.phase == Phase::Exchanging && self.paused && room > 0 {
+        if matches!(self.phase, Phase::Exchanging | Phase::Tunnel) && self.paused && room > 0 {
             self.paused = false;
             self.actions.push_back(Action::ResumeOrigin);
         }
@@ -527,13 +544,18 @@ impl Exchange {
                 let decoder = self.decoder.as_ref().expect("connected exchanges decode");
                 decoder.check_invariants();
             }
+            Phase::Tunnel => {
+                assert!(self.holding_origin && self.server.is_none(), "reported at the 101");
+                assert!(self.decoder.is_none() && self.tunnel.is_some());
+                assert!(self.deadline.is_some());
+            }
             Phase::Done => {
                 assert!(!self.holding_origin, "a finished exchange holds no origin");
                 assert!(self.server.is_none(), "every pick is reported");
             }
         }
         assert!(
-            !self.paused || self.phase == Phase::Exchanging,
+            !self.paused || matches!(self.phase, Phase::Exchanging | Phase::Tunnel),
             "only a live origin pauses"
         );
         assert!(self.framing.is_some() == self.response_started);

@@ -51,6 +51,7 @@ impl Exchange {
         let peer = self.peer();
         let mut out = BytesMut::with_capacity(512 + self.body.len());
         forward::encode_request(&self.head, &self.route, peer, &mut out);
+        self.put_upgrade(&mut out);
         out.extend_from_slice(&self.body);
         self.body.clear();
         self.request_sent = true;
@@ -89,6 +90,7 @@ impl Exchange {
         if self.phase == Phase::Exchanging && n > 0 {
             self.arm_response_timeout(now);
         }
+        self.shut_origin_when_sent(now);
     }
 
     /// A piece of the request body, as the client's codec delivered it (de-chunked). It is

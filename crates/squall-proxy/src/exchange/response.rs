@@ -22,6 +22,9 @@ use crate::forward;
 impl Exchange {
     /// Bytes the origin sent. They are decoded as far as the client has room for.
     pub fn on_origin_data(&mut self, data: &[u8], now: Instant) {
+        if self.phase == Phase::Tunnel {
+            return self.tunnel_origin_data(data, now);
+        }
         if self.phase != Phase::Exchanging || data.is_empty() {
             return;
         }
@@ -35,6 +38,9 @@ impl Exchange {
     /// The origin closed its side (a read returned 0). A close-delimited body ends here; any
     /// other unfinished response is a failure.
     pub fn on_origin_eof(&mut self, now: Instant) {
+        if self.phase == Phase::Tunnel {
+            return self.tunnel_origin_eof(now);
+        }
         if self.phase != Phase::Exchanging {
             return;
         }
@@ -44,6 +50,9 @@ impl Exchange {
 
     /// Reading from or writing to the origin failed (a reset, say).
     pub fn on_origin_error(&mut self, now: Instant) {
+        if self.phase == Phase::Tunnel {
+            return self.tunnel_failed();
+        }
         if self.phase == Phase::Exchanging {
             self.fail(forward::early_end_class(self.reused), now);
         }
@@ -55,6 +64,11 @@ impl Exchange {
             if self.response_started && self.room == 0 && !self.answered_elsewhere {
                 self.pause();
                 return;
+            }
+            match self.take_switch(now) {
+                Some(true) => continue,
+                Some(false) => return,
+                None => {}
             }
             let Some(decoder) = self.decoder.as_mut() else {
                 return;

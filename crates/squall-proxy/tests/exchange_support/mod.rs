@@ -88,6 +88,7 @@ pub fn route(cache: bool) -> Arc<ProxyRoute> {
         cache,
         cache_ttl: None,
         compress: None,
+        upgrade: None,
     })
 }
 
@@ -178,6 +179,7 @@ impl Pair {
             }
             Action::PauseOrigin => self.flow.push("pause"),
             Action::ResumeOrigin => self.flow.push("resume"),
+            Action::ShutdownOrigin => self.flow.push("shutdown"),
             Action::ReleaseOrigin { reusable } => {
                 let index = self.current.take().expect("a release follows a connect");
                 let conn = &mut self.conns[index];

@@ -36,8 +36,13 @@ impl Worker {
             }
             return;
         };
+        self.conns[index].socket.on_recv(more);
+        // A tunnel's client closed its side: the tunnel runs on, the other way.
+        if matches!(result, Ok(None)) && self.tunnel_client_eof(index) {
+            self.op_done_at(index);
+            return;
+        }
         let conn = &mut self.conns[index];
-        conn.socket.on_recv(more);
         match result {
             Ok(Some(buf)) => {
                 if conn.phase == Phase::Open && conn.proxy_header.is_some() {
@@ -59,8 +64,10 @@ impl Worker {
                 }
                 self.ring.recycle(buf);
                 // A multishot receive ends when the ring runs short of buffers: re-armed
-                // unless the connection is closing.
-                conn.socket.arm_recv(&mut self.ring, token);
+                // unless the connection is closing (or a tunnel's origin is full).
+                if !conn.reads_paused {
+                    conn.socket.arm_recv(&mut self.ring, token);
+                }
                 if conn.phase == Phase::Open {
                     self.process(index);
                 }

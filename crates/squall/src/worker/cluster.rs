@@ -131,6 +131,7 @@ impl Worker {
             cache_ttl: route.cache_ttl,
             // The owner compresses for the client; the copy passes through as it is.
             compress: None,
+            upgrade: None,
         }))
     }
 

@@ -81,6 +81,9 @@ pub struct Conn {
     pub cut: bool,
     /// Decoding paused because `out` is full; resumed when a send completes.
     pub blocked: bool,
+    /// A tunnel's origin has the high-water mark unsent: the client's receive is not re-armed
+    /// until it drains (`tunnel.rs`).
+    pub reads_paused: bool,
     /// When the first byte of the current request head arrived (the slowloris clock).
     pub head_started: Option<Instant>,
     /// True until the first request head has begun (a new connection's wait counts as a head).
@@ -147,6 +150,7 @@ impl Conn {
             verifying: false,
             cut: false,
             blocked: false,
+            reads_paused: false,
             head_started: None,
             fresh: true,
             protocols: super::h2::Protocols::default(),

@@ -50,6 +50,9 @@ impl Worker {
 
     /// Decodes and answers every complete HTTP/1.x request in the receive buffer, in order.
     pub(super) fn process_h1(&mut self, index: usize) {
+        if self.tunnel_client(index) {
+            return;
+        }
         // A request for the cache stops the decoding loop when it parks or goes to the
         // origin; when the cache answered it, decoding goes on with the next pipelined
         // request. A proxied request's session starts at its head, and its body follows.

@@ -21,6 +21,7 @@ mod purge;
 mod session;
 mod socket;
 mod token;
+mod tunnel;
 
 use std::io;
 use std::net::SocketAddr;

@@ -270,6 +270,11 @@ impl Worker {
                     self.resume_origin(index);
                 }
             }
+            Action::ShutdownOrigin => {
+                if let Some(index) = self.session_mut(id).and_then(|s| s.origin) {
+                    self.shutdown_origin(index);
+                }
+            }
             Action::ReleaseOrigin { reusable } => {
                 if let Some(index) = self.session_mut(id).and_then(|s| s.origin.take()) {
                     self.origins[index].session = None;
@@ -303,6 +308,7 @@ impl Worker {
                 effects.kick = true;
             }
             Action::Client(message) => {
+                self.count_tunnel_start(&message);
                 let (mut down, sessions) = self.split();
                 let Some(session) = sessions.get_mut(id.index).filter(|s| !s.detached) else {
                     return;
@@ -582,6 +588,7 @@ impl Worker {
             (self.runtime.metrics.worker(self.id).upstream_duration)
                 .observe(self.now.saturating_duration_since(started));
         }
+        self.count_tunnel_end(session.ex.tunnel_stats());
         if let Some((cache, invalidation)) = session.invalidate {
             invalidation.on_response(session.ex.status(), &cache.store);
         }
