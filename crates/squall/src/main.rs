@@ -22,6 +22,7 @@ mod request_id;
 mod resolve;
 mod roots;
 mod server;
+mod ticket_watch;
 mod static_files;
 mod timer;
 mod tls;

@@ -79,6 +79,8 @@ pub struct Runtime {
     pub proxy_protocol: Vec<(SocketAddr, Arc<[squall_config::IpNet]>)>,
     /// `server.drain_timeout`: a graceful stop waits this long for in-flight requests.
     pub drain_timeout: Duration,
+    /// `[tls] ticket_key_file`, watched for changes (`ticket_watch.rs`).
+    pub ticket_key_file: Option<PathBuf>,
 }
 
 /// Connection timeouts from `[limits]`.
@@ -255,6 +257,7 @@ impl Runtime {
             cache,
             config_hash: fnv1a(format!("{config:?}").as_bytes()),
             drain_timeout: config.server.drain_timeout,
+            ticket_key_file: config.tls.ticket_key_file.clone(),
         })
     }
 }
@@ -463,6 +466,7 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
     crate::notify::start_watchdog(metrics.clone());
     crate::resolve::start(resolution.resolver.clone(), metrics.clone())?;
     crate::trim::start(metrics.clone());
+    let ticket_watch = crate::ticket_watch::TicketWatch::start(runtime.ticket_key_file.clone());
 
     let config_path = path.map(PathBuf::from);
     for signal in signals.forever() {
@@ -483,6 +487,9 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
                 for waiter in waiting {
                     let _ = waiter.send(outcome.clone());
                 }
+                // The file as this reload read it is the one in force: only a later change
+                // reloads again.
+                ticket_watch.follow(runtime.ticket_key_file.clone());
             }
             // Raised by the resolver thread when a host name's addresses changed.
             SIGUSR2 => refresh(&mut resolution, &workers, &mut runtime, &mut listening),
