@@ -352,9 +352,12 @@ fn nodes_sharing_a_ticket_key_file_resume_each_others_sessions() {
     let (cert, key) = squall_e2e::openssl_cert(dir.path(), "fleet.test");
     let (shared_key, other_key, next_key) = (new_ticket_key(), new_ticket_key(), new_ticket_key());
     let shared = key_file(dir.path(), "shared.keys", &[&shared_key]);
+    // b's own copy of the same key: what an operator's tooling pushes to each node, and what
+    // lets the test rotate b alone (each node watches its file).
+    let shared_b = key_file(dir.path(), "shared-b.keys", &[&shared_key]);
     let other = key_file(dir.path(), "other.keys", &[&other_key]);
     let a = tls_node(&cert, &key, Some(&shared));
-    let b = tls_node(&cert, &key, Some(&shared));
+    let b = tls_node(&cert, &key, Some(&shared_b));
     let c = tls_node(&cert, &key, Some(&other));
     let alone = tls_node(&cert, &key, None);
     let session = |name: &str| dir.path().join(name);
@@ -371,8 +374,7 @@ fn nodes_sharing_a_ticket_key_file_resume_each_others_sessions() {
 
     // Rotation on b: a new key first, the shared one kept. b seals with the new key (which a
     // does not have yet) and still opens a's tickets.
-    key_file(dir.path(), "shared.keys", &[&next_key, &shared_key]);
-    let _ = std::fs::copy(&shared, dir.path().join("unused"));
+    key_file(dir.path(), "shared-b.keys", &[&next_key, &shared_key]);
     b.signal(libc::SIGHUP);
     assert!(
         b.wait_log("configuration reloaded", 1, Duration::from_secs(10)),
@@ -395,7 +397,7 @@ fn nodes_sharing_a_ticket_key_file_resume_each_others_sessions() {
         count("ticket_key_file changed"),
         count("configuration reloaded"),
     );
-    key_file(dir.path(), "shared.keys", &[&next_key]);
+    key_file(dir.path(), "shared-b.keys", &[&next_key]);
     assert!(
         b.wait_log(
             "ticket_key_file changed",
@@ -688,5 +690,50 @@ fn zipf_one_node_against_three_with_equal_memory() {
             z.entries,
             z.evictions
         );
+    }
+}
+
+/// `local_ttl`: a node keeps a borrowed copy of what it fetched from a key's owner and serves
+/// it itself while the copy is young; without it, every request for the key goes to its owner.
+#[test]
+fn local_ttl_keeps_a_borrowed_copy_on_the_node_that_fetched_it() {
+    // (local_ttl, forwards for the 5 requests after the first)
+    for (local_ttl, forwards_expected) in [("2s", 0.0), ("0s", 5.0)] {
+        let (origin, seen) = start_origin();
+        let addresses = node_addresses();
+        let extra = format!("local_ttl = \"{local_ttl}\"");
+        let nodes: Vec<Squall> = (0..3)
+            .map(|i| start_node_with(origin, &addresses, i, &extra))
+            .collect();
+        // A path node a does not own (found by asking: a forward shows in a's counter).
+        let path = (0..64)
+            .map(|i| format!("/c/hot/{i}"))
+            .find(|path| {
+                let before = metric(&nodes[0], "squall_cluster_forwarded_total");
+                assert_eq!(request(&nodes[0], "GET", path).status, 200);
+                metric(&nodes[0], "squall_cluster_forwarded_total") > before
+            })
+            .expect("some key is owned by another node");
+        let forwarded = metric(&nodes[0], "squall_cluster_forwarded_total");
+        for _ in 0..5 {
+            let response = request(&nodes[0], "GET", &path);
+            assert_eq!(response.status, 200);
+            assert_eq!(response.body_text(), path);
+        }
+        let again = metric(&nodes[0], "squall_cluster_forwarded_total") - forwarded;
+        assert!(
+            (again - forwards_expected).abs() < 0.5,
+            "local_ttl {local_ttl}: {again} more forwards for 5 requests"
+        );
+        assert_eq!(seen.count(&path), 1, "fetched from the origin once");
+        if local_ttl == "2s" {
+            // Once the copy is older than local_ttl, the owner is asked again (still no origin
+            // fetch: the owner's copy is fresh for a minute).
+            std::thread::sleep(Duration::from_millis(2_300));
+            assert_eq!(request(&nodes[0], "GET", &path).status, 200);
+            let after = metric(&nodes[0], "squall_cluster_forwarded_total") - forwarded;
+            assert!(after >= 1.0, "the expired copy was served again");
+            assert_eq!(seen.count(&path), 1);
+        }
     }
 }

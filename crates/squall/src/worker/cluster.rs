@@ -120,8 +120,9 @@ impl Worker {
     ) -> Option<Arc<ProxyRoute>> {
         let cluster = self.runtime.cluster.as_deref()?;
         let upstream = cluster.nodes.get(node)?.upstream?;
+        // Counted when a session sends it (`open_session`): with `local_ttl`, a borrowed copy
+        // may answer it here instead.
         head.headers.insert(HOP, cluster.hop_value.clone());
-        self.runtime.metrics.worker(self.id).cluster_forwarded.inc();
         Some(Arc::new(ProxyRoute {
             id: route.id,
             upstream,

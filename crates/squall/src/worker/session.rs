@@ -168,6 +168,10 @@ impl Worker {
         invalidate: Option<(Arc<Cache>, Invalidation)>,
         fill: Option<Box<CacheFill>>,
     ) -> SessionId {
+        // A request that carries the hop field goes to its key's owner (`route_to_owner`).
+        if self.runtime.cluster.is_some() && head.headers.contains_key(crate::cluster::HOP) {
+            self.runtime.metrics.worker(self.id).cluster_forwarded.inc();
+        }
         let upstream = route.upstream;
         let group = self.upstreams.groups.get(upstream);
         let config = ExchangeConfig {
