@@ -555,3 +555,39 @@ pub fn tiny_origin(name: &'static str) -> SocketAddr {
     });
     addr
 }
+
+/// One TLS 1.3 handshake with `openssl s_client` to `addr` (SNI `servername`), sending
+/// `request` and saving the session to a file (`("-sess_out", path)`) or resuming one
+/// (`("-sess_in", path)`); returns what s_client printed (the response included) and whether
+/// the session was resumed ("Reused, TLSv1.3").
+pub fn s_client_tls13(
+    addr: SocketAddr,
+    servername: &str,
+    sess: (&str, &Path),
+    request: &[u8],
+) -> (String, bool) {
+    let mut child = tool("openssl")
+        .args([
+            "s_client",
+            "-connect",
+            &addr.to_string(),
+            "-ign_eof",
+            "-tls1_3",
+        ])
+        .args(["-servername", servername, sess.0])
+        .arg(sess.1)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("openssl s_client (package openssl)");
+    child.stdin.take().unwrap().write_all(request).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "s_client did not finish in 20 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let text = String::from_utf8_lossy(&child.wait_with_output().unwrap().stdout).into_owned();
+    let resumed = text.contains("Reused, TLSv1.3");
+    (text, resumed)
+}

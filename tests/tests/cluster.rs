@@ -7,11 +7,9 @@
 //! a Zipf workload through one node and through three (docs/CLUSTER.md).
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -321,27 +319,10 @@ fn new_ticket_key() -> String {
 /// One TLS 1.3 handshake and request with `openssl s_client`, saving the session to
 /// `sess_out` or resuming `sess_in`; true when the session was resumed ("Reused").
 fn s_client_resumed(node: &Squall, sess: (&str, &Path)) -> bool {
-    let addr = node.tls_addr.expect("a TLS listener").to_string();
-    let mut child = squall_e2e::tool("openssl")
-        .args(["s_client", "-connect", &addr, "-ign_eof", "-tls1_3"])
-        .args(["-servername", "fleet.test", sess.0])
-        .arg(sess.1)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("openssl s_client (package openssl)");
+    let addr = node.tls_addr.expect("a TLS listener");
     let request = b"GET / HTTP/1.1\r\nHost: fleet.test\r\nConnection: close\r\n\r\n";
-    child.stdin.take().unwrap().write_all(request).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "s_client did not finish in 20 s");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let out = child.wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let (text, resumed) = squall_e2e::s_client_tls13(addr, "fleet.test", sess, request);
     assert!(text.contains("Hello, fleet!"), "{text}");
-    let resumed = text.contains("Reused, TLSv1.3");
     assert!(resumed || text.contains("New, TLSv1.3"), "{text}");
     resumed
 }
