@@ -32,7 +32,10 @@ fn browser_get(path: &str) -> Vec<(&[u8], Vec<u8>)> {
         (b"accept-language", b"en-US,en;q=0.5".to_vec()),
         (b"accept-encoding", b"gzip, deflate, br, zstd".to_vec()),
         (b"referer", b"https://www.example.com/".to_vec()),
-        (b"cookie", b"session=0123456789abcdef0123456789abcdef".to_vec()),
+        (
+            b"cookie",
+            b"session=0123456789abcdef0123456789abcdef".to_vec(),
+        ),
         (b"cookie", b"theme=dark".to_vec()),
         (b"sec-fetch-dest", b"script".to_vec()),
         (b"sec-fetch-mode", b"no-cors".to_vec()),

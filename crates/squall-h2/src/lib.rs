@@ -116,13 +116,13 @@ pub use conn::{
     ConnError, Connection, Event, FloodKind, Request, ServerConfig, Stats, StreamClosed,
 };
 pub use decode::FrameDecoder;
-pub use fields::{FieldSpan, HeaderFields};
 pub use encode::{
     encode_data_header, encode_goaway, encode_headers, encode_ping, encode_priority,
     encode_priority_update, encode_rst_stream, encode_settings, encode_settings_ack,
     encode_window_update,
 };
 pub use error::{ErrorCode, ErrorScope, FrameError};
+pub use fields::{FieldSpan, HeaderFields};
 pub use frame::{
     FRAME_HEADER_BYTES, FRAME_PAYLOAD_BYTES_DEFAULT, FRAME_PAYLOAD_BYTES_LIMIT, Frame, Priority,
     SettingId, Settings, StreamId, WINDOW_BYTES_INITIAL, WINDOW_BYTES_MAX,

@@ -720,17 +720,20 @@ fn upstream(raw: &RawUpstream, r: &mut Report) -> Upstream {
             .as_ref()
             .map(|h| health_check(h.get_ref(), r)),
         tls: upstream_tls::tls(raw, r),
-        proxy_protocol: raw.proxy_protocol.as_ref().and_then(|v| match v.get_ref().as_str() {
-            "v1" => Some(ProxyProtocolVersion::V1),
-            "v2" => Some(ProxyProtocolVersion::V2),
-            other => {
-                r.error(
-                    &v.span(),
-                    format!("unknown proxy_protocol {other:?}: use \"v1\" or \"v2\""),
-                );
-                None
-            }
-        }),
+        proxy_protocol: raw
+            .proxy_protocol
+            .as_ref()
+            .and_then(|v| match v.get_ref().as_str() {
+                "v1" => Some(ProxyProtocolVersion::V1),
+                "v2" => Some(ProxyProtocolVersion::V2),
+                other => {
+                    r.error(
+                        &v.span(),
+                        format!("unknown proxy_protocol {other:?}: use \"v1\" or \"v2\""),
+                    );
+                    None
+                }
+            }),
     }
 }
 

@@ -545,7 +545,10 @@ impl Exchange {
                 decoder.check_invariants();
             }
             Phase::Tunnel => {
-                assert!(self.holding_origin && self.server.is_none(), "reported at the 101");
+                assert!(
+                    self.holding_origin && self.server.is_none(),
+                    "reported at the 101"
+                );
                 assert!(self.decoder.is_none() && self.tunnel.is_some());
                 assert!(self.deadline.is_some());
             }

@@ -436,7 +436,10 @@ impl Worker {
         for id in super::downstream::sessions_of(&self.conns[index]) {
             self.client_drained(id);
         }
-        let files = self.conns[index].h2.as_ref().map(|h2| h2.files.values().copied());
+        let files = self.conns[index]
+            .h2
+            .as_ref()
+            .map(|h2| h2.files.values().copied());
         for id in files.into_iter().flatten().collect::<Vec<_>>() {
             self.file_drained(id);
         }

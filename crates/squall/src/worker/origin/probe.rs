@@ -102,8 +102,13 @@ impl Worker {
             address,
         };
         let connect_timeout = self.upstreams.groups[upstream].connect_timeout;
-        let header = (self.runtime.origin_proxy_protocol.get(upstream).copied().flatten())
-            .map(|version| super::ProxyHeader::new(version, None));
+        let header = (self
+            .runtime
+            .origin_proxy_protocol
+            .get(upstream)
+            .copied()
+            .flatten())
+        .map(|version| super::ProxyHeader::new(version, None));
         let index = self.open_origin(fd, target, &http::Method::GET, None, header);
         self.origins[index].deadline = Some(self.now + connect_timeout);
         self.arm_origin_timer(index);
