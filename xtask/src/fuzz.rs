@@ -66,6 +66,17 @@ pub fn main(args: &FuzzArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    // Without cargo-fuzz, `cargo fuzz` fails at once for every target, which read as a crash
+    // each; say what is missing instead.
+    let installed = Command::new("cargo")
+        .args(["fuzz", "--version"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if !installed {
+        bail!("`cargo fuzz` is not installed: cargo install cargo-fuzz");
+    }
     let mut crashed = 0;
     for target in &targets {
         let summary = run(&root, target, args.time)?;
@@ -206,11 +217,14 @@ fn run(root: &Path, target: &Target, time: Duration) -> anyhow::Result<Summary> 
     let output = child.wait_with_output()?;
     let log = String::from_utf8_lossy(&output.stderr);
     eprint!("{log}");
-    let mut summary = summarize(&log);
+    let summary = summarize(&log);
     if !output.status.success() && summary.crashes.is_empty() {
-        summary
-            .crashes
-            .push(format!("cargo fuzz exited with {}", output.status));
+        // No input was written: the build or the tool failed, not the target.
+        bail!(
+            "{}: cargo fuzz exited with {} before fuzzing (see its output above)",
+            target.label(),
+            output.status
+        );
     }
     Ok(summary)
 }
