@@ -544,10 +544,6 @@ type PerWorker = Vec<Vec<(SocketAddr, std::os::fd::OwnedFd)>>;
 /// Each address listened on: as configured, and as bound (they differ for port 0).
 type Listening = Vec<(SocketAddr, SocketAddr)>;
 
-/// Binds `listens` once per worker, after [`listener::claim`] checked that no other process
-/// holds the address and fixed the port (so `:0`, in tests, gives every worker the same
-/// ephemeral port, which is logged). Addresses in `held` are this process's own already: they
-/// are not claimed.
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit, as nginx's `worker_rlimit_nofile`
 /// would be set to, and returns the soft limit in force.
 fn raise_nofile_limit() -> u64 {
@@ -567,6 +563,10 @@ fn raise_nofile_limit() -> u64 {
     }
 }
 
+/// Binds `listens` once per worker, after [`listener::claim`] checked that no other process
+/// holds the address and fixed the port (so `:0`, in tests, gives every worker the same
+/// ephemeral port, which is logged). Addresses in `held` are this process's own already: they
+/// are not claimed.
 fn bind_listeners<'a>(
     listens: impl Iterator<Item = &'a squall_config::Listen>,
     workers: usize,
