@@ -262,6 +262,10 @@ fn validate_setting(id: SettingId, value: u32) -> Result<(), FrameError> {
             ErrorCode::FlowControlError,
             "SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1",
         ),
+        SettingId::EnableConnectProtocol if value > 1 => (
+            ErrorCode::ProtocolError,
+            "SETTINGS_ENABLE_CONNECT_PROTOCOL is not 0 or 1",
+        ),
         SettingId::NoRfc7540Priorities if value > 1 => (
             ErrorCode::ProtocolError,
             "SETTINGS_NO_RFC7540_PRIORITIES is not 0 or 1",

@@ -157,7 +157,7 @@ pub struct Settings {
     pub params: Vec<(SettingId, u32)>,
 }
 
-/// A SETTINGS parameter defined by RFC 9113 §6.5.2, or RFC 9218 §2.1.
+/// A SETTINGS parameter defined by RFC 9113 §6.5.2, RFC 8441 §3 or RFC 9218 §2.1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SettingId {
     /// 0x1: the HPACK dynamic table size the sender's decoder allows.
@@ -172,6 +172,9 @@ pub enum SettingId {
     MaxFrameSize,
     /// 0x6: advisory limit on the uncompressed header list.
     MaxHeaderListSize,
+    /// 0x8: 0 or 1; 1 says the sender accepts the extended CONNECT of RFC 8441 §4
+    /// (`:protocol`, WebSocket over HTTP/2).
+    EnableConnectProtocol,
     /// 0x9: 0 or 1; 1 says the sender ignores RFC 7540 priority signals (RFC 9218 §2.1).
     NoRfc7540Priorities,
 }
@@ -186,6 +189,7 @@ impl SettingId {
             0x4 => Self::InitialWindowSize,
             0x5 => Self::MaxFrameSize,
             0x6 => Self::MaxHeaderListSize,
+            0x8 => Self::EnableConnectProtocol,
             0x9 => Self::NoRfc7540Priorities,
             _ => return None,
         })
@@ -200,6 +204,7 @@ impl SettingId {
             Self::InitialWindowSize => 0x4,
             Self::MaxFrameSize => 0x5,
             Self::MaxHeaderListSize => 0x6,
+            Self::EnableConnectProtocol => 0x8,
             Self::NoRfc7540Priorities => 0x9,
         }
     }

@@ -34,7 +34,10 @@
 //! - Answered by the connection itself, without the application: 431 (header list over
 //!   SETTINGS_MAX_HEADER_LIST_SIZE), 414 (`:path` too long), 413 (body over the limit, by
 //!   content-length or counted; reset with CANCEL instead if the response has begun), 501
-//!   (a well-formed CONNECT: Squall is not a forward proxy). Streams over
+//!   (a well-formed CONNECT: Squall is not a forward proxy). With
+//!   `ServerConfig::enable_connect_protocol`, SETTINGS_ENABLE_CONNECT_PROTOCOL is sent and an
+//!   extended CONNECT (RFC 8441 §4) reaches the application with [`Request::protocol`] set;
+//!   its stream's DATA is a tunnel's, free of the body limit. Streams over
 //!   SETTINGS_MAX_CONCURRENT_STREAMS, or opened after a GOAWAY, get REFUSED_STREAM.
 //! - Time: [`Connection::next_deadline`] and [`Connection::on_timer`] detect stalled send
 //!   windows.

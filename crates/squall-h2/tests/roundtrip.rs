@@ -288,13 +288,16 @@ fn settings_round_trip() {
 
 #[test]
 fn settings_unknown_ids_are_ignored() {
-    // Ids 0x0, 0x8 (RFC 8441) and 0xabcd are not RFC 9113's: dropped (§6.5.2).
+    // Ids 0x0 and 0xabcd are unknown: dropped (§6.5.2); 0x8 is RFC 8441's, kept.
     let input = raw(0x4, 0, 0, b"\x00\x00\x00\x00\x00\x01\x00\x08\x00\x00\x00\x01\x00\x03\x00\x00\x00\x0a\xab\xcd\xff\xff\xff\xff");
     assert_frames(
         &input,
         &[Frame::Settings(Settings {
             ack: false,
-            params: vec![(SettingId::MaxConcurrentStreams, 10)],
+            params: vec![
+                (SettingId::EnableConnectProtocol, 1),
+                (SettingId::MaxConcurrentStreams, 10),
+            ],
         })],
     );
 }

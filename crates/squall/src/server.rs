@@ -297,6 +297,8 @@ fn h2_config(limits: &squall_config::Limits) -> squall_h2::ServerConfig {
         max_continuation_frames: h2.continuation_frames_max,
         flood_window: h2.flood_window,
         stall_timeout: h2.stall_timeout,
+        // RFC 8441: WebSocket over HTTP/2, tunnelled on routes that allow the upgrade.
+        enable_connect_protocol: true,
         ..squall_h2::ServerConfig::default()
     }
 }

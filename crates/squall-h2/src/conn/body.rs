@@ -78,6 +78,7 @@ impl Connection {
         stream.recv_window -= i64::from(flow_len);
         stream.body_bytes += len;
         let body = stream.body_bytes;
+        let tunnel = stream.tunnel;
         // §8.1.1: more than content-length, or less at the end, is malformed.
         let length_wrong = stream
             .content_length
@@ -90,7 +91,7 @@ impl Connection {
             self.credit_connection(len);
             return self.malformed(id);
         }
-        if body > self.config.max_body_bytes {
+        if body > self.config.max_body_bytes && !tunnel {
             self.credit_connection(len);
             return self.reject_started(id, 413);
         }

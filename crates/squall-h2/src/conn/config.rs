@@ -56,6 +56,12 @@ pub struct ServerConfig {
     /// WINDOW_UPDATE) that the peer has not read yet (default 64 KiB; CVE-2019-9512,
     /// -9515, -9514).
     pub max_queued_output_bytes: usize,
+    /// Advertise SETTINGS_ENABLE_CONNECT_PROTOCOL = 1 and accept the extended CONNECT of
+    /// RFC 8441 §4 (`:protocol`, WebSocket over HTTP/2) as a [`crate::Request`] whose
+    /// `protocol` is set; its stream then carries a tunnel, with no body limit. Off by
+    /// default: only an application that runs tunnels should say it does (Squall turns it
+    /// on). Off, `:protocol` makes a request malformed.
+    pub enable_connect_protocol: bool,
 }
 
 impl Default for ServerConfig {
@@ -76,6 +82,7 @@ impl Default for ServerConfig {
             flood_window: Duration::from_secs(10),
             stall_timeout: Duration::from_secs(30),
             max_queued_output_bytes: 64 << 10,
+            enable_connect_protocol: false,
         }
     }
 }

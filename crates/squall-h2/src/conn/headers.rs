@@ -266,6 +266,7 @@ impl Connection {
                 let send_window = i64::from(self.peer_initial_window);
                 let mut stream = Stream::new(!end_stream, recv_window, send_window);
                 stream.content_length = request.content_length;
+                stream.tunnel = request.protocol.is_some();
                 // RFC 9218 §7.1: a PRIORITY_UPDATE is newer than the request's field.
                 stream.priority = (priority_update)
                     .or_else(|| request_priority(&request.headers))

@@ -128,6 +128,7 @@ impl Connection {
         let limits = HeadLimits {
             path_bytes_max: config.max_path_bytes,
             body_bytes_max: config.max_body_bytes,
+            connect_protocol: config.enable_connect_protocol,
         };
         let mut hpack_in = Decoder::new(DYNAMIC_TABLE_BYTES_DEFAULT);
         // Until the peer acknowledges, it may use either the default or our value (§6.5.3).
@@ -178,19 +179,20 @@ impl Connection {
 
     fn queue_preface(&mut self) {
         let c = &self.config;
-        encode_settings(
-            &mut self.out,
-            &[
-                (SettingId::HeaderTableSize, c.header_table_size),
-                (SettingId::MaxConcurrentStreams, c.max_concurrent_streams),
-                (SettingId::InitialWindowSize, c.initial_window_size),
-                (SettingId::MaxFrameSize, c.max_frame_size),
-                (SettingId::MaxHeaderListSize, c.max_header_list_size),
-                // RFC 9218 §2.1: priorities come from the `priority` field and
-                // PRIORITY_UPDATE, so clients need not send RFC 7540 ones.
-                (SettingId::NoRfc7540Priorities, 1),
-            ],
-        );
+        let settings = [
+            (SettingId::HeaderTableSize, c.header_table_size),
+            (SettingId::MaxConcurrentStreams, c.max_concurrent_streams),
+            (SettingId::InitialWindowSize, c.initial_window_size),
+            (SettingId::MaxFrameSize, c.max_frame_size),
+            (SettingId::MaxHeaderListSize, c.max_header_list_size),
+            // RFC 9218 §2.1: priorities come from the `priority` field and
+            // PRIORITY_UPDATE, so clients need not send RFC 7540 ones.
+            (SettingId::NoRfc7540Priorities, 1),
+            // RFC 8441 §3: clients may send the extended CONNECT only after seeing this.
+            (SettingId::EnableConnectProtocol, 1),
+        ];
+        let sent = settings.len() - usize::from(!c.enable_connect_protocol);
+        encode_settings(&mut self.out, &settings[..sent]);
         // `sanitized` keeps the connection window at least 65,535.
         let raise = c.connection_window_size - WINDOW_BYTES_INITIAL;
         if raise > 0 {

@@ -171,8 +171,10 @@ impl Connection {
             SettingId::MaxFrameSize => self.peer_max_frame_size = value,
             // A server does not push, and the header list limit is advisory (§6.5.2): our
             // responses come from origins that already kept to a similar one.
-            // RFC 7540 priorities are ignored whatever the client says it sends.
+            // RFC 7540 priorities are ignored whatever the client says it sends. A client's
+            // SETTINGS_ENABLE_CONNECT_PROTOCOL means nothing to a server (RFC 8441 §3).
             SettingId::EnablePush
+            | SettingId::EnableConnectProtocol
             | SettingId::MaxConcurrentStreams
             | SettingId::MaxHeaderListSize
             | SettingId::NoRfc7540Priorities => {}

@@ -1,6 +1,6 @@
 //! Request heads and trailers from decoded fields: field validity (RFC 9113 §8.2.1),
 //! connection-specific fields (§8.2.2), cookies (§8.2.3), request pseudo-header fields
-//! (§8.3.1) and content-length (§8.1.1). Pure functions: fields in, a [`Request`] or the
+//! (§8.3.1), the extended CONNECT of RFC 8441 §4 and content-length (§8.1.1). Pure functions: fields in, a [`Request`] or the
 //! answer the stream gets out.
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -14,6 +14,8 @@ use crate::fields::{FieldSpan, HeaderFields};
 pub(crate) struct HeadLimits {
     pub path_bytes_max: usize,
     pub body_bytes_max: u64,
+    /// We advertised SETTINGS_ENABLE_CONNECT_PROTOCOL: `:protocol` is allowed on CONNECT.
+    pub connect_protocol: bool,
 }
 
 /// Why a head was not turned into a request, and what the stream gets instead.
@@ -62,7 +64,7 @@ pub(crate) fn parse_request(
                     "pseudo-header field after a regular one",
                 ));
             }
-            pseudo.set(name, span)?;
+            pseudo.set(name, span, limits.connect_protocol)?;
         } else {
             regular.add(name, value, span)?;
         }
@@ -91,6 +93,7 @@ pub(crate) fn parse_request(
         headers: HeaderFields::new(bytes, regular.spans),
         content_length,
         end_stream,
+        protocol: target.protocol,
     })
 }
 
@@ -126,14 +129,15 @@ fn check_value(value: &[u8]) -> Result<(), HeadError> {
     Ok(())
 }
 
-/// The four request pseudo-header fields, each at most once (§8.3.1), as spans of their
-/// values.
+/// The four request pseudo-header fields, and RFC 8441's `:protocol`, each at most once
+/// (§8.3.1), as spans of their values.
 #[derive(Debug, Default)]
 struct Pseudo {
     method: Option<Value>,
     scheme: Option<Value>,
     authority: Option<Value>,
     path: Option<Value>,
+    protocol: Option<Value>,
 }
 
 /// Where a value lies in the block's bytes.
@@ -162,17 +166,26 @@ struct Target {
     scheme: Bytes,
     authority: Option<Bytes>,
     path: Bytes,
+    protocol: Option<Bytes>,
 }
 
 impl Pseudo {
-    fn set(&mut self, name: &[u8], span: &Decoded) -> Result<(), HeadError> {
+    /// `connect_protocol`: we advertised SETTINGS_ENABLE_CONNECT_PROTOCOL.
+    fn set(
+        &mut self,
+        name: &[u8],
+        span: &Decoded,
+        connect_protocol: bool,
+    ) -> Result<(), HeadError> {
         let slot = match name {
             b":method" => &mut self.method,
             b":scheme" => &mut self.scheme,
             b":authority" => &mut self.authority,
             b":path" => &mut self.path,
-            // §8.3: response pseudo-headers and unknown ones (:protocol too: we do not
-            // send SETTINGS_ENABLE_CONNECT_PROTOCOL) make a request malformed.
+            // RFC 8441 §3: a client may send it only once we said we take it.
+            b":protocol" if connect_protocol => &mut self.protocol,
+            // §8.3: response pseudo-headers and unknown ones (:protocol too, when we did
+            // not send SETTINGS_ENABLE_CONNECT_PROTOCOL) make a request malformed.
             _ => return Err(HeadError::Malformed("unknown pseudo-header field")),
         };
         if slot.replace(Value::of(span)).is_some() {
@@ -199,8 +212,19 @@ impl Pseudo {
         if let Some(authority) = &authority {
             check_authority(authority, host.as_ref())?;
         }
-        if method == http::Method::CONNECT {
+        let protocol = self.protocol.map(|p| bytes.slice(p.range()));
+        if method == http::Method::CONNECT && protocol.is_none() {
             return Err(connect(&self));
+        }
+        // RFC 8441 §4: `:protocol` only on CONNECT, which then has all four others.
+        if protocol.is_some() && (method != http::Method::CONNECT || authority.is_none()) {
+            return Err(HeadError::Malformed(
+                ":protocol on a method other than CONNECT, or without :authority",
+            ));
+        }
+        let protocol_ok = |p: &Bytes| p.split(|&b| b == b'/').all(is_token);
+        if protocol.as_ref().is_some_and(|p| !protocol_ok(p)) {
+            return Err(HeadError::Malformed("invalid :protocol"));
         }
         let (Some(scheme), Some(path)) = (self.scheme, self.path) else {
             return Err(HeadError::Malformed("no :scheme or no :path"));
@@ -216,6 +240,7 @@ impl Pseudo {
             scheme,
             authority: authority.or(host),
             path,
+            protocol,
         })
     }
 }
@@ -388,11 +413,17 @@ fn check_name(name: &[u8]) -> Result<(), HeadError> {
     if is_connection_specific(name) {
         return Err(HeadError::Malformed("connection-specific field"));
     }
-    let token = |b: &u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(b);
-    if name.is_empty() || name.len() > usize::from(u16::MAX) || !name.iter().all(token) {
+    if name.len() > usize::from(u16::MAX) || !is_token(name) {
         return Err(HeadError::Malformed("invalid field name"));
     }
     Ok(())
+}
+
+/// RFC 9110 §5.6.2: a non-empty token. Field names are one, and so is a `:protocol` (an
+/// `Upgrade` protocol name, RFC 8441 §4, which may carry a version: `websocket/13`).
+fn is_token(bytes: &[u8]) -> bool {
+    let token = |b: &u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(b);
+    !bytes.is_empty() && bytes.iter().all(token)
 }
 
 /// Digits only, no sign, no overflow.

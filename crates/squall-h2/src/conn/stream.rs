@@ -62,6 +62,9 @@ pub(crate) struct Stream {
     /// Body bytes received, to check content-length and the body limit.
     pub body_bytes: u64,
     pub content_length: Option<u64>,
+    /// An extended CONNECT's stream (RFC 8441): its DATA is a tunnel's, not a body, so the
+    /// body limit does not apply (flow control still does).
+    pub tunnel: bool,
     pub app: AppState,
     pub send: SendState,
     /// What we may still send: i64, because a SETTINGS change may make it negative (§6.9.2).
@@ -87,6 +90,7 @@ impl Stream {
             unreleased: 0,
             body_bytes: 0,
             content_length: None,
+            tunnel: false,
             app: AppState::Queued,
             send: SendState::Idle,
             send_window,

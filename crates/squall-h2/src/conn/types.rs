@@ -23,6 +23,10 @@ pub struct Request {
     pub content_length: Option<u64>,
     /// True when no body follows (END_STREAM on the HEADERS).
     pub end_stream: bool,
+    /// `:protocol` of an extended CONNECT (RFC 8441 §4; `method` is CONNECT): the stream
+    /// carries that protocol (`websocket`) both ways in DATA frames once answered 2xx.
+    /// Only when `ServerConfig::enable_connect_protocol` is on.
+    pub protocol: Option<Bytes>,
 }
 
 /// Something the application must act on, from [`crate::Connection::poll_event`].

@@ -581,6 +581,7 @@ mod tests {
             headers: squall_h2::HeaderFields::default(),
             content_length: None,
             end_stream,
+            protocol: None,
         }
     }
 
