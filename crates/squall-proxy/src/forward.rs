@@ -8,6 +8,7 @@
 use std::net::{IpAddr, SocketAddr};
 
 use bytes::{BufMut, BytesMut};
+use http::StatusCode;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use squall_config::{Part, Template, Var};
 use squall_h1::{BodyKind, Fields, OriginHead, RequestHead, ResponseBody};
@@ -36,28 +37,7 @@ pub struct Peer {
 /// received and with lowercase names (as an `http` map would have written them); the route's
 /// fields and the forwarding ones follow. Nothing is built per field.
 pub fn encode_request(head: &RequestHead, route: &ProxyRoute, peer: Peer, out: &mut BytesMut) {
-    let edits = &route.request_headers;
-    let templated: Vec<(&HeaderName, HeaderValue)> = edits
-        .templates
-        .iter()
-        .filter_map(|(name, template)| Some((name, expand(template, head, peer)?)))
-        .collect();
-    let fields = Edited {
-        head: &head.headers,
-        hop_by_hop: squall_h1::HopByHop::of(&head.headers),
-        edits,
-        templated: &templated,
-    };
-    let host = head
-        .headers
-        .get(header::HOST)
-        .map(|v| v.to_header_value())
-        .or_else(|| {
-            head.uri
-                .authority()
-                .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
-        })
-        .unwrap_or_else(|| HeaderValue::from_static("localhost"));
+    let host = request_authority(head);
     let root = http::uri::PathAndQuery::from_static("/");
     let target = head.uri.path_and_query().unwrap_or(&root);
     let no_fields = HeaderMap::new();
@@ -72,6 +52,183 @@ pub fn encode_request(head: &RequestHead, route: &ProxyRoute, peer: Peer, out: &
     };
     out.reserve(head.headers.bytes_len() + 160);
     squall_h1::encode_request_start(&request, out);
+    put_fields(head, route, peer, &mut H1Head(out));
+    out.put_slice(b"\r\n");
+}
+
+/// The request head for an HTTP/2 origin (RFC 9113 §8.3.1): the same fields as
+/// [`encode_request`] gives an HTTP/1.1 one, with `:method`, `:scheme` (`https` for a TLS
+/// origin), `:authority` (the client's Host) and `:path` in front and no connection-specific
+/// field (Host, Connection and the other hop-by-hop ones, the framing fields); `te: trailers`
+/// is kept when the client sent it, the one TE value HTTP/2 allows.
+pub fn h2_request(head: &RequestHead, route: &ProxyRoute, peer: Peer, tls: bool) -> OriginFields {
+    let mut fields = OriginFields {
+        bytes: BytesMut::with_capacity(head.headers.bytes_len() + 192),
+        spans: Vec::with_capacity(head.headers.len() + 8),
+    };
+    let authority = request_authority(head);
+    let path = match head.uri.path_and_query() {
+        Some(pq) => pq.as_str(),
+        None if head.method == http::Method::OPTIONS && head.uri == "*" => "*",
+        None => "/",
+    };
+    fields.push(b":method", head.method.as_str().as_bytes());
+    fields.push(b":scheme", if tls { b"https" } else { b"http" });
+    fields.push(b":authority", authority.as_bytes());
+    fields.push(b":path", path.as_bytes());
+    put_fields(head, route, peer, &mut fields);
+    // A length the client declared goes on (RFC 9113 §8.1.1 lets the origin check it).
+    if let BodyKind::Length(n) = head.body {
+        fields.push(b"content-length", n.to_string().as_bytes());
+    }
+    fields
+}
+
+/// The head an HTTP/2 origin's response stands for, as the HTTP/1.1 decoder would have given
+/// it: `content_length` and `end_stream` (END_STREAM on the HEADERS) decide the body — none
+/// for HEAD, 204 and 304, as the fields say; else a length, or until the stream ends.
+pub fn h2_origin_head(
+    status: StatusCode,
+    headers: Fields,
+    content_length: Option<u64>,
+    end_stream: bool,
+    method: &http::Method,
+) -> OriginHead {
+    let bodiless = method == http::Method::HEAD
+        || status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED;
+    let body = match (bodiless, end_stream, content_length) {
+        (true, _, _) => ResponseBody::Absent,
+        (false, true, _) => ResponseBody::Length(0),
+        (false, false, Some(n)) => ResponseBody::Length(n),
+        (false, false, None) => ResponseBody::Close,
+    };
+    OriginHead {
+        status,
+        version: http::Version::HTTP_2,
+        reason: bytes::Bytes::new(),
+        headers,
+        keep_alive: true,
+        body,
+        transfer_coded: false,
+    }
+}
+
+/// The Host an origin is asked for: the client's Host field, else its target's authority,
+/// else `localhost`.
+fn request_authority(head: &RequestHead) -> HeaderValue {
+    head.headers
+        .get(header::HOST)
+        .map(|v| v.to_header_value())
+        .or_else(|| {
+            head.uri
+                .authority()
+                .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+        })
+        .unwrap_or_else(|| HeaderValue::from_static("localhost"))
+}
+
+/// A request head's fields for an HTTP/2 origin, pseudo-fields first: one buffer and the spans
+/// of each lowercase name and value in it, ready for HPACK.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OriginFields {
+    bytes: BytesMut,
+    /// Name start, name length, value start, value length.
+    spans: Vec<[u32; 4]>,
+}
+
+impl OriginFields {
+    /// Every field as (name, value), pseudo-fields first.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        let at = |start: u32, len: u32| &self.bytes[start as usize..(start + len) as usize];
+        (self.spans.iter()).map(move |s| (at(s[0], s[1]), at(s[2], s[3])))
+    }
+
+    /// The first value of `name` (lowercase).
+    pub fn get(&self, name: &str) -> Option<&[u8]> {
+        self.iter()
+            .find(|(n, _)| *n == name.as_bytes())
+            .map(|(_, v)| v)
+    }
+
+    fn push(&mut self, name: &[u8], value: &[u8]) {
+        self.push_with(name, |bytes| bytes.put_slice(value));
+    }
+
+    /// A field whose value `write` appends to the buffer.
+    fn push_with(&mut self, name: &[u8], write: impl FnOnce(&mut BytesMut)) {
+        let offset = |bytes: &BytesMut| u32::try_from(bytes.len()).unwrap_or(u32::MAX);
+        let name_at = offset(&self.bytes);
+        (name.iter()).for_each(|b| self.bytes.put_u8(b.to_ascii_lowercase()));
+        let value_at = offset(&self.bytes);
+        write(&mut self.bytes);
+        let end = offset(&self.bytes);
+        self.spans
+            .push([name_at, value_at - name_at, value_at, end - value_at]);
+    }
+}
+
+/// Where the forwarded request's fields are written: an HTTP/1.1 head or an HTTP/2 field list.
+trait FieldSink {
+    /// One field; the name is lowercased on the way.
+    fn field(&mut self, name: &[u8], value: &[u8]);
+    /// `name: prior, ours`, or `name: ours` without a prior value.
+    fn list<'p>(&mut self, name: &[u8], prior: impl Iterator<Item = &'p [u8]>, ours: &[u8]);
+    /// The client reads trailer fields: `TE: trailers` goes on (on HTTP/1.1 named in
+    /// Connection, as RFC 9110 §7.6.1 asks of a hop-by-hop field).
+    fn trailers_wanted(&mut self);
+}
+
+/// An HTTP/1.1 request head being written.
+struct H1Head<'a>(&'a mut BytesMut);
+
+impl FieldSink for H1Head<'_> {
+    fn field(&mut self, name: &[u8], value: &[u8]) {
+        put_field(self.0, name, value);
+    }
+
+    fn list<'p>(&mut self, name: &[u8], prior: impl Iterator<Item = &'p [u8]>, ours: &[u8]) {
+        let out = &mut *self.0;
+        out.put_slice(name);
+        out.put_slice(b": ");
+        put_list_value(out, prior, ours);
+        out.put_slice(b"\r\n");
+    }
+
+    fn trailers_wanted(&mut self) {
+        self.0.put_slice(b"te: trailers\r\nconnection: te\r\n");
+    }
+}
+
+impl FieldSink for OriginFields {
+    fn field(&mut self, name: &[u8], value: &[u8]) {
+        self.push(name, value);
+    }
+
+    fn list<'p>(&mut self, name: &[u8], prior: impl Iterator<Item = &'p [u8]>, ours: &[u8]) {
+        self.push_with(name, |out| put_list_value(out, prior, ours));
+    }
+
+    fn trailers_wanted(&mut self) {
+        self.push(b"te", b"trailers");
+    }
+}
+
+/// The fields that pass from the client's head, then the route's, then the forwarding ones.
+fn put_fields(head: &RequestHead, route: &ProxyRoute, peer: Peer, sink: &mut impl FieldSink) {
+    let edits = &route.request_headers;
+    let templated: Vec<(&HeaderName, HeaderValue)> = edits
+        .templates
+        .iter()
+        .filter_map(|(name, template)| Some((name, expand(template, head, peer)?)))
+        .collect();
+    let fields = Edited {
+        head: &head.headers,
+        hop_by_hop: squall_h1::HopByHop::of(&head.headers),
+        edits,
+        templated: &templated,
+    };
     let forwarding = |name: &[u8]| is_forwarding_field(name, peer);
     for (name, value) in head.headers.iter() {
         let name = name.as_bytes();
@@ -79,7 +236,7 @@ pub fn encode_request(head: &RequestHead, route: &ProxyRoute, peer: Peer, out: &
             && !squall_h1::is_framing_field(name)
             && fields.client_line_passes(name)
         {
-            put_field(out, name, value.as_bytes());
+            sink.field(name, value.as_bytes());
         }
     }
     let added = edits
@@ -90,16 +247,15 @@ pub fn encode_request(head: &RequestHead, route: &ProxyRoute, peer: Peer, out: &
     for (name, value) in added {
         let name = name.as_str().as_bytes();
         if !forwarding(name) && !squall_h1::is_framing_field(name) {
-            put_field(out, name, value.as_bytes());
+            sink.field(name, value.as_bytes());
         }
     }
-    forwarding_fields(&fields, peer, out);
+    forwarding_fields(&fields, peer, sink);
     // TE is hop-by-hop, but `trailers` says the client will read trailer fields, which an
-    // origin may then send (RFC 9110 §10.1.4); TE is named in Connection as that section asks.
+    // origin may then send (RFC 9110 §10.1.4).
     if accepts_trailers(&head.headers) {
-        out.put_slice(b"te: trailers\r\nconnection: te\r\n");
+        sink.trailers_wanted();
     }
-    out.put_slice(b"\r\n");
 }
 
 /// The request's fields as the route's edits leave them, before the forwarding fields.
@@ -198,23 +354,17 @@ pub fn forwardable_trailers(fields: &HeaderMap) -> Option<HeaderMap> {
     (!fields.is_empty()).then_some(fields)
 }
 
-/// Appends the forwarding lines to `out`, each with the prior values of the field it extends
-/// (all of its lines, as one list), so that each is sent once.
-fn forwarding_fields(fields: &Edited<'_>, peer: Peer, out: &mut BytesMut) {
+/// Writes the forwarding fields, each with the prior values of the field it extends (all of
+/// its lines, as one list), so that each is sent once.
+fn forwarding_fields(fields: &Edited<'_>, peer: Peer, sink: &mut impl FieldSink) {
     let proto = if peer.tls { "https" } else { "http" };
     if let Some(addr) = peer.addr {
         let prior = fields.values(&X_FORWARDED_FOR);
-        put_list(
-            out,
-            b"x-forwarded-for",
-            prior,
-            addr.ip().to_string().as_bytes(),
-        );
+        let ip = addr.ip().to_string();
+        sink.list(b"x-forwarded-for", prior, ip.as_bytes());
     }
     if fields.values(&X_FORWARDED_PROTO).next().is_none() {
-        out.put_slice(b"x-forwarded-proto: ");
-        out.put_slice(proto.as_bytes());
-        out.put_slice(b"\r\n");
+        sink.field(b"x-forwarded-proto", proto.as_bytes());
     }
     if let Some(addr) = peer.addr {
         let prior = fields.values(&header::FORWARDED);
@@ -223,30 +373,22 @@ fn forwarding_fields(fields: &Edited<'_>, peer: Peer, out: &mut BytesMut) {
             IpAddr::V4(ip) => format!("for={ip};proto={proto}"),
             IpAddr::V6(ip) => format!("for=\"[{ip}]\";proto={proto}"),
         };
-        put_list(out, b"forwarded", prior, node.as_bytes());
+        sink.list(b"forwarded", prior, node.as_bytes());
     }
     let prior = fields.values(&header::VIA);
-    put_list(out, b"via", prior, b"1.1 squall");
+    sink.list(b"via", prior, b"1.1 squall");
 }
 
 static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 
-/// `name: prior, ours\r\n`, or `name: ours\r\n` without a prior value.
-fn put_list<'p>(
-    out: &mut BytesMut,
-    name: &[u8],
-    prior: impl Iterator<Item = &'p [u8]>,
-    ours: &[u8],
-) {
-    out.put_slice(name);
-    out.put_slice(b": ");
+/// `prior, ours`, or `ours` without a prior value.
+fn put_list_value<'p>(out: &mut BytesMut, prior: impl Iterator<Item = &'p [u8]>, ours: &[u8]) {
     for value in prior {
         out.put_slice(value);
         out.put_slice(b", ");
     }
     out.put_slice(ours);
-    out.put_slice(b"\r\n");
 }
 
 /// The response head for the client: hop-by-hop fields stripped and route edits applied. The

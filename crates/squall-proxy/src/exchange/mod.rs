@@ -48,7 +48,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, StatusCode};
-use squall_h1::{RequestHead, ResponseDecoder, ResponseLimits};
+use squall_h1::{RequestHead, ResponseDecoder, ResponseEvent, ResponseLimits};
 use squall_upstream::{Outcome, RetryPolicy, ServerId, UpstreamErrorClass};
 
 use crate::ProxyRoute;
@@ -107,8 +107,14 @@ pub enum Action {
     /// `on_origin_connected` or [`Exchange::on_connect_failed`]).
     Connect { server: ServerId, pooled: bool },
     /// Send these bytes to the origin connection, after any sent before; report completion
-    /// with [`Exchange::on_origin_sent`].
+    /// with [`Exchange::on_origin_sent`]. (HTTP/1.1 origins.)
     WriteOrigin(Bytes),
+    /// Send this on the exchange's stream of an HTTP/2 origin connection; report the body
+    /// bytes that left with [`Exchange::on_origin_sent`].
+    SendOrigin(OriginMessage),
+    /// Body bytes of an HTTP/2 origin's response were passed on (or dropped): the driver gives
+    /// this much window back to the origin's stream, the backpressure of a multiplexed origin.
+    OriginBodyConsumed(usize),
     /// Stop reading the origin: the client is slow to take the response.
     PauseOrigin,
     /// Read the origin again.
@@ -135,6 +141,20 @@ pub enum Action {
     Client(ToClient),
     /// On a cached route: what the cache fill observes.
     Fill(FillHook),
+}
+
+/// What goes to an HTTP/2 origin on the exchange's stream, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OriginMessage {
+    /// The request head, which opens the stream; `end_stream`: no body follows.
+    Head {
+        fields: crate::forward::OriginFields,
+        end_stream: bool,
+    },
+    /// A piece of the request body (empty only to carry `end_stream`).
+    Data { data: Bytes, end_stream: bool },
+    /// The client's trailers, fit to forward (lowercase names); they end the stream.
+    Trailers(HeaderMap),
 }
 
 /// What the downstream sends to the client.
@@ -263,8 +283,21 @@ pub struct Exchange {
     reused: bool,
     /// When the current wait ends: the connect, or the origin's silence.
     deadline: Option<Instant>,
-    /// The request body, framed for the origin, waiting for a connection.
+    /// Request body bytes, as the client sent them (not yet framed), waiting for the origin.
     body: BytesMut,
+    /// The client's request trailers, fit to forward, waiting to go after the body.
+    body_trailers: Option<HeaderMap>,
+    /// The end of the request (last chunk, END_STREAM) went to the origin in this attempt.
+    body_end_sent: bool,
+    /// The current attempt's origin speaks HTTP/2: the exchange is one stream of a shared
+    /// connection, and its messages go as `SendOrigin` instead of bytes.
+    origin_h2: bool,
+    /// An HTTP/2 origin's response events not yet taken (the client had no room), and the
+    /// body bytes among them.
+    h2_events: VecDeque<ResponseEvent>,
+    h2_held: usize,
+    /// Body bytes of those taken and not yet reported as `OriginBodyConsumed`.
+    h2_unreleased: usize,
     /// Client body bytes taken and not yet reported as `ClientBodyConsumed`.
     body_unreleased: usize,
     /// Bytes handed out in `WriteOrigin` and not yet reported sent.
@@ -325,6 +358,12 @@ impl Exchange {
             reused: false,
             deadline: None,
             body: BytesMut::new(),
+            body_trailers: None,
+            body_end_sent: false,
+            origin_h2: false,
+            h2_events: VecDeque::new(),
+            h2_held: 0,
+            h2_unreleased: 0,
             body_unreleased: 0,
             origin_unsent: 0,
             request_complete,
@@ -457,7 +496,7 @@ impl Exchange {
 
     /// Bytes from the origin held undecoded (those that came while the client had no room).
     pub fn buffered_bytes(&self) -> usize {
-        self.rbuf.len()
+        self.rbuf.len() + self.h2_held
     }
 
     /// The client went away (connection closed, stream reset) before the response ended: the
@@ -470,6 +509,7 @@ impl Exchange {
             self.release_origin(false);
         }
         self.report(Outcome::Neutral, None, now);
+        self.paused = false;
         self.phase = Phase::Done;
     }
 
@@ -510,6 +550,7 @@ impl Exchange {
         self.tried.clear();
         self.decoder = None;
         self.rbuf.clear();
+        self.clear_h2_events();
         self.paused = false;
         self.response_started = false;
         self.framing = None;
@@ -541,8 +582,12 @@ impl Exchange {
                     "body waits while connected"
                 );
                 assert!(self.deadline.is_some());
-                let decoder = self.decoder.as_ref().expect("connected exchanges decode");
-                decoder.check_invariants();
+                if self.origin_h2 {
+                    assert!(self.decoder.is_none(), "an HTTP/2 stream has no decoder");
+                } else {
+                    let decoder = self.decoder.as_ref().expect("connected exchanges decode");
+                    decoder.check_invariants();
+                }
             }
             Phase::Tunnel => {
                 assert!(
@@ -562,6 +607,16 @@ impl Exchange {
             "only a live origin pauses"
         );
         assert!(self.framing.is_some() == self.response_started);
+        assert_eq!(
+            self.h2_held,
+            (self.h2_events.iter())
+                .map(|e| match e {
+                    ResponseEvent::Data(data) => data.len(),
+                    _ => 0,
+                })
+                .sum::<usize>(),
+            "held HTTP/2 body bytes are counted"
+        );
         assert!(
             self.compressor.is_none() || self.response_started,
             "compression starts with a response"
@@ -582,6 +637,8 @@ impl Exchange {
 
     fn release_origin(&mut self, reusable: bool) {
         debug_assert!(self.holding_origin, "released twice");
+        // An HTTP/2 stream's received body goes back to the connection's window first.
+        self.clear_h2_events();
         self.holding_origin = false;
         self.actions.push_back(Action::ReleaseOrigin { reusable });
     }

@@ -15,7 +15,7 @@ use http::{HeaderMap, StatusCode};
 use squall_h1::{BodyKind, ResponseDecoder};
 use squall_upstream::{AttemptFailure, NO_SERVER_STATUS, Retry, ServerId, UpstreamErrorClass};
 
-use super::{Action, Exchange, Phase, ToClient};
+use super::{Action, Exchange, OriginMessage, Phase, ToClient};
 use crate::forward::{self, Peer};
 
 impl Exchange {
@@ -44,6 +44,7 @@ impl Exchange {
         }
         self.phase = Phase::Exchanging;
         self.reused = reused;
+        self.origin_h2 = false;
         self.decoder = Some(ResponseDecoder::new(
             self.config.response_limits,
             &self.head.method,
@@ -52,11 +53,55 @@ impl Exchange {
         let mut out = BytesMut::with_capacity(512 + self.body.len());
         forward::encode_request(&self.head, &self.route, peer, &mut out);
         self.put_upgrade(&mut out);
-        out.extend_from_slice(&self.body);
-        self.body.clear();
         self.request_sent = true;
         self.write_origin(out);
+        self.pump_body();
         self.arm_response_timeout(now);
+    }
+
+    /// As [`on_origin_connected`](Exchange::on_origin_connected), for an HTTP/2 origin: the
+    /// driver has a stream for the exchange on a connection (`reused`: one that carried
+    /// streams before; `tls`: the `:scheme` is `https`). The request goes out as `SendOrigin`
+    /// messages and the response comes back as [`on_origin_response`] events. Upgrades do not
+    /// cross an HTTP/2 origin: the request goes as a plain one.
+    ///
+    /// [`on_origin_response`]: Exchange::on_origin_response
+    pub fn on_origin_stream(&mut self, reused: bool, tls: bool, now: Instant) {
+        if self.phase != Phase::Connecting {
+            return;
+        }
+        self.phase = Phase::Exchanging;
+        self.reused = reused;
+        self.origin_h2 = true;
+        self.offered = None;
+        let fields = forward::h2_request(&self.head, &self.route, self.peer(), tls);
+        let end_stream =
+            self.request_complete && self.body.is_empty() && self.body_trailers.is_none();
+        self.body_end_sent = end_stream;
+        self.actions
+            .push_back(Action::SendOrigin(OriginMessage::Head {
+                fields,
+                end_stream,
+            }));
+        self.request_sent = true;
+        self.pump_body();
+        self.arm_response_timeout(now);
+    }
+
+    /// The HTTP/2 origin reset the exchange's stream, or its connection failed, before the
+    /// response ended. `refused`: the origin did not process the request (REFUSED_STREAM, or a
+    /// stream above a GOAWAY's last id, RFC 9113 §8.7), so it may go again whatever its method.
+    pub fn on_origin_reset(&mut self, refused: bool, now: Instant) {
+        if self.phase != Phase::Exchanging {
+            return;
+        }
+        if refused && !self.response_started {
+            self.request_sent = false;
+            // Never the same connection again: it refused, or is going away.
+            self.reused = true;
+            return self.fail(UpstreamErrorClass::ResetBeforeResponse, now);
+        }
+        self.fail(forward::early_end_class(self.reused), now);
     }
 
     /// Who the request came from, as the forwarding rules and header variables see it.
@@ -94,33 +139,26 @@ impl Exchange {
     }
 
     /// A piece of the request body, as the client's codec delivered it (de-chunked). It is
-    /// framed for the origin as the request declared: as it is for a length, as a chunk
-    /// otherwise.
+    /// framed for the origin when it goes: as it is for a length, as a chunk otherwise, as
+    /// DATA for an HTTP/2 origin.
     pub fn on_client_body(&mut self, data: &[u8]) {
         if self.phase == Phase::Done || self.request_complete || data.is_empty() {
             return;
         }
-        if self.head.body == BodyKind::Chunked {
-            squall_h1::encode_chunk(data, &mut self.body);
-        } else {
-            self.body.extend_from_slice(data);
-        }
+        self.body.extend_from_slice(data);
         self.body_unreleased += data.len();
         self.pump_body();
     }
 
-    /// The request body ended. Trailers reach the origin in the last chunk, less the fields
-    /// that may not cross a proxy as trailers (`forward::forwardable_trailers`); a body of
-    /// declared length has no place for them in HTTP/1.1 (RFC 9112 §7.1.2), so there they are
-    /// dropped.
+    /// The request body ended. Trailers reach the origin in the last chunk (or a trailing
+    /// HEADERS frame for an HTTP/2 origin), less the fields that may not cross a proxy as
+    /// trailers (`forward::forwardable_trailers`); a body of declared length has no place for
+    /// them in HTTP/1.1 (RFC 9112 §7.1.2), so there they are dropped.
     pub fn on_client_end(&mut self, trailers: Option<&HeaderMap>) {
         if self.phase == Phase::Done || self.request_complete {
             return;
         }
-        if self.head.body == BodyKind::Chunked {
-            let trailers = trailers.and_then(forward::forwardable_trailers);
-            squall_h1::encode_last_chunk(trailers.as_ref(), &mut self.body);
-        }
+        self.body_trailers = trailers.and_then(forward::forwardable_trailers);
         self.request_complete = true;
         self.pump_body();
     }
@@ -134,15 +172,59 @@ impl Exchange {
         self.origin_unsent = 0;
         self.decoder = None;
         self.rbuf.clear();
+        self.clear_h2_events();
         self.origin_eof = false;
+        self.body_end_sent = false;
         self.deadline = Some(now + self.config.connect_timeout);
         self.actions.push_back(Action::Connect { server, pooled });
     }
 
-    /// Moves buffered body bytes on to a connected origin.
+    /// Moves buffered body bytes (and the body's end) on to a connected origin, framed for it.
     fn pump_body(&mut self) {
-        if self.phase == Phase::Exchanging && !self.body.is_empty() {
-            let out = self.body.split();
+        if self.phase != Phase::Exchanging {
+            return;
+        }
+        let ending = self.request_complete && !self.body_end_sent;
+        if self.body.is_empty() && !ending {
+            return;
+        }
+        self.body_end_sent |= ending;
+        if self.origin_h2 {
+            let trailers = if ending {
+                self.body_trailers.take()
+            } else {
+                None
+            };
+            let data = self.body.split().freeze();
+            let sent = data.len();
+            if sent > 0 || (ending && trailers.is_none()) {
+                let end_stream = ending && trailers.is_none();
+                self.origin_unsent += sent;
+                let message = OriginMessage::Data { data, end_stream };
+                self.actions.push_back(Action::SendOrigin(message));
+            }
+            if let Some(trailers) = trailers {
+                self.actions
+                    .push_back(Action::SendOrigin(OriginMessage::Trailers(trailers)));
+            }
+            return self.release_client_body();
+        }
+        let chunked = self.head.body == BodyKind::Chunked;
+        let out = match (chunked, self.body.is_empty()) {
+            (false, _) => self.body.split(),
+            (true, empty) => {
+                let mut out = BytesMut::with_capacity(self.body.len() + 24);
+                if !empty {
+                    squall_h1::encode_chunk(&self.body, &mut out);
+                    self.body.clear();
+                }
+                if ending {
+                    squall_h1::encode_last_chunk(self.body_trailers.take().as_ref(), &mut out);
+                }
+                out
+            }
+        };
+        if !out.is_empty() {
             self.write_origin(out);
         }
     }
@@ -150,6 +232,11 @@ impl Exchange {
     fn write_origin(&mut self, out: BytesMut) {
         self.origin_unsent += out.len();
         self.actions.push_back(Action::WriteOrigin(out.freeze()));
+        self.release_client_body();
+    }
+
+    /// Body bytes taken from the client moved on: its stream's window may be given back.
+    fn release_client_body(&mut self) {
         let released = std::mem::take(&mut self.body_unreleased);
         if released > 0 {
             self.actions.push_back(Action::ClientBodyConsumed(released));

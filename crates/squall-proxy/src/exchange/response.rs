@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use http::{HeaderMap, Method, StatusCode, Version};
 use squall_h1::{OriginHead, RequestFraming, ResponseBody, ResponseEvent};
+
 use squall_upstream::{Outcome, UpstreamErrorClass};
 
 use super::{
@@ -48,6 +49,23 @@ impl Exchange {
         self.pump_response(now);
     }
 
+    /// What an HTTP/2 origin sent on the exchange's stream, as the driver read it from its
+    /// connection: the events an HTTP/1.1 origin's bytes decode to. Taken as far as the client
+    /// has room; the rest waits, and its window with it (`OriginBodyConsumed` gives it back).
+    pub fn on_origin_response(&mut self, event: ResponseEvent, now: Instant) {
+        if self.phase != Phase::Exchanging || !self.origin_h2 {
+            return;
+        }
+        if let ResponseEvent::Data(data) = &event {
+            self.h2_held += data.len();
+        }
+        self.h2_events.push_back(event);
+        self.pump_response(now);
+        if self.phase == Phase::Exchanging {
+            self.arm_response_timeout(now);
+        }
+    }
+
     /// Reading from or writing to the origin failed (a reset, say).
     pub fn on_origin_error(&mut self, now: Instant) {
         if self.phase == Phase::Tunnel {
@@ -60,6 +78,44 @@ impl Exchange {
 
     /// Decodes and forwards what is buffered, while the client has room for body bytes.
     pub(super) fn pump_response(&mut self, now: Instant) {
+        self.pump_events(now);
+        if self.h2_unreleased > 0 && self.holding_origin {
+            let taken = std::mem::take(&mut self.h2_unreleased);
+            self.actions.push_back(Action::OriginBodyConsumed(taken));
+        }
+    }
+
+    /// The next response event of the current attempt: decoded from an HTTP/1.1 origin's
+    /// bytes, or the next one an HTTP/2 origin's stream delivered. `None` without a decoder.
+    fn next_event(&mut self) -> Option<Result<Option<ResponseEvent>, squall_h1::ResponseError>> {
+        if self.origin_h2 {
+            let event = self.h2_events.pop_front();
+            if let Some(ResponseEvent::Data(data)) = &event {
+                self.h2_held -= data.len();
+                self.h2_unreleased += data.len();
+            }
+            return Some(Ok(event));
+        }
+        let decoder = self.decoder.as_mut()?;
+        Some(if self.origin_eof && self.rbuf.is_empty() {
+            decoder.eof()
+        } else {
+            decoder.decode(&mut self.rbuf)
+        })
+    }
+
+    /// Drops what an HTTP/2 origin's stream delivered and was not taken; its window is given
+    /// back with the rest (the connection's window is shared by every stream).
+    pub(super) fn clear_h2_events(&mut self) {
+        self.h2_unreleased += std::mem::take(&mut self.h2_held);
+        self.h2_events.clear();
+        if self.h2_unreleased > 0 {
+            let taken = std::mem::take(&mut self.h2_unreleased);
+            self.actions.push_back(Action::OriginBodyConsumed(taken));
+        }
+    }
+
+    fn pump_events(&mut self, now: Instant) {
         while self.phase == Phase::Exchanging {
             if self.response_started && self.room == 0 && !self.answered_elsewhere {
                 self.pause();
@@ -70,13 +126,8 @@ impl Exchange {
                 Some(false) => return,
                 None => {}
             }
-            let Some(decoder) = self.decoder.as_mut() else {
+            let Some(event) = self.next_event() else {
                 return;
-            };
-            let event = if self.origin_eof && self.rbuf.is_empty() {
-                decoder.eof()
-            } else {
-                decoder.decode(&mut self.rbuf)
             };
             match event {
                 Ok(Some(ResponseEvent::Interim(head))) => self.forward_interim(head),

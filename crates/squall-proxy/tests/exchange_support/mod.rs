@@ -18,7 +18,8 @@ use bytes::BytesMut;
 use squall_config::HeaderEdits;
 use squall_h1::{Event, Limits, RequestDecoder, RequestHead, ResponseLimits};
 use squall_proxy::{
-    Action, ClientInfo, ClientProtocol, Exchange, ExchangeConfig, FillHook, ProxyRoute, ToClient,
+    Action, ClientInfo, ClientProtocol, Exchange, ExchangeConfig, FillHook, OriginMessage,
+    ProxyRoute, ToClient,
 };
 use squall_upstream::{Outcome, RetryPolicy, ServerId, UpstreamErrorClass};
 
@@ -67,6 +68,11 @@ pub struct Pair {
     /// Writes to the origin are acknowledged only by [`Pair::ack_sends`].
     pub hold_sends: bool,
     unacked: usize,
+    /// The origins speak HTTP/2: connections become streams (`on_origin_stream`) and what
+    /// the exchange sends is recorded as lines in `written`.
+    pub h2: bool,
+    /// Window given back to HTTP/2 origins (`OriginBodyConsumed`).
+    pub origin_consumed: usize,
 }
 
 /// A request head as the client codec would decode it.
@@ -147,6 +153,8 @@ impl Pair {
             body_consumed: 0,
             hold_sends: false,
             unacked: 0,
+            h2: false,
+            origin_consumed: 0,
         }
     }
 
@@ -177,6 +185,18 @@ impl Pair {
                     self.ack_sends();
                 }
             }
+            Action::SendOrigin(message) => {
+                let index = self.current.expect("messages go to a held stream");
+                let line = origin_line(&message);
+                if let OriginMessage::Data { data, .. } = &message {
+                    self.unacked += data.len();
+                }
+                self.conns[index].written.extend_from_slice(line.as_bytes());
+                if !self.hold_sends {
+                    self.ack_sends();
+                }
+            }
+            Action::OriginBodyConsumed(n) => self.origin_consumed += n,
             Action::PauseOrigin => self.flow.push("pause"),
             Action::ResumeOrigin => self.flow.push("resume"),
             Action::ShutdownOrigin => self.flow.push("shutdown"),
@@ -228,6 +248,9 @@ impl Pair {
         });
         self.current = Some(self.conns.len() - 1);
         match (reused, self.servers[server.index()]) {
+            (true, _) | (false, Server::Accept) if self.h2 => {
+                self.ex.on_origin_stream(reused, false, self.now);
+            }
             (true, _) | (false, Server::Accept) => self.ex.on_origin_connected(reused, self.now),
             (false, Server::Refuse) => {
                 self.ex
@@ -264,6 +287,18 @@ impl Pair {
             self.ex.on_origin_data(piece, self.now);
             self.run();
         }
+    }
+
+    /// The HTTP/2 origin's stream delivers `event`, with the actions run after it.
+    pub fn origin_event(&mut self, event: squall_h1::ResponseEvent) {
+        self.ex.on_origin_response(event, self.now);
+        self.run();
+    }
+
+    /// The HTTP/2 origin reset the stream (`refused`: it did not process the request).
+    pub fn origin_reset(&mut self, refused: bool) {
+        self.ex.on_origin_reset(refused, self.now);
+        self.run();
     }
 
     pub fn origin_eof(&mut self) {
@@ -347,6 +382,36 @@ fn client_line(message: &ToClient) -> String {
             format!("error {} unfinished={request_unfinished}", status.as_u16())
         }
         ToClient::Abort => "abort".to_owned(),
+    }
+}
+
+/// One message to an HTTP/2 origin as a line: `head` with its fields, `data` with its text,
+/// `trailers`; ` end` when it ends the stream.
+fn origin_line(message: &OriginMessage) -> String {
+    match message {
+        OriginMessage::Head { fields, end_stream } => {
+            let fields: Vec<String> = (fields.iter())
+                .map(|(n, v)| {
+                    format!(
+                        "{}: {}",
+                        String::from_utf8_lossy(n),
+                        String::from_utf8_lossy(v)
+                    )
+                })
+                .collect();
+            let end = if *end_stream { " end" } else { "" };
+            format!("head [{}]{end}\n", fields.join(", "))
+        }
+        OriginMessage::Data { data, end_stream } => {
+            let end = if *end_stream { " end" } else { "" };
+            format!("data {}{end}\n", String::from_utf8_lossy(data))
+        }
+        OriginMessage::Trailers(fields) => {
+            let fields: Vec<String> = (fields.iter())
+                .map(|(n, v)| format!("{n}: {}", v.to_str().unwrap_or("?")))
+                .collect();
+            format!("trailers [{}] end\n", fields.join(", "))
+        }
     }
 }
 

@@ -264,6 +264,10 @@ impl Worker {
                     self.write_origin(index, bytes);
                 }
             }
+            // HTTP/2 origins (not connected to yet: every exchange is told `on_origin_connected`).
+            Action::SendOrigin(_) | Action::OriginBodyConsumed(_) => {
+                debug_assert!(false, "an HTTP/1.1 exchange sends bytes");
+            }
             Action::PauseOrigin => {
                 if let Some(index) = self.session_mut(id).and_then(|s| s.origin) {
                     self.pause_origin(index);
