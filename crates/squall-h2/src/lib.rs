@@ -1,5 +1,5 @@
-//! squall-h2: HTTP/2 (RFC 9113) for a server, sans-IO: the frame layer, and above it the
-//! connection and stream state machines.
+//! squall-h2: HTTP/2 (RFC 9113), sans-IO: the frame layer, and above it the connection and
+//! stream state machines of a server, and of a client for proxying to HTTP/2 origins.
 //!
 //! # Frame layer
 //!
@@ -41,6 +41,37 @@
 //!   SETTINGS_MAX_CONCURRENT_STREAMS, or opened after a GOAWAY, get REFUSED_STREAM.
 //! - Time: [`Connection::next_deadline`] and [`Connection::on_timer`] detect stalled send
 //!   windows.
+//!
+//! # Client role
+//!
+//! [`ClientConnection`] is one connection to an HTTP/2 origin, for the proxy: many requests
+//! on it at once, bytes and `Instant`s in, [`ClientEvent`]s and bytes out, like the server.
+//!
+//! - Output: the preface and our SETTINGS first (SETTINGS_ENABLE_PUSH = 0, our windows,
+//!   frame size, header list and table sizes; [`ClientConfig`]), then a WINDOW_UPDATE that
+//!   raises the connection window. [`ClientConnection::send_request`] opens odd stream ids
+//!   in increasing order, within [`ClientConnection::available_streams`] (our cap and the
+//!   peer's SETTINGS_MAX_CONCURRENT_STREAMS); `send_data` and `send_trailers` queue the
+//!   body, which leaves round robin within the peer's windows and SETTINGS_MAX_FRAME_SIZE.
+//! - Input: response heads are validated (§8.3.2: one three-digit `:status`, and the field
+//!   rules of §8.2 the server applies to requests); 1xx heads come as
+//!   [`ClientEvent::Interim`] (at most 8 per stream), a 101 is malformed (§8.6). DATA is
+//!   checked against content-length (not for 204 and 304, nor a head with END_STREAM, which
+//!   may answer HEAD). A malformed response resets its stream with PROTOCOL_ERROR and the
+//!   application gets [`ClientEvent::Reset`]. PUSH_PROMISE, and HEADERS or DATA on a stream
+//!   we did not open, are connection errors; frames on streams we reset are ignored.
+//! - Flow control: response DATA keeps its window until
+//!   [`ClientConnection::release_capacity`], so a slow client slows the origin; windows go
+//!   back in WINDOW_UPDATEs of at least half a window, the connection's also for the body of
+//!   a response that already completed.
+//! - GOAWAY from the origin: [`ClientEvent::GoAway`], then a Reset with `refused: true` for
+//!   every stream above its last stream id (safe to retry elsewhere, as is RST_STREAM
+//!   REFUSED_STREAM); the others finish. [`ClientConnection::fail`] ends every stream when
+//!   the transport goes.
+//! - Bounds against a misbehaving origin: header blocks (2 × the header list limit, 64
+//!   CONTINUATION frames), answers it leaves unread (64 KiB, then GOAWAY(ENHANCE_YOUR_CALM)),
+//!   closed streams remembered (512), events (a few per stream; body data waits in
+//!   per-stream inboxes within the receive windows).
 //!
 //! # Limits and defaults ([`ServerConfig`])
 //!
@@ -108,6 +139,7 @@
 
 #![forbid(unsafe_code)]
 
+mod client;
 mod conn;
 mod decode;
 mod encode;
@@ -115,6 +147,7 @@ mod error;
 mod fields;
 mod frame;
 
+pub use client::{ClientConfig, ClientConnection, ClientEvent, OpenError};
 pub use conn::{
     ConnError, Connection, Event, FloodKind, Request, ServerConfig, Stats, StreamClosed,
 };

@@ -17,10 +17,10 @@ mod headers;
 mod lifecycle;
 mod priority;
 mod recv;
-mod request;
+pub(crate) mod request;
 mod schedule;
 mod send;
-mod stream;
+pub(crate) mod stream;
 mod types;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};

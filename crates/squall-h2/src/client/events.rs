@@ -1,0 +1,155 @@
+//! The queue of events for the application, and the per-stream inboxes of response body.
+//!
+//! As on the server side (`conn/events.rs`), body data waits in one [`Inbox`] per stream,
+//! where small frames are copied together, and the queue holds one marker per inbox: an
+//! origin sending one-byte DATA frames makes neither one event per byte nor one `Bytes`
+//! per byte. The queue stays within a few entries per stream, the inboxes within the
+//! receive windows.
+
+use std::collections::VecDeque;
+
+use bytes::{Bytes, BytesMut};
+
+use super::ClientConnection;
+use super::types::ClientEvent;
+use crate::error::ErrorCode;
+use crate::frame::StreamId;
+
+/// DATA shorter than this is copied into the inbox's tail rather than kept as its own piece.
+const DATA_COPY_BYTES_MAX: usize = 1024;
+/// The tail is handed out as a piece once it reaches this size.
+const INBOX_TAIL_BYTES_MAX: usize = 16 * 1024;
+
+/// An event waiting for the application.
+#[derive(Debug)]
+pub(crate) enum Queued {
+    /// Anything but body data.
+    Event(ClientEvent),
+    /// The stream's inbox has data (or its end) to hand out.
+    Data(StreamId),
+}
+
+impl Queued {
+    fn stream_id(&self) -> Option<StreamId> {
+        match self {
+            Self::Event(event) => event.stream_id(),
+            Self::Data(id) => Some(*id),
+        }
+    }
+}
+
+/// Response body received and not yet handed out.
+#[derive(Debug, Default)]
+pub(crate) struct Inbox {
+    chunks: VecDeque<Bytes>,
+    tail: BytesMut,
+    /// END_STREAM came after the data in here (and no trailers).
+    end: bool,
+}
+
+impl Inbox {
+    fn push(&mut self, data: Bytes) {
+        if data.len() < DATA_COPY_BYTES_MAX {
+            self.tail.extend_from_slice(&data);
+            if self.tail.len() >= INBOX_TAIL_BYTES_MAX {
+                self.chunks.push_back(self.tail.split().freeze());
+            }
+        } else {
+            if !self.tail.is_empty() {
+                self.chunks.push_back(self.tail.split().freeze());
+            }
+            self.chunks.push_back(data);
+        }
+    }
+
+    /// The next piece, and whether it is the last one.
+    fn pop(&mut self) -> (Bytes, bool) {
+        let data = match self.chunks.pop_front() {
+            Some(chunk) => chunk,
+            None => self.tail.split().freeze(),
+        };
+        (data, self.end && self.is_empty())
+    }
+
+    fn is_empty(&self) -> bool {
+        self.chunks.is_empty() && self.tail.is_empty()
+    }
+
+    /// Bytes waiting in here.
+    pub(crate) fn bytes(&self) -> usize {
+        self.chunks.iter().map(Bytes::len).sum::<usize>() + self.tail.len()
+    }
+
+    pub(crate) fn pieces(&self) -> usize {
+        self.chunks.len() + usize::from(!self.tail.is_empty())
+    }
+}
+
+impl ClientConnection {
+    /// The next event, in the order the peer's frames arrived (per stream: a stream's body
+    /// may come ahead of other streams' later events).
+    pub fn poll_event(&mut self) -> Option<ClientEvent> {
+        loop {
+            match self.events.pop_front()? {
+                Queued::Event(event) => return Some(event),
+                Queued::Data(id) => {
+                    if let Some(event) = self.pop_data(id) {
+                        return Some(event);
+                    }
+                }
+            }
+        }
+    }
+
+    /// One piece of a stream's inbox; the marker goes back to the front while more is left.
+    fn pop_data(&mut self, stream_id: StreamId) -> Option<ClientEvent> {
+        let inbox = self.inboxes.get_mut(&stream_id)?;
+        let (data, end_stream) = inbox.pop();
+        if inbox.is_empty() {
+            self.inboxes.remove(&stream_id);
+        } else {
+            self.events.push_front(Queued::Data(stream_id));
+        }
+        Some(ClientEvent::Data {
+            stream_id,
+            data,
+            end_stream,
+        })
+    }
+
+    pub(super) fn push_event(&mut self, event: ClientEvent) {
+        self.events.push_back(Queued::Event(event));
+    }
+
+    /// A GOAWAY event; one right behind another replaces it, so a peer repeating GOAWAY
+    /// cannot grow the queue.
+    pub(super) fn push_goaway(&mut self, last_stream_id: StreamId, code: ErrorCode) {
+        if let Some(Queued::Event(ClientEvent::GoAway { .. })) = self.events.back() {
+            self.events.pop_back();
+        }
+        self.push_event(ClientEvent::GoAway {
+            last_stream_id,
+            code,
+        });
+    }
+
+    /// Adds body data (possibly empty, when only `end_stream` is news) to a stream's inbox.
+    pub(super) fn push_data(&mut self, stream_id: StreamId, data: Bytes, end_stream: bool) {
+        if data.is_empty() && !end_stream {
+            return;
+        }
+        let inbox = self.inboxes.entry(stream_id).or_default();
+        let was_queued = !inbox.is_empty() || inbox.end;
+        inbox.push(data);
+        inbox.end |= end_stream;
+        if !was_queued {
+            self.events.push_back(Queued::Data(stream_id));
+        }
+    }
+
+    /// Drops every undelivered event and body byte of a stream (it was reset).
+    pub(super) fn forget_events(&mut self, stream_id: StreamId) {
+        self.inboxes.remove(&stream_id);
+        self.events.retain(|q| q.stream_id() != Some(stream_id));
+    }
+}

@@ -1,0 +1,340 @@
+//! Frames from the origin: the entry point [`ClientConnection::recv`], the dispatch by
+//! frame type, and the frames that concern the connection or a stream's existence
+//! (SETTINGS, PING, GOAWAY, RST_STREAM, WINDOW_UPDATE). Header blocks are in `headers.rs`,
+//! DATA in `body.rs`.
+
+use std::time::Instant;
+
+use bytes::BytesMut;
+
+use super::stream::RecvState;
+use super::{ClientConnection, REPLY_BYTES_MAX};
+use crate::conn::stream::Closed;
+use crate::conn::{ConnError, FloodKind};
+use crate::encode::{encode_ping, encode_settings_ack};
+use crate::error::{ErrorCode, ErrorScope, FrameError};
+use crate::frame::{
+    FRAME_HEADER_BYTES, Frame, SettingId, Settings, StreamId, WINDOW_BYTES_MAX, flag, kind,
+};
+
+/// What a handler returns: `Err` once the connection has failed (GOAWAY queued).
+pub(super) type Step = Result<(), ConnError>;
+
+/// SETTINGS_ENABLE_CONNECT_PROTOCOL (RFC 8441 §3), which the frame decoder drops as unknown.
+const SETTINGS_ENABLE_CONNECT_PROTOCOL: u16 = 0x8;
+
+/// Where a stream id stands, from the side that opens odd streams (RFC 9113 §5.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Lookup {
+    /// Even (a server's, and we take no pushes) or not opened by us yet.
+    Idle,
+    /// Open or half-closed.
+    Active,
+    /// Closed, and how, as far as it is remembered.
+    Closed(Closed),
+}
+
+impl ClientConnection {
+    /// Whole frames from `input` (consumed as decoded; a partial frame stays). Connection
+    /// errors queue a GOAWAY, queue a Reset event for every open stream, and return the
+    /// error; later calls return it again.
+    pub fn recv(&mut self, input: &mut BytesMut, now: Instant) -> Result<(), ConnError> {
+        if let Some(error) = self.error {
+            return Err(error);
+        }
+        self.now = self.now.max(now);
+        while let Some(frame) = self.next_frame(input)? {
+            self.on_frame(frame)?;
+            if self.reply_bytes > REPLY_BYTES_MAX {
+                let reason = "peer does not read what we answer";
+                let code = ErrorCode::EnhanceYourCalm;
+                return Err(self.conn_error_flood(code, reason, Some(FloodKind::OutputQueue)));
+            }
+        }
+        Ok(())
+    }
+
+    /// The next whole frame; frames that are stream errors by themselves are handled here.
+    fn next_frame(&mut self, input: &mut BytesMut) -> Result<Option<Frame>, ConnError> {
+        loop {
+            self.peek_raw(input)?;
+            match self.frames.decode(input) {
+                Ok(frame) => return Ok(frame),
+                Err(error) => self.on_frame_error(error)?,
+            }
+        }
+    }
+
+    /// What the frame decoder, a server's, does not tell a client: a PUSH_PROMISE is a
+    /// connection error because we said SETTINGS_ENABLE_PUSH = 0 (RFC 9113 §6.6, §8.4), and
+    /// SETTINGS_ENABLE_CONNECT_PROTOCOL, which it drops as unknown. Looks at the whole frame
+    /// at the front of `input`, if one is there; consumes nothing.
+    fn peek_raw(&mut self, input: &[u8]) -> Result<(), ConnError> {
+        let Some(head) = input.get(..FRAME_HEADER_BYTES) else {
+            return Ok(());
+        };
+        let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+        let (ty, flags) = (head[3], head[4]);
+        if ty == kind::PUSH_PROMISE {
+            let reason = "PUSH_PROMISE though we disabled push";
+            return Err(self.conn_error(ErrorCode::ProtocolError, reason));
+        }
+        let payload = input.get(FRAME_HEADER_BYTES..FRAME_HEADER_BYTES + len);
+        let (kind::SETTINGS, Some(payload)) = (ty, payload) else {
+            return Ok(());
+        };
+        if flags & flag::ACK != 0 || len > self.frames.max_frame_size() as usize {
+            return Ok(());
+        }
+        for entry in payload.chunks_exact(6) {
+            if u16::from_be_bytes([entry[0], entry[1]]) != SETTINGS_ENABLE_CONNECT_PROTOCOL {
+                continue;
+            }
+            match u32::from_be_bytes([entry[2], entry[3], entry[4], entry[5]]) {
+                value @ (0 | 1) => self.peer_extended_connect = value == 1,
+                _ => {
+                    let reason = "SETTINGS_ENABLE_CONNECT_PROTOCOL is not 0 or 1";
+                    return Err(self.conn_error(ErrorCode::ProtocolError, reason));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn on_frame_error(&mut self, error: FrameError) -> Step {
+        let id = match error.scope {
+            // §6.10: inside a header block any other frame is a connection error, and so
+            // is anything before the server's SETTINGS (§3.4).
+            ErrorScope::Stream(id) if self.block.is_none() && self.settings_seen => id,
+            ErrorScope::Stream(_) => {
+                let reason = "bad frame inside a header block or before SETTINGS";
+                return Err(self.conn_error(ErrorCode::ProtocolError, reason));
+            }
+            ErrorScope::Connection => return Err(self.conn_error(error.code, error.reason)),
+        };
+        // §5.1: on an idle stream, any frame but HEADERS and PRIORITY is a connection error.
+        if self.lookup(id) == Lookup::Idle && error.code == ErrorCode::ProtocolError {
+            return Err(self.conn_error(ErrorCode::ProtocolError, error.reason));
+        }
+        self.stream_error(id, error.code);
+        Ok(())
+    }
+
+    fn on_frame(&mut self, frame: Frame) -> Step {
+        if !self.settings_seen {
+            if !matches!(frame, Frame::Settings(Settings { ack: false, .. })) {
+                let reason = "server's first frame is not SETTINGS";
+                return Err(self.conn_error(ErrorCode::ProtocolError, reason));
+            }
+            self.settings_seen = true;
+        }
+        if let Some(block) = &self.block {
+            let same = matches!(&frame, Frame::Continuation { stream_id, .. } if *stream_id == block.stream_id);
+            if !same {
+                let reason = "frame inside a header block";
+                return Err(self.conn_error(ErrorCode::ProtocolError, reason));
+            }
+        }
+        match frame {
+            Frame::Data {
+                stream_id,
+                data,
+                end_stream,
+                flow_len,
+            } => self.on_data(stream_id, data, end_stream, flow_len),
+            Frame::Headers {
+                stream_id,
+                block,
+                end_stream,
+                end_headers,
+                ..
+            } => self.on_headers(stream_id, block, end_stream, end_headers),
+            Frame::Continuation {
+                stream_id,
+                block,
+                end_headers,
+            } => self.on_continuation(stream_id, block, end_headers),
+            Frame::RstStream { stream_id, code } => self.on_rst_stream(stream_id, code),
+            Frame::Settings(settings) => self.on_settings(settings),
+            Frame::Ping { ack, data } => {
+                // §6.7: answered with the same data; we send no PING, so ACKs are noise.
+                if !ack {
+                    encode_ping(&mut self.out, true, data);
+                    self.reply_bytes += FRAME_HEADER_BYTES + 8;
+                }
+                Ok(())
+            }
+            Frame::GoAway {
+                last_stream_id,
+                code,
+                ..
+            } => {
+                self.on_goaway(last_stream_id, code);
+                Ok(())
+            }
+            Frame::WindowUpdate {
+                stream_id,
+                increment,
+            } => self.on_window_update(stream_id, increment),
+            // §5.3.2: priorities are deprecated, and only clients send PRIORITY_UPDATE
+            // (RFC 9218 §7.1); §5.5: unknown frame types are ignored.
+            Frame::Priority { .. } | Frame::PriorityUpdate { .. } | Frame::Unknown { .. } => Ok(()),
+        }
+    }
+
+    pub(super) fn lookup(&self, id: StreamId) -> Lookup {
+        if id.is_multiple_of(2) || id >= self.next_stream_id {
+            Lookup::Idle
+        } else if self.streams.contains_key(&id) {
+            Lookup::Active
+        } else {
+            Lookup::Closed(self.closed.get(id))
+        }
+    }
+
+    /// RFC 9113 §6.5.
+    fn on_settings(&mut self, settings: Settings) -> Step {
+        if settings.ack {
+            self.on_settings_ack();
+            return Ok(());
+        }
+        for (id, value) in settings.params {
+            self.apply_setting(id, value)?;
+        }
+        encode_settings_ack(&mut self.out);
+        self.reply_bytes += FRAME_HEADER_BYTES;
+        Ok(())
+    }
+
+    fn apply_setting(&mut self, id: SettingId, value: u32) -> Step {
+        match id {
+            SettingId::HeaderTableSize => self.hpack_out.set_max_table_size(value as usize),
+            SettingId::InitialWindowSize => self.set_peer_initial_window(value)?,
+            SettingId::MaxFrameSize => self.peer_max_frame_size = value,
+            SettingId::MaxConcurrentStreams => self.peer_max_streams = Some(value),
+            // §6.5.2: "A client MUST treat receipt of a SETTINGS frame with
+            // SETTINGS_ENABLE_PUSH set to 1 as a connection error of type PROTOCOL_ERROR."
+            SettingId::EnablePush if value == 1 => {
+                let reason = "server sent SETTINGS_ENABLE_PUSH = 1";
+                return Err(self.conn_error(ErrorCode::ProtocolError, reason));
+            }
+            // The header list limit is advisory (§6.5.2): requests come from clients that
+            // already kept to ours. RFC 7540 priorities we never send.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// §6.9.2: a new initial window changes every stream's send window by the difference,
+    /// possibly below zero; above 2^31-1 is a connection FLOW_CONTROL_ERROR.
+    fn set_peer_initial_window(&mut self, value: u32) -> Step {
+        let delta = i64::from(value) - i64::from(self.peer_initial_window);
+        self.peer_initial_window = value;
+        let mut overflow = false;
+        for stream in self.streams.values_mut() {
+            stream.send_window += delta;
+            overflow |= stream.send_window > i64::from(WINDOW_BYTES_MAX);
+        }
+        if overflow {
+            let reason = "SETTINGS_INITIAL_WINDOW_SIZE overflows a stream window";
+            return Err(self.conn_error(ErrorCode::FlowControlError, reason));
+        }
+        if delta > 0 {
+            let ids: Vec<StreamId> = self.streams.keys().copied().collect();
+            for id in ids {
+                self.schedule(id);
+            }
+        }
+        Ok(())
+    }
+
+    /// Our SETTINGS now bind the peer (§6.5.3): the HPACK table limit and the stream
+    /// receive windows tighten to what we announced, if that is below the defaults.
+    fn on_settings_ack(&mut self) {
+        if self.settings_acked {
+            return;
+        }
+        let loose = self.local_initial_window();
+        self.settings_acked = true;
+        let delta = self.local_initial_window() - loose;
+        for stream in self.streams.values_mut() {
+            stream.recv_window += delta;
+        }
+        self.hpack_in
+            .set_max_table_size_limit(self.config.header_table_size as usize);
+    }
+
+    /// §6.8: no new streams; streams above `last` were not processed and may be retried
+    /// elsewhere; the others finish. A later GOAWAY may only lower `last`.
+    fn on_goaway(&mut self, last: StreamId, code: ErrorCode) {
+        if self.peer_goaway.is_some_and(|old| old <= last) {
+            return;
+        }
+        self.peer_goaway = Some(last);
+        self.push_goaway(last, code);
+        let above: Vec<StreamId> = self.streams.range(last + 1..).map(|(&id, _)| id).collect();
+        for id in above {
+            let reset = Some((ErrorCode::RefusedStream, true));
+            self.remove_stream(id, Closed::ResetByUs, reset);
+        }
+    }
+
+    /// §6.4.
+    fn on_rst_stream(&mut self, id: StreamId, code: ErrorCode) -> Step {
+        match self.lookup(id) {
+            Lookup::Idle => {
+                let reason = "RST_STREAM on an idle stream";
+                Err(self.conn_error(ErrorCode::ProtocolError, reason))
+            }
+            Lookup::Closed(_) => Ok(()),
+            Lookup::Active => {
+                // §8.1: a server may answer before the request is complete and then ask us
+                // to stop sending (NO_ERROR): the response stands, nothing is reported.
+                let complete = self
+                    .streams
+                    .get(&id)
+                    .is_some_and(|s| s.recv == RecvState::Done);
+                if complete {
+                    self.remove_stream(id, Closed::Normally, None);
+                } else {
+                    let refused = code == ErrorCode::RefusedStream;
+                    self.remove_stream(id, Closed::ResetByPeer, Some((code, refused)));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// §6.9, §6.9.1.
+    fn on_window_update(&mut self, id: StreamId, increment: u32) -> Step {
+        let max = i64::from(WINDOW_BYTES_MAX);
+        if id == 0 {
+            self.conn_send_window += i64::from(increment);
+            if self.conn_send_window > max {
+                let reason = "connection send window above 2^31-1";
+                return Err(self.conn_error(ErrorCode::FlowControlError, reason));
+            }
+            self.unpark();
+            return Ok(());
+        }
+        match self.lookup(id) {
+            Lookup::Idle => {
+                let reason = "WINDOW_UPDATE on an idle stream";
+                Err(self.conn_error(ErrorCode::ProtocolError, reason))
+            }
+            Lookup::Closed(_) => Ok(()),
+            Lookup::Active => {
+                let Some(stream) = self.streams.get_mut(&id) else {
+                    return Ok(());
+                };
+                stream.send_window += i64::from(increment);
+                if stream.send_window > max {
+                    self.stream_error(id, ErrorCode::FlowControlError);
+                    return Ok(());
+                }
+                self.schedule(id);
+                Ok(())
+            }
+        }
+    }
+}

@@ -1,0 +1,358 @@
+//! Requests, request bodies and the output.
+//!
+//! Output leaves in this order: everything in `out` (control frames and header blocks, in
+//! the order they were queued), then DATA, one frame per turn, round robin across streams,
+//! as the peer's windows and SETTINGS_MAX_FRAME_SIZE allow (RFC 9113 §6.9). A stream's
+//! frames keep their order: its HEADERS went into `out` before any DATA could be queued,
+//! and its trailers wait behind its DATA.
+
+use bytes::{Bytes, BytesMut};
+
+use super::stream::{SendEnd, SendState, Slot, Stream};
+use super::types::OpenError;
+use super::{ClientConnection, STREAM_ID_MAX};
+use crate::conn::StreamClosed;
+use crate::conn::request::is_connection_specific;
+use crate::conn::stream::Closed;
+use crate::encode::{encode_data_header, encode_headers, encode_rst_stream};
+use crate::error::ErrorCode;
+use crate::frame::StreamId;
+
+/// DATA payloads shorter than this are copied behind their frame header: one piece for
+/// the caller's writev instead of two.
+const DATA_COPY_BYTES_MAX: usize = 1024;
+
+/// A scratch buffer grown past this by one huge head is not kept.
+const BLOCK_BUF_BYTES_KEPT_MAX: usize = 16 * 1024;
+
+/// What one stream's turn gave.
+enum Turn {
+    /// A frame: its head (or the whole frame) and, for larger DATA, the payload.
+    Sent {
+        head: Bytes,
+        payload: Option<Bytes>,
+        more: bool,
+    },
+    /// DATA waits for connection window: the stream is parked until it opens.
+    WaitConnection,
+    /// Nothing can go until the stream's window opens (or nothing is left).
+    Blocked,
+}
+
+impl ClientConnection {
+    /// Opens a stream: HEADERS (+CONTINUATION as the peer's max frame size needs) with
+    /// `fields` HPACK-encoded in order: pseudo-fields first (`:method`, `:scheme`,
+    /// `:authority`, `:path`, and `:protocol` for an extended CONNECT), then regular fields
+    /// with lowercase names (the caller never passes connection-specific ones). END_STREAM
+    /// when `end_stream`.
+    pub fn send_request<'a>(
+        &mut self,
+        fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+        end_stream: bool,
+    ) -> Result<StreamId, OpenError> {
+        if self.going_away() || self.next_stream_id > STREAM_ID_MAX {
+            return Err(OpenError::GoingAway);
+        }
+        if self.available_streams() == 0 {
+            return Err(OpenError::NoCapacity);
+        }
+        let id = self.next_stream_id;
+        self.next_stream_id += 2;
+        let head_at = self.out_emitted + self.out.len() as u64;
+        let mut block = std::mem::take(&mut self.block_buf);
+        self.hpack_out
+            .encode(checked(fields).map(|(n, v)| (n, v, false)), &mut block);
+        encode_headers(
+            &mut self.out,
+            id,
+            end_stream,
+            &block,
+            self.peer_max_frame_size,
+        );
+        self.reuse_block_buf(block);
+        let recv_window = self.local_initial_window();
+        let send_window = i64::from(self.peer_initial_window);
+        let stream = Stream::new(end_stream, recv_window, send_window, head_at);
+        self.streams.insert(id, Box::new(stream));
+        Ok(id)
+    }
+
+    /// Queues request body on an open stream; it leaves within the peer's windows, as
+    /// slices of `data` (copied only below 1 KiB).
+    pub fn send_data(
+        &mut self,
+        stream_id: StreamId,
+        data: Bytes,
+        end_stream: bool,
+    ) -> Result<(), StreamClosed> {
+        let stream = self.sending_stream(stream_id)?;
+        let len = data.len();
+        if len > 0 {
+            stream.queue.push_back(data);
+            stream.queued_bytes += len;
+        }
+        if end_stream {
+            stream.end = SendEnd::EndStream;
+            stream.send = SendState::Ending;
+        }
+        self.queued_total += len;
+        self.schedule(stream_id);
+        Ok(())
+    }
+
+    /// Request trailers (HEADERS with END_STREAM), after the queued data. Lowercase names.
+    pub fn send_trailers<'a>(
+        &mut self,
+        stream_id: StreamId,
+        fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+    ) -> Result<(), StreamClosed> {
+        let stream = self.sending_stream(stream_id)?;
+        if stream.queue.is_empty() {
+            stream.send = SendState::Done;
+            self.encode_trailers(stream_id, fields);
+            self.close_if_done(stream_id);
+            return Ok(());
+        }
+        // Encoded when they go out: HPACK blocks must reach the peer in encoding order.
+        let owned = (fields.into_iter())
+            .map(|(n, v)| (Bytes::copy_from_slice(n), Bytes::copy_from_slice(v)))
+            .collect();
+        stream.end = SendEnd::Trailers(owned);
+        stream.send = SendState::Ending;
+        self.schedule(stream_id);
+        Ok(())
+    }
+
+    /// Resets a stream we no longer want (the client went away): RST_STREAM(code) unless it
+    /// is already closed; no event follows for it; its queued data is dropped and its
+    /// window given back.
+    pub fn reset_stream(&mut self, stream_id: StreamId, code: ErrorCode) {
+        if self.error.is_some() || !self.streams.contains_key(&stream_id) {
+            return;
+        }
+        // Not `send_rst`: no answer to the peer, so not its output to bound.
+        encode_rst_stream(&mut self.out, stream_id, code);
+        self.remove_stream(stream_id, Closed::ResetByUs, None);
+    }
+
+    /// Request body bytes queued for `stream_id` and not yet handed to `poll_output`.
+    pub fn queued_data(&self, stream_id: StreamId) -> usize {
+        self.streams.get(&stream_id).map_or(0, |s| s.queued_bytes)
+    }
+
+    /// Emits frames to send: control frames and header blocks first, then DATA within the
+    /// peer's windows and max frame size, round robin across streams, up to about
+    /// `budget` bytes (at least one piece if any is pending).
+    pub fn poll_output(&mut self, budget: usize, mut emit: impl FnMut(Bytes)) {
+        let mut emitted = 0;
+        if !self.out.is_empty() {
+            let control = self.out.split().freeze();
+            emitted += control.len();
+            self.out_emitted += control.len() as u64;
+            emit(control);
+        }
+        self.reply_bytes = 0;
+        while emitted == 0 || emitted < budget {
+            let Some(id) = self.ready.pop_front() else {
+                break;
+            };
+            if let Some(stream) = self.streams.get_mut(&id) {
+                stream.slot = Slot::Out;
+            }
+            match self.send_frame(id) {
+                Turn::Sent {
+                    head,
+                    payload,
+                    more,
+                } => {
+                    emitted += head.len();
+                    emit(head);
+                    if let Some(payload) = payload {
+                        emitted += payload.len();
+                        emit(payload);
+                    }
+                    if more {
+                        self.schedule(id);
+                    }
+                }
+                Turn::WaitConnection => {
+                    if let Some(stream) = self.streams.get_mut(&id) {
+                        stream.slot = Slot::Parked;
+                        self.parked.push_back(id);
+                    }
+                }
+                Turn::Blocked => {}
+            }
+        }
+    }
+
+    /// Whether `poll_output` would emit something now.
+    pub fn has_output(&self) -> bool {
+        if !self.out.is_empty() {
+            return true;
+        }
+        let connection_open = self.conn_send_window > 0;
+        self.ready.iter().any(|id| {
+            self.streams
+                .get(id)
+                .is_some_and(|s| s.sendable() && (connection_open || !s.needs_window()))
+        })
+    }
+
+    /// Files a stream in the round robin if it can send and is not filed yet.
+    pub(super) fn schedule(&mut self, id: StreamId) {
+        if let Some(stream) = self.streams.get_mut(&id)
+            && stream.slot == Slot::Out
+            && stream.sendable()
+        {
+            stream.slot = Slot::Ready;
+            self.ready.push_back(id);
+        }
+    }
+
+    /// The connection window opened: parked streams go back in the order they were parked.
+    pub(super) fn unpark(&mut self) {
+        while let Some(id) = self.parked.pop_front() {
+            if let Some(stream) = self.streams.get_mut(&id) {
+                stream.slot = Slot::Out;
+            }
+            self.schedule(id);
+        }
+    }
+
+    /// One frame of a stream's send half: DATA, or the end (empty DATA, trailers).
+    fn send_frame(&mut self, id: StreamId) -> Turn {
+        let Some(stream) = self.streams.get_mut(&id) else {
+            return Turn::Blocked;
+        };
+        let Some(front) = stream.queue.front_mut() else {
+            return self.send_end(id);
+        };
+        if stream.send_window <= 0 {
+            return Turn::Blocked;
+        }
+        if self.conn_send_window <= 0 {
+            return Turn::WaitConnection;
+        }
+        let allowed = (stream.send_window)
+            .min(self.conn_send_window)
+            .min(i64::from(self.peer_max_frame_size));
+        // `allowed` is positive: both windows were checked above.
+        let n = front.len().min(allowed as usize);
+        let payload = front.split_to(n);
+        if front.is_empty() {
+            stream.queue.pop_front();
+        }
+        stream.queued_bytes -= n;
+        stream.send_window -= n as i64;
+        self.queued_total -= n;
+        self.conn_send_window -= n as i64;
+        let end = stream.queue.is_empty() && stream.end == SendEnd::EndStream;
+        if end {
+            stream.end = SendEnd::None;
+            stream.send = SendState::Done;
+        }
+        let more = stream.sendable();
+        let (head, payload) = self.data_frame(id, payload, end);
+        if end {
+            self.close_if_done(id);
+        }
+        Turn::Sent {
+            head,
+            payload,
+            more,
+        }
+    }
+
+    /// The end of a send half whose DATA is all out.
+    fn send_end(&mut self, id: StreamId) -> Turn {
+        let Some(stream) = self.streams.get_mut(&id) else {
+            return Turn::Blocked;
+        };
+        let head = match std::mem::take(&mut stream.end) {
+            SendEnd::None => return Turn::Blocked,
+            SendEnd::EndStream => {
+                stream.send = SendState::Done;
+                self.data_frame(id, Bytes::new(), true).0
+            }
+            SendEnd::Trailers(fields) => {
+                stream.send = SendState::Done;
+                let mut frame = BytesMut::new();
+                std::mem::swap(&mut frame, &mut self.out);
+                self.encode_trailers(id, fields.iter().map(|(n, v)| (&n[..], &v[..])));
+                std::mem::swap(&mut frame, &mut self.out);
+                frame.freeze()
+            }
+        };
+        self.close_if_done(id);
+        Turn::Sent {
+            head,
+            payload: None,
+            more: false,
+        }
+    }
+
+    /// A DATA frame: the header alone plus the payload, or both in one piece when small.
+    fn data_frame(&mut self, id: StreamId, payload: Bytes, end: bool) -> (Bytes, Option<Bytes>) {
+        let mut frame = BytesMut::with_capacity(9 + payload.len().min(DATA_COPY_BYTES_MAX));
+        // At most the peer's max frame size, itself below 2^24.
+        encode_data_header(&mut frame, id, payload.len() as u32, end);
+        if payload.len() < DATA_COPY_BYTES_MAX {
+            frame.extend_from_slice(&payload);
+            return (frame.freeze(), None);
+        }
+        (frame.freeze(), Some(payload))
+    }
+
+    /// The stream, if the application may still send on it.
+    fn sending_stream(&mut self, id: StreamId) -> Result<&mut Stream, StreamClosed> {
+        if self.error.is_some() {
+            return Err(StreamClosed);
+        }
+        match self.streams.get_mut(&id) {
+            Some(s) if s.send == SendState::Open => Ok(s),
+            _ => Err(StreamClosed),
+        }
+    }
+
+    /// Encodes trailers (HEADERS with END_STREAM) into `out`.
+    fn encode_trailers<'a>(
+        &mut self,
+        id: StreamId,
+        fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+    ) {
+        let mut block = std::mem::take(&mut self.block_buf);
+        self.hpack_out
+            .encode(checked(fields).map(|(n, v)| (n, v, false)), &mut block);
+        encode_headers(&mut self.out, id, true, &block, self.peer_max_frame_size);
+        self.reuse_block_buf(block);
+    }
+
+    fn reuse_block_buf(&mut self, mut block: BytesMut) {
+        block.clear();
+        if block.capacity() <= BLOCK_BUF_BYTES_KEPT_MAX {
+            self.block_buf = block;
+        }
+    }
+}
+
+/// The caller's fields, checked in debug builds: pseudo-fields first, then lowercase
+/// regular names that HTTP/2 may carry (RFC 9113 §8.2.1, §8.2.2, §8.3).
+fn checked<'a>(
+    fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+) -> impl Iterator<Item = (&'a [u8], &'a [u8])> {
+    let mut regular_seen = false;
+    fields.into_iter().inspect(move |(name, _)| {
+        let pseudo = name.starts_with(b":");
+        debug_assert!(
+            !(pseudo && regular_seen),
+            "pseudo-field after a regular one"
+        );
+        regular_seen |= !pseudo;
+        debug_assert!(
+            pseudo || !name.iter().any(u8::is_ascii_uppercase),
+            "uppercase field name"
+        );
+        debug_assert!(!is_connection_specific(name), "connection-specific field");
+    })
+}

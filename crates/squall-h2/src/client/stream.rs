@@ -1,0 +1,127 @@
+//! One client stream's state (RFC 9113 §5.1, from the side that opened it): the response
+//! coming in, the request body going out.
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+
+/// Where the response is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RecvState {
+    /// No final head yet (1xx heads may have come).
+    AwaitingHead,
+    /// The final head came; DATA or trailers may follow.
+    Body,
+    /// END_STREAM arrived: half-closed (remote).
+    Done,
+}
+
+/// Where the request is (our send half).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SendState {
+    /// The head went without END_STREAM; the application may queue body or trailers.
+    Open,
+    /// The end (END_STREAM or trailers) is queued behind DATA.
+    Ending,
+    /// END_STREAM is queued in the output: half-closed (local).
+    Done,
+}
+
+/// What ends the send half once its queued DATA is out.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) enum SendEnd {
+    #[default]
+    None,
+    /// END_STREAM on the last DATA frame (an empty one if nothing is queued).
+    EndStream,
+    /// A trailer block, encoded only when it goes out, so HPACK blocks leave in the order
+    /// they were encoded (RFC 9113 §4.3).
+    Trailers(Vec<(Bytes, Bytes)>),
+}
+
+/// Where a stream is in the DATA scheduler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Slot {
+    /// Not filed: nothing to send, or blocked on its own window.
+    Out,
+    /// In the round robin.
+    Ready,
+    /// Waiting for connection window.
+    Parked,
+}
+
+/// An open or half-closed stream we opened.
+#[derive(Debug)]
+pub(crate) struct Stream {
+    pub recv: RecvState,
+    /// What the peer may still send on this stream.
+    pub recv_window: i64,
+    /// Window the application released (or padding) not yet announced.
+    pub recv_owed: u64,
+    /// Body bytes handed to the event queue and not yet released.
+    pub unreleased: u64,
+    /// Response body bytes received, against content-length.
+    pub body_bytes: u64,
+    /// The content-length DATA must match; `None` also for 204 and 304 (RFC 9113 §8.1.1).
+    pub content_length: Option<u64>,
+    /// Interim heads received, against [`INTERIM_HEADS_MAX`].
+    pub interim: u32,
+    pub send: SendState,
+    /// What we may still send: i64, because a SETTINGS change may make it negative (§6.9.2).
+    pub send_window: i64,
+    pub queue: VecDeque<Bytes>,
+    pub queued_bytes: usize,
+    pub end: SendEnd,
+    pub slot: Slot,
+    /// Where the stream's HEADERS begin in the output, counted from the first byte ever
+    /// queued: once the output handed out passes it, the peer may have seen the request.
+    pub head_at: u64,
+}
+
+/// Interim (1xx) heads kept per stream; later ones are dropped. A 103 or two is normal; an
+/// origin that sends thousands must not grow the event queue.
+pub(crate) const INTERIM_HEADS_MAX: u32 = 8;
+
+impl Stream {
+    pub(crate) fn new(end_stream: bool, recv_window: i64, send_window: i64, head_at: u64) -> Self {
+        Self {
+            recv: RecvState::AwaitingHead,
+            recv_window,
+            recv_owed: 0,
+            unreleased: 0,
+            body_bytes: 0,
+            content_length: None,
+            interim: 0,
+            send: if end_stream {
+                SendState::Done
+            } else {
+                SendState::Open
+            },
+            send_window,
+            queue: VecDeque::new(),
+            queued_bytes: 0,
+            end: SendEnd::None,
+            slot: Slot::Out,
+            head_at,
+        }
+    }
+
+    /// Whether the next frame of the send half could go if the connection window allows.
+    pub(crate) fn sendable(&self) -> bool {
+        if self.queue.is_empty() {
+            self.end != SendEnd::None
+        } else {
+            self.send_window > 0
+        }
+    }
+
+    /// Whether the next frame needs connection window.
+    pub(crate) fn needs_window(&self) -> bool {
+        !self.queue.is_empty()
+    }
+
+    /// Both halves are done (§5.1 closed).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.recv == RecvState::Done && self.send == SendState::Done
+    }
+}
