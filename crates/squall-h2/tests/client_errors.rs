@@ -366,3 +366,38 @@ fn rst_stream_on_an_idle_stream_is_a_connection_error() {
     };
     assert_connection_error(ClientConfig::default(), script, ErrorCode::ProtocolError);
 }
+
+#[test]
+fn bad_frame_on_an_idle_stream_is_a_connection_error() {
+    // PRIORITY of 4 bytes: a stream FRAME_SIZE_ERROR on an open stream, but stream 9 was
+    // never opened.
+    let script = |o: &mut Origin| {
+        o.raw(0x2, 0, 9, &[0, 0, 0, 1]);
+    };
+    assert_connection_error(ClientConfig::default(), script, ErrorCode::ProtocolError);
+}
+
+#[test]
+fn bad_frame_on_an_open_stream_resets_it() {
+    let mut pair = Pair::ready(ClientConfig::default());
+    let id = pair.request("GET", "/", true);
+    pair.output();
+    // A zero WINDOW_UPDATE increment on a stream (RFC 9113 §6.9) is a stream error.
+    pair.feed(&Origin::new().raw(0x8, 0, id, &[0, 0, 0, 0]).take())
+        .unwrap();
+    assert_eq!(
+        pair.output(),
+        vec![Out::Rst {
+            stream_id: id,
+            code: ErrorCode::ProtocolError
+        }]
+    );
+    assert_eq!(
+        pair.events(),
+        vec![ClientEvent::Reset {
+            stream_id: id,
+            code: ErrorCode::ProtocolError,
+            refused: false
+        }]
+    );
+}

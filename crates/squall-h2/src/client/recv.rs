@@ -112,8 +112,10 @@ impl ClientConnection {
             }
             ErrorScope::Connection => return Err(self.conn_error(error.code, error.reason)),
         };
-        // §5.1: on an idle stream, any frame but HEADERS and PRIORITY is a connection error.
-        if self.lookup(id) == Lookup::Idle && error.code == ErrorCode::ProtocolError {
+        // §5.1: on an idle stream, any frame but HEADERS and PRIORITY is a connection
+        // error; a bad PRIORITY there is too, rather than an RST_STREAM on a stream that
+        // never existed.
+        if self.lookup(id) == Lookup::Idle {
             return Err(self.conn_error(ErrorCode::ProtocolError, error.reason));
         }
         self.stream_error(id, error.code);
