@@ -29,7 +29,7 @@ use squall_router::{RouteRequest, Router};
 
 pub use exchange::{
     Action, ClientFraming, ClientHead, ClientInfo, ClientProtocol, Exchange, ExchangeConfig,
-    FillHook, OriginMessage, ToClient, TunnelStats,
+    FillHook, OriginMessage, ToClient, TunnelRefusal, TunnelStats,
 };
 pub use handler::{Fields, Handler, LocationPart, ProxyRoute, Reply};
 pub use pages::{ErrorPages, Page, intercepted};

@@ -422,6 +422,21 @@ fn render_accept_gauges(out: &mut String, metrics: &Metrics) {
         .map(|w| w.tunnels.get().saturating_sub(w.tunnels_closed.get()))
         .sum();
     let _ = writeln!(out, "squall_tunnels_open {open}");
+    let _ = writeln!(
+        out,
+        "# HELP squall_tunnel_refused_total Upgrades that did not become tunnels: the origin's 101 malformed or mismatched (reason=\"bad_101\", a 502), or not allowed on the route (reason=\"not_allowed\")."
+    );
+    let _ = writeln!(out, "# TYPE squall_tunnel_refused_total counter");
+    for (id, worker) in metrics.workers().iter().enumerate() {
+        let reasons = crate::metrics::TUNNEL_REFUSALS.iter();
+        for (reason, counter) in reasons.zip(&worker.tunnel_refused) {
+            let value = counter.get();
+            let _ = writeln!(
+                out,
+                "squall_tunnel_refused_total{{worker=\"{id}\",reason=\"{reason}\"}} {value}"
+            );
+        }
+    }
     let budget = &metrics.descriptors;
     let max = budget.max().min(i64::MAX as usize);
     for (name, help, value) in [

@@ -192,6 +192,9 @@ impl UpstreamGauges {
     }
 }
 
+/// The `reason` labels of `squall_tunnel_refused_total`, in the order of `tunnel_refused`.
+pub const TUNNEL_REFUSALS: [&str; 2] = ["bad_101", "not_allowed"];
+
 /// One worker's counters, alone on its cache lines (128 bytes covers adjacent-line prefetch).
 #[derive(Default, Debug)]
 #[repr(align(128))]
@@ -215,6 +218,9 @@ pub struct WorkerCounters {
     pub tunnels_closed: Counter,
     pub tunnel_bytes_up: Counter,
     pub tunnel_bytes_down: Counter,
+    /// Upgrades refused, by reason: a bad 101 from the origin, and one the route does not
+    /// allow (`worker/tunnel.rs`, in the order of `TUNNEL_REFUSALS`).
+    pub tunnel_refused: [Counter; TUNNEL_REFUSALS.len()],
     pub tls_errors: Counter,
     /// TLS handshakes completed: full ones, and resumptions (ticket or session id).
     pub tls_handshakes_full: Counter,

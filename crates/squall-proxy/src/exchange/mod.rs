@@ -39,7 +39,7 @@ mod request;
 mod response;
 mod tunnel;
 
-pub use tunnel::TunnelStats;
+pub use tunnel::{TunnelRefusal, TunnelStats};
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;

@@ -8,6 +8,11 @@
 //! and answers each complete request (head, body, trailers) from the service. Output leaves
 //! through the same `out` buffer and send path as HTTP/1.1, at most `OUT_HIGH_BYTES` at a time:
 //! the h2 connection keeps the rest queued under its flow control until the send completes.
+//!
+//! An extended CONNECT (RFC 8441, WebSocket over HTTP/2) becomes the HTTP/1.1 upgrade request
+//! a WebSocket client would have sent (`request_head`), and goes to a session only on a route
+//! that allows the upgrade; elsewhere it is answered 501, as RFC 9220 §3 advises for a
+//! `:protocol` the server does not take. Its stream's DATA then feeds the tunnel (`tunnel.rs`).
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -42,6 +47,9 @@ pub struct H2 {
     /// Streams whose credentials a verifier thread is checking (`auth_basic`): the connection
     /// is not idle while one waits, so neither the idle GOAWAY nor a drain cuts it off.
     pub verifying: usize,
+    /// Tunnel bytes an extended CONNECT's client sent before its tunnel began, kept (their
+    /// window not given back, which bounds them) until it does (`tunnel.rs`).
+    pub early: HashMap<StreamId, Vec<(Bytes, bool)>>,
 }
 
 impl H2 {
@@ -54,6 +62,7 @@ impl H2 {
             files: HashMap::new(),
             idle_goaway: None,
             verifying: 0,
+            early: HashMap::new(),
         }
     }
 
@@ -127,15 +136,20 @@ impl Protocols {
 /// The target stays in origin-form (`:path`), as an HTTP/1.1 request's; `:authority` becomes
 /// the Host field, where `host()`, the cache key and origins that speak HTTP/1.1 find it
 /// (RFC 9113 §8.3.1 lets a proxy do that). A body of unknown length is `Chunked`: that is how
-/// it goes on to HTTP/1.1.
+/// it goes on to HTTP/1.1. An extended CONNECT (RFC 8441 §4) becomes the `GET` with
+/// `Connection: upgrade`, `Upgrade: <:protocol>` and, for a WebSocket, a `Sec-WebSocket-Key`
+/// of our making (RFC 6455 §4.1; the HTTP/2 client sends none) that an HTTP/1.1 client would
+/// have sent: no other HTTP/2 request can carry those fields, so only this one is taken for
+/// an upgrade by the exchange.
 pub fn request_head(request: Request) -> Option<RequestHead> {
     let Request {
-        method,
+        mut method,
         authority,
         path,
         headers,
         content_length,
-        end_stream,
+        mut end_stream,
+        protocol,
         ..
     } = request;
     let uri = Uri::from_maybe_shared(path).ok()?;
@@ -153,6 +167,23 @@ pub fn request_head(request: Request) -> Option<RequestHead> {
             http::header::HOST,
             HeaderValue::from_maybe_shared(authority).ok()?,
         );
+    }
+    if let Some(protocol) = protocol {
+        method = Method::GET;
+        // The stream's DATA is the tunnel's, not a body.
+        end_stream = true;
+        let websocket = protocol.eq_ignore_ascii_case(b"websocket");
+        let upgrade = HeaderValue::from_maybe_shared(protocol).ok()?;
+        headers.append(http::header::UPGRADE, upgrade);
+        headers.append(
+            http::header::CONNECTION,
+            HeaderValue::from_static("upgrade"),
+        );
+        if websocket {
+            headers.remove(http::header::SEC_WEBSOCKET_KEY);
+            let key = HeaderValue::from_str(&super::tunnel::websocket_key()).ok()?;
+            headers.append(http::header::SEC_WEBSOCKET_KEY, key);
+        }
     }
     let body = match (end_stream, content_length) {
         (true, _) => BodyKind::Empty,
@@ -227,7 +258,8 @@ impl Worker {
         let complete = match event {
             Event::Request { stream_id, request } => {
                 self.conns[index].request_started = self.now;
-                let end_stream = request.end_stream;
+                // An extended CONNECT's stream carries a tunnel, never a body.
+                let end_stream = request.end_stream || request.protocol.is_some();
                 let Some(head) = request_head(request) else {
                     let status = StatusCode::BAD_REQUEST;
                     self.downstream().refuse_h2(index, stream_id, status, None);
@@ -242,6 +274,9 @@ impl Worker {
                 data,
                 end_stream,
             } => {
+                if self.tunnel_h2_data(index, stream_id, &data, end_stream) {
+                    return;
+                }
                 let h2 = self.h2_mut(index);
                 if let Some(&id) = h2.exchanges.get(&stream_id) {
                     // A proxied body moves on to the origin; its window is given back as it
@@ -289,6 +324,7 @@ impl Worker {
                 let h2 = self.h2_mut(index);
                 h2.pending.remove(&stream_id);
                 h2.parked.remove(&stream_id);
+                h2.early.remove(&stream_id);
                 let file = h2.files.remove(&stream_id);
                 if let Some(id) = h2.exchanges.get(&stream_id).copied() {
                     self.abort_session(id);
@@ -315,6 +351,9 @@ impl Worker {
         admission: Admission,
     ) {
         let client = Client::H2(index, stream_id);
+        let Some(admission) = self.admit_tunnel_h2(index, stream_id, &head, admission) else {
+            return;
+        };
         match admission {
             Admission::Refused(status, None) => {
                 (self.downstream()).refuse_h2(index, stream_id, status, Some(&head));

@@ -316,7 +316,7 @@ impl Worker {
                 effects.kick = true;
             }
             Action::Client(message) => {
-                self.count_tunnel_start(&message);
+                self.on_tunnel_head(id, &message);
                 let (mut down, sessions) = self.split();
                 let Some(session) = sessions.get_mut(id.index).filter(|s| !s.detached) else {
                     return;
@@ -596,7 +596,7 @@ impl Worker {
             (self.runtime.metrics.worker(self.id).upstream_duration)
                 .observe(self.now.saturating_duration_since(started));
         }
-        self.count_tunnel_end(session.ex.tunnel_stats());
+        self.count_tunnel_end(&session.ex, session.client);
         if let Some((cache, invalidation)) = session.invalidate {
             invalidation.on_response(session.ex.status(), &cache.store);
         }

@@ -6,14 +6,64 @@
 //! `TUNNEL_RBUF_MAX_BYTES` waiting is cut, as a pipelining
 //! client that does not read is), and its FIN becomes the exchange's `on_tunnel_client_eof`.
 //! The origin's side runs through the session as any response does (`session.rs`).
+//!
+//! An HTTP/2 client's tunnel (RFC 8441) is one stream: its DATA goes to the exchange, whose
+//! `ClientBodyConsumed` gives the window back once the bytes are written to the origin, so the
+//! stream's flow control is the backpressure; END_STREAM is the FIN, and RST_STREAM aborts the
+//! session (its origin connection is closed). The origin's side needs nothing more: the
+//! downstream sends its bytes as DATA, paused as any response over the stream's bound is.
+//!
+//! Refusals are counted (`squall_tunnel_refused_total`) and logged here: a bad 101 from the
+//! origin (a 502 to the client), and an upgrade the route does not allow (forwarded without it
+//! on HTTP/1.1, 501 to an extended CONNECT on HTTP/2).
 
-use squall_proxy::ToClient;
-use tracing::debug;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use squall_h1::RequestHead;
+use squall_h2::{ErrorCode, StreamId};
+use squall_proxy::{Exchange, ProxyRoute, ToClient, TunnelRefusal};
+use tracing::{debug, info, warn};
 
 use super::Worker;
 use super::conn::Phase;
+use super::downstream::Client;
+use super::entry::Admission;
 use super::session::SessionId;
 use super::token::Token;
+
+/// A fresh `Sec-WebSocket-Key` (RFC 6455 §4.1): 16 random bytes, base64. Random per process
+/// (std seeds `RandomState` from the OS) and per call; it need not be secret, only new.
+pub fn websocket_key() -> String {
+    use base64::Engine;
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    let n = CALLS.fetch_add(1, Ordering::Relaxed);
+    let state = RandomState::new();
+    let mut bytes = [0u8; 16];
+    bytes[..8].copy_from_slice(&state.hash_one(n).to_le_bytes());
+    bytes[8..].copy_from_slice(&state.hash_one(!n).to_le_bytes());
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// An HTTP/2 request made from an extended CONNECT (`h2::request_head`): the only HTTP/2
+/// requests that carry `Upgrade`.
+pub fn is_h2_upgrade(head: &RequestHead) -> bool {
+    head.version == http::Version::HTTP_2 && head.headers.contains_key(http::header::UPGRADE)
+}
+
+/// Whether `route` allows the protocol `head` asks to upgrade to.
+fn upgrade_allowed(route: &ProxyRoute, head: &RequestHead) -> bool {
+    let Some(upgrade) = route.upgrade.as_ref() else {
+        return false;
+    };
+    let asked = head.headers.get(http::header::UPGRADE);
+    let asked = asked.and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let name = asked.split('/').next().unwrap_or_default().trim();
+    upgrade
+        .protocols
+        .iter()
+        .any(|p| p.eq_ignore_ascii_case(name))
+}
 
 /// What a tunnel's client may have waiting in its receive buffer: its receive is cancelled at
 /// the high-water mark, but the buffers the kernel filled before the cancellation landed still
@@ -89,23 +139,159 @@ impl Worker {
         }
     }
 
-    /// Counts a tunnel begun, when the head `message` is its 101.
-    pub(super) fn count_tunnel_start(&self, message: &ToClient) {
-        if let ToClient::Head(head) = message
-            && head.status == http::StatusCode::SWITCHING_PROTOCOLS
-        {
-            self.runtime.metrics.worker(self.id).tunnels.inc();
+    /// Before session `id`'s `message` goes to its client: when it is the head of a tunnel,
+    /// counts the tunnel, and an HTTP/2 client's bytes that came early go to the origin now.
+    pub(super) fn on_tunnel_head(&mut self, id: SessionId, message: &ToClient) {
+        let ToClient::Head(_) = message else {
+            return;
+        };
+        let Some(session) = self.session_mut(id) else {
+            return;
+        };
+        let (tunnel, client) = (session.ex.is_tunnel(), session.client);
+        let early = match client {
+            Client::H2(index, stream) => (self.conns.get_mut(index))
+                .and_then(|c| c.h2.as_mut())
+                .and_then(|h2| h2.early.remove(&stream)),
+            Client::H1(_) => None,
+        };
+        if !tunnel {
+            return;
+        }
+        self.runtime.metrics.worker(self.id).tunnels.inc();
+        let now = self.now;
+        if let Some(session) = self.session_mut(id) {
+            for (data, end) in early.into_iter().flatten() {
+                session.ex.on_tunnel_client_data(&data, now);
+                if end {
+                    session.ex.on_tunnel_client_eof(now);
+                }
+            }
         }
     }
 
-    /// Counts a tunnel's end, with its bytes, when the ending session was one.
-    pub(super) fn count_tunnel_end(&self, stats: Option<squall_proxy::TunnelStats>) {
-        if let Some(stats) = stats {
-            let counters = self.runtime.metrics.worker(self.id);
+    /// Counts a tunnel's end, with its bytes, when the ending session was one; counts and
+    /// logs an upgrade that did not become one.
+    pub(super) fn count_tunnel_end(&self, ex: &Exchange, client: Client) {
+        let counters = self.runtime.metrics.worker(self.id);
+        if let Some(stats) = ex.tunnel_stats() {
             counters.tunnels_closed.inc();
             counters.tunnel_bytes_up.add(stats.bytes_up);
             counters.tunnel_bytes_down.add(stats.bytes_down);
         }
+        let Some(refusal) = ex.tunnel_refusal() else {
+            return;
+        };
+        let route = ex.route().id;
+        match refusal {
+            TunnelRefusal::BadSwitch => {
+                counters.tunnel_refused[0].inc();
+                warn!(
+                    worker = self.id,
+                    conn = client.conn(),
+                    route,
+                    status = ex.status().as_u16(),
+                    "tunnel refused: the origin answered the upgrade with a malformed 101 (or no switch)"
+                );
+            }
+            TunnelRefusal::NotAllowed => {
+                counters.tunnel_refused[1].inc();
+                info!(
+                    worker = self.id,
+                    conn = client.conn(),
+                    route,
+                    "upgrade not allowed on this route: forwarded without it"
+                );
+            }
+        }
+    }
+
+    /// What an HTTP/2 extended CONNECT's admission leads to: a session on a route that allows
+    /// its protocol (never the cache); a 501 on any other route (`None`: answered). Other
+    /// requests, and refusals, pass as they are.
+    pub(super) fn admit_tunnel_h2(
+        &mut self,
+        index: usize,
+        stream_id: StreamId,
+        head: &RequestHead,
+        admission: Admission,
+    ) -> Option<Admission> {
+        if !is_h2_upgrade(head) {
+            return Some(admission);
+        }
+        let route = match admission {
+            Admission::Forward { route, .. } | Admission::Cached(route) => route,
+            Admission::Answer { .. } => {
+                self.refuse_h2_tunnel(index, stream_id, head);
+                return None;
+            }
+            refused @ (Admission::Refused(..) | Admission::Verify(_)) => return Some(refused),
+        };
+        if !upgrade_allowed(&route, head) {
+            self.refuse_h2_tunnel(index, stream_id, head);
+            return None;
+        }
+        Some(Admission::Forward {
+            route,
+            invalidate: None,
+        })
+    }
+
+    /// 501 to an extended CONNECT whose protocol the route does not take (RFC 9220 §3 says
+    /// 501 for a `:protocol` the server does not support); the stream, which the client has
+    /// not ended, is then reset with NO_ERROR (RFC 9113 §8.1).
+    fn refuse_h2_tunnel(&mut self, index: usize, stream_id: StreamId, head: &RequestHead) {
+        let counters = self.runtime.metrics.worker(self.id);
+        counters.tunnel_refused[1].inc();
+        info!(
+            worker = self.id,
+            conn = index,
+            stream = stream_id,
+            "extended CONNECT on a route that does not allow its upgrade: 501"
+        );
+        let status = http::StatusCode::NOT_IMPLEMENTED;
+        (self.downstream()).refuse_h2(index, stream_id, status, Some(head));
+        if let Some(h2) = self.conns[index].h2.as_mut() {
+            h2.conn.reset_stream(stream_id, ErrorCode::NoError);
+        }
+    }
+
+    /// DATA on an HTTP/2 tunnel's stream: to the exchange (its window given back as it reaches
+    /// the origin), or kept until the tunnel begins. False when the stream is no tunnel's.
+    pub(super) fn tunnel_h2_data(
+        &mut self,
+        index: usize,
+        stream_id: StreamId,
+        data: &bytes::Bytes,
+        end_stream: bool,
+    ) -> bool {
+        let Some(h2) = self.conns[index].h2.as_mut() else {
+            return false;
+        };
+        let Some(&id) = h2.exchanges.get(&stream_id) else {
+            return false;
+        };
+        let Some(session) = self.session_mut(id) else {
+            return false;
+        };
+        if !is_h2_upgrade(session.ex.head()) {
+            return false;
+        }
+        if !session.ex.is_tunnel() {
+            if let Some(h2) = self.conns[index].h2.as_mut() {
+                let early = h2.early.entry(stream_id).or_default();
+                early.push((data.clone(), end_stream));
+            }
+            return true;
+        }
+        let now = self.now;
+        self.feed(id, |ex| {
+            ex.on_tunnel_client_data(data, now);
+            if end_stream {
+                ex.on_tunnel_client_eof(now);
+            }
+        });
+        true
     }
 
     /// The session of connection `index`, if it is a tunnel.

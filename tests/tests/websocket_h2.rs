@@ -1,0 +1,422 @@
+//! WebSocket over HTTP/2 (RFC 8441) through Squall: the `h2` crate's extended CONNECT
+//! (`:protocol websocket`) on a route with `upgrade = ["websocket"]` becomes an HTTP/1.1
+//! upgrade to the origin, the client hears 200, and the stream's DATA frames carry the tunnel
+//! both ways under flow control: 16 MiB echoed with a half-close, a second stream served
+//! meanwhile, a slow reader that holds Squall to a bounded buffer, RST_STREAM closing the
+//! origin side; a route without `upgrade` answers 501, and an origin whose 101 carries the
+//! wrong `Sec-WebSocket-Accept` is a 502, each counted and logged.
+//!
+//! The origin is written by hand on raw sockets (as in `websocket.rs`): it answers the upgrade
+//! with a 101 whose accept it computes from the key Squall made, echoes every byte, and says
+//! `bye` after the client's FIN.
+
+#[path = "support/h2_client.rs"]
+mod h2_client;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use h2_client::{fetch, h2c, send_all};
+use squall_e2e::{Squall, admin_addr, admin_get, metric_sum};
+
+/// Reads one request head; returns it (lowercase) and what followed it.
+fn read_head(stream: &mut TcpStream) -> Option<(String, Vec<u8>)> {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&got[..end]).into_owned();
+            return Some((head, got[end + 4..].to_vec()));
+        }
+        let n = stream.read(&mut buf).ok()?;
+        if n == 0 {
+            return None;
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// What the origin saw: upgrade requests (their heads), and tunnels that ended.
+#[derive(Default)]
+struct Seen {
+    heads: std::sync::Mutex<Vec<String>>,
+    ended: AtomicUsize,
+}
+
+/// The origin: `/ws` upgrades and echoes until the client's FIN, then says `bye`;
+/// `/bad-accept` answers a 101 with a wrong accept; anything else `200`.
+fn origin() -> (SocketAddr, Arc<Seen>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Arc::new(Seen::default());
+    let shared = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let seen = shared.clone();
+            std::thread::spawn(move || serve(&mut stream, &seen));
+        }
+    });
+    (addr, seen)
+}
+
+fn serve(stream: &mut TcpStream, seen: &Seen) {
+    let Some((head, early)) = read_head(stream) else {
+        return;
+    };
+    let lower = head.to_ascii_lowercase();
+    seen.heads.lock().unwrap().push(head.clone());
+    let path = lower.split(' ').nth(1).unwrap_or("").to_owned();
+    let field = |name: &str| {
+        (head.lines())
+            .find(|l| l.to_ascii_lowercase().starts_with(name))
+            .map(|l| l[name.len()..].trim().to_owned())
+    };
+    let key = field("sec-websocket-key:").unwrap_or_default();
+    if !lower.starts_with("get ") || field("upgrade:").is_none() {
+        let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nplain");
+        return;
+    }
+    let accept = match path.as_str() {
+        "/bad-accept" => "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=".to_owned(),
+        _ => websocket_accept(key.as_bytes()),
+    };
+    let switch = format!(
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Accept: {accept}\r\nSec-WebSocket-Protocol: chat\r\n\r\n"
+    );
+    if stream.write_all(switch.as_bytes()).is_err() || stream.write_all(&early).is_err() {
+        return;
+    }
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                if stream.write_all(&buf[..n]).is_err() {
+                    seen.ended.fetch_add(1, Ordering::SeqCst);
+                    return;
+                }
+            }
+            Err(_) => {
+                seen.ended.fetch_add(1, Ordering::SeqCst);
+                return;
+            }
+        }
+    }
+    let _ = stream.write_all(b"bye");
+    seen.ended.fetch_add(1, Ordering::SeqCst);
+}
+
+fn config(origin: SocketAddr) -> String {
+    format!(
+        r#"[server]
+workers = 1
+
+[[listen]]
+address = "ADDR"
+protocols = ["http1", "h2c"]
+
+[admin]
+listen = "127.0.0.2:0"
+
+[[upstream]]
+name = "app"
+servers = [{{ address = "{origin}" }}]
+
+[[vhost]]
+hosts = ["*"]
+
+[[vhost.route]]
+prefix = "/ws"
+proxy = "app"
+upgrade = ["websocket"]
+tunnel_idle_timeout = "10s"
+
+[[vhost.route]]
+prefix = "/bad-"
+proxy = "app"
+upgrade = ["websocket"]
+
+[[vhost.route]]
+prefix = "/"
+proxy = "app"
+"#
+    )
+}
+
+/// An extended CONNECT for a WebSocket at `path` (RFC 8441 §5).
+fn websocket_request(path: &str) -> http::Request<()> {
+    let mut request = http::Request::builder()
+        .method(http::Method::CONNECT)
+        .uri(format!("http://o.test{path}"))
+        .header("sec-websocket-version", "13")
+        .header("sec-websocket-protocol", "chat")
+        .body(())
+        .unwrap();
+    (request.extensions_mut()).insert(h2::ext::Protocol::from_static("websocket"));
+    request
+}
+
+/// Opens a tunnel: the response head, and the stream both ways.
+async fn open(
+    client: &h2::client::SendRequest<Bytes>,
+    path: &str,
+) -> (http::Response<h2::RecvStream>, h2::SendStream<Bytes>) {
+    let mut client = client.clone().ready().await.expect("ready");
+    // The server's SETTINGS may still be on their way when the handshake returns.
+    for _ in 0..100 {
+        if client.is_extended_connect_protocol_enabled() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        client.is_extended_connect_protocol_enabled(),
+        "RFC 8441 setting"
+    );
+    let (response, send) = client
+        .send_request(websocket_request(path), false)
+        .expect("send");
+    (response.await.expect("response"), send)
+}
+
+/// Reads the stream to its end (or `limit` bytes), giving the window back as it goes.
+async fn read_all(body: &mut h2::RecvStream, limit: usize) -> Vec<u8> {
+    let mut got = Vec::new();
+    while got.len() < limit {
+        let Some(chunk) = body.data().await else {
+            break;
+        };
+        let Ok(chunk) = chunk else {
+            break;
+        };
+        got.extend_from_slice(&chunk);
+        let _ = body.flow_control().release_capacity(chunk.len());
+    }
+    got
+}
+
+fn pattern(total: usize) -> Vec<u8> {
+    (0..total).map(|i| (i * 7 + i / 4096) as u8).collect()
+}
+
+fn refused(text: &str, reason: &str) -> f64 {
+    (text.lines())
+        .filter(|l| l.starts_with("squall_tunnel_refused_total{"))
+        .filter(|l| l.contains(&format!("reason=\"{reason}\"")))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_websocket_over_h2_echoes_16_mib_with_a_half_close_and_other_streams_go_on() {
+    let (origin, seen) = origin();
+    let squall = Squall::start(&config(origin));
+    let admin = admin_addr(&squall);
+    let client = h2c(squall.addr).await;
+    let (response, mut send) = open(&client, "/ws").await;
+    assert_eq!(response.status(), 200, "{}", squall.log());
+    let headers = response.headers();
+    assert_eq!(headers.get("sec-websocket-protocol").unwrap(), "chat");
+    assert!(headers.get("sec-websocket-accept").is_none());
+    assert!(headers.get("upgrade").is_none() && headers.get("connection").is_none());
+    // The origin got an HTTP/1.1 upgrade with a key of Squall's making.
+    let head = seen.heads.lock().unwrap()[0].to_ascii_lowercase();
+    assert!(head.starts_with("get /ws http/1.1"), "{head}");
+    assert!(head.contains("upgrade: websocket") && head.contains("sec-websocket-key: "));
+    assert!(head.contains("sec-websocket-version: 13"), "{head}");
+
+    let total = 16 << 20;
+    let sent = pattern(total);
+    let mut body = response.into_body();
+    let reader = tokio::spawn(async move { read_all(&mut body, usize::MAX).await });
+    // A second stream on the same connection is served while the tunnel runs.
+    let plain = fetch(&client, "GET", "http://o.test/plain", None).await;
+    assert_eq!(plain.status, 200);
+    assert_eq!(plain.body, b"plain");
+    send_all(&mut send, Bytes::from(sent.clone())).await;
+    let got = tokio::time::timeout(Duration::from_secs(60), reader)
+        .await
+        .expect("echo in time")
+        .unwrap();
+    assert_eq!(got.len(), total + 3, "{}", squall.log());
+    assert!(got[..total] == sent[..], "the echo differs");
+    assert_eq!(
+        &got[total..],
+        b"bye",
+        "the origin's answer after the half-close"
+    );
+    let (_, text) = admin_get(admin, "/metrics");
+    assert_eq!(metric_sum(&text, "squall_tunnels_total"), 1.0);
+    assert_eq!(metric_sum(&text, "squall_tunnels_open"), 0.0);
+    assert_eq!(
+        metric_sum(&text, "squall_tunnel_bytes_up_total"),
+        total as f64
+    );
+    assert_eq!(
+        metric_sum(&text, "squall_tunnel_bytes_down_total"),
+        (total + 3) as f64
+    );
+}
+
+/// Squall's resident memory, from /proc.
+fn rss_bytes(pid: u32) -> usize {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    let kib: usize = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kib * 1024
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_h2_reader_holds_the_tunnel_to_a_bounded_buffer() {
+    let (origin, _) = origin();
+    let squall = Squall::start(&config(origin));
+    let client = h2c(squall.addr).await;
+    let (response, mut send) = open(&client, "/ws").await;
+    assert_eq!(response.status(), 200);
+    let total = 16 << 20;
+    let sent = pattern(total);
+    let before = rss_bytes(squall.pid());
+    let data = Bytes::from(sent.clone());
+    let writer = tokio::spawn(async move { send_all(&mut send, data).await });
+    // The client reads nothing for two seconds: the echo backs up to the origin, the
+    // origin stops reading, and the client's own sends stall on their window.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let during = rss_bytes(squall.pid());
+    assert!(!writer.is_finished(), "16 MiB cannot all have been taken");
+    let grown = during.saturating_sub(before);
+    eprintln!("RSS before {before}, while the reader sleeps {during}");
+    assert!(
+        grown < 8 << 20,
+        "Squall grew by {grown} bytes while the reader slept"
+    );
+    // Another client is served meanwhile. (Not another stream of this connection: the
+    // unread tunnel holds the client's connection window, which is the client's to give.)
+    let other = h2c(squall.addr).await;
+    let plain = fetch(&other, "GET", "http://o.test/plain", None).await;
+    assert_eq!(plain.status, 200);
+    let mut body = response.into_body();
+    let got = tokio::time::timeout(Duration::from_secs(60), read_all(&mut body, usize::MAX))
+        .await
+        .expect("echo in time");
+    writer.await.unwrap();
+    assert_eq!(got.len(), total + 3);
+    assert!(got[..total] == sent[..], "the echo differs");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rst_stream_mid_tunnel_closes_the_origin_side() {
+    let (origin, seen) = origin();
+    let squall = Squall::start(&config(origin));
+    let client = h2c(squall.addr).await;
+    let (response, mut send) = open(&client, "/ws").await;
+    assert_eq!(response.status(), 200);
+    send.send_data(Bytes::from_static(b"ping"), false).unwrap();
+    let mut body = response.into_body();
+    assert_eq!(read_all(&mut body, 4).await, b"ping");
+    assert_eq!(seen.ended.load(Ordering::SeqCst), 0);
+    send.send_reset(h2::Reason::CANCEL);
+    let mut waited = 0;
+    while seen.ended.load(Ordering::SeqCst) == 0 && waited < 50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        waited += 1;
+    }
+    assert_eq!(seen.ended.load(Ordering::SeqCst), 1, "origin side closed");
+    let plain = fetch(&client, "GET", "http://o.test/plain", None).await;
+    assert_eq!(plain.status, 200, "the connection goes on");
+    let (_, text) = admin_get(admin_addr(&squall), "/metrics");
+    assert_eq!(metric_sum(&text, "squall_tunnels_open"), 0.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_route_without_upgrade_answers_501_and_a_bad_accept_is_a_502() {
+    let (origin, seen) = origin();
+    let squall = Squall::start(&config(origin));
+    let admin = admin_addr(&squall);
+    let client = h2c(squall.addr).await;
+    let (response, _send) = open(&client, "/plain").await;
+    assert_eq!(response.status(), 501);
+    assert!(
+        seen.heads.lock().unwrap().is_empty(),
+        "nothing reached the origin"
+    );
+    let (response, _send) = open(&client, "/bad-accept").await;
+    assert_eq!(response.status(), 502);
+    let (_, text) = admin_get(admin, "/metrics");
+    assert_eq!(refused(&text, "not_allowed"), 1.0, "{text}");
+    assert_eq!(refused(&text, "bad_101"), 1.0);
+    assert_eq!(metric_sum(&text, "squall_tunnels_total"), 0.0);
+    assert!(squall.wait_log("malformed 101", 1, Duration::from_secs(5)));
+    assert!(squall.wait_log("does not allow its upgrade", 1, Duration::from_secs(5)));
+    // The same connection serves other requests.
+    let plain = fetch(&client, "GET", "http://o.test/plain", None).await;
+    assert_eq!(plain.status, 200);
+}
+
+/// `Sec-WebSocket-Accept` (RFC 6455 §4.2.2) for the origin: base64 of SHA-1 of key + GUID.
+fn websocket_accept(key: &[u8]) -> String {
+    use base64::Engine;
+    let mut input = key.to_vec();
+    input.extend_from_slice(b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11");
+    base64::engine::general_purpose::STANDARD.encode(sha1(&input))
+}
+
+/// SHA-1 (FIPS 180-4), for the origin's accept.
+fn sha1(message: &[u8]) -> [u8; 20] {
+    let mut h: [u32; 5] = [
+        0x6745_2301,
+        0xEFCD_AB89,
+        0x98BA_DCFE,
+        0x1032_5476,
+        0xC3D2_E1F0,
+    ];
+    let mut padded = message.to_vec();
+    padded.push(0x80);
+    while padded.len() % 64 != 56 {
+        padded.push(0);
+    }
+    padded.extend_from_slice(&((message.len() as u64) * 8).to_be_bytes());
+    for block in padded.chunks_exact(64) {
+        let mut w = [0u32; 80];
+        for (i, word) in block.chunks_exact(4).enumerate() {
+            w[i] = u32::from_be_bytes([word[0], word[1], word[2], word[3]]);
+        }
+        for i in 16..80 {
+            w[i] = (w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16]).rotate_left(1);
+        }
+        let [mut a, mut b, mut c, mut d, mut e] = h;
+        for (i, &word) in w.iter().enumerate() {
+            let (f, k) = match i {
+                0..=19 => ((b & c) | (!b & d), 0x5A82_7999),
+                20..=39 => (b ^ c ^ d, 0x6ED9_EBA1),
+                40..=59 => ((b & c) | (b & d) | (c & d), 0x8F1B_BCDC),
+                _ => (b ^ c ^ d, 0xCA62_C1D6),
+            };
+            let t = (a.rotate_left(5))
+                .wrapping_add(f)
+                .wrapping_add(e)
+                .wrapping_add(k)
+                .wrapping_add(word);
+            (e, d, c, b, a) = (d, c, b.rotate_left(30), a, t);
+        }
+        for (state, add) in h.iter_mut().zip([a, b, c, d, e]) {
+            *state = state.wrapping_add(add);
+        }
+    }
+    let mut out = [0u8; 20];
+    for (chunk, word) in out.chunks_exact_mut(4).zip(h) {
+        chunk.copy_from_slice(&word.to_be_bytes());
+    }
+    out
+}
+
+#[test]
+fn the_origins_accept_is_rfc_6455s_example() {
+    let accept = websocket_accept(b"dGhlIHNhbXBsZSBub25jZQ==");
+    assert_eq!(accept, "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
+}
