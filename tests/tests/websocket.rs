@@ -1,7 +1,8 @@
 //! Upgrades over HTTP/1.1 (RFC 9110 §7.8, RFC 6455's WebSocket) through Squall: on a route
 //! with `upgrade = ["websocket"]` the origin's 101 reaches the client and the connection
 //! becomes a tunnel (bytes both ways, in order, early bytes included, half-close, the idle
-//! timeout, counted in metrics); a malformed 101 is a 502; a route without `upgrade` and an
+//! timeout, counted in metrics, a client that stops reading pausing its origin); a malformed
+//! 101 is a 502; a route without `upgrade` and an
 //! `Upgrade: h2c` are forwarded without `Upgrade`.
 //!
 //! The origin here is written by hand on raw sockets: it answers an upgrade with a 101 and
@@ -31,6 +32,7 @@ fn read_head(stream: &mut TcpStream) -> Option<(String, Vec<u8>)> {
 }
 
 /// The origin: `/ws` upgrades and echoes until the client's FIN, then says `bye` and closes;
+/// `/flood` upgrades and sends `FLOOD_BYTES` at once;
 /// `/bad-*` answers a malformed 101; anything else `200` with the `Upgrade` it saw.
 fn origin() -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -64,7 +66,8 @@ fn serve(stream: &mut TcpStream) {
         );
         return;
     }
-    if !path.starts_with("/ws") || upgrade.as_deref() != Some("websocket") {
+    let tunnels = path.starts_with("/ws") || path.starts_with("/flood");
+    if !tunnels || upgrade.as_deref() != Some("websocket") {
         let body = format!("upgrade={}", upgrade.as_deref().unwrap_or("none"));
         let answer = format!(
             "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
@@ -76,6 +79,15 @@ fn serve(stream: &mut TcpStream) {
     let switch = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
                   Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n";
     if stream.write_all(switch.as_bytes()).is_err() || stream.write_all(&early).is_err() {
+        return;
+    }
+    if path.starts_with("/flood") {
+        // Sends FLOOD_BYTES at once, whoever reads them.
+        for i in 0..FLOOD_BYTES / 65_536 {
+            if stream.write_all(&[i as u8; 65_536]).is_err() {
+                return;
+            }
+        }
         return;
     }
     let mut buf = vec![0u8; 64 * 1024];
@@ -93,6 +105,9 @@ fn serve(stream: &mut TcpStream) {
     // The client's FIN arrived (passed on as a shutdown): the other direction still works.
     let _ = stream.write_all(b"bye");
 }
+
+/// What `/flood` sends right after its 101.
+const FLOOD_BYTES: usize = 32 << 20;
 
 fn config(origin: SocketAddr) -> String {
     format!(
@@ -120,6 +135,12 @@ tunnel_idle_timeout = "1s"
 
 [[vhost.route]]
 prefix = "/bad-"
+proxy = "app"
+upgrade = ["websocket"]
+
+# The default tunnel_idle_timeout (60s): a paused tunnel is not cut while the test waits.
+[[vhost.route]]
+prefix = "/flood"
 proxy = "app"
 upgrade = ["websocket"]
 
@@ -270,4 +291,46 @@ fn upgrades_a_route_does_not_allow_and_h2c_are_stripped() {
         write!(client, "GET /again HTTP/1.1\r\nHost: o.test\r\n\r\n").unwrap();
         assert_eq!(read_response(&mut client).unwrap().status, 200);
     }
+}
+
+/// Squall's resident memory, from /proc.
+fn rss_bytes(pid: u32) -> usize {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    let kib: usize = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kib * 1024
+}
+
+#[test]
+fn a_tunnel_client_that_stops_reading_pauses_its_origin_and_others_go_on() {
+    let squall = Squall::start(&config(origin()));
+    let mut client = connect(&squall);
+    let before = rss_bytes(squall.pid());
+    client
+        .write_all(upgrade_request("/flood", "websocket").as_bytes())
+        .unwrap();
+    let (head, mut got) = read_switch(&mut client);
+    assert!(head.starts_with("http/1.1 101"), "{head}");
+    // The client reads nothing for two seconds while the origin sends 32 MiB.
+    std::thread::sleep(Duration::from_secs(2));
+    let during = rss_bytes(squall.pid());
+    let grown = during.saturating_sub(before);
+    eprintln!("RSS before {before}, while the client does not read {during}");
+    assert!(grown < 8 << 20, "Squall grew by {grown} bytes");
+    // Other clients are served meanwhile.
+    let mut other = connect(&squall);
+    write!(other, "GET /plain HTTP/1.1\r\nHost: o.test\r\n\r\n").unwrap();
+    assert_eq!(read_response(&mut other).unwrap().status, 200);
+    // Then the client reads on, and everything arrives, in order.
+    let mut buf = vec![0u8; 256 * 1024];
+    while got.len() < FLOOD_BYTES {
+        match client.read(&mut buf) {
+            Ok(0) => break,
+            Err(e) => panic!("read: {e}; log:\n{}", squall.log()),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    assert_eq!(got.len(), FLOOD_BYTES, "{}", squall.log());
+    let in_order = (got.chunks(65_536).enumerate()).all(|(i, c)| c.iter().all(|&b| b == i as u8));
+    assert!(in_order, "the bytes arrive as sent");
 }

@@ -1,7 +1,7 @@
 //! WebSocket over HTTP/2 (RFC 8441) through Squall: the `h2` crate's extended CONNECT
 //! (`:protocol websocket`) on a route with `upgrade = ["websocket"]` becomes an HTTP/1.1
 //! upgrade to the origin, the client hears 200, and the stream's DATA frames carry the tunnel
-//! both ways under flow control: 16 MiB echoed with a half-close, a second stream served
+//! both ways under flow control, on an h2c and a TLS (ALPN h2) listener: 16 MiB echoed with a half-close, a second stream served
 //! meanwhile, a slow reader that holds Squall to a bounded buffer, RST_STREAM closing the
 //! origin side; a route without `upgrade` answers 501, and an origin whose 101 carries the
 //! wrong `Sec-WebSocket-Accept` is a 502, each counted and logged.
@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use h2_client::{fetch, h2c, send_all};
-use squall_e2e::{Squall, admin_addr, admin_get, metric_sum};
+use squall_e2e::{Squall, TempDir, admin_addr, admin_get, metric_sum, openssl_cert};
 
 /// Reads one request head; returns it (lowercase) and what followed it.
 fn read_head(stream: &mut TcpStream) -> Option<(String, Vec<u8>)> {
@@ -113,6 +113,11 @@ fn serve(stream: &mut TcpStream, seen: &Seen) {
 }
 
 fn config(origin: SocketAddr) -> String {
+    config_with(origin, "")
+}
+
+/// The config with `extra_listen` after the cleartext listener.
+fn config_with(origin: SocketAddr, extra_listen: &str) -> String {
     format!(
         r#"[server]
 workers = 1
@@ -120,6 +125,7 @@ workers = 1
 [[listen]]
 address = "ADDR"
 protocols = ["http1", "h2c"]
+{extra_listen}
 
 [admin]
 listen = "127.0.0.2:0"
@@ -262,6 +268,53 @@ async fn a_websocket_over_h2_echoes_16_mib_with_a_half_close_and_other_streams_g
         metric_sum(&text, "squall_tunnel_bytes_down_total"),
         (total + 3) as f64
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_websocket_over_h2_runs_on_a_tls_listener_with_alpn_h2() {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, ServerName};
+
+    let dir = TempDir::new();
+    let (cert, key) = openssl_cert(dir.path(), "ws.test");
+    let tls_listen = format!(
+        "\n[[listen]]\naddress = \"127.0.0.3:0\"\ntls = true\nprotocols = [\"h2\", \"http1\"]\n\n\
+         [[certificate]]\nhosts = [\"ws.test\"]\ncert = {cert:?}\nkey = {key:?}\n"
+    );
+    let (origin, _) = origin();
+    let squall = Squall::start(&config_with(origin, &tls_listen));
+    let tls_addr = squall.tls_addr.expect("a TLS listener");
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_file(&cert).unwrap())
+        .unwrap();
+    let mut tls_config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tls_config.alpn_protocols = vec![b"h2".to_vec()];
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(tls_config));
+    let tcp = tokio::net::TcpStream::connect(tls_addr).await.unwrap();
+    let name = ServerName::try_from("ws.test").unwrap();
+    let tls = connector.connect(name, tcp).await.expect("handshake");
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let (client, connection) = h2::client::handshake(tls).await.unwrap();
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    let (response, mut send) = open(&client, "/ws").await;
+    assert_eq!(response.status(), 200, "{}", squall.log());
+    let total = 4 << 20;
+    let sent = pattern(total);
+    let mut body = response.into_body();
+    let reader = tokio::spawn(async move { read_all(&mut body, usize::MAX).await });
+    send_all(&mut send, Bytes::from(sent.clone())).await;
+    let got = tokio::time::timeout(Duration::from_secs(60), reader)
+        .await
+        .expect("echo in time")
+        .unwrap();
+    assert_eq!(got.len(), total + 3);
+    assert!(got[..total] == sent[..], "the echo differs");
+    assert_eq!(&got[total..], b"bye");
 }
 
 /// Squall's resident memory, from /proc.

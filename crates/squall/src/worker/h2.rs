@@ -652,6 +652,32 @@ mod tests {
     }
 
     #[test]
+    fn an_extended_connect_becomes_an_http1_upgrade_with_a_fresh_key() {
+        let mut connect = request(Some("o.test"), "/chat", false);
+        connect.method = Method::CONNECT;
+        connect.protocol = Some(Bytes::from_static(b"websocket"));
+        let head = request_head(connect.clone()).unwrap();
+        assert_eq!(head.method, Method::GET);
+        assert_eq!(head.body, BodyKind::Empty, "its DATA is the tunnel's");
+        assert_eq!(
+            head.headers.get(http::header::UPGRADE).unwrap(),
+            "websocket"
+        );
+        assert_eq!(
+            head.headers.get(http::header::CONNECTION).unwrap(),
+            "upgrade"
+        );
+        assert!(super::super::tunnel::is_h2_upgrade(&head));
+        let key = head.headers.get(http::header::SEC_WEBSOCKET_KEY).unwrap();
+        assert_eq!(key.as_bytes().len(), 24, "16 bytes, base64");
+        let again = request_head(connect).unwrap();
+        let other = again.headers.get(http::header::SEC_WEBSOCKET_KEY).unwrap();
+        assert_ne!(key.as_bytes(), other.as_bytes(), "a fresh key each time");
+        let plain = request_head(request(Some("o.test"), "/", true)).unwrap();
+        assert!(!super::super::tunnel::is_h2_upgrade(&plain));
+    }
+
+    #[test]
     fn itoa_writes_decimal() {
         for n in [0usize, 7, 10, 99, 1234567, usize::MAX] {
             assert_eq!(itoa_buf(n).as_bytes(), n.to_string().as_bytes());
