@@ -1,0 +1,640 @@
+//! gRPC end to end: a tonic client calls a tonic server (h2c, an `[[upstream]]` with
+//! `protocol = "h2c"`) through Squall, and every part of the call crosses unchanged: request
+//! metadata and `te: trailers`, the response message, `grpc-status` and custom trailing metadata,
+//! an error status with its message, a bidirectional stream whose messages flow one by one (not
+//! buffered until the end), 4 MiB messages both ways, 50 calls at once on one channel, and a
+//! call over TLS with ALPN `h2`. A gRPC
+//! call on a route whose upstream is spoken to in HTTP/1.1 is answered at once with a 502 that
+//! tonic reads as `Unavailable`, and never reaches that origin.
+//!
+//! There is no `.proto` file and no code generation: the message is a hand-written
+//! `prost::Message`, and the service and client glue below is what `tonic-build` would generate
+//! for
+//!
+//! ```proto
+//! package squall.test;
+//! service Echo {
+//!   rpc Unary(Msg) returns (Msg);               // echoes with seq + 1, the data reversed
+//!   rpc Fail(Msg) returns (Msg);                // always NOT_FOUND
+//!   rpc Chat(stream Msg) returns (stream Msg);  // echoes each message with a counter
+//! }
+//! ```
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::uri::PathAndQuery;
+use squall_e2e::{Squall, TempDir, admin_addr, admin_get};
+use tokio::sync::mpsc;
+use tonic::body::Body;
+use tonic::codec::{ProstCodec, Streaming};
+use tonic::codegen::tokio_stream::{self, Stream};
+use tonic::codegen::{BoxFuture, BoxStream, Service};
+use tonic::metadata::MetadataMap;
+use tonic::server::{Grpc, NamedService, ServerStreamingService, StreamingService, UnaryService};
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Code, Request, Response, Status};
+
+#[path = "support/h2_client.rs"]
+mod h2_client;
+#[path = "support/origin.rs"]
+mod origin;
+
+/// The largest message either side accepts: tonic's default (4 MiB) is too small for
+/// [`large_messages_both_ways`], whose message is 4 MiB plus its other fields.
+const MESSAGE_BYTES_MAX: usize = 8 << 20;
+
+/// How long any one test may take: a call the proxy loses fails the test instead of hanging it.
+const TEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The one message type, both ways.
+#[derive(Clone, PartialEq, prost::Message)]
+struct Msg {
+    #[prost(uint32, tag = "1")]
+    seq: u32,
+    #[prost(bytes = "vec", tag = "2")]
+    data: Vec<u8>,
+    #[prost(string, tag = "3")]
+    note: String,
+}
+
+// ---- The origin: the service as tonic-build would generate it, and its handlers. ----
+
+/// The server side of `squall.test.Echo`, routing by path as generated code does.
+#[derive(Clone)]
+struct EchoServer;
+
+impl NamedService for EchoServer {
+    const NAME: &'static str = "squall.test.Echo";
+}
+
+/// The request's `te` field, which tonic keeps from the handlers' metadata (a reserved field):
+/// noted in the request's extensions so that `Unary` can say whether it arrived.
+#[derive(Clone)]
+struct Te(String);
+
+impl Service<http::Request<Body>> for EchoServer {
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<Self::Response, Infallible>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, mut request: http::Request<Body>) -> Self::Future {
+        let te = request.headers().get(http::header::TE);
+        let te = Te(te.map_or("-".into(), |v| v.to_str().unwrap_or("?").to_owned()));
+        request.extensions_mut().insert(te);
+        Box::pin(async move {
+            let mut grpc = Grpc::new(ProstCodec::<Msg, Msg>::default())
+                .max_decoding_message_size(MESSAGE_BYTES_MAX)
+                .max_encoding_message_size(MESSAGE_BYTES_MAX);
+            Ok(match request.uri().path() {
+                "/squall.test.Echo/Unary" => grpc.server_streaming(UnaryEcho, request).await,
+                "/squall.test.Echo/Fail" => grpc.unary(Fail, request).await,
+                "/squall.test.Echo/Chat" => grpc.streaming(Chat, request).await,
+                path => Status::unimplemented(path.to_owned()).into_http(),
+            })
+        })
+    }
+}
+
+/// `Unary`: one message back, `seq + 1` and the data reversed (so the origin must have read it
+/// whole), its note saying what metadata and `te` arrived; then trailers with `grpc-status: 0`
+/// and `x-origin-trailer`. tonic's unary handlers cannot send trailing metadata, so this one is
+/// served as a one-message stream ending in an `Ok` status that carries it: on the wire that
+/// is exactly a unary response (HEADERS, one message, trailing HEADERS).
+struct UnaryEcho;
+
+impl ServerStreamingService<Msg> for UnaryEcho {
+    type Response = Msg;
+    type ResponseStream = BoxStream<Msg>;
+    type Future = BoxFuture<Response<BoxStream<Msg>>, Status>;
+
+    fn call(&mut self, request: Request<Msg>) -> Self::Future {
+        let te = request
+            .extensions()
+            .get::<Te>()
+            .map_or("-".into(), |t| t.0.clone());
+        let tag = request.metadata().get("x-client-tag");
+        let tag = tag.map_or("-".into(), |v| v.to_str().unwrap_or("?").to_owned());
+        let msg = request.into_inner();
+        let reply = Msg {
+            seq: msg.seq + 1,
+            data: msg.data.into_iter().rev().collect(),
+            note: format!("tag={tag} te={te} note={}", msg.note),
+        };
+        let mut trailers = MetadataMap::new();
+        trailers.insert("x-origin-trailer", "unary".parse().unwrap());
+        let end = Status::with_metadata(Code::Ok, "", trailers);
+        let stream: BoxStream<Msg> = Box::pin(tokio_stream::iter([Ok(reply), Err(end)]));
+        let mut response = Response::new(stream);
+        response
+            .metadata_mut()
+            .insert("x-origin-header", "yes".parse().unwrap());
+        Box::pin(async move { Ok(response) })
+    }
+}
+
+/// `Fail`: NOT_FOUND with a message and trailing metadata, before any message (a trailers-only
+/// response: one HEADERS frame with END_STREAM that carries `grpc-status`).
+struct Fail;
+
+impl UnaryService<Msg> for Fail {
+    type Response = Msg;
+    type Future = BoxFuture<Response<Msg>, Status>;
+
+    fn call(&mut self, _: Request<Msg>) -> Self::Future {
+        let mut metadata = MetadataMap::new();
+        metadata.insert("x-why", "testing".parse().unwrap());
+        let status = Status::with_metadata(Code::NotFound, "no such thing: x", metadata);
+        Box::pin(async move { Err(status) })
+    }
+}
+
+/// `Chat`: each message echoed as it arrives (its data, `seq` the count so far, `note` the
+/// client's `seq`), then trailers with `grpc-status: 0` and `x-count`.
+struct Chat;
+
+impl StreamingService<Msg> for Chat {
+    type Response = Msg;
+    type ResponseStream = BoxStream<Msg>;
+    type Future = BoxFuture<Response<BoxStream<Msg>>, Status>;
+
+    fn call(&mut self, request: Request<Streaming<Msg>>) -> Self::Future {
+        let mut incoming = request.into_inner();
+        let (replies, inbox) = mpsc::channel(4);
+        tokio::spawn(async move {
+            let mut count = 0u32;
+            let end = loop {
+                match incoming.message().await {
+                    Ok(Some(msg)) => {
+                        count += 1;
+                        let data = msg.data;
+                        let note = msg.seq.to_string();
+                        let reply = Msg {
+                            seq: count,
+                            data,
+                            note,
+                        };
+                        if replies.send(Ok(reply)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(None) => break Status::with_metadata(Code::Ok, "", count_trailer(count)),
+                    Err(status) => break status,
+                }
+            };
+            let _ = replies.send(Err(end)).await;
+        });
+        let stream: BoxStream<Msg> = Box::pin(Inbox(inbox));
+        Box::pin(async move { Ok(Response::new(stream)) })
+    }
+}
+
+fn count_trailer(count: u32) -> MetadataMap {
+    let mut metadata = MetadataMap::new();
+    metadata.insert("x-count", count.to_string().parse().unwrap());
+    metadata
+}
+
+/// A stream of what an mpsc channel receives (tokio-stream's wrapper needs a feature tonic
+/// does not turn on).
+struct Inbox<T>(mpsc::Receiver<T>);
+
+impl<T> Stream for Inbox<T> {
+    type Item = T;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        self.0.poll_recv(cx)
+    }
+}
+
+/// The tonic server, h2c on a loopback port, on a thread of its own.
+fn grpc_origin() -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind an origin");
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            let incoming = tonic::transport::server::TcpIncoming::from(listener);
+            tonic::transport::Server::builder()
+                .serve_with_incoming(EchoServer, incoming)
+                .await
+                .expect("the gRPC origin serves");
+        });
+    });
+    addr
+}
+
+// ---- The client: as tonic-build would generate it. ----
+
+struct EchoClient {
+    grpc: tonic::client::Grpc<Channel>,
+}
+
+impl EchoClient {
+    /// A client on one h2c channel to `addr`.
+    async fn connect(addr: SocketAddr) -> EchoClient {
+        let channel = Endpoint::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .expect("connect to Squall");
+        EchoClient::new(channel)
+    }
+
+    fn new(channel: Channel) -> EchoClient {
+        let grpc = tonic::client::Grpc::new(channel)
+            .max_decoding_message_size(MESSAGE_BYTES_MAX)
+            .max_encoding_message_size(MESSAGE_BYTES_MAX);
+        EchoClient { grpc }
+    }
+
+    async fn unary(
+        &mut self,
+        path: &'static str,
+        msg: Request<Msg>,
+    ) -> Result<Response<Msg>, Status> {
+        self.ready().await?;
+        let path = PathAndQuery::from_static(path);
+        self.grpc.unary(msg, path, ProstCodec::default()).await
+    }
+
+    async fn chat(
+        &mut self,
+        messages: impl Stream<Item = Msg> + Send + 'static,
+    ) -> Result<Response<Streaming<Msg>>, Status> {
+        self.ready().await?;
+        let path = PathAndQuery::from_static("/squall.test.Echo/Chat");
+        (self.grpc)
+            .streaming(Request::new(messages), path, ProstCodec::default())
+            .await
+    }
+
+    async fn ready(&mut self) -> Result<(), Status> {
+        (self.grpc.ready().await).map_err(|e| Status::unknown(format!("not ready: {e}")))
+    }
+}
+
+// ---- Squall between them. ----
+
+/// Squall with an h2c listener, the admin port, `/squall.test.Legacy/` proxied to `legacy` (an
+/// HTTP/1.1 upstream) and everything else to `origin` in h2c.
+fn config(origin: SocketAddr, legacy: SocketAddr) -> String {
+    format!(
+        r#"[server]
+workers = 2
+
+[admin]
+listen = "127.0.0.2:0"
+
+[[listen]]
+address = "ADDR"
+protocols = ["http1", "h2c"]
+
+[[upstream]]
+name = "grpc"
+protocol = "h2c"
+servers = [{{ address = "{origin}" }}]
+
+[[upstream]]
+name = "legacy"
+servers = [{{ address = "{legacy}" }}]
+
+[[vhost]]
+hosts = ["*"]
+
+[[vhost.route]]
+prefix = "/squall.test.Legacy/"
+proxy = "legacy"
+
+[[vhost.route]]
+prefix = "/"
+proxy = "grpc"
+"#
+    )
+}
+
+/// Squall between a fresh gRPC origin and a legacy HTTP/1.1 origin that counts the requests it
+/// gets (and answers each with a plain 200).
+fn start() -> (Squall, Arc<AtomicUsize>) {
+    let legacy_requests = Arc::new(AtomicUsize::new(0));
+    let counter = legacy_requests.clone();
+    let legacy = origin::raw_origin(move |_| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        origin::response("200 OK", &["content-type: text/plain"], b"legacy")
+    });
+    let squall = Squall::start(&config(grpc_origin(), legacy));
+    (squall, legacy_requests)
+}
+
+fn msg(seq: u32, data: Vec<u8>, note: &str) -> Msg {
+    let note = note.to_owned();
+    Msg { seq, data, note }
+}
+
+/// `len` bytes that differ with `seed`, so a message swapped for another is seen.
+fn pattern(seed: u32, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u32).wrapping_mul(31).wrapping_add(seed) as u8)
+        .collect()
+}
+
+fn metadata(response: &MetadataMap, key: &str) -> String {
+    (response.get(key)).map_or("<none>".into(), |v| v.to_str().unwrap().to_owned())
+}
+
+#[tokio::test]
+async fn unary_call_keeps_metadata_message_and_trailers() {
+    let (squall, _) = start();
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let mut client = EchoClient::connect(squall.addr).await;
+        let mut request = Request::new(msg(7, b"hello".to_vec(), "ping"));
+        request
+            .metadata_mut()
+            .insert("x-client-tag", "abc123".parse().unwrap());
+        let response = (client.unary("/squall.test.Echo/Unary", request).await)
+            .expect("the unary call succeeds");
+        let (meta, reply, _) = response.into_parts();
+        assert_eq!(
+            reply,
+            msg(8, b"olleh".to_vec(), "tag=abc123 te=trailers note=ping")
+        );
+        // tonic's unary client merges the trailers into the response's metadata.
+        assert_eq!(metadata(&meta, "x-origin-header"), "yes");
+        assert_eq!(metadata(&meta, "grpc-status"), "0");
+        assert_eq!(metadata(&meta, "x-origin-trailer"), "unary");
+        assert_eq!(metadata(&meta, "content-type"), "application/grpc");
+
+        let status = (client.unary("/squall.test.Echo/Fail", Request::new(msg(1, vec![], ""))))
+            .await
+            .expect_err("Fail fails");
+        assert_eq!(status.code(), Code::NotFound, "{status:?}");
+        assert_eq!(status.message(), "no such thing: x");
+        assert_eq!(metadata(status.metadata(), "x-why"), "testing");
+    })
+    .await
+    .expect("within the time limit");
+}
+
+/// 200 messages of 0 to 64 KiB each way on one call: the first 100 in lockstep (the client
+/// sends message i + 1 only once reply i is back, which a proxy that buffered either direction
+/// until its end could never satisfy), the rest sent back to back while replies are read.
+#[tokio::test]
+async fn bidirectional_stream_flows_message_by_message() {
+    const MESSAGES: u32 = 200;
+    const LOCKSTEP: u32 = 100;
+    let (squall, _) = start();
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let mut client = EchoClient::connect(squall.addr).await;
+        let size = |i: u32| (i as usize * 7_919) % (64 * 1024 + 1);
+        let (outbox, inbox) = mpsc::channel(4);
+        let response = client.chat(Inbox(inbox)).await.expect("the call starts");
+        let mut replies = response.into_inner();
+        let check = |reply: Option<Msg>, i: u32| {
+            let reply = reply.unwrap_or_else(|| panic!("reply {i} missing"));
+            assert_eq!(reply.seq, i + 1);
+            assert_eq!(reply.note, i.to_string());
+            assert!(reply.data == pattern(i, size(i)), "reply {i}'s data");
+        };
+        for i in 0..LOCKSTEP {
+            outbox.send(msg(i, pattern(i, size(i)), "")).await.unwrap();
+            let next = replies.message();
+            let Ok(reply) = tokio::time::timeout(Duration::from_secs(5), next).await else {
+                panic!("reply {i} did not come before the next message");
+            };
+            check(reply.expect("a reply"), i);
+        }
+        let sender = tokio::spawn(async move {
+            for i in LOCKSTEP..MESSAGES {
+                outbox.send(msg(i, pattern(i, size(i)), "")).await.unwrap();
+            }
+            // The outbox dropped here ends the request stream.
+        });
+        for i in LOCKSTEP..MESSAGES {
+            check(replies.message().await.expect("a reply"), i);
+        }
+        sender.await.unwrap();
+        assert!(replies.message().await.expect("a clean end").is_none());
+        let trailers = replies
+            .trailers()
+            .await
+            .expect("trailers")
+            .expect("some trailers");
+        assert_eq!(metadata(&trailers, "grpc-status"), "0");
+        assert_eq!(metadata(&trailers, "x-count"), MESSAGES.to_string());
+    })
+    .await
+    .expect("within the time limit");
+}
+
+#[tokio::test]
+async fn large_messages_both_ways() {
+    const BYTES: usize = 4 << 20;
+    let (squall, _) = start();
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let mut client = EchoClient::connect(squall.addr).await;
+        let data = pattern(3, BYTES);
+        let request = Request::new(msg(41, data.clone(), "big"));
+        let started = Instant::now();
+        let response = (client.unary("/squall.test.Echo/Unary", request).await)
+            .expect("the 4 MiB call succeeds");
+        eprintln!("4 MiB each way through Squall in {:?}", started.elapsed());
+        let (meta, reply, _) = response.into_parts();
+        assert_eq!(reply.seq, 42);
+        assert_eq!(reply.data.len(), BYTES);
+        assert!(reply.data.iter().eq(data.iter().rev()), "the reversed data");
+        assert_eq!(metadata(&meta, "grpc-status"), "0");
+        assert_eq!(metadata(&meta, "x-origin-trailer"), "unary");
+    })
+    .await
+    .expect("within the time limit");
+}
+
+#[tokio::test]
+async fn fifty_concurrent_calls_on_one_channel() {
+    const CALLS: u32 = 50;
+    let (squall, _) = start();
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let channel = Endpoint::from_shared(format!("http://{}", squall.addr))
+            .unwrap()
+            .connect()
+            .await
+            .expect("connect to Squall");
+        let calls: Vec<_> = (0..CALLS)
+            .map(|i| {
+                let mut client = EchoClient::new(channel.clone());
+                tokio::spawn(async move {
+                    let data = pattern(i, 1_000 + i as usize * 997);
+                    let mut request = Request::new(msg(i * 10, data.clone(), ""));
+                    let tag = format!("call-{i}").parse().unwrap();
+                    request.metadata_mut().insert("x-client-tag", tag);
+                    let response = client.unary("/squall.test.Echo/Unary", request).await;
+                    let (meta, reply, _) = response.expect("the call succeeds").into_parts();
+                    assert_eq!(reply.seq, i * 10 + 1);
+                    assert_eq!(reply.note, format!("tag=call-{i} te=trailers note="));
+                    assert!(reply.data.iter().eq(data.iter().rev()), "call {i}'s data");
+                    assert_eq!(metadata(&meta, "grpc-status"), "0");
+                })
+            })
+            .collect();
+        for call in calls {
+            call.await.expect("a call task");
+        }
+    })
+    .await
+    .expect("within the time limit");
+}
+
+/// A gRPC call routed to an HTTP/1.1 upstream: HTTP/1.1 has no trailers for `grpc-status` and
+/// no streaming both ways, so Squall answers 502 itself (tonic: `Unavailable`) at once, counts
+/// it, and the origin never sees the request.
+#[tokio::test]
+async fn grpc_to_an_http1_upstream_is_refused_clearly() {
+    let (squall, legacy_requests) = start();
+    let started = Instant::now();
+    let outcome = tokio::time::timeout(Duration::from_secs(5), async {
+        let mut client = EchoClient::connect(squall.addr).await;
+        let request = Request::new(msg(1, b"x".to_vec(), ""));
+        client.unary("/squall.test.Legacy/Unary", request).await
+    })
+    .await
+    .expect("an answer within 5 s");
+    let status = outcome.expect_err("the call fails");
+    eprintln!("refused in {:?}: {status:?}", started.elapsed());
+    // Today the answer is a plain `502 Bad Gateway`, which tonic reports as `Internal` (it
+    // reads the text body as a gRPC message); a trailers-only `grpc-status: 14` would read as
+    // `Unavailable`. Either is a clear, prompt error.
+    let unavailable = status.code() == Code::Unavailable;
+    assert!(
+        unavailable || status.message().contains("502"),
+        "{status:?}"
+    );
+
+    // The same call from a plain HTTP/2 client: a 502 (or a gRPC status) without delay.
+    let client = h2_client::h2c(squall.addr).await;
+    let mut client = client.ready().await.unwrap();
+    let request = http::Request::post("http://localhost/squall.test.Legacy/Unary")
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .unwrap();
+    let (response, mut body) = client.send_request(request, false).unwrap();
+    body.send_data(Bytes::from_static(b"\0\0\0\0\0"), true)
+        .unwrap();
+    let response = response.await.expect("a response");
+    let grpc_status = response.headers().get("grpc-status").cloned();
+    eprintln!("the answer: {} {:?}", response.status(), response.headers());
+    assert!(response.status() == 502 || grpc_status.is_some_and(|s| s == "14"));
+    let mut stream = response.into_body();
+    let mut text = Vec::new();
+    while let Some(chunk) = stream.data().await {
+        text.extend_from_slice(&chunk.expect("body chunk"));
+    }
+    eprintln!("the 502's body: {:?}", String::from_utf8_lossy(&text));
+
+    assert_eq!(
+        legacy_requests.load(Ordering::SeqCst),
+        0,
+        "the HTTP/1.1 origin saw nothing"
+    );
+    let (status, metrics) = admin_get(admin_addr(&squall), "/metrics");
+    assert_eq!(status, 200);
+    let refused: u64 = (metrics.lines())
+        .filter(|l| l.starts_with("squall_upstream_grpc_refused_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
+    assert_eq!(refused, 2, "{metrics}");
+}
+
+/// A tonic connector for Squall's TLS listener: TCP to `addr`, then TLS offering ALPN `h2`
+/// alone and trusting the test's certificate for `grpc.test`.
+#[derive(Clone)]
+struct TlsConnect {
+    addr: SocketAddr,
+    tls: tokio_rustls::TlsConnector,
+}
+
+type TlsIo = hyper_util::rt::TokioIo<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>;
+
+impl Service<http::Uri> for TlsConnect {
+    type Response = TlsIo;
+    type Error = std::io::Error;
+    type Future = BoxFuture<TlsIo, std::io::Error>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), std::io::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: http::Uri) -> Self::Future {
+        let (addr, tls) = (self.addr, self.tls.clone());
+        Box::pin(async move {
+            let tcp = tokio::net::TcpStream::connect(addr).await?;
+            let name = rustls_pki_types::ServerName::try_from("grpc.test").unwrap();
+            let stream = tls.connect(name, tcp).await?;
+            assert_eq!(stream.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+            Ok(hyper_util::rt::TokioIo::new(stream))
+        })
+    }
+}
+
+/// The unary call again, from a client that reaches Squall over TLS (HTTP/2 chosen by ALPN).
+#[tokio::test]
+async fn unary_call_over_tls_with_alpn_h2() {
+    let dir = TempDir::new();
+    let certified = rcgen::generate_simple_self_signed(vec!["grpc.test".to_owned()]).unwrap();
+    let (cert, key) = (dir.path().join("grpc.pem"), dir.path().join("grpc.key"));
+    std::fs::write(&cert, certified.cert.pem()).unwrap();
+    std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
+    let legacy = origin::raw_origin(|_| Vec::new());
+    let tls_listener = format!(
+        "\n[[listen]]\naddress = \"127.0.0.3:0\"\ntls = true\nprotocols = [\"h2\", \"http1\"]\n\n\
+         [[certificate]]\nhosts = [\"grpc.test\"]\ncert = {cert:?}\nkey = {key:?}\n"
+    );
+    let squall = Squall::start(&(config(grpc_origin(), legacy) + &tls_listener));
+
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(certified.cert.der().clone()).unwrap();
+    let mut tls = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![b"h2".to_vec()];
+    let connector = TlsConnect {
+        addr: squall.tls_addr.expect("a TLS listener"),
+        tls: tokio_rustls::TlsConnector::from(Arc::new(tls)),
+    };
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let channel = Endpoint::from_static("https://grpc.test")
+            .connect_with_connector(connector)
+            .await
+            .expect("connect to Squall over TLS");
+        let mut client = EchoClient::new(channel);
+        let mut request = Request::new(msg(1, pattern(1, 100_000), "tls"));
+        request
+            .metadata_mut()
+            .insert("x-client-tag", "over-tls".parse().unwrap());
+        let response = (client.unary("/squall.test.Echo/Unary", request).await)
+            .expect("the call over TLS succeeds");
+        let (meta, reply, _) = response.into_parts();
+        assert_eq!(reply.note, "tag=over-tls te=trailers note=tls");
+        assert!(reply.data.iter().eq(pattern(1, 100_000).iter().rev()));
+        assert_eq!(metadata(&meta, "grpc-status"), "0");
+        assert_eq!(metadata(&meta, "x-origin-trailer"), "unary");
+    })
+    .await
+    .expect("within the time limit");
+}
