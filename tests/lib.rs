@@ -252,12 +252,48 @@ pub fn read_response(stream: &mut impl Read) -> Option<Response> {
     if response.status == 204 || response.status == 304 {
         return Some(response);
     }
+    let chunked =
+        (response.header("transfer-encoding")).is_some_and(|v| v.eq_ignore_ascii_case("chunked"));
+    if chunked {
+        response.body = read_chunked(stream);
+        return Some(response);
+    }
     let len: usize = response
         .header("content-length")
         .map_or(0, |v| v.parse().unwrap());
     response.body = vec![0; len];
     stream.read_exact(&mut response.body).expect("read body");
     Some(response)
+}
+
+/// A chunked body, de-chunked (trailers, if any, are read and dropped).
+fn read_chunked(stream: &mut impl Read) -> Vec<u8> {
+    let mut body = Vec::new();
+    loop {
+        let size_line = read_line(stream);
+        let size = size_line.split(';').next().unwrap().trim();
+        let size = usize::from_str_radix(size, 16).expect("a chunk size");
+        if size == 0 {
+            while !read_line(stream).is_empty() {}
+            return body;
+        }
+        let start = body.len();
+        body.resize(start + size, 0);
+        stream.read_exact(&mut body[start..]).expect("a chunk");
+        assert!(read_line(stream).is_empty(), "CRLF after a chunk");
+    }
+}
+
+/// One CRLF-ended line, without its CRLF.
+fn read_line(stream: &mut impl Read) -> String {
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while !line.ends_with(b"\r\n") {
+        stream.read_exact(&mut byte).expect("a chunked body line");
+        line.push(byte[0]);
+    }
+    line.truncate(line.len() - 2);
+    String::from_utf8(line).expect("ASCII chunk line")
 }
 
 /// Reads one response head, and no body: for responses to HEAD.
@@ -422,6 +458,7 @@ pub const TOOLS: &[(&str, &str)] = &[
     ("haproxy", "haproxy"),
     ("ip", "iproute2"),
     ("nghttp", "nghttp2-client"),
+    ("nghttpd", "nghttp2-server"),
     ("nginx", "nginx-light"),
     ("openssl", "openssl"),
     ("prlimit", "util-linux"),

@@ -151,6 +151,7 @@ pub(crate) struct RawUpstream {
     pub tls_certificate: Option<Str>,
     pub tls_certificate_key: Option<Str>,
     pub proxy_protocol: Option<Str>,
+    pub protocol: Option<Str>,
 }
 
 #[derive(Debug, Deserialize)]

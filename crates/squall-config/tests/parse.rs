@@ -105,6 +105,7 @@ fn contract_example_parses() {
             health_check: None,
             tls: None,
             proxy_protocol: None,
+            protocol: squall_config::OriginProtocol::Http1,
         }],
         vhost: vec![Vhost {
             hosts: vec!["*".into()],
@@ -409,6 +410,7 @@ fn every_option() {
             }),
             tls: None,
             proxy_protocol: None,
+            protocol: squall_config::OriginProtocol::Http1,
         }]
     );
     let proxied = Route {

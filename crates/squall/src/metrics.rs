@@ -232,6 +232,14 @@ pub struct WorkerCounters {
     /// Origin connections opened, and requests that reused a pooled one.
     pub upstream_connects: Counter,
     pub upstream_reuses: Counter,
+    /// HTTP/2 origins: streams opened, GOAWAYs received, streams reset (by the origin, as
+    /// malformed, or with their connection), connection errors.
+    pub upstream_h2_streams: Counter,
+    pub upstream_h2_goaways: Counter,
+    pub upstream_h2_resets: Counter,
+    pub upstream_h2_errors: Counter,
+    /// gRPC calls answered 502 because their upstream is spoken to in HTTP/1.1.
+    pub upstream_grpc_refused: Counter,
     pub limit_requests: Counter,
     pub access_denied: Counter,
     /// Basic authentication: requests let through by the credential cache; passwords

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use squall_config::{Config, Diagnostic, Site, Sites, UpstreamTls};
+use squall_config::{Config, Diagnostic, OriginProtocol, Site, Sites, UpstreamTls};
 use squall_tls::{Alpn, CertField, ClientSpec, Connector, ServerName, TlsError};
 
 /// One TLS upstream, shared by every worker.
@@ -31,9 +31,14 @@ impl OriginTls {
     }
 }
 
-/// The protocols offered to origins: HTTP/1.1 only until the worker speaks HTTP/2 to them
-/// (then `h2` goes first here, as the upstream's protocol allows).
-const ORIGIN_ALPN: &[Alpn] = &[Alpn::Http1];
+/// The protocols offered to an upstream's origins with ALPN, as its `protocol` allows.
+fn origin_alpn(protocol: OriginProtocol) -> Vec<Alpn> {
+    match protocol {
+        OriginProtocol::H2 | OriginProtocol::H2c => vec![Alpn::H2],
+        OriginProtocol::Auto => vec![Alpn::H2, Alpn::Http1],
+        OriginProtocol::Http1 => vec![Alpn::Http1],
+    }
+}
 
 /// The TLS state of every `[[upstream]]`, in config order (`None` for cleartext ones).
 /// `servers[i]` are upstream `i`'s servers as `Runtime::new` expanded them: the address and
@@ -60,7 +65,7 @@ pub fn load(
                 upstream.name
             );
         }
-        let spec = spec(&upstream.name, tls);
+        let spec = spec(&upstream.name, tls, upstream.protocol);
         let before = previous.get(index).and_then(Option::as_ref);
         let connector = match Connector::load(&spec, before.map(|p| &p.connector)) {
             Ok(connector) => connector,
@@ -87,13 +92,13 @@ pub fn load(
     }
 }
 
-fn spec(upstream: &str, tls: &UpstreamTls) -> ClientSpec {
+fn spec(upstream: &str, tls: &UpstreamTls, protocol: OriginProtocol) -> ClientSpec {
     ClientSpec {
         name: format!("upstream {upstream:?}"),
         ca: tls.ca.clone(),
         verify: tls.verify,
         client_cert: tls.client_cert.clone(),
-        alpn: ORIGIN_ALPN.to_vec(),
+        alpn: origin_alpn(protocol),
     }
 }
 

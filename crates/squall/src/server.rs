@@ -40,6 +40,8 @@ pub struct Runtime {
     pub origin_tls: Vec<Option<Arc<crate::origin_tls::OriginTls>>>,
     /// Per `[[upstream]]` of the config: the PROXY protocol version its connections start with.
     pub origin_proxy_protocol: Vec<Option<squall_config::ProxyProtocolVersion>>,
+    /// Per `[[upstream]]` of the config: the HTTP version its servers are spoken to in.
+    pub origin_protocol: Vec<squall_config::OriginProtocol>,
     /// `[cluster]`: the nodes sharing the cache; their peers' groups end `upstreams`.
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
     /// Per-client-address limits from `[limits]`.
@@ -243,6 +245,7 @@ impl Runtime {
             hash_keys,
             origin_tls,
             origin_proxy_protocol: config.upstream.iter().map(|u| u.proxy_protocol).collect(),
+            origin_protocol: config.upstream.iter().map(|u| u.protocol).collect(),
             cluster,
             upstream_gauges,
             tls,

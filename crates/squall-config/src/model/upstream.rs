@@ -25,6 +25,43 @@ pub struct Upstream {
     /// `proxy_protocol = "v1" | "v2"`: each connection to a server starts with a PROXY
     /// protocol header carrying the client's address (before any TLS).
     pub proxy_protocol: Option<ProxyProtocolVersion>,
+    /// `protocol`: the HTTP version spoken to the servers.
+    pub protocol: OriginProtocol,
+}
+
+/// The HTTP version an upstream's servers are spoken to in (`protocol`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum OriginProtocol {
+    /// `"http1"`: HTTP/1.1, one request at a time per connection, kept alive in a pool.
+    #[default]
+    Http1,
+    /// `"h2"`: HTTP/2 over TLS (ALPN `h2` offered alone): one connection carries many streams.
+    H2,
+    /// `"h2c"`: HTTP/2 over cleartext TCP, with prior knowledge (RFC 9113 §3.3).
+    H2c,
+    /// `"auto"`: over TLS, ALPN offers `h2` and `http/1.1` and the server chooses.
+    Auto,
+}
+
+impl OriginProtocol {
+    pub fn from_name(name: &str) -> Option<OriginProtocol> {
+        Some(match name {
+            "http1" => OriginProtocol::Http1,
+            "h2" => OriginProtocol::H2,
+            "h2c" => OriginProtocol::H2c,
+            "auto" => OriginProtocol::Auto,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            OriginProtocol::Http1 => "http1",
+            OriginProtocol::H2 => "h2",
+            OriginProtocol::H2c => "h2c",
+            OriginProtocol::Auto => "auto",
+        }
+    }
 }
 
 /// The PROXY protocol version an upstream's connections start with.

@@ -61,6 +61,8 @@ fn upstream(raw: &RawUpstream, r: &mut Report) -> Upstream {
             })
         }
     };
+    let tls = super::upstream_tls::tls(raw, r);
+    let protocol = origin_protocol(raw, tls.is_some(), r);
     Upstream {
         name: name.clone(),
         servers: upstream_servers(name, &raw.servers, r),
@@ -88,7 +90,8 @@ fn upstream(raw: &RawUpstream, r: &mut Report) -> Upstream {
             .health_check
             .as_ref()
             .map(|h| health_check(h.get_ref(), r)),
-        tls: super::upstream_tls::tls(raw, r),
+        tls,
+        protocol,
         proxy_protocol: raw
             .proxy_protocol
             .as_ref()
@@ -104,6 +107,47 @@ fn upstream(raw: &RawUpstream, r: &mut Report) -> Upstream {
                 }
             }),
     }
+}
+
+/// `protocol`: `h2` and `auto` choose with ALPN, so they need TLS; `h2c` is cleartext; none
+/// of the HTTP/2 ones goes with `proxy_protocol` (a connection carries many clients' requests,
+/// and its header could name only one).
+fn origin_protocol(raw: &RawUpstream, tls: bool, r: &mut Report) -> OriginProtocol {
+    let Some(value) = &raw.protocol else {
+        return OriginProtocol::Http1;
+    };
+    let Some(protocol) = OriginProtocol::from_name(value.get_ref()) else {
+        let message = format!(
+            "unknown protocol {:?}: use \"http1\", \"h2\", \"h2c\" or \"auto\"",
+            value.get_ref()
+        );
+        r.error(&value.span(), message);
+        return OriginProtocol::Http1;
+    };
+    let problem = match protocol {
+        OriginProtocol::H2 | OriginProtocol::Auto if !tls => Some(format!(
+            "protocol = {:?} chooses HTTP/2 with ALPN, which needs tls = true; use \"h2c\" for \
+             HTTP/2 over cleartext",
+            protocol.name()
+        )),
+        OriginProtocol::H2c if tls => Some(
+            "protocol = \"h2c\" is HTTP/2 over cleartext; with tls = true use \"h2\"".to_owned(),
+        ),
+        OriginProtocol::H2 | OriginProtocol::H2c | OriginProtocol::Auto
+            if raw.proxy_protocol.is_some() =>
+        {
+            Some(format!(
+                "protocol = {:?} shares a connection among clients, and a PROXY protocol header \
+                 names one: use protocol = \"http1\" with proxy_protocol",
+                protocol.name()
+            ))
+        }
+        _ => None,
+    };
+    if let Some(message) = problem {
+        r.error(&value.span(), message);
+    }
+    protocol
 }
 
 fn upstream_servers(

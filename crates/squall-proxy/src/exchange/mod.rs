@@ -298,6 +298,11 @@ pub struct Exchange {
     h2_held: usize,
     /// Body bytes of those taken and not yet reported as `OriginBodyConsumed`.
     h2_unreleased: usize,
+    /// HTTP/2 streams of this exchange the origin refused (`on_origin_reset`).
+    refusals: u8,
+    /// On an HTTP/2 origin: the body (and trailers) sent in this attempt, kept while it stays
+    /// under `REPLAY_BYTES_MAX`, so that a refused stream can go again whole.
+    replay: Option<(BytesMut, Option<HeaderMap>)>,
     /// Client body bytes taken and not yet reported as `ClientBodyConsumed`.
     body_unreleased: usize,
     /// Bytes handed out in `WriteOrigin` and not yet reported sent.
@@ -364,6 +369,8 @@ impl Exchange {
             h2_events: VecDeque::new(),
             h2_held: 0,
             h2_unreleased: 0,
+            refusals: 0,
+            replay: None,
             body_unreleased: 0,
             origin_unsent: 0,
             request_complete,

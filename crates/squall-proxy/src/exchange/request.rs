@@ -16,6 +16,14 @@ use squall_h1::{BodyKind, ResponseDecoder};
 use squall_upstream::{AttemptFailure, NO_SERVER_STATUS, Retry, ServerId, UpstreamErrorClass};
 
 use super::{Action, Exchange, OriginMessage, Phase, ToClient};
+
+/// How many refused HTTP/2 streams an exchange retries on the same server before it takes a
+/// refusal as the server's failure.
+const REFUSALS_RETRIED: u8 = 2;
+
+/// The most request body an exchange on an HTTP/2 origin keeps to send again if the stream is
+/// refused; past it, a refused request with a body is a failure like any other.
+const REPLAY_BYTES_MAX: usize = 64 * 1024;
 use crate::forward::{self, Peer};
 
 impl Exchange {
@@ -34,6 +42,14 @@ impl Exchange {
         self.server = Some(server);
         self.tried.push(server);
         self.connect(server, true, now);
+    }
+
+    /// The answer to `Action::Pick` when the driver will send the request nowhere (a gRPC call
+    /// for an upstream spoken to in HTTP/1.1, which cannot carry it): it is answered `status`.
+    pub fn refuse(&mut self, status: StatusCode) {
+        if self.phase == Phase::Picking {
+            self.give_up(status);
+        }
     }
 
     /// The origin connection is ready: `reused` when it came from the pool. The request head
@@ -74,6 +90,7 @@ impl Exchange {
         self.reused = reused;
         self.origin_h2 = true;
         self.offered = None;
+        self.replay = Some((BytesMut::new(), None));
         let fields = forward::h2_request(&self.head, &self.route, self.peer(), tls);
         let end_stream =
             self.request_complete && self.body.is_empty() && self.body_trailers.is_none();
@@ -95,10 +112,19 @@ impl Exchange {
         if self.phase != Phase::Exchanging {
             return;
         }
+        let replay = self.replay.take();
         if refused && !self.response_started {
-            self.request_sent = false;
-            // Never the same connection again: it refused, or is going away.
-            self.reused = true;
+            // Not processed: sent again whole, if what was sent is still here.
+            if let Some((mut sent, trailers)) = replay {
+                sent.extend_from_slice(&self.body);
+                self.body = sent;
+                self.body_trailers = self.body_trailers.take().or(trailers);
+                self.request_sent = false;
+            }
+            // Once or twice, the same server again on a connection not yet used (this one
+            // refused, or is going away); an origin that keeps refusing is failing.
+            self.refusals = self.refusals.saturating_add(1);
+            self.reused = self.refusals <= REFUSALS_RETRIED;
             return self.fail(UpstreamErrorClass::ResetBeforeResponse, now);
         }
         self.fail(forward::early_end_class(self.reused), now);
@@ -197,6 +223,14 @@ impl Exchange {
             };
             let data = self.body.split().freeze();
             let sent = data.len();
+            if let Some((kept, kept_trailers)) = &mut self.replay {
+                if kept.len() + sent <= REPLAY_BYTES_MAX {
+                    kept.extend_from_slice(&data);
+                    kept_trailers.clone_from(&trailers);
+                } else {
+                    self.replay = None;
+                }
+            }
             if sent > 0 || (ending && trailers.is_none()) {
                 let end_stream = ending && trailers.is_none();
                 self.origin_unsent += sent;

@@ -352,6 +352,10 @@ impl Worker {
                 self.on_origin_timer(token, entry.due);
                 continue;
             }
+            if token.kind() == Kind::Session {
+                self.on_session_timer(token, entry.due);
+                continue;
+            }
             let Some(index) = self.conn_index(token) else {
                 continue;
             };

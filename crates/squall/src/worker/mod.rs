@@ -121,6 +121,8 @@ struct Worker {
     pause_logged_at: Option<Instant>,
     /// When an origin socket refused for want of a descriptor was last logged.
     origin_fd_logged_at: Option<Instant>,
+    /// When a gRPC call for an HTTP/1.1 upstream was last logged (`session.rs`).
+    grpc_logged_at: Option<Instant>,
     /// This worker's batch of access log lines, when the access log is on.
     log: RequestLog,
     clients: Arc<ClientTable>,
@@ -135,6 +137,11 @@ struct Worker {
     stall: Option<(Instant, Duration)>,
     /// Connections to origin servers, busy or pooled.
     origins: Slab<origin::Origin>,
+    /// The slots of `origins` that are shared HTTP/2 connections (`origin/h2.rs`).
+    h2_origins: Vec<usize>,
+    /// Of those, the ones whose queued exchanges may get a stream now (one was freed inside an
+    /// action, where no other session may be called): served at the end of the turn.
+    h2_pending: Vec<usize>,
     /// This worker's balancing, health and pool state per upstream group.
     upstreams: origin::Upstreams,
     /// Client connections with work to do that an event found while handling another (a
@@ -190,6 +197,7 @@ pub fn run(setup: Setup) {
         accept_retry_at: None,
         pause_logged_at: None,
         origin_fd_logged_at: None,
+        grpc_logged_at: None,
         log: RequestLog {
             access: setup
                 .access_log
@@ -205,6 +213,8 @@ pub fn run(setup: Setup) {
         upstream_gauges_due: Instant::now(),
         scratch: bytes::BytesMut::new(),
         origins: Slab::new(),
+        h2_origins: Vec::new(),
+        h2_pending: Vec::new(),
         upstreams: origin::Upstreams {
             groups: Vec::new(),
             generation: 0,
@@ -309,6 +319,11 @@ impl Worker {
             self.start_due_probes();
             self.publish_upstream_state();
             self.run_ready();
+            // Streams freed on HTTP/2 origins go to the exchanges queued for them, which may
+            // give their clients more to do.
+            while self.run_h2_pending() {
+                self.run_ready();
+            }
             self.wake_abandoned();
             if let Some((at, length)) = self.stall
                 && self.now >= at

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use squall_cache::{HeadAction, Invalidation, OriginHead, Outcome};
+use squall_config::OriginProtocol;
 use squall_h1::{RequestHead, ResponseLimits};
 use squall_proxy::{
     Action, ClientInfo, ClientProtocol, Exchange, ExchangeConfig, FillHook, ProxyRoute, ToClient,
@@ -43,7 +44,11 @@ pub struct Session {
     pub ex: Exchange,
     pub client: Client,
     /// The origin connection the exchange holds (between `Connect` and `ReleaseOrigin`).
-    origin: Option<usize>,
+    pub origin: Option<usize>,
+    /// On a shared HTTP/2 origin connection: the exchange's stream, once opened.
+    pub stream: Option<squall_h2::StreamId>,
+    /// Due time of the session's own timer entry (exchanges on HTTP/2 origins), if filed.
+    pub timer_due: Option<std::time::Instant>,
     /// The route's group, and the worker's upstream generation it was chosen under.
     upstream: usize,
     upstream_generation: u64,
@@ -82,6 +87,10 @@ impl Session {
     /// Whether this session is the occupant `id` names.
     pub fn is(&self, id: SessionId) -> bool {
         self.generation == id.generation
+    }
+
+    pub fn generation(&self) -> u32 {
+        self.generation
     }
 
     /// The client the session writes to; `None` once detached (gone, or a background fill).
@@ -192,6 +201,8 @@ impl Worker {
             ex: Exchange::new(head, route, info, config, self.now),
             client,
             origin: None,
+            stream: None,
+            timer_due: None,
             upstream,
             upstream_generation: self.upstreams.generation,
             peer: client_addr,
@@ -264,9 +275,15 @@ impl Worker {
                     self.write_origin(index, bytes);
                 }
             }
-            // HTTP/2 origins (not connected to yet: every exchange is told `on_origin_connected`).
-            Action::SendOrigin(_) | Action::OriginBodyConsumed(_) => {
-                debug_assert!(false, "an HTTP/1.1 exchange sends bytes");
+            Action::SendOrigin(message) => {
+                if let Some(index) = self.session_mut(id).and_then(|s| s.origin) {
+                    self.h2_send(id, index, message);
+                }
+            }
+            Action::OriginBodyConsumed(n) => {
+                if let Some(index) = self.session_mut(id).and_then(|s| s.origin) {
+                    self.h2_consumed(id, index, n);
+                }
             }
             Action::PauseOrigin => {
                 if let Some(index) = self.session_mut(id).and_then(|s| s.origin) {
@@ -285,8 +302,12 @@ impl Worker {
             }
             Action::ReleaseOrigin { reusable } => {
                 if let Some(index) = self.session_mut(id).and_then(|s| s.origin.take()) {
-                    self.origins[index].session = None;
-                    self.release_origin(index, reusable);
+                    if self.origins[index].h2.is_some() {
+                        self.h2_release(id, index);
+                    } else {
+                        self.origins[index].session = None;
+                        self.release_origin(index, reusable);
+                    }
                 }
             }
             Action::Report {
@@ -339,6 +360,9 @@ impl Worker {
     /// `Action::Pick`: a server of the route's group, by its balancing, not yet tried.
     fn pick(&mut self, id: SessionId) {
         let now = self.now;
+        if self.refuse_grpc(id) {
+            return;
+        }
         let Some(session) = self.sessions.get_mut(id.index).filter(|s| s.is(id)) else {
             return;
         };
@@ -349,6 +373,43 @@ impl Worker {
         session.ex.on_pick(picked, now);
     }
 
+    /// A gRPC call (`content-type: application/grpc...`) for an upstream spoken to in HTTP/1.1,
+    /// which has no trailers for its status and no streaming both ways: answered 502 with a
+    /// warning that names the upstream and the fix (at most once a minute per worker).
+    fn refuse_grpc(&mut self, id: SessionId) -> bool {
+        let Some(session) = self.sessions.get(id.index).filter(|s| s.is(id)) else {
+            return false;
+        };
+        let grpc = (session.ex.head().headers.get(http::header::CONTENT_TYPE))
+            .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
+        let upstream = session.upstream;
+        if !grpc || self.origin_protocol(upstream) != OriginProtocol::Http1 {
+            return false;
+        }
+        self.runtime
+            .metrics
+            .worker(self.id)
+            .upstream_grpc_refused
+            .inc();
+        if self
+            .grpc_logged_at
+            .is_none_or(|at| self.now >= at + Duration::from_secs(60))
+        {
+            self.grpc_logged_at = Some(self.now);
+            let name = (self.upstreams.groups.get(upstream)).map_or("", |g| g.group.name());
+            tracing::warn!(
+                worker = self.id,
+                upstream = name,
+                "gRPC request for upstream {name:?}, which is spoken to in HTTP/1.1: answered \
+                 502; set protocol = \"h2c\" (or \"h2\" over TLS) on the upstream"
+            );
+        }
+        if let Some(session) = self.session_mut(id) {
+            session.ex.refuse(http::StatusCode::BAD_GATEWAY);
+        }
+        true
+    }
+
     /// `Action::Connect`: a pooled connection to `server` if allowed and one is idle (LIFO:
     /// the one most likely still open), else a new connect.
     fn connect_session(&mut self, id: SessionId, server: ServerId, pooled: bool) {
@@ -356,9 +417,21 @@ impl Worker {
         let Some(upstream) = self.session_mut(id).map(|s| s.upstream) else {
             return;
         };
+        match self.origin_protocol(upstream) {
+            OriginProtocol::H2 | OriginProtocol::H2c => {
+                return self.connect_h2(id, upstream, server, pooled);
+            }
+            // A connection that chose HTTP/2 with ALPN, else one of HTTP/1.1 as below.
+            OriginProtocol::Auto if pooled && self.join_h2(id, upstream, server, true) => return,
+            _ => {}
+        }
         // A `proxy_protocol` upstream's connection names one client: never shared.
-        let proxy_header = self.origin_proxy_header(id, upstream);
-        let pooled = pooled && proxy_header.is_none();
+        let pooled = pooled
+            && self
+                .runtime
+                .origin_proxy_protocol
+                .get(upstream)
+                .is_none_or(Option::is_none);
         while pooled
             && let Some(ConnId(raw)) =
                 (self.upstreams.groups.get_mut(upstream)).and_then(|g| g.pool.checkout(server, now))
@@ -382,6 +455,19 @@ impl Worker {
             }
             return;
         }
+        self.connect_new(id, upstream, server);
+    }
+
+    /// A new connection to `server` for session `id` (its exchange hears "connected" or the
+    /// failure later; a socket that cannot be made fails it now). Returns the connection.
+    pub(super) fn connect_new(
+        &mut self,
+        id: SessionId,
+        upstream: usize,
+        server: ServerId,
+    ) -> Option<usize> {
+        let now = self.now;
+        let proxy_header = self.origin_proxy_header(id, upstream);
         let address = (self.upstreams.groups.get(upstream)).and_then(|g| g.group.address(server));
         let fd = address.map(origin::origin_socket);
         let Some(Ok(fd)) = fd else {
@@ -393,7 +479,7 @@ impl Worker {
                     .ex
                     .on_connect_failed(UpstreamErrorClass::ConnectFailed, now);
             }
-            return;
+            return None;
         };
         let target = OriginTarget {
             upstream,
@@ -405,6 +491,7 @@ impl Worker {
         if let Some(session) = self.session_mut(id) {
             session.origin = Some(index);
         }
+        Some(index)
     }
 
     /// The PROXY protocol header a new connection for session `id` starts with, when its
@@ -428,6 +515,9 @@ impl Worker {
             return;
         };
         let (origin, deadline) = (session.origin, session.ex.next_deadline());
+        if origin.is_some_and(|index| self.origins[index].h2.is_some()) {
+            return self.arm_own_timer(id);
+        }
         if let Some(index) = origin {
             self.origins[index].deadline = deadline;
             self.arm_origin_timer(index);
@@ -575,7 +665,9 @@ impl Worker {
             session.origin.is_none(),
             "a finished exchange holds no origin"
         );
-        if let Some(index) = session.origin {
+        if let Some(index) = session.origin
+            && self.origins[index].h2.is_none()
+        {
             self.origins[index].session = None;
             self.close_origin(index);
         }

@@ -19,6 +19,9 @@ pub enum Kind {
     Origin,
     /// A static file being served (`files.rs`).
     File,
+    /// A session's own timer: an exchange on a stream of a shared HTTP/2 origin connection,
+    /// whose deadline is its own, not its connection's (`origin/h2.rs`).
+    Session,
 }
 
 /// Bits 61–63: the kind.
@@ -53,6 +56,7 @@ impl Token {
             Kind::Waker => 2,
             Kind::Origin => 3,
             Kind::File => 4,
+            Kind::Session => 5,
         };
         Token(
             (kind << KIND_SHIFT)
@@ -71,6 +75,10 @@ impl Token {
 
     pub fn file(index: usize, generation: u32) -> Token {
         Token::new(Kind::File, index, generation)
+    }
+
+    pub fn session(index: usize, generation: u32) -> Token {
+        Token::new(Kind::Session, index, generation)
     }
 
     pub fn listener(index: usize) -> Token {
@@ -97,7 +105,8 @@ impl Token {
             1 => Kind::Listener,
             2 => Kind::Waker,
             3 => Kind::Origin,
-            _ => Kind::File,
+            4 => Kind::File,
+            _ => Kind::Session,
         }
     }
 
@@ -132,6 +141,7 @@ mod tests {
             Kind::Waker,
             Kind::Origin,
             Kind::File,
+            Kind::Session,
         ];
         for kind in kinds {
             for index in [0, 1, 0xffff, 0x1_0000, INDEX_MAX] {

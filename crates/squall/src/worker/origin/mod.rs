@@ -12,8 +12,11 @@
 //! it), so a client slow to read holds at most what was already in flight; bytes to send wait
 //! behind the one send in flight, and the exchange stops taking request body while they do.
 
+mod h2;
 mod probe;
 mod tls;
+
+pub use h2::OriginH2;
 
 use std::io;
 use std::net::SocketAddr;
@@ -76,6 +79,9 @@ pub struct Origin {
     /// Bytes of that header (on a cleartext connection) not yet reported sent: they are not
     /// the exchange's, so they are not counted as its bytes that left.
     pub header_unsent: usize,
+    /// The HTTP/2 state of a connection shared by many exchanges (`h2.rs`); `session` is then
+    /// `None`.
+    pub h2: Option<Box<OriginH2>>,
 }
 
 impl Origin {}
@@ -223,6 +229,7 @@ impl Worker {
             tls,
             proxied,
             header_unsent,
+            h2: None,
         });
         let token = Token::origin(index, generation);
         self.origins[index]
@@ -254,6 +261,9 @@ impl Worker {
                 // A PROXY protocol header waits in `out`; what the exchange writes goes after it.
                 self.flush_origin(index);
                 let origin = &mut self.origins[index];
+                if origin.h2.is_some() {
+                    return self.h2_connected(index);
+                }
                 match origin.session {
                     Some(id) => self.feed(id, |ex| ex.on_origin_connected(false, now)),
                     None => self.write_probe(index),
@@ -268,8 +278,12 @@ impl Worker {
         }
     }
 
-    /// A connection's I/O failed: its exchange hears `event`, a probe fails.
+    /// A connection's I/O failed: its exchange hears `event`, a probe fails; on a shared
+    /// HTTP/2 connection every exchange on it hears of it (`h2.rs`).
     fn origin_failed(&mut self, index: usize, event: impl FnOnce(&mut squall_proxy::Exchange)) {
+        if self.origins[index].h2.is_some() {
+            return self.h2_failed(index, squall_upstream::UpstreamErrorClass::ConnectFailed);
+        }
         match self.origins[index].session {
             Some(id) => self.feed(id, event),
             None if self.origins[index].probe.is_some() => self.end_probe(index, false),
@@ -337,7 +351,9 @@ impl Worker {
                 } else {
                     self.flush_origin(index);
                 }
-                if let Some(id) = self.origins[index].session {
+                if self.origins[index].h2.is_some() {
+                    self.h2_sent(index);
+                } else if let Some(id) = self.origins[index].session {
                     self.origin_sent(id, written);
                 }
             }
@@ -382,6 +398,17 @@ impl Worker {
         match result {
             Ok(Some(buf)) if self.origins[index].tls.is_some() => {
                 self.on_origin_cipher(index, buf);
+                if !more && self.origins.contains(index) {
+                    self.arm_origin_recv(index);
+                }
+            }
+            Ok(Some(buf)) if self.origins[index].h2.is_some() => {
+                let bytes = self.ring.recv_bytes(&buf);
+                if let Some(h2) = self.origins[index].h2.as_deref_mut() {
+                    h2.take_input(bytes);
+                }
+                self.ring.recycle(buf);
+                self.h2_input(index);
                 if !more && self.origins.contains(index) {
                     self.arm_origin_recv(index);
                 }
@@ -442,6 +469,10 @@ impl Worker {
     /// The origin closed its side (a TCP FIN, or a TLS close_notify).
     fn origin_eof(&mut self, index: usize) {
         let now = self.now;
+        if self.origins[index].h2.is_some() && self.origins[index].state == OriginState::Busy {
+            let class = squall_upstream::UpstreamErrorClass::ClosedBeforeResponse;
+            return self.h2_failed(index, class);
+        }
         match self.origins[index].state {
             OriginState::Busy => match self.origins[index].session {
                 Some(id) => self.feed(id, |ex| ex.on_origin_eof(now)),
@@ -459,7 +490,8 @@ impl Worker {
     /// Stops reading the origin while its client is slow to read.
     pub(super) fn pause_origin(&mut self, index: usize) {
         let origin = &mut self.origins[index];
-        if origin.paused || origin.state != OriginState::Busy {
+        // A shared HTTP/2 connection is never paused: its streams' windows hold them back.
+        if origin.paused || origin.state != OriginState::Busy || origin.h2.is_some() {
             return;
         }
         debug!(worker = self.id, address = %origin.address, "client reads slowly: origin paused");
@@ -536,6 +568,9 @@ impl Worker {
         origin.state = OriginState::Closed;
         let token = Token::origin(index, origin.generation);
         origin.socket.close(&mut self.ring, token);
+        if origin.h2.is_some() {
+            self.forget_h2_origin(index);
+        }
         self.origin_op_done(index);
     }
 
@@ -592,6 +627,9 @@ impl Worker {
             self.arm_origin_timer(index);
             return;
         }
+        if origin.h2.is_some() {
+            return self.h2_timer(index);
+        }
         if origin.state == OriginState::Handshaking {
             // The exchange's connect timeout, or the probe's, passed during the handshake.
             self.handshake_timed_out(index);
@@ -622,5 +660,6 @@ impl Worker {
                 self.close_origin(index);
             }
         }
+        self.expire_h2_origins();
     }
 }

@@ -141,9 +141,18 @@ impl Worker {
             return;
         }
         origin.state = OriginState::Busy;
+        let alpn_h2 = origin.tls.as_ref().and_then(|t| t.conn.alpn()) == Some(squall_tls::Alpn::H2);
         if let Some(tls) = &origin.tls {
             tls.counters.handshake_done(resumed);
         }
+        // An `auto` upstream's origin chose HTTP/2: the connection becomes a shared one.
+        if origin.h2.is_none() && origin.session.is_some() && alpn_h2 {
+            self.become_h2(index);
+        }
+        if self.origins[index].h2.is_some() {
+            return self.h2_connected(index);
+        }
+        let origin = &mut self.origins[index];
         match origin.session {
             Some(id) => self.feed(id, |ex| ex.on_origin_connected(false, now)),
             None => self.write_probe(index),
@@ -154,6 +163,10 @@ impl Worker {
     fn origin_plain(&mut self, index: usize, plain: &[u8]) {
         let now = self.now;
         let origin = &mut self.origins[index];
+        if let Some(h2) = origin.h2.as_deref_mut() {
+            h2.take_input(plain);
+            return self.h2_input(index);
+        }
         match (origin.state, origin.session, origin.probe.as_mut()) {
             (OriginState::Busy, Some(id), _) => {
                 if let Some(session) = self.sessions.get_mut(id.index)

@@ -1,0 +1,793 @@
+//! HTTP/2 origin connections (`protocol = "h2" | "h2c" | "auto"` upstreams): one connection
+//! carries many exchanges, each on its own stream of squall-h2's client role.
+//!
+//! Why apart from the HTTP/1.1 path: an HTTP/1.1 origin connection belongs to one exchange from
+//! its `Connect` to its `ReleaseOrigin`, and the pool hands idle ones out whole; an HTTP/2 one
+//! is shared. Here a `Connect` opens a stream on a connection to the server that has room (the
+//! origin's SETTINGS_MAX_CONCURRENT_STREAMS, capped at [`STREAMS_MAX`]) or joins one still
+//! connecting, and opens a new connection only when none has; a `ReleaseOrigin` resets the
+//! stream if it is still open (CANCEL) and leaves the connection to the others. Connections
+//! with no stream are closed after [`IDLE_TIMEOUT`], or at once when a reload made their
+//! upstream generation old.
+//!
+//! Backpressure is HTTP/2's own: the socket is always read, and a stream's received DATA keeps
+//! its window until its exchange passes it on (`OriginBodyConsumed`), so a slow client stops
+//! its stream at one window (256 KiB) without holding back the connection's other streams.
+//! Request bodies wait in the connection's queue within the origin's windows; the exchange
+//! hears that its bytes left once the send that carried them completed.
+//!
+//! Timers: an exchange on a shared connection has its own timer entry (a `Session` token),
+//! since the connection's one timer is for the connection (its connect, its stall detection).
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use http::StatusCode;
+use squall_config::OriginProtocol;
+use squall_h1::ResponseEvent;
+use squall_h2::{ClientConfig, ClientConnection, ClientEvent, ErrorCode, HeaderFields, StreamId};
+use squall_proxy::OriginMessage;
+use squall_upstream::{ServerId, UpstreamErrorClass};
+use tracing::debug;
+
+use super::OriginState;
+use crate::worker::Worker;
+use crate::worker::session::SessionId;
+use crate::worker::token::Token;
+
+/// The most streams Squall opens on one origin connection, whatever the origin allows.
+pub const STREAMS_MAX: usize = 100;
+/// How long a connection with no stream is kept for the next request.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Frames waiting in the connection's output before more are taken from the HTTP/2 state.
+const OUT_HIGH_BYTES: usize = 256 * 1024;
+
+/// The HTTP/2 side of an origin connection.
+pub struct OriginH2 {
+    pub conn: ClientConnection,
+    /// The exchange on each open stream.
+    streams: HashMap<StreamId, SessionId>,
+    /// Exchanges waiting for a stream, in order: until the connection is up and the origin's
+    /// SETTINGS say how many streams it takes, and while it has none free.
+    waiting: VecDeque<SessionId>,
+    /// The preface went out: streams may open.
+    ready: bool,
+    /// `:scheme` is `https`.
+    tls: bool,
+    /// Received bytes not yet taken as frames.
+    rbuf: BytesMut,
+    /// Per stream: request body handed to the connection and not yet reported as gone to it.
+    unsent: HashMap<StreamId, usize>,
+    /// Body bytes that went into a send, reported to their exchanges when the send completes.
+    left: Vec<(SessionId, usize)>,
+    /// Since when the connection has had no stream.
+    idle_since: Option<Instant>,
+}
+
+impl OriginH2 {
+    pub fn new(tls: bool, now: Instant) -> OriginH2 {
+        let config = ClientConfig {
+            max_concurrent_streams: STREAMS_MAX as u32,
+            ..ClientConfig::default()
+        };
+        OriginH2 {
+            conn: ClientConnection::new(config, now),
+            streams: HashMap::new(),
+            waiting: VecDeque::new(),
+            ready: false,
+            tls,
+            rbuf: BytesMut::new(),
+            unsent: HashMap::new(),
+            left: Vec::new(),
+            idle_since: None,
+        }
+    }
+
+    /// Bytes received from the origin (decrypted, on TLS), for [`Worker::h2_input`].
+    pub fn take_input(&mut self, bytes: &[u8]) {
+        self.rbuf.extend_from_slice(bytes);
+    }
+
+    /// Another exchange may start on this connection: a stream free for each waiting one and
+    /// it, as the origin's SETTINGS allow, or until they arrive a place among [`STREAMS_MAX`].
+    fn has_room(&self) -> bool {
+        if self.conn.peer_settings_received() {
+            self.waiting.len() < self.conn.available_streams()
+        } else {
+            self.streams.len() + self.waiting.len() < STREAMS_MAX
+        }
+    }
+
+    /// A stream may open now, and no exchange waits for one before.
+    fn stream_free(&self) -> bool {
+        self.ready
+            && self.conn.peer_settings_received()
+            && self.waiting.is_empty()
+            && self.conn.available_streams() > 0
+    }
+}
+
+/// A response head's fields as the proxy's field list, without a copy.
+pub fn fields(headers: HeaderFields) -> Option<squall_h1::Fields> {
+    let (bytes, spans) = headers.into_parts();
+    let spans = (spans.into_iter())
+        .map(|s| [s.name, s.name_len, s.value, s.value_len])
+        .collect();
+    squall_h1::Fields::from_parts(bytes, spans)
+}
+
+impl Worker {
+    /// The HTTP version upstream `upstream` is spoken to in.
+    pub(in crate::worker) fn origin_protocol(&self, upstream: usize) -> OriginProtocol {
+        (self.runtime.origin_protocol.get(upstream).copied()).unwrap_or_default()
+    }
+
+    /// `Action::Connect` for an upstream spoken to in HTTP/2 (`h2`, `h2c`): a stream on a
+    /// connection to `server` with room, else a place on one still connecting, else a new
+    /// connection. `pooled = false` (a retry after a stale or refused stream) takes only a
+    /// connection not yet connected, which cannot be the one that failed.
+    pub(in crate::worker) fn connect_h2(
+        &mut self,
+        id: SessionId,
+        upstream: usize,
+        server: ServerId,
+        pooled: bool,
+    ) {
+        if self.join_h2(id, upstream, server, pooled) {
+            return;
+        }
+        let now = self.now;
+        let tls = (self.runtime.origin_tls.get(upstream)).is_some_and(Option::is_some);
+        if let Some(index) = self.connect_new(id, upstream, server) {
+            let mut h2 = OriginH2::new(tls, now);
+            h2.waiting.push_back(id);
+            self.origins[index].session = None;
+            self.origins[index].h2 = Some(Box::new(h2));
+            self.h2_origins.push(index);
+            self.h2_deadline(index);
+        }
+    }
+
+    /// A stream for session `id` on a connection to `server` that has room (see
+    /// [`Worker::connect_h2`]); false when there is none. An `auto` upstream's connections
+    /// that became HTTP/2 are found here too.
+    pub(in crate::worker) fn join_h2(
+        &mut self,
+        id: SessionId,
+        upstream: usize,
+        server: ServerId,
+        pooled: bool,
+    ) -> bool {
+        let now = self.now;
+        let generation = self.upstreams.generation;
+        let found = self.h2_origins.iter().copied().find(|&index| {
+            let origin = &self.origins[index];
+            let Some(h2) = origin.h2.as_deref() else {
+                return false;
+            };
+            origin.upstream == upstream
+                && origin.server == server
+                && origin.upstream_generation == generation
+                && origin.state != OriginState::Closed
+                && (pooled || !h2.ready)
+                && h2.has_room()
+        });
+        let Some(index) = found else {
+            return false;
+        };
+        let origin = &mut self.origins[index];
+        let h2 = origin
+            .h2
+            .as_deref_mut()
+            .expect("found among HTTP/2 origins");
+        h2.idle_since = None;
+        let (free, tls) = (h2.stream_free(), h2.tls);
+        if !free {
+            h2.waiting.push_back(id);
+        }
+        self.runtime.metrics.worker(self.id).upstream_reuses.inc();
+        if let Some(session) = self.session_mut(id) {
+            session.origin = Some(index);
+            if free {
+                session.ex.on_origin_stream(true, tls, now);
+            }
+        }
+        true
+    }
+
+    /// A new connection made for an `auto` upstream whose origin chose `h2` with ALPN: its
+    /// exchange becomes the first stream of a shared connection.
+    pub(in crate::worker) fn become_h2(&mut self, index: usize) {
+        let now = self.now;
+        let origin = &mut self.origins[index];
+        let mut h2 = OriginH2::new(true, now);
+        h2.waiting.extend(origin.session.take());
+        self.h2_pending.push(index);
+        origin.h2 = Some(Box::new(h2));
+        self.h2_origins.push(index);
+    }
+
+    /// While connecting, the connection's own deadline is its connect timeout.
+    fn h2_deadline(&mut self, index: usize) {
+        let origin = &self.origins[index];
+        let timeout = (self.upstreams.groups.get(origin.upstream)).map(|g| g.connect_timeout);
+        self.origins[index].deadline = timeout.map(|t| self.now + t);
+        self.arm_origin_timer(index);
+    }
+
+    /// The connection is up (TCP for `h2c`, the handshake for TLS): the preface goes out; the
+    /// waiting exchanges get their streams once the origin's SETTINGS are in.
+    pub(in crate::worker) fn h2_connected(&mut self, index: usize) {
+        let origin = &mut self.origins[index];
+        origin.deadline = None;
+        let Some(h2) = origin.h2.as_deref_mut() else {
+            return;
+        };
+        h2.ready = true;
+        self.h2_flush(index);
+        self.h2_settle(index);
+    }
+
+    /// Gives the exchanges waiting on connection `index` the streams it has free, in order.
+    /// Only where sessions may be called (not from inside an action: see `h2_pending`).
+    fn h2_dispatch(&mut self, index: usize) {
+        let now = self.now;
+        loop {
+            let Some(h2) = self
+                .origins
+                .get_mut(index)
+                .and_then(|o| o.h2.as_deref_mut())
+            else {
+                return;
+            };
+            if !h2.ready || !h2.conn.peer_settings_received() || h2.conn.available_streams() == 0 {
+                return;
+            }
+            let tls = h2.tls;
+            let Some(id) = h2.waiting.pop_front() else {
+                return;
+            };
+            if self
+                .session_mut(id)
+                .is_some_and(|s| s.origin == Some(index))
+            {
+                self.feed(id, |ex| ex.on_origin_stream(false, tls, now));
+            }
+        }
+    }
+
+    /// Serves the connections whose waiting exchanges may have a stream now (see
+    /// `Worker::h2_pending`); true when there were any.
+    pub(in crate::worker) fn run_h2_pending(&mut self) -> bool {
+        if self.h2_pending.is_empty() {
+            return false;
+        }
+        let mut pending = std::mem::take(&mut self.h2_pending);
+        pending.sort_unstable();
+        pending.dedup();
+        for index in pending {
+            self.h2_dispatch(index);
+            self.h2_settle(index);
+        }
+        true
+    }
+
+    /// The connection will take no new stream (a GOAWAY): the exchanges waiting on it go to
+    /// another connection to the same server.
+    fn h2_requeue(&mut self, index: usize) {
+        let Some(h2) = self
+            .origins
+            .get_mut(index)
+            .and_then(|o| o.h2.as_deref_mut())
+        else {
+            return;
+        };
+        let waiting = std::mem::take(&mut h2.waiting);
+        let (upstream, server) = (self.origins[index].upstream, self.origins[index].server);
+        for id in waiting {
+            if self
+                .session_mut(id)
+                .is_some_and(|s| s.origin == Some(index))
+            {
+                if let Some(session) = self.session_mut(id) {
+                    session.origin = None;
+                }
+                self.connect_h2(id, upstream, server, false);
+                self.drive(id);
+            }
+        }
+    }
+
+    /// `Action::SendOrigin` of session `id`, whose exchange holds connection `index`.
+    pub(in crate::worker) fn h2_send(
+        &mut self,
+        id: SessionId,
+        index: usize,
+        message: OriginMessage,
+    ) {
+        let now = self.now;
+        let Some(h2) = self
+            .origins
+            .get_mut(index)
+            .and_then(|o| o.h2.as_deref_mut())
+        else {
+            return;
+        };
+        let stream = self.sessions.get(id.index).and_then(|s| s.stream);
+        match (message, stream) {
+            (OriginMessage::Head { fields, end_stream }, None) => {
+                match h2.conn.send_request(fields.iter(), end_stream) {
+                    Ok(stream) => {
+                        h2.streams.insert(stream, id);
+                        if let Some(session) = self.session_mut(id) {
+                            session.stream = Some(stream);
+                        }
+                        self.runtime
+                            .metrics
+                            .worker(self.id)
+                            .upstream_h2_streams
+                            .inc();
+                    }
+                    Err(e) => {
+                        debug!(worker = self.id, "origin stream refused: {e}");
+                        // Not sent: the exchange goes again on another connection.
+                        if let Some(session) = self.session_mut(id) {
+                            session.ex.on_origin_reset(true, now);
+                        }
+                        return;
+                    }
+                }
+            }
+            (OriginMessage::Data { data, end_stream }, Some(stream)) => {
+                let len = data.len();
+                if h2.conn.send_data(stream, data, end_stream).is_ok() && len > 0 {
+                    *h2.unsent.entry(stream).or_default() += len;
+                }
+            }
+            (OriginMessage::Trailers(trailers), Some(stream)) => {
+                let fields = trailers
+                    .iter()
+                    .map(|(name, value)| (name.as_str().as_bytes(), value.as_bytes()));
+                let _ = h2.conn.send_trailers(stream, fields);
+            }
+            // A message for a stream already gone: its reset is on its way to the exchange.
+            _ => return,
+        }
+        self.h2_flush(index);
+    }
+
+    /// `Action::OriginBodyConsumed`: the stream's window (and the connection's) is given back.
+    pub(in crate::worker) fn h2_consumed(&mut self, id: SessionId, index: usize, n: usize) {
+        let stream = self.sessions.get(id.index).and_then(|s| s.stream);
+        let Some(h2) = self
+            .origins
+            .get_mut(index)
+            .and_then(|o| o.h2.as_deref_mut())
+        else {
+            return;
+        };
+        // A stream already closed still gives the connection its window back.
+        h2.conn.release_capacity(stream.unwrap_or(0), n);
+        self.h2_flush(index);
+    }
+
+    /// `Action::ReleaseOrigin` of a session on connection `index`: its stream, if still open,
+    /// is reset; the connection stays for the others.
+    pub(in crate::worker) fn h2_release(&mut self, id: SessionId, index: usize) {
+        let stream = self.session_mut(id).and_then(|s| s.stream.take());
+        let Some(h2) = self
+            .origins
+            .get_mut(index)
+            .and_then(|o| o.h2.as_deref_mut())
+        else {
+            return;
+        };
+        h2.waiting.retain(|w| *w != id);
+        if let Some(stream) = stream {
+            h2.unsent.remove(&stream);
+            if h2.streams.remove(&stream).is_some() {
+                h2.conn.reset_stream(stream, ErrorCode::Cancel);
+            }
+        }
+        if !h2.waiting.is_empty() {
+            self.h2_pending.push(index);
+        }
+        self.h2_flush(index);
+        self.h2_settle(index);
+    }
+
+    /// Moves frames from the HTTP/2 state to the connection's output, while it holds less
+    /// than `OUT_HIGH_BYTES`, and notes which exchanges' body bytes went with them.
+    pub(in crate::worker) fn h2_flush(&mut self, index: usize) {
+        let Some(origin) = self.origins.get_mut(index) else {
+            return;
+        };
+        if origin.state == OriginState::Closed || !origin.h2.as_ref().is_some_and(|h| h.ready) {
+            return;
+        }
+        let waiting = origin.out.len();
+        let Some(budget) = OUT_HIGH_BYTES.checked_sub(waiting).filter(|b| *b > 0) else {
+            return;
+        };
+        let mut pieces = Vec::new();
+        let h2 = origin.h2.as_deref_mut().expect("checked above");
+        h2.conn.poll_output(budget, |piece| pieces.push(piece));
+        let OriginH2 {
+            conn,
+            streams,
+            unsent,
+            left,
+            ..
+        } = h2;
+        unsent.retain(|stream, unsent| {
+            let gone = *unsent - conn.queued_data(*stream).min(*unsent);
+            if gone > 0
+                && let Some(id) = streams.get(stream)
+            {
+                left.push((*id, gone));
+            }
+            *unsent -= gone;
+            *unsent > 0
+        });
+        for piece in pieces {
+            self.write_origin(index, piece);
+        }
+    }
+
+    /// A send of connection `index` completed: the body bytes it carried are reported to their
+    /// exchanges (which may take more from their clients), and more frames go out.
+    pub(in crate::worker) fn h2_sent(&mut self, index: usize) {
+        self.h2_flush(index);
+        let Some(h2) = self
+            .origins
+            .get_mut(index)
+            .and_then(|o| o.h2.as_deref_mut())
+        else {
+            return;
+        };
+        for (id, n) in std::mem::take(&mut h2.left) {
+            self.origin_sent(id, n);
+        }
+    }
+
+    /// What the origin sent (`OriginH2::take_input`): frames in, events out to the exchanges.
+    pub(in crate::worker) fn h2_input(&mut self, index: usize) {
+        let now = self.now;
+        let Some(h2) = self
+            .origins
+            .get_mut(index)
+            .and_then(|o| o.h2.as_deref_mut())
+        else {
+            return;
+        };
+        let OriginH2 { conn, rbuf, .. } = h2;
+        if let Err(e) = conn.recv(rbuf, now) {
+            let address = self.origins[index].address;
+            debug!(worker = self.id, %address, "origin HTTP/2: {e}");
+            self.runtime
+                .metrics
+                .worker(self.id)
+                .upstream_h2_errors
+                .inc();
+        }
+        self.h2_events(index);
+        self.h2_dispatch(index);
+        self.h2_flush(index);
+        self.h2_settle(index);
+    }
+
+    /// Hands every event the connection has to the exchange of its stream.
+    fn h2_events(&mut self, index: usize) {
+        let now = self.now;
+        loop {
+            let Some(h2) = self
+                .origins
+                .get_mut(index)
+                .and_then(|o| o.h2.as_deref_mut())
+            else {
+                return;
+            };
+            let Some(event) = h2.conn.poll_event() else {
+                return;
+            };
+            let Some(stream) = event.stream_id() else {
+                let counters = self.runtime.metrics.worker(self.id);
+                counters.upstream_h2_goaways.inc();
+                debug!(worker = self.id, address = %self.origins[index].address, ?event, "origin GOAWAY");
+                self.h2_requeue(index);
+                continue;
+            };
+            let Some(&id) = h2.streams.get(&stream) else {
+                continue;
+            };
+            let ended = matches!(
+                event,
+                ClientEvent::Reset { .. }
+                    | ClientEvent::Trailers { .. }
+                    | ClientEvent::Data {
+                        end_stream: true,
+                        ..
+                    }
+                    | ClientEvent::Response {
+                        end_stream: true,
+                        ..
+                    }
+            );
+            if ended {
+                h2.streams.remove(&stream);
+                h2.unsent.remove(&stream);
+            }
+            let method = match self.session_mut(id) {
+                Some(session) => session.ex.head().method.clone(),
+                None => continue,
+            };
+            match event {
+                ClientEvent::Reset { refused, code, .. } => {
+                    debug!(
+                        worker = self.id,
+                        stream,
+                        ?code,
+                        refused,
+                        "origin stream reset"
+                    );
+                    if let Some(session) = self.session_mut(id) {
+                        session.stream = None;
+                    }
+                    self.runtime
+                        .metrics
+                        .worker(self.id)
+                        .upstream_h2_resets
+                        .inc();
+                    self.feed(id, |ex| ex.on_origin_reset(refused, now));
+                }
+                ClientEvent::Interim {
+                    status, fields: f, ..
+                } => {
+                    if let Some(head) = response_head(status, f, None, false, &method) {
+                        self.feed(id, |ex| {
+                            ex.on_origin_response(ResponseEvent::Interim(head), now)
+                        });
+                    }
+                }
+                ClientEvent::Response {
+                    status,
+                    fields: f,
+                    content_length,
+                    end_stream,
+                    ..
+                } => {
+                    let Some(head) = response_head(status, f, content_length, end_stream, &method)
+                    else {
+                        self.h2_stream_failed(index, id, stream);
+                        continue;
+                    };
+                    self.feed(id, |ex| {
+                        ex.on_origin_response(ResponseEvent::Head(head), now);
+                        if end_stream {
+                            ex.on_origin_response(ResponseEvent::End { trailers: None }, now);
+                        }
+                    });
+                }
+                ClientEvent::Data {
+                    data, end_stream, ..
+                } => self.feed(id, |ex| {
+                    if !data.is_empty() {
+                        ex.on_origin_response(ResponseEvent::Data(data), now);
+                    }
+                    if end_stream {
+                        ex.on_origin_response(ResponseEvent::End { trailers: None }, now);
+                    }
+                }),
+                ClientEvent::Trailers { fields: f, .. } => {
+                    let trailers = Some(f.to_header_map());
+                    self.feed(id, |ex| {
+                        ex.on_origin_response(ResponseEvent::End { trailers }, now)
+                    });
+                }
+                ClientEvent::GoAway { .. } => {}
+            }
+            if ended && let Some(session) = self.session_mut(id) {
+                session.stream = None;
+            }
+        }
+    }
+
+    /// A response the proxy cannot take (a field list it cannot hold): the stream is reset
+    /// and its exchange fails as for a malformed response.
+    fn h2_stream_failed(&mut self, index: usize, id: SessionId, stream: StreamId) {
+        let now = self.now;
+        if let Some(h2) = self
+            .origins
+            .get_mut(index)
+            .and_then(|o| o.h2.as_deref_mut())
+        {
+            h2.streams.remove(&stream);
+            h2.conn.reset_stream(stream, ErrorCode::ProtocolError);
+        }
+        if let Some(session) = self.session_mut(id) {
+            session.stream = None;
+        }
+        self.feed(id, |ex| ex.on_origin_reset(false, now));
+    }
+
+    /// The connection failed or the origin closed it: exchanges waiting for it fail as a
+    /// connect does, those on a stream hear the stream reset (refused when nothing of the
+    /// request left); then it closes.
+    pub(in crate::worker) fn h2_failed(&mut self, index: usize, class: UpstreamErrorClass) {
+        let now = self.now;
+        let Some(h2) = self
+            .origins
+            .get_mut(index)
+            .and_then(|o| o.h2.as_deref_mut())
+        else {
+            return;
+        };
+        let waiting = std::mem::take(&mut h2.waiting);
+        h2.conn.fail();
+        for id in waiting {
+            if self
+                .session_mut(id)
+                .is_some_and(|s| s.origin == Some(index))
+            {
+                self.feed(id, |ex| ex.on_connect_failed(class, now));
+            }
+        }
+        self.h2_events(index);
+        if let Some(h2) = self
+            .origins
+            .get_mut(index)
+            .and_then(|o| o.h2.as_deref_mut())
+        {
+            // Anything still mapped heard nothing: fail it as a reset.
+            let left: Vec<SessionId> = h2.streams.drain().map(|(_, id)| id).collect();
+            for id in left {
+                if let Some(session) = self.session_mut(id) {
+                    session.stream = None;
+                }
+                self.feed(id, |ex| ex.on_origin_reset(false, now));
+            }
+        }
+        self.close_origin(index);
+    }
+
+    /// The connection's timer: its connect timeout, or the HTTP/2 state's own (stalls).
+    pub(in crate::worker) fn h2_timer(&mut self, index: usize) {
+        let now = self.now;
+        let origin = &mut self.origins[index];
+        match origin.state {
+            OriginState::Connecting | OriginState::Handshaking => {
+                if origin.state == OriginState::Handshaking {
+                    self.handshake_timed_out(index);
+                }
+                self.h2_failed(index, UpstreamErrorClass::ConnectTimeout);
+            }
+            OriginState::Busy => {
+                if let Some(h2) = origin.h2.as_deref_mut() {
+                    h2.conn.on_timer(now);
+                }
+                self.h2_events(index);
+                self.h2_flush(index);
+                self.h2_settle(index);
+            }
+            OriginState::Idle | OriginState::Closed => {}
+        }
+    }
+
+    /// After a change: closes a connection that is finished (GOAWAY, error, no stream left),
+    /// notes when it went idle, and files the HTTP/2 state's next deadline.
+    fn h2_settle(&mut self, index: usize) {
+        let now = self.now;
+        let Some(origin) = self.origins.get_mut(index) else {
+            return;
+        };
+        let Some(h2) = origin.h2.as_deref_mut() else {
+            return;
+        };
+        if !h2.ready {
+            return;
+        }
+        if h2.conn.is_finished() && h2.streams.is_empty() && !h2.conn.has_output() {
+            return self.close_origin(index);
+        }
+        let idle = h2.streams.is_empty() && h2.waiting.is_empty();
+        match (idle, h2.idle_since) {
+            (true, None) => h2.idle_since = Some(now),
+            (false, Some(_)) => h2.idle_since = None,
+            _ => {}
+        }
+        let deadline = h2.conn.next_deadline();
+        if deadline.is_some() {
+            origin.deadline = deadline;
+            self.arm_origin_timer(index);
+        }
+    }
+
+    /// Closes HTTP/2 origin connections idle for [`IDLE_TIMEOUT`], or idle and of an upstream
+    /// generation a reload replaced (once per loop turn, with the pools).
+    pub(in crate::worker) fn expire_h2_origins(&mut self) {
+        let now = self.now;
+        let generation = self.upstreams.generation;
+        let expired: Vec<usize> = (self.h2_origins.iter().copied())
+            .filter(|&index| {
+                let origin = &self.origins[index];
+                origin
+                    .h2
+                    .as_deref()
+                    .and_then(|h| h.idle_since)
+                    .is_some_and(|since| {
+                        origin.upstream_generation != generation || since + IDLE_TIMEOUT <= now
+                    })
+            })
+            .collect();
+        for index in expired {
+            if let Some(h2) = self.origins[index].h2.as_deref_mut() {
+                h2.conn.go_away(ErrorCode::NoError);
+            }
+            self.h2_flush(index);
+            self.close_origin(index);
+        }
+    }
+
+    /// A timer of a session on a shared HTTP/2 connection came due.
+    pub(in crate::worker) fn on_session_timer(&mut self, token: Token, due: Instant) {
+        let now = self.now;
+        let id = SessionId {
+            index: token.index(),
+            generation: token.generation(),
+        };
+        let Some(session) = self.sessions.get_mut(id.index) else {
+            return;
+        };
+        if !token.names(session.generation()) {
+            return;
+        }
+        let id = SessionId {
+            index: id.index,
+            generation: session.generation(),
+        };
+        if session.timer_due == Some(due) {
+            session.timer_due = None;
+        }
+        match session.ex.next_deadline() {
+            Some(deadline) if deadline <= now => self.feed(id, |ex| ex.on_timer(now)),
+            Some(_) => self.arm_own_timer(id),
+            None => {}
+        }
+    }
+
+    /// Files the exchange's next deadline under the session's own timer.
+    pub(in crate::worker) fn arm_own_timer(&mut self, id: SessionId) {
+        let Some(session) = self.session_mut(id) else {
+            return;
+        };
+        let Some(deadline) = session.ex.next_deadline() else {
+            return;
+        };
+        if session.timer_due.is_none_or(|due| deadline < due) {
+            session.timer_due = Some(deadline);
+            let key = Token::session(id.index, id.generation).raw();
+            self.timers.insert(key, deadline);
+        }
+    }
+
+    /// Forgets a closed connection.
+    pub(in crate::worker) fn forget_h2_origin(&mut self, index: usize) {
+        self.h2_origins.retain(|&i| i != index);
+    }
+}
+
+/// The head an HTTP/2 response stands for; `None` when its fields do not make a field list.
+fn response_head(
+    status: u16,
+    headers: HeaderFields,
+    content_length: Option<u64>,
+    end_stream: bool,
+    method: &http::Method,
+) -> Option<squall_h1::OriginHead> {
+    let status = StatusCode::from_u16(status).ok()?;
+    let headers = fields(headers)?;
+    let head =
+        squall_proxy::forward::h2_origin_head(status, headers, content_length, end_stream, method);
+    Some(head)
+}
