@@ -501,8 +501,9 @@ async fn fifty_concurrent_calls_on_one_channel() {
 }
 
 /// A gRPC call routed to an HTTP/1.1 upstream: HTTP/1.1 has no trailers for `grpc-status` and
-/// no streaming both ways, so Squall answers 502 itself (tonic: `Unavailable`) at once, counts
-/// it, and the origin never sees the request.
+/// no streaming both ways, so Squall refuses it at once with a trailers-only answer
+/// (`grpc-status: 14`, tonic: `Unavailable`, and a `grpc-message` naming the upstream and the
+/// fix), counts it, and the origin never sees the request.
 #[tokio::test]
 async fn grpc_to_an_http1_upstream_is_refused_clearly() {
     let (squall, legacy_requests) = start();
@@ -516,16 +517,13 @@ async fn grpc_to_an_http1_upstream_is_refused_clearly() {
     .expect("an answer within 5 s");
     let status = outcome.expect_err("the call fails");
     eprintln!("refused in {:?}: {status:?}", started.elapsed());
-    // Today the answer is a plain `502 Bad Gateway`, which tonic reports as `Internal` (it
-    // reads the text body as a gRPC message); a trailers-only `grpc-status: 14` would read as
-    // `Unavailable`. Either is a clear, prompt error.
-    let unavailable = status.code() == Code::Unavailable;
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
     assert!(
-        unavailable || status.message().contains("502"),
+        status.message().contains("HTTP/1.1") && status.message().contains("protocol = \"h2c\""),
         "{status:?}"
     );
 
-    // The same call from a plain HTTP/2 client: a 502 (or a gRPC status) without delay.
+    // The same call from a plain HTTP/2 client: HTTP 200, trailers-only, at once.
     let client = h2_client::h2c(squall.addr).await;
     let mut client = client.ready().await.unwrap();
     let request = http::Request::post("http://localhost/squall.test.Legacy/Unary")
@@ -537,15 +535,16 @@ async fn grpc_to_an_http1_upstream_is_refused_clearly() {
     body.send_data(Bytes::from_static(b"\0\0\0\0\0"), true)
         .unwrap();
     let response = response.await.expect("a response");
-    let grpc_status = response.headers().get("grpc-status").cloned();
-    eprintln!("the answer: {} {:?}", response.status(), response.headers());
-    assert!(response.status() == 502 || grpc_status.is_some_and(|s| s == "14"));
-    let mut stream = response.into_body();
-    let mut text = Vec::new();
-    while let Some(chunk) = stream.data().await {
-        text.extend_from_slice(&chunk.expect("body chunk"));
-    }
-    eprintln!("the 502's body: {:?}", String::from_utf8_lossy(&text));
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers().get("grpc-status").unwrap(), "14");
+    assert_eq!(
+        response.headers().get("content-type").unwrap(),
+        "application/grpc"
+    );
+    assert!(
+        response.body().is_end_stream(),
+        "trailers-only: nothing follows the head"
+    );
 
     assert_eq!(
         legacy_requests.load(Ordering::SeqCst),

@@ -395,6 +395,55 @@ impl Downstream<'_> {
         self.answer_body(client, head, status, content_type, None, body);
     }
 
+    /// The error of a gRPC call (`content-type: application/grpc...`) from an HTTP/2 client: a
+    /// trailers-only response (HTTP 200, `grpc-status: 14` UNAVAILABLE and `message` as
+    /// `grpc-message`, gRPC over HTTP/2 §Responses), which gRPC clients report with its message,
+    /// where an HTTP 502 page reaches them as a protocol error. Logged and counted as `status`,
+    /// the error it stands for. Other clients get `status` as any request does.
+    pub fn answer_grpc_error(
+        &mut self,
+        client: Client,
+        head: &RequestHead,
+        status: StatusCode,
+        message: &str,
+    ) {
+        let Client::H2(_, stream) = client else {
+            return self.answer_status(client, head, status);
+        };
+        let Some(conn) = self.conns.get_mut(client.conn()) else {
+            return;
+        };
+        let Some(h2) = conn.h2.as_mut() else { return };
+        let fields = [
+            (&b"server"[..], &b"squall"[..]),
+            (b"content-type", b"application/grpc"),
+            (b"grpc-status", b"14"),
+            (b"grpc-message", message.as_bytes()),
+        ];
+        let date = self.date;
+        let body = Bytes::new();
+        let sent = super::h2::send_reply(
+            &mut h2.conn,
+            stream,
+            StatusCode::OK,
+            fields,
+            None,
+            body,
+            false,
+            date,
+        );
+        self.counters.count_response(status);
+        log_request(
+            self.log,
+            conn,
+            Some(head),
+            status,
+            sent,
+            self.now,
+            self.counters,
+        );
+    }
+
     /// A refusal with one field the answer needs (a 429's `Retry-After`, a 401's
     /// `WWW-Authenticate`), with the vhost's error page if it has one.
     pub fn refuse_with(

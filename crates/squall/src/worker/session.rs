@@ -373,17 +373,37 @@ impl Worker {
         session.ex.on_pick(picked, now);
     }
 
+    /// For a gRPC call from an HTTP/2 client that failed with `status`: the `grpc-message` it
+    /// is answered with (`Downstream::answer_grpc_error`).
+    fn grpc_error_message(&self, id: SessionId, status: http::StatusCode) -> Option<String> {
+        let session = self
+            .sessions
+            .get(id.index)
+            .filter(|s| s.is(id) && !s.detached)?;
+        if !matches!(session.client, Client::H2(..)) || !is_grpc(session.ex.head()) {
+            return None;
+        }
+        let upstream = session.upstream;
+        let name = (self.upstreams.groups.get(upstream)).map_or("", |g| g.group.name());
+        Some(match self.origin_protocol(upstream) {
+            OriginProtocol::Http1 => format!(
+                "squall: upstream {name:?} is spoken to in HTTP/1.1, which cannot carry gRPC \
+                 (set protocol = \"h2c\" or \"h2\")"
+            ),
+            _ => format!("squall: upstream {name:?} failed: {status}"),
+        })
+    }
+
     /// A gRPC call (`content-type: application/grpc...`) for an upstream spoken to in HTTP/1.1,
-    /// which has no trailers for its status and no streaming both ways: answered 502 with a
-    /// warning that names the upstream and the fix (at most once a minute per worker).
+    /// which has no trailers for its status and no streaming both ways: refused as a 502 (which
+    /// a gRPC client gets as `grpc-status` 14, see `grpc_error_message`) with a warning that
+    /// names the upstream and the fix (at most once a minute per worker).
     fn refuse_grpc(&mut self, id: SessionId) -> bool {
         let Some(session) = self.sessions.get(id.index).filter(|s| s.is(id)) else {
             return false;
         };
-        let grpc = (session.ex.head().headers.get(http::header::CONTENT_TYPE))
-            .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
         let upstream = session.upstream;
-        if !grpc || self.origin_protocol(upstream) != OriginProtocol::Http1 {
+        if !is_grpc(session.ex.head()) || self.origin_protocol(upstream) != OriginProtocol::Http1 {
             return false;
         }
         self.runtime
@@ -400,8 +420,9 @@ impl Worker {
             tracing::warn!(
                 worker = self.id,
                 upstream = name,
-                "gRPC request for upstream {name:?}, which is spoken to in HTTP/1.1: answered \
-                 502; set protocol = \"h2c\" (or \"h2\" over TLS) on the upstream"
+                "gRPC request for upstream {name:?}, which is spoken to in HTTP/1.1: refused \
+                 (grpc-status 14, or 502); set protocol = \"h2c\" (or \"h2\" over TLS) on the \
+                 upstream"
             );
         }
         if let Some(session) = self.session_mut(id) {
@@ -532,6 +553,7 @@ impl Worker {
             return;
         }
         let stale_served = self.serve_stale_on_error(id);
+        let grpc = self.grpc_error_message(id, status);
         let (mut down, sessions) = self.split();
         let Some(session) = sessions.get_mut(id.index).filter(|s| !s.detached) else {
             return;
@@ -545,7 +567,9 @@ impl Worker {
         if let Some(conn) = down.conns.get_mut(session.client.conn()) {
             conn.log_note.request_id = Some(session.ex.request_id());
         }
-        if request_unfinished {
+        if let Some(message) = grpc {
+            down.answer_grpc_error(session.client, head, status, &message);
+        } else if request_unfinished {
             down.answer_error_and_close(session.client, head, status);
         } else {
             // The request was read whole: the connection may go on (as nginx keeps it), so an
@@ -766,4 +790,10 @@ impl Worker {
         }
         room.bytes
     }
+}
+
+/// A gRPC request: its content type is `application/grpc` or one of its `+format` forms.
+fn is_grpc(head: &RequestHead) -> bool {
+    (head.headers.get(http::header::CONTENT_TYPE))
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
 }
