@@ -4,7 +4,9 @@
 //! shared by both builds, so the origin costs the same whichever proxy is measured. It runs on
 //! the load generator's CPU. With `tls = true` it serves https with a self-signed ECDSA P-256
 //! certificate made by openssl (for `tls = true` upstreams, which then need `tls_verify =
-//! false`), with nginx's session cache so that Squall's reconnects resume.
+//! false`), with nginx's session cache so that Squall's reconnects resume. With `h2 = true` it
+//! speaks HTTP/2: h2c with prior knowledge in cleartext (for `protocol = "h2c"` upstreams), ALPN
+//! h2 beside http/1.1 over TLS (for `protocol = "h2"`).
 
 use std::fs;
 use std::net::SocketAddr;
@@ -87,12 +89,15 @@ fn config(section: &OriginSection, dir: &Path, port: u16) -> String {
         Some(body) => format!("return 200 {body:?};"),
         None => format!("etag off; root {d}; try_files /body =404;"),
     };
+    // `http2` in cleartext is h2c with prior knowledge only (nginx 1.22 then refuses HTTP/1.1
+    // on that port); with `ssl` it is offered by ALPN beside http/1.1.
+    let http2 = if section.h2 { " http2" } else { "" };
     let tls = match section.tls {
         true => format!(
-            " ssl; ssl_certificate {d}/origin.pem; ssl_certificate_key {d}/origin.key; \
+            " ssl{http2}; ssl_certificate {d}/origin.pem; ssl_certificate_key {d}/origin.key; \
              ssl_session_cache shared:origin:1m"
         ),
-        false => String::new(),
+        false => http2.to_string(),
     };
     format!(
         "worker_processes 1; daemon off; master_process off; pid {d}/nginx.pid; \
@@ -190,7 +195,25 @@ mod tests {
                 .map(|(n, v)| (n.to_string(), v.to_string()))
                 .collect(),
             tls: false,
+            h2: false,
         }
+    }
+
+    #[test]
+    fn an_http2_origin_listens_with_http2() {
+        let mut h2c = section(Some("Hello, world!"), None, &[]);
+        h2c.h2 = true;
+        let text = config(&h2c, Path::new("/o"), 9);
+        assert!(
+            text.contains("server { listen 127.0.0.1:9 http2; location / {"),
+            "{text}"
+        );
+        h2c.tls = true;
+        let text = config(&h2c, Path::new("/o"), 9);
+        assert!(
+            text.contains("listen 127.0.0.1:9 ssl http2; ssl_certificate /o/origin.pem;"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -309,6 +309,14 @@ pub struct Upstream {
     /// `(address, weight)`
     pub servers: Vec<(String, i64)>,
     pub balance: String,
+    /// `tls`, and `tls_verify` (true unless it says false).
+    pub tls: bool,
+    pub tls_verify: bool,
+    /// `protocol`: `"http1"` (the default), `"h2c"`, `"h2"` or `"auto"`.
+    pub protocol: String,
+    /// The first other TLS key it sets (`ca`, `tls_server_name`, a client certificate), which
+    /// no peer translates.
+    pub tls_other: Option<String>,
 }
 
 /// The `[[upstream]]` called `name`.
@@ -347,10 +355,24 @@ pub fn upstream(squall: &Table, name: &str) -> Result<Upstream, String> {
         .and_then(Value::as_str)
         .unwrap_or("round_robin")
         .to_string();
+    let flag =
+        |key: &str, default: bool| table.get(key).and_then(Value::as_bool).unwrap_or(default);
+    let tls_keys = [
+        "ca",
+        "tls_server_name",
+        "tls_certificate",
+        "tls_certificate_key",
+    ];
     Ok(Upstream {
         name: name.to_string(),
         servers,
         balance,
+        tls: flag("tls", false),
+        tls_verify: flag("tls_verify", true),
+        protocol: (table.get("protocol").and_then(Value::as_str))
+            .unwrap_or("http1")
+            .to_string(),
+        tls_other: (tls_keys.iter().find(|key| table.contains_key(**key))).map(|k| k.to_string()),
     })
 }
 
@@ -438,7 +460,23 @@ mod tests {
         let app = upstream(&table, "app").expect("defined");
         assert_eq!(app.servers, [("127.0.0.1:9".to_string(), 1)]);
         assert_eq!(app.balance, "round_robin");
+        assert_eq!(
+            (app.tls, app.tls_verify, app.protocol.as_str()),
+            (false, true, "http1")
+        );
+        assert_eq!(app.tls_other, None);
         assert!(upstream(&table, "other").is_err());
+        let h2: Table = toml::from_str(
+            "[[upstream]]\nname = \"app\"\nservers = [{ address = \"127.0.0.1:9\" }]\n\
+             tls = true\ntls_verify = false\nprotocol = \"h2\"\ntls_server_name = \"a\"\n",
+        )
+        .expect("valid toml");
+        let h2 = upstream(&h2, "app").expect("defined");
+        assert_eq!(
+            (h2.tls, h2.tls_verify, h2.protocol.as_str()),
+            (true, false, "h2")
+        );
+        assert_eq!(h2.tls_other.as_deref(), Some("tls_server_name"));
         let unresolved: Table =
             toml::from_str("[[upstream]]\nname = \"app\"\nservers = [{ address = \"ORIGIN\" }]\n")
                 .expect("valid toml");

@@ -18,7 +18,7 @@ use toml::{Table, Value};
 mod table;
 
 pub use table::{listen_protocols, listen_tls};
-use table::{listens, prepend_routes, replace_origin, replace_site, vhosts};
+use table::{listens, origin_upstreams, prepend_routes, replace_origin, replace_site, vhosts};
 
 /// A bound on a generated origin body (`[origin] body_bytes`): big objects, not a disk filler.
 const ORIGIN_BODY_BYTES_MAX: usize = 64 * 1024 * 1024;
@@ -183,6 +183,10 @@ pub struct OriginSection {
     /// Serve https (a self-signed certificate made with openssl), for `tls = true` upstreams.
     #[serde(default)]
     pub tls: bool,
+    /// Speak HTTP/2: h2c with prior knowledge only in cleartext (nginx 1.22 then refuses
+    /// HTTP/1.1), ALPN h2 beside http/1.1 with `tls`; for `protocol = "h2c"` or `"h2"` upstreams.
+    #[serde(default)]
+    pub h2: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -253,6 +257,9 @@ impl Scenario {
             offered.iter().any(|p| p == wanted),
             "the load speaks {wanted} but the squall config's [[listen]] offers {offered:?}"
         );
+        if let Some(origin) = &file.origin {
+            check_origin_upstreams(&config, origin)?;
+        }
         if let Some(template) = &file.squall.routes {
             prepend_routes(&mut config, template)?;
         }
@@ -384,6 +391,39 @@ fn validate_origin(origin: &OriginSection) -> Result<()> {
             value.chars().all(|c| c == ' ' || c.is_ascii_graphic()) && !value.contains('$'),
             "origin.headers: {value:?} needs to be visible ASCII without `$` (nginx expands it)"
         );
+    }
+    Ok(())
+}
+
+/// An upstream to the harness's origin must speak what that origin serves: TLS or not as it
+/// does; HTTP/2 (`protocol = "h2c"` or `"h2"`) only to an `h2 = true` origin; HTTP/1.1 not to a
+/// cleartext HTTP/2 one, which nginx 1.22 serves with prior knowledge only. (Over TLS an HTTP/2
+/// origin offers http/1.1 too, by ALPN, so `"http1"` and `"auto"` reach it.)
+fn check_origin_upstreams(config: &Table, origin: &OriginSection) -> Result<()> {
+    for upstream in origin_upstreams(config) {
+        let name = upstream.get("name").and_then(Value::as_str).unwrap_or("?");
+        let tls = upstream
+            .get("tls")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        ensure!(
+            tls == origin.tls,
+            "upstream {name:?} has tls = {tls} but [origin] tls = {}: they must agree",
+            origin.tls
+        );
+        let protocol = upstream.get("protocol").and_then(Value::as_str);
+        match protocol.unwrap_or("http1") {
+            "h2c" | "h2" => ensure!(
+                origin.h2,
+                "upstream {name:?} speaks HTTP/2 ({protocol:?}) but [origin] has no h2 = true"
+            ),
+            "http1" => ensure!(
+                !origin.h2 || origin.tls,
+                "upstream {name:?} speaks HTTP/1.1 but the [origin] is h2 = true in cleartext \
+                 (HTTP/2 with prior knowledge only): say protocol = \"h2c\""
+            ),
+            _ => {}
+        }
     }
     Ok(())
 }
@@ -577,6 +617,38 @@ mod tests {
     }
 
     #[test]
+    fn the_http2_origin_scenarios_are_what_they_say() {
+        let all = shipped();
+        let by_name = |name: &str| {
+            all.iter()
+                .find(|s| s.name == name)
+                .unwrap_or_else(|| panic!("{name} ships"))
+        };
+        for (name, client, tls, protocol) in [
+            ("h1-proxy-h2c", Protocol::H1, false, "h2c"),
+            ("h2-proxy-h2c", Protocol::H2, false, "h2c"),
+            ("h1-proxy-h2-tls", Protocol::H1, true, "h2"),
+        ] {
+            let scenario = by_name(name);
+            assert_eq!(scenario.load.protocol, client, "{name}");
+            let origin = scenario.origin.as_ref().expect("an origin");
+            assert!(origin.h2 && origin.tls == tls, "{name}");
+            assert_eq!(origin.body.as_deref(), Some("Hello, world!"));
+            let table = scenario.squall_table(1);
+            let upstream = &table["upstream"][0];
+            assert_eq!(upstream["protocol"].as_str(), Some(protocol), "{name}");
+            assert_eq!(
+                upstream.get("tls").and_then(Value::as_bool),
+                tls.then_some(true)
+            );
+        }
+        let load = &by_name("h2-proxy-h2c").load;
+        assert_eq!((load.connections, load.streams), (16, 8));
+        let load = &by_name("h1-proxy-h2c").load;
+        assert_eq!((load.connections, load.streams), (64, 1));
+    }
+
+    #[test]
     fn the_listener_must_offer_the_loads_protocol() {
         let text = |load: &str, listen: &str| {
             format!(
@@ -625,6 +697,39 @@ mod tests {
         assert!(parse("text_bytes = 100000000").is_err());
         assert!(parse("body = \"x\"\nheaders = { \"a b\" = \"c\" }").is_err());
         assert!(parse("body = \"x\"\nheaders = { \"a\" = \"$c\" }").is_err());
+    }
+
+    #[test]
+    fn upstreams_to_the_origin_speak_what_it_serves() {
+        let text = |origin: &str, upstream: &str| {
+            format!(
+                "description = \"d\"\n[load]\npath = \"/\"\nconnections = 1\n\
+                 [origin]\nbody = \"x\"\n{origin}\n[squall]\nconfig = '''\n\
+                 [[listen]]\naddress = \"x\"\n[[upstream]]\nname = \"app\"\n\
+                 servers = [{{ address = \"ORIGIN\" }}]\n{upstream}\n'''\n"
+            )
+        };
+        let parse = |origin: &str, upstream: &str| {
+            Scenario::parse("t", &text(origin, upstream), Path::new("."))
+        };
+        let h2c = parse("h2 = true", "protocol = \"h2c\"").expect("valid");
+        assert!(h2c.origin.expect("an origin").h2);
+        assert!(parse("", "").is_ok());
+        assert!(parse("tls = true", "tls = true").is_ok());
+        let h2_tls = "tls = true\nh2 = true";
+        assert!(parse(h2_tls, "tls = true\nprotocol = \"h2\"").is_ok());
+        // Over TLS the HTTP/2 origin offers http/1.1 too.
+        assert!(parse(h2_tls, "tls = true").is_ok());
+        assert!(parse(h2_tls, "tls = true\nprotocol = \"auto\"").is_ok());
+        let err = parse("h2 = true", "").expect_err("HTTP/1.1 to an h2c origin");
+        assert!(format!("{err:#}").contains("say protocol"), "{err:#}");
+        let err = parse("", "protocol = \"h2c\"").expect_err("h2c to an HTTP/1.1 origin");
+        assert!(format!("{err:#}").contains("no h2 = true"), "{err:#}");
+        assert!(parse("tls = true", "tls = true\nprotocol = \"h2\"").is_err());
+        let err = parse(h2_tls, "protocol = \"h2c\"").expect_err("cleartext to https");
+        assert!(format!("{err:#}").contains("must agree"), "{err:#}");
+        assert!(parse("h2 = true", "tls = true\nprotocol = \"h2\"").is_err());
+        assert!(parse("h2 = \"yes\"", "").is_err());
     }
 
     #[test]

@@ -46,6 +46,25 @@ pub(super) fn replace_origin(config: &mut Table, origin: std::net::SocketAddr) {
     }
 }
 
+/// The `[[upstream]]` tables with a server written `ORIGIN` (the harness's origin).
+pub(super) fn origin_upstreams(config: &Table) -> impl Iterator<Item = &Table> {
+    let to_origin = |upstream: &&Table| {
+        (upstream
+            .get("servers")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten())
+        .any(|server| server.get("address").and_then(Value::as_str) == Some("ORIGIN"))
+    };
+    config
+        .get("upstream")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_table)
+        .filter(to_origin)
+}
+
 pub(super) fn listens(config: &Table) -> usize {
     config
         .get("listen")
