@@ -207,6 +207,10 @@ async fn answer(
             let mut send = respond.send_response(response, false).unwrap();
             h2_client::send_all(&mut send, Bytes::from_static(b"bye")).await;
         }
+        "/healthz" => {
+            let response = ok.body(()).unwrap();
+            let _ = respond.send_response(response, true);
+        }
         _ => {
             let response = http::Response::builder().status(404).body(()).unwrap();
             let _ = respond.send_response(response, true);
@@ -570,4 +574,59 @@ fn nghttpd_as_an_origin_serves_many_concurrent_streams() {
     assert!(metric_sum(&metrics, "squall_upstream_connects_total") <= 2.0);
     let _ = nghttpd.kill();
     let _ = nghttpd.wait();
+}
+
+#[test]
+fn health_probes_speak_http2_to_http2_origins() {
+    let (h2c, seen_h2c) = h2_origin(None, None);
+    let (h2_tls, seen_tls) = h2_origin(None, Some(vec![b"h2"]));
+    let (auto, seen_auto) = h2_origin(None, Some(vec![b"h2", b"http/1.1"]));
+    let (sick, _) = h2_origin(None, None);
+    let probe =
+        |path: &str| format!("health_check = {{ path = \"{path}\", interval = \"100ms\" }}");
+    let tls = |addr: SocketAddr, protocol: &str| {
+        format!(
+            "servers = [{{ address = \"{addr}\" }}]\ntls = true\ntls_verify = false\n\
+             protocol = \"{protocol}\"\n{}",
+            probe("/healthz")
+        )
+    };
+    let squall = squall(&[
+        ("c", format!("{}\n{}", h2c_upstream(h2c), probe("/healthz"))),
+        ("t", tls(h2_tls, "h2")),
+        ("a", tls(auto, "auto")),
+        (
+            "s",
+            format!("{}\n{}", h2c_upstream(sick), probe("/missing")),
+        ),
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let probed = || {
+        [&seen_h2c, &seen_tls, &seen_auto]
+            .iter()
+            .all(|seen| seen.requests("/healthz") >= 2)
+    };
+    while !probed() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(probed(), "probes: {}", squall.log());
+    for name in ["c", "t", "a"] {
+        let mut stream = squall.connect();
+        let request = format!("GET /{name}/headers HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(roundtrip(&mut stream, &request).status, 200, "{name}");
+    }
+    // A 404 to the probe takes the server out: its requests get 502 without reaching it.
+    let metrics = || admin_get(admin_addr(&squall), "/metrics").1;
+    let up = |text: &str| {
+        text.lines()
+            .filter(|l| l.starts_with("squall_upstream_server_up") && l.contains("upstream=\"s\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    while up(&metrics()) > 0.0 && Instant::now() < deadline + Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let text = metrics();
+    assert!(text.contains("squall_upstream_server_up{upstream=\"s\""), "{text}");
+    assert_eq!(up(&text), 0.0, "the sick server is down");
 }

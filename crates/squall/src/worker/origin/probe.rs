@@ -5,11 +5,16 @@
 //! connection over the ring, sends `GET path` with `Connection: close`, and reports a 2xx or
 //! 3xx head within the group's timeouts as a pass, anything else (refused, reset, timeout, an
 //! error status, garbage) as a failure. A TLS upstream's probe runs the same handshake as its
-//! requests (a certificate that fails verification fails the probe). Probes use the origin connection slab and its timers,
-//! but never the keep-alive pool, and never count as proxied requests.
+//! requests (a certificate that fails verification fails the probe). An upstream spoken to in
+//! HTTP/2 (`h2`, `h2c`, or `auto` when the origin chose `h2`) is probed in HTTP/2: the preface,
+//! SETTINGS and one stream with `GET path`, judged by its `:status`. Probes use the origin
+//! connection slab and its timers, but never the keep-alive pool or the shared HTTP/2
+//! connections, and never count as proxied requests.
 
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
+use squall_config::OriginProtocol;
 use squall_h1::{ResponseDecoder, ResponseLimits};
+use squall_h2::{ClientConfig, ClientConnection, ClientEvent};
 use squall_upstream::ServerId;
 use tracing::debug;
 
@@ -20,6 +25,8 @@ use crate::worker::Worker;
 pub struct Probe {
     decoder: ResponseDecoder,
     pub rbuf: BytesMut,
+    /// The probe speaks HTTP/2 (see the module documentation).
+    h2: Option<ClientConnection>,
 }
 
 impl Probe {
@@ -27,6 +34,7 @@ impl Probe {
         Probe {
             decoder: ResponseDecoder::new(ResponseLimits::default(), method),
             rbuf: BytesMut::new(),
+            h2: None,
         }
     }
 }
@@ -122,13 +130,29 @@ impl Worker {
             return;
         };
         let path = upstream.health_check_path.as_deref().unwrap_or("/");
+        origin.deadline = Some(self.now + upstream.response_timeout);
+        let h2 = match self.runtime.origin_protocol.get(origin.upstream) {
+            Some(OriginProtocol::H2 | OriginProtocol::H2c) => true,
+            Some(OriginProtocol::Auto) => origin.tls.as_ref().is_some_and(|t| t.chose_h2()),
+            _ => false,
+        };
+        if h2 {
+            let request = h2_probe(path, origin.tls.is_some(), origin.address, self.now);
+            let Some((conn, bytes)) = request else {
+                return self.end_probe(index, false);
+            };
+            if let Some(probe) = origin.probe.as_mut() {
+                probe.h2 = Some(conn);
+            }
+            self.arm_origin_timer(index);
+            return self.write_origin(index, bytes);
+        }
         let mut out = BytesMut::new();
         out.put_slice(b"GET ");
         out.put_slice(path.as_bytes());
         out.put_slice(b" HTTP/1.1\r\nhost: ");
         out.put_slice(origin.address.to_string().as_bytes());
         out.put_slice(b"\r\nuser-agent: squall-health-check\r\nconnection: close\r\n\r\n");
-        origin.deadline = Some(self.now + upstream.response_timeout);
         self.arm_origin_timer(index);
         // Through write_origin, which encrypts it for a TLS upstream.
         self.write_origin(index, out.freeze());
@@ -139,6 +163,24 @@ impl Worker {
         let Some(probe) = self.origins[index].probe.as_mut() else {
             return;
         };
+        if let Some(conn) = probe.h2.as_mut() {
+            let now = self.now;
+            let failed = conn.recv(&mut probe.rbuf, now).is_err();
+            while let Some(event) = conn.poll_event() {
+                match event {
+                    ClientEvent::Response { status, .. } => {
+                        let ok = (200..400).contains(&status);
+                        return self.end_probe(index, ok);
+                    }
+                    ClientEvent::Reset { .. } => return self.end_probe(index, false),
+                    _ => {}
+                }
+            }
+            if failed || eof {
+                self.end_probe(index, false);
+            }
+            return;
+        }
         let event = if eof && probe.rbuf.is_empty() {
             probe.decoder.eof()
         } else {
@@ -168,4 +210,28 @@ impl Worker {
         }
         self.close_origin(index);
     }
+}
+
+/// An HTTP/2 probe's connection and its first bytes: the preface, SETTINGS and `GET path` on
+/// stream 1, ending it. `None` if the stream cannot be opened (it always can on a new one).
+fn h2_probe(
+    path: &str,
+    tls: bool,
+    address: std::net::SocketAddr,
+    now: std::time::Instant,
+) -> Option<(ClientConnection, Bytes)> {
+    let mut conn = ClientConnection::new(ClientConfig::default(), now);
+    let authority = address.to_string();
+    let scheme: &[u8] = if tls { b"https" } else { b"http" };
+    let fields = [
+        (&b":method"[..], &b"GET"[..]),
+        (b":scheme", scheme),
+        (b":authority", authority.as_bytes()),
+        (b":path", path.as_bytes()),
+        (b"user-agent", b"squall-health-check"),
+    ];
+    conn.send_request(fields, true).ok()?;
+    let mut out = BytesMut::new();
+    conn.poll_output(usize::MAX, |piece| out.extend_from_slice(&piece));
+    Some((conn, out.freeze()))
 }

@@ -55,6 +55,11 @@ impl OriginTls {
         Ok(())
     }
 
+    /// The origin chose HTTP/2 with ALPN.
+    pub fn chose_h2(&self) -> bool {
+        self.conn.alpn() == Some(squall_tls::Alpn::H2)
+    }
+
     /// Everything in `out` goes into a send now.
     pub fn sending(&mut self) {
         self.in_flight_plain += std::mem::take(&mut self.unsent_plain);
@@ -141,7 +146,7 @@ impl Worker {
             return;
         }
         origin.state = OriginState::Busy;
-        let alpn_h2 = origin.tls.as_ref().and_then(|t| t.conn.alpn()) == Some(squall_tls::Alpn::H2);
+        let alpn_h2 = origin.tls.as_ref().is_some_and(|t| t.chose_h2());
         if let Some(tls) = &origin.tls {
             tls.counters.handshake_done(resumed);
         }
