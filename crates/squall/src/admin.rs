@@ -219,21 +219,6 @@ const FAMILIES: &[Family] = &[
         |w| &w.upstream_h2_streams,
     ),
     (
-        "squall_upstream_h2_goaways_total",
-        "GOAWAY frames received from HTTP/2 origins.",
-        |w| &w.upstream_h2_goaways,
-    ),
-    (
-        "squall_upstream_h2_stream_resets_total",
-        "HTTP/2 origin streams that ended without a whole response (reset by the origin, malformed, or their connection failed).",
-        |w| &w.upstream_h2_resets,
-    ),
-    (
-        "squall_upstream_h2_errors_total",
-        "HTTP/2 origin connections ended by a protocol error.",
-        |w| &w.upstream_h2_errors,
-    ),
-    (
         "squall_upstream_grpc_refused_total",
         "gRPC calls answered 502 because their upstream is spoken to in HTTP/1.1 (set protocol = \"h2c\" or \"h2\").",
         |w| &w.upstream_grpc_refused,
@@ -760,6 +745,7 @@ pub fn render(metrics: &Metrics) -> String {
     render_upstreams(&mut out, metrics);
     metrics.resolution.render(&mut out);
     metrics.origin_tls.render(&mut out);
+    metrics.origin_h2.render(&mut out);
     render_routes(&mut out, metrics);
     for (name, help, histogram) in HISTOGRAMS {
         render_histogram(&mut out, metrics, name, help, *histogram);

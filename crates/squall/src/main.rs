@@ -15,6 +15,7 @@ mod error_pages;
 mod listener;
 mod metrics;
 mod notify;
+mod origin_h2;
 mod origin_tls;
 mod prepare;
 mod real_ip;

@@ -34,6 +34,8 @@ pub struct Metrics {
     pub resolution: crate::resolve::ResolveMetrics,
     /// TLS handshakes with origins, per upstream (`origin_tls.rs`).
     pub origin_tls: crate::origin_tls::OriginTlsMetrics,
+    /// HTTP/2 origins' GOAWAYs, resets and errors, per upstream (`origin_h2.rs`).
+    pub origin_h2: crate::origin_h2::OriginH2Metrics,
 }
 
 /// Response bytes buffered for clients, across every worker: each connection charges what it
@@ -232,12 +234,8 @@ pub struct WorkerCounters {
     /// Origin connections opened, and requests that reused a pooled one.
     pub upstream_connects: Counter,
     pub upstream_reuses: Counter,
-    /// HTTP/2 origins: streams opened, GOAWAYs received, streams reset (by the origin, as
-    /// malformed, or with their connection), connection errors.
+    /// HTTP/2 origins: streams opened (their events are per upstream: `origin_h2.rs`).
     pub upstream_h2_streams: Counter,
-    pub upstream_h2_goaways: Counter,
-    pub upstream_h2_resets: Counter,
-    pub upstream_h2_errors: Counter,
     /// gRPC calls answered 502 because their upstream is spoken to in HTTP/1.1.
     pub upstream_grpc_refused: Counter,
     pub limit_requests: Counter,
@@ -365,6 +363,7 @@ impl Metrics {
             buffered: BufferedBytes::default(),
             resolution: Default::default(),
             origin_tls: Default::default(),
+            origin_h2: Default::default(),
         }
     }
 

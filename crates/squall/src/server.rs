@@ -42,6 +42,8 @@ pub struct Runtime {
     pub origin_proxy_protocol: Vec<Option<squall_config::ProxyProtocolVersion>>,
     /// Per `[[upstream]]` of the config: the HTTP version its servers are spoken to in.
     pub origin_protocol: Vec<squall_config::OriginProtocol>,
+    /// Per `[[upstream]]` of the config: its HTTP/2 counters, for those spoken to in HTTP/2.
+    pub origin_h2: Vec<Option<Arc<crate::origin_h2::H2Counters>>>,
     /// `[cluster]`: the nodes sharing the cache; their peers' groups end `upstreams`.
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
     /// Per-client-address limits from `[limits]`.
@@ -192,6 +194,12 @@ impl Runtime {
                 return Err(Diagnostics(problems));
             }
         };
+        let origin_h2 = (config.upstream.iter())
+            .map(|u| {
+                let h2 = u.protocol != squall_config::OriginProtocol::Http1;
+                h2.then(|| metrics.origin_h2.counters(&u.name))
+            })
+            .collect();
         let previous_tls = previous.map_or(&[][..], |r| &r.origin_tls[..]);
         let origin_tls = &metrics.origin_tls;
         let origin_tls = crate::origin_tls::load(config, sites, &servers, previous_tls, origin_tls)
@@ -246,6 +254,7 @@ impl Runtime {
             origin_tls,
             origin_proxy_protocol: config.upstream.iter().map(|u| u.proxy_protocol).collect(),
             origin_protocol: config.upstream.iter().map(|u| u.protocol).collect(),
+            origin_h2,
             cluster,
             upstream_gauges,
             tls,

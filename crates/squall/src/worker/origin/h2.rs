@@ -20,6 +20,7 @@
 //! since the connection's one timer is for the connection (its connect, its stall detection).
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -32,6 +33,7 @@ use squall_upstream::{ServerId, UpstreamErrorClass};
 use tracing::debug;
 
 use super::OriginState;
+use crate::origin_h2::H2Counters;
 use crate::worker::Worker;
 use crate::worker::session::SessionId;
 use crate::worker::token::Token;
@@ -63,10 +65,12 @@ pub struct OriginH2 {
     left: Vec<(SessionId, usize)>,
     /// Since when the connection has had no stream.
     idle_since: Option<Instant>,
+    /// Its upstream's GOAWAY, reset and error counters.
+    counters: Arc<H2Counters>,
 }
 
 impl OriginH2 {
-    pub fn new(tls: bool, now: Instant) -> OriginH2 {
+    pub fn new(tls: bool, counters: Arc<H2Counters>, now: Instant) -> OriginH2 {
         let config = ClientConfig {
             max_concurrent_streams: STREAMS_MAX as u32,
             ..ClientConfig::default()
@@ -81,6 +85,7 @@ impl OriginH2 {
             unsent: HashMap::new(),
             left: Vec::new(),
             idle_since: None,
+            counters,
         }
     }
 
@@ -140,7 +145,7 @@ impl Worker {
         let now = self.now;
         let tls = (self.runtime.origin_tls.get(upstream)).is_some_and(Option::is_some);
         if let Some(index) = self.connect_new(id, upstream, server) {
-            let mut h2 = OriginH2::new(tls, now);
+            let mut h2 = OriginH2::new(tls, self.h2_counters(upstream), now);
             h2.waiting.push_back(id);
             self.origins[index].session = None;
             self.origins[index].h2 = Some(Box::new(h2));
@@ -200,12 +205,24 @@ impl Worker {
     /// exchange becomes the first stream of a shared connection.
     pub(in crate::worker) fn become_h2(&mut self, index: usize) {
         let now = self.now;
+        let counters = self.h2_counters(self.origins[index].upstream);
         let origin = &mut self.origins[index];
-        let mut h2 = OriginH2::new(true, now);
+        let mut h2 = OriginH2::new(true, counters, now);
         h2.waiting.extend(origin.session.take());
         self.h2_pending.push(index);
         origin.h2 = Some(Box::new(h2));
         self.h2_origins.push(index);
+    }
+
+    /// Upstream `upstream`'s HTTP/2 counters (made on first use: an `auto` upstream's).
+    fn h2_counters(&self, upstream: usize) -> Arc<H2Counters> {
+        match self.runtime.origin_h2.get(upstream).cloned().flatten() {
+            Some(counters) => counters,
+            None => {
+                let name = (self.upstreams.groups.get(upstream)).map_or("", |g| g.group.name());
+                self.runtime.metrics.origin_h2.counters(name)
+            }
+        }
     }
 
     /// While connecting, the connection's own deadline is its connect timeout.
@@ -461,15 +478,16 @@ impl Worker {
         else {
             return;
         };
-        let OriginH2 { conn, rbuf, .. } = h2;
+        let OriginH2 {
+            conn,
+            rbuf,
+            counters,
+            ..
+        } = h2;
         if let Err(e) = conn.recv(rbuf, now) {
+            H2Counters::inc(&counters.errors);
             let address = self.origins[index].address;
             debug!(worker = self.id, %address, "origin HTTP/2: {e}");
-            self.runtime
-                .metrics
-                .worker(self.id)
-                .upstream_h2_errors
-                .inc();
         }
         self.h2_events(index);
         self.h2_dispatch(index);
@@ -492,8 +510,7 @@ impl Worker {
                 return;
             };
             let Some(stream) = event.stream_id() else {
-                let counters = self.runtime.metrics.worker(self.id);
-                counters.upstream_h2_goaways.inc();
+                H2Counters::inc(&h2.counters.goaways);
                 debug!(worker = self.id, address = %self.origins[index].address, ?event, "origin GOAWAY");
                 self.h2_requeue(index);
                 continue;
@@ -534,11 +551,9 @@ impl Worker {
                     if let Some(session) = self.session_mut(id) {
                         session.stream = None;
                     }
-                    self.runtime
-                        .metrics
-                        .worker(self.id)
-                        .upstream_h2_resets
-                        .inc();
+                    if let Some(h2) = self.origins.get(index).and_then(|o| o.h2.as_deref()) {
+                        H2Counters::inc(&h2.counters.resets);
+                    }
                     self.feed(id, |ex| ex.on_origin_reset(refused, now));
                 }
                 ClientEvent::Interim {
