@@ -24,8 +24,9 @@ mod origin;
 /// What an HTTP/2 origin saw.
 #[derive(Default)]
 struct Seen {
-    /// Connections accepted.
+    /// Connections accepted, and those that ended.
     connections: AtomicUsize,
+    closed: AtomicUsize,
     /// Requests per path.
     requests: Mutex<HashMap<String, usize>>,
     /// Streams open at once, at most.
@@ -80,11 +81,12 @@ fn h2_origin(max_streams: Option<u32>, tls: Option<Vec<&'static [u8]>>) -> (Sock
                     match acceptor {
                         Some(acceptor) => {
                             if let Ok(tls) = acceptor.accept(tcp).await {
-                                serve(tls, seen, max_streams).await;
+                                serve(tls, seen.clone(), max_streams).await;
                             }
                         }
-                        None => serve(tcp, seen, max_streams).await,
+                        None => serve(tcp, seen.clone(), max_streams).await,
                     }
+                    seen.closed.fetch_add(1, Ordering::SeqCst);
                 });
             }
         });
@@ -206,6 +208,16 @@ async fn answer(
             let response = ok.body(()).unwrap();
             let mut send = respond.send_response(response, false).unwrap();
             h2_client::send_all(&mut send, Bytes::from_static(b"bye")).await;
+        }
+        // Cacheable for a minute, with a validator.
+        "/cacheable" => {
+            let response = ok
+                .header("cache-control", "max-age=60")
+                .header("etag", "\"v1\"")
+                .body(())
+                .unwrap();
+            let mut send = respond.send_response(response, false).unwrap();
+            h2_client::send_all(&mut send, Bytes::from_static(b"cached body")).await;
         }
         "/healthz" => {
             let response = ok.body(()).unwrap();
@@ -630,4 +642,68 @@ fn health_probes_speak_http2_to_http2_origins() {
         "{text}"
     );
     assert_eq!(up(&text), 0.0, "the sick server is down");
+}
+
+#[test]
+fn a_cached_route_stores_what_an_http2_origin_sends() {
+    let (origin, seen) = h2_origin(None, None);
+    let config = squall_e2e::cache_config(origin, "", "/c/", "").replace(
+        "response_timeout = \"5s\"",
+        "response_timeout = \"5s\"\nprotocol = \"h2c\"",
+    );
+    assert!(config.contains("protocol = \"h2c\""));
+    let squall = Squall::start(&config);
+    for round in 0..3 {
+        let mut stream = squall.connect();
+        let response = roundtrip(&mut stream, "GET /c/cacheable HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(response.status, 200, "round {round}");
+        assert_eq!(response.body_text(), "cached body", "round {round}");
+    }
+    runtime().block_on(async {
+        let client = h2_client::h2c(squall.addr).await;
+        let reply = h2_client::fetch(&client, "GET", "http://x/c/cacheable", None).await;
+        assert_eq!((reply.status, &reply.body[..]), (200, &b"cached body"[..]));
+    });
+    assert_eq!(seen.requests("/cacheable"), 1, "one fill, then hits");
+}
+
+#[test]
+fn a_reload_moves_requests_to_connections_of_the_new_upstreams() {
+    let (first, seen_first) = h2_origin(None, None);
+    let (second, seen_second) = h2_origin(None, None);
+    let squall = squall(&[("o", h2c_upstream(first))]);
+    let get = |squall: &Squall| {
+        let mut stream = squall.connect();
+        roundtrip(&mut stream, "GET /o/headers HTTP/1.1\r\nHost: x\r\n\r\n").status
+    };
+    assert_eq!(get(&squall), 200);
+    let config = std::fs::read_to_string(squall.config_path()).unwrap();
+    squall.rewrite_config(&config.replace(&first.to_string(), &second.to_string()));
+    squall.signal(libc::SIGHUP);
+    let reloaded = squall.wait_log("configuration reloaded", 1, Duration::from_secs(5));
+    assert!(reloaded, "{}", squall.log());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while seen_second.requests("/headers") == 0 && Instant::now() < deadline {
+        assert_eq!(get(&squall), 200);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        seen_second.requests("/headers") >= 1,
+        "the new server was never reached"
+    );
+    let before = seen_first.requests("/headers");
+    for _ in 0..5 {
+        assert_eq!(get(&squall), 200);
+    }
+    assert_eq!(
+        seen_first.requests("/headers"),
+        before,
+        "the old server got no more"
+    );
+    // The old connection, idle, was closed.
+    while seen_first.closed.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let closed = seen_first.closed.load(Ordering::SeqCst);
+    assert_eq!(closed, 1, "the old connection closed");
 }
