@@ -1,0 +1,152 @@
+//! The events of an HTTP/2 origin connection handed to the exchanges of their streams: the
+//! response head (and an interim one), body, trailers, resets; a GOAWAY re-queues the waiting.
+
+use super::*;
+
+impl Worker {
+    /// Hands every event the connection has to the exchange of its stream.
+    pub(super) fn h2_events(&mut self, index: usize) {
+        let now = self.now;
+        loop {
+            let Some(h2) = self
+                .origins
+                .get_mut(index)
+                .and_then(|o| o.h2.as_deref_mut())
+            else {
+                return;
+            };
+            let Some(event) = h2.conn.poll_event() else {
+                return;
+            };
+            let Some(stream) = event.stream_id() else {
+                H2Counters::inc(&h2.counters.goaways);
+                debug!(worker = self.id, address = %self.origins[index].address, ?event, "origin GOAWAY");
+                self.h2_requeue(index);
+                continue;
+            };
+            let Some(&id) = h2.streams.get(&stream) else {
+                continue;
+            };
+            let ended = matches!(
+                event,
+                ClientEvent::Reset { .. }
+                    | ClientEvent::Trailers { .. }
+                    | ClientEvent::Data {
+                        end_stream: true,
+                        ..
+                    }
+                    | ClientEvent::Response {
+                        end_stream: true,
+                        ..
+                    }
+            );
+            if ended {
+                h2.streams.remove(&stream);
+                h2.unsent.remove(&stream);
+            }
+            let method = match self.session_mut(id) {
+                Some(session) => session.ex.head().method.clone(),
+                None => continue,
+            };
+            match event {
+                ClientEvent::Reset { refused, code, .. } => {
+                    debug!(
+                        worker = self.id,
+                        stream,
+                        ?code,
+                        refused,
+                        "origin stream reset"
+                    );
+                    if let Some(session) = self.session_mut(id) {
+                        session.stream = None;
+                    }
+                    if let Some(h2) = self.origins.get(index).and_then(|o| o.h2.as_deref()) {
+                        H2Counters::inc(&h2.counters.resets);
+                    }
+                    self.feed(id, |ex| ex.on_origin_reset(refused, now));
+                }
+                ClientEvent::Interim {
+                    status, fields: f, ..
+                } => {
+                    if let Some(head) = response_head(status, f, None, false, &method) {
+                        self.feed(id, |ex| {
+                            ex.on_origin_response(ResponseEvent::Interim(head), now)
+                        });
+                    }
+                }
+                ClientEvent::Response {
+                    status,
+                    fields: f,
+                    content_length,
+                    end_stream,
+                    ..
+                } => {
+                    let Some(head) = response_head(status, f, content_length, end_stream, &method)
+                    else {
+                        self.h2_stream_failed(index, id, stream);
+                        continue;
+                    };
+                    self.feed(id, |ex| {
+                        ex.on_origin_response(ResponseEvent::Head(head), now);
+                        if end_stream {
+                            ex.on_origin_response(ResponseEvent::End { trailers: None }, now);
+                        }
+                    });
+                }
+                ClientEvent::Data {
+                    data, end_stream, ..
+                } => self.feed(id, |ex| {
+                    if !data.is_empty() {
+                        ex.on_origin_response(ResponseEvent::Data(data), now);
+                    }
+                    if end_stream {
+                        ex.on_origin_response(ResponseEvent::End { trailers: None }, now);
+                    }
+                }),
+                ClientEvent::Trailers { fields: f, .. } => {
+                    let trailers = Some(f.to_header_map());
+                    self.feed(id, |ex| {
+                        ex.on_origin_response(ResponseEvent::End { trailers }, now)
+                    });
+                }
+                ClientEvent::GoAway { .. } => {}
+            }
+            if ended && let Some(session) = self.session_mut(id) {
+                session.stream = None;
+            }
+        }
+    }
+
+    /// A response the proxy cannot take (a field list it cannot hold): the stream is reset
+    /// and its exchange fails as for a malformed response.
+    fn h2_stream_failed(&mut self, index: usize, id: SessionId, stream: StreamId) {
+        let now = self.now;
+        if let Some(h2) = self
+            .origins
+            .get_mut(index)
+            .and_then(|o| o.h2.as_deref_mut())
+        {
+            h2.streams.remove(&stream);
+            h2.conn.reset_stream(stream, ErrorCode::ProtocolError);
+        }
+        if let Some(session) = self.session_mut(id) {
+            session.stream = None;
+        }
+        self.feed(id, |ex| ex.on_origin_reset(false, now));
+    }
+}
+
+/// The head an HTTP/2 response stands for; `None` when its fields do not make a field list.
+fn response_head(
+    status: u16,
+    headers: HeaderFields,
+    content_length: Option<u64>,
+    end_stream: bool,
+    method: &http::Method,
+) -> Option<squall_h1::OriginHead> {
+    let status = StatusCode::from_u16(status).ok()?;
+    let headers = fields(headers)?;
+    let head =
+        squall_proxy::forward::h2_origin_head(status, headers, content_length, end_stream, method);
+    Some(head)
+}
