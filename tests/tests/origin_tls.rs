@@ -607,3 +607,81 @@ fn an_origin_that_speaks_no_tls_or_stays_silent_fails_the_connect() {
     assert_eq!(sample(&text, &silent), 1.0, "{text}");
     let _ = held.join();
 }
+
+/// An https origin on raw tokio-rustls that answers every request on a connection with a small
+/// keep-alive response, and records how each connection ended: `true` for the client's
+/// close_notify (a read of 0), `false` for a TCP close without it (rustls's unexpected EOF).
+fn close_watching_origin(
+    config: rustls::ServerConfig,
+) -> (SocketAddr, Arc<std::sync::Mutex<Vec<bool>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let ends = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let shared = ends.clone();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let (acceptor, ends) = (acceptor.clone(), shared.clone());
+                tokio::spawn(async move {
+                    let Ok(mut tls) = acceptor.accept(stream).await else {
+                        return;
+                    };
+                    let mut pending = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    let clean = loop {
+                        match tls.read(&mut buf).await {
+                            Ok(0) => break true,
+                            Ok(n) => pending.extend_from_slice(&buf[..n]),
+                            Err(_) => break false,
+                        }
+                        while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+                            pending.drain(..end + 4);
+                            let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                            if tls.write_all(answer).await.is_err() {
+                                return;
+                            }
+                        }
+                    };
+                    ends.lock().unwrap().push(clean);
+                });
+            }
+        });
+    });
+    (addr, ends)
+}
+
+#[test]
+fn squall_sends_close_notify_before_closing_an_origin_connection() {
+    let pki = Pki::new();
+    let (origin, ends) = close_watching_origin(pki.server_config("origin", false, false));
+    let ca = pki.path("ca.pem");
+    let text = config(&[("app", tls_upstream(origin, &ca, ""))]);
+    let squall = Squall::start(&text);
+    assert_eq!(get(&squall, "/app/x").status, 200);
+    // A reload that changes the upstream closes its idle pooled connection.
+    let changed = config(&[(
+        "app",
+        tls_upstream(origin, &ca, "response_timeout = \"30s\""),
+    )]);
+    let listen = squall.addr.to_string();
+    squall.rewrite_config(&changed.replace("ADDR", &listen));
+    squall.signal(libc::SIGHUP);
+    let reloaded = squall.wait_log("configuration reloaded", 1, Duration::from_secs(5));
+    assert!(reloaded, "{}", squall.log());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while ends.lock().unwrap().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(*ends.lock().unwrap(), [true], "ended with close_notify");
+}

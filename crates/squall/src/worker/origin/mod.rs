@@ -565,6 +565,12 @@ impl Worker {
             let id = ConnId(Token::origin(index, origin.generation).raw());
             self.upstreams.groups[origin.upstream].pool.remove(id);
         }
+        // A sound TLS connection says goodbye (an ended or failed one has nothing to say to).
+        if matches!(origin.state, OriginState::Idle | OriginState::Busy)
+            && let Some(tls) = origin.tls.as_mut()
+        {
+            tls.close_notify(&origin.socket);
+        }
         origin.state = OriginState::Closed;
         let token = Token::origin(index, origin.generation);
         origin.socket.close(&mut self.ring, token);

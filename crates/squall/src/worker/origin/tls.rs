@@ -55,6 +55,25 @@ impl OriginTls {
         Ok(())
     }
 
+    /// Before Squall closes a connection that is still sound: a TLS `close_notify`, so that
+    /// the origin can tell our close from a truncation (RFC 8446 §6.1). Best effort: one
+    /// non-blocking send of the alert, skipped while a send is in flight (it would go out of
+    /// order) and ignored if the socket's buffer is full or the peer is gone.
+    pub fn close_notify(&mut self, socket: &super::Socket) {
+        if socket.sending() {
+            return;
+        }
+        let Some(fd) = socket.fd() else {
+            return;
+        };
+        let mut alert = BytesMut::new();
+        self.conn.close(&mut alert);
+        if !alert.is_empty() {
+            let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+            let _ = socket2::SockRef::from(fd).send_with_flags(&alert, flags);
+        }
+    }
+
     /// The origin chose HTTP/2 with ALPN.
     pub fn chose_h2(&self) -> bool {
         self.conn.alpn() == Some(squall_tls::Alpn::H2)
