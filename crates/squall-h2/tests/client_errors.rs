@@ -4,7 +4,7 @@
 
 mod client_support;
 
-use client_support::{Origin, Out, Pair};
+use client_support::{Origin, Out, Pair, response_of};
 use squall_h2::{ClientConfig, ClientEvent, ErrorCode, SettingId, StreamId};
 
 /// Opens stream 1 (a GET) and stream 3 (a bystander), feeds `script` for stream 1, and
@@ -400,4 +400,96 @@ fn bad_frame_on_an_open_stream_resets_it() {
             refused: false
         }]
     );
+}
+
+/// Found by the `client` fuzz target: a response whose body and END_STREAM came with its
+/// head closes the stream at once, its events still waiting; the application, reading the
+/// head, resets the stream (its client went away). No event may follow the reset, and the
+/// waiting body must give its window back: the application never sees it, so never
+/// releases it, and the connection window would shrink for good (a proxy's origin
+/// connection stalls after a few such responses).
+#[test]
+fn a_reset_after_the_stream_closed_drops_its_waiting_events_and_returns_their_window() {
+    let config = ClientConfig {
+        connection_window: 65_535,
+        stream_window: 65_535,
+        ..ClientConfig::default()
+    };
+    let mut pair = Pair::ready(config);
+    let id = pair.request("GET", "/", true);
+    pair.output();
+    let mut origin = Origin::new();
+    origin.response(id, "200", &[], false);
+    for size in [16_384, 16_384, 7_232] {
+        origin.data(id, &vec![b'x'; size], size == 7_232);
+    }
+    pair.feed(&origin.take()).unwrap();
+    let head = pair.conn.poll_event().expect("the head");
+    assert_eq!(response_of(&head).1, 200);
+    pair.conn.reset_stream(id, ErrorCode::Cancel);
+    pair.conn.check_invariants();
+    assert_eq!(pair.events(), vec![]);
+    // Nothing to reset on the wire (the stream is closed); the window comes back.
+    let update = Out::WindowUpdate {
+        stream_id: 0,
+        increment: 40_000,
+    };
+    assert_eq!(pair.output(), vec![update]);
+    // The whole connection window again: a 65,535-byte body is within it.
+    let next = pair.request("GET", "/", true);
+    pair.output();
+    origin.response(next, "200", &[], false);
+    for size in [16_384, 16_384, 16_384, 16_383] {
+        origin.data(next, &vec![b'y'; size], size == 16_383);
+    }
+    pair.feed(&origin.take()).expect("within the window");
+    let events = pair.events();
+    assert_eq!(events.len(), 2, "{events:?}");
+    let ClientEvent::Data { data, .. } = &events[1] else {
+        panic!("{events:?}");
+    };
+    assert_eq!(data.len(), 65_535);
+}
+
+/// The same after a connection error that came in the same read: the stream had closed
+/// before it, so its events wait; a reset still drops them.
+#[test]
+fn a_reset_after_a_connection_error_drops_a_closed_streams_waiting_events() {
+    let mut pair = Pair::ready(ClientConfig::default());
+    let id = pair.request("GET", "/", true);
+    pair.output();
+    let mut origin = Origin::new();
+    origin
+        .response(id, "200", &[], false)
+        .data(id, b"hello", true)
+        .data(99, b"bad", true);
+    assert!(pair.feed(&origin.take()).is_err());
+    let head = pair.conn.poll_event().expect("the head");
+    assert_eq!(response_of(&head).1, 200);
+    pair.conn.reset_stream(id, ErrorCode::Cancel);
+    pair.conn.check_invariants();
+    assert_eq!(pair.events(), vec![]);
+    assert!(pair.conn.is_finished() || pair.conn.has_output());
+}
+
+/// Found by the `client` fuzz target: the transport fails (`fail`) while a response head
+/// waits for its CONTINUATION; the half block goes with the streams.
+#[test]
+fn a_transport_failure_inside_a_header_block_drops_the_block() {
+    let mut pair = Pair::ready(ClientConfig::default());
+    let id = pair.request("GET", "/", true);
+    pair.output();
+    let mut origin = Origin::new();
+    let block = origin.block(&[(":status", "200"), ("server", "origin")]);
+    origin.raw(0x1, 0, id, &block[..2]);
+    pair.feed(&origin.take()).unwrap();
+    pair.conn.fail();
+    pair.conn.check_invariants();
+    let reset = ClientEvent::Reset {
+        stream_id: id,
+        code: ErrorCode::Cancel,
+        refused: false,
+    };
+    assert_eq!(pair.events(), vec![reset]);
+    assert!(pair.conn.is_finished());
 }

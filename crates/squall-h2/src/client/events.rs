@@ -11,6 +11,7 @@ use std::collections::VecDeque;
 use bytes::{Bytes, BytesMut};
 
 use super::ClientConnection;
+use super::recv::Lookup;
 use super::types::ClientEvent;
 use crate::error::ErrorCode;
 use crate::frame::StreamId;
@@ -145,6 +146,21 @@ impl ClientConnection {
         if !was_queued {
             self.events.push_back(Queued::Data(stream_id));
         }
+    }
+
+    /// A stream that closed normally, reset by the application before it took the last
+    /// events: they go, and the body among them, counted with the closed streams' unreleased
+    /// bytes, goes back to the connection window (the application, told no event follows
+    /// a reset, will never release it).
+    pub(super) fn forget_closed(&mut self, stream_id: StreamId) {
+        if !matches!(self.lookup(stream_id), Lookup::Closed(_)) {
+            return;
+        }
+        let undelivered = self.inboxes.get(&stream_id).map_or(0, Inbox::bytes) as u64;
+        self.forget_events(stream_id);
+        let n = undelivered.min(self.orphan_unreleased);
+        self.orphan_unreleased -= n;
+        self.credit_connection(n);
     }
 
     /// Drops every undelivered event and body byte of a stream (it was reset).

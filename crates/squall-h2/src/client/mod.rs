@@ -241,6 +241,8 @@ impl ClientConnection {
             reason: "transport failed or closed",
             flood: None,
         });
+        // A header block half received belongs to a stream that is gone.
+        self.block = None;
         self.reset_all(ErrorCode::Cancel);
         self.out.clear();
         self.reply_bytes = 0;

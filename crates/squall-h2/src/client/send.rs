@@ -125,9 +125,13 @@ impl ClientConnection {
 
     /// Resets a stream we no longer want (the client went away): RST_STREAM(code) unless it
     /// is already closed; no event follows for it; its queued data is dropped and its
-    /// window given back.
+    /// window given back. A stream that closed while its last events still wait sends
+    /// nothing, but those events go too, and the window of the body among them comes back.
     pub fn reset_stream(&mut self, stream_id: StreamId, code: ErrorCode) {
-        if self.error.is_some() || !self.streams.contains_key(&stream_id) {
+        // After a connection error every open stream is gone too, but the events of those
+        // that had closed before it may still wait.
+        if !self.streams.contains_key(&stream_id) {
+            self.forget_closed(stream_id);
             return;
         }
         // Not `send_rst`: no answer to the peer, so not its output to bound.
