@@ -209,6 +209,13 @@ async fn answer(
             let mut send = respond.send_response(response, false).unwrap();
             h2_client::send_all(&mut send, Bytes::from_static(b"bye")).await;
         }
+        // 4 MiB of a pattern.
+        "/mib" => {
+            let body: Vec<u8> = (0..4 << 20).map(|i| (i % 241) as u8).collect();
+            let response = ok.header("content-length", "4194304").body(()).unwrap();
+            let mut send = respond.send_response(response, false).unwrap();
+            h2_client::send_all(&mut send, Bytes::from(body)).await;
+        }
         // Cacheable for a minute, with a validator.
         "/cacheable" => {
             let response = ok
@@ -706,4 +713,38 @@ fn a_reload_moves_requests_to_connections_of_the_new_upstreams() {
     }
     let closed = seen_first.closed.load(Ordering::SeqCst);
     assert_eq!(closed, 1, "the old connection closed");
+}
+
+#[test]
+fn slow_clients_give_the_origin_connection_its_window_back() {
+    let (origin, seen) = h2_origin(None, None);
+    let squall = squall(&[("o", h2c_upstream(origin))]);
+    // Each response ends at the origin while the client has not read it yet: the window its
+    // held bytes take must come back when they are passed on, or the connection's 4 MiB
+    // runs out after a few of them and the origin stalls.
+    let expected: Vec<u8> = (0..4 << 20).map(|i| (i % 241) as u8).collect();
+    let mut stream = small_buffer_connect(squall.addr);
+    for round in 0..24 {
+        std::io::Write::write_all(&mut stream, b"GET /o/mib HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        std::thread::sleep(Duration::from_millis(150));
+        let response = read_response(&mut stream).expect("a response");
+        assert_eq!(response.status, 200, "round {round}");
+        assert!(response.body == expected, "round {round}: the body differs");
+    }
+    assert_eq!(seen.connections.load(Ordering::SeqCst), 1);
+}
+
+/// A connection to `addr` whose receive buffer is 16 KiB, set before the connect (so the
+/// kernel holds little of what the client does not read), blocking, with a 10 s read timeout.
+fn small_buffer_connect(addr: SocketAddr) -> std::net::TcpStream {
+    runtime().block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(16 * 1024).unwrap();
+        let stream = socket.connect(addr).await.unwrap().into_std().unwrap();
+        stream.set_nonblocking(false).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        stream
+    })
 }

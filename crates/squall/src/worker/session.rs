@@ -45,7 +45,8 @@ pub struct Session {
     pub client: Client,
     /// The origin connection the exchange holds (between `Connect` and `ReleaseOrigin`).
     pub origin: Option<usize>,
-    /// On a shared HTTP/2 origin connection: the exchange's stream, once opened.
+    /// On a shared HTTP/2 origin connection: the exchange's stream, from its opening to
+    /// `ReleaseOrigin` (kept after the response ended: window is still given back for it).
     pub stream: Option<squall_h2::StreamId>,
     /// Due time of the session's own timer entry (exchanges on HTTP/2 origins), if filed.
     pub timer_due: Option<std::time::Instant>,

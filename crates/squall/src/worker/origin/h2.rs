@@ -386,8 +386,11 @@ impl Worker {
         else {
             return;
         };
-        // A stream already closed still gives the connection its window back.
-        h2.conn.release_capacity(stream.unwrap_or(0), n);
+        // A stream that ended (its id is kept until `ReleaseOrigin`) still gives the connection
+        // its window back; a reset one gave it back when it was reset.
+        if let Some(stream) = stream {
+            h2.conn.release_capacity(stream, n);
+        }
         self.h2_flush(index);
     }
 

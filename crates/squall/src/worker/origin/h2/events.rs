@@ -111,9 +111,6 @@ impl Worker {
                 }
                 ClientEvent::GoAway { .. } => {}
             }
-            if ended && let Some(session) = self.session_mut(id) {
-                session.stream = None;
-            }
         }
     }
 
