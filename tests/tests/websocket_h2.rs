@@ -411,61 +411,10 @@ async fn a_route_without_upgrade_answers_501_and_a_bad_accept_is_a_502() {
     assert_eq!(plain.status, 200);
 }
 
-/// `Sec-WebSocket-Accept` (RFC 6455 §4.2.2) for the origin: base64 of SHA-1 of key + GUID.
+/// `Sec-WebSocket-Accept` (RFC 6455 §4.2.2) for the origin, by tungstenite's implementation:
+/// one independent of the one Squall checks the origin's answer with.
 fn websocket_accept(key: &[u8]) -> String {
-    use base64::Engine;
-    let mut input = key.to_vec();
-    input.extend_from_slice(b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11");
-    base64::engine::general_purpose::STANDARD.encode(sha1(&input))
-}
-
-/// SHA-1 (FIPS 180-4), for the origin's accept.
-fn sha1(message: &[u8]) -> [u8; 20] {
-    let mut h: [u32; 5] = [
-        0x6745_2301,
-        0xEFCD_AB89,
-        0x98BA_DCFE,
-        0x1032_5476,
-        0xC3D2_E1F0,
-    ];
-    let mut padded = message.to_vec();
-    padded.push(0x80);
-    while padded.len() % 64 != 56 {
-        padded.push(0);
-    }
-    padded.extend_from_slice(&((message.len() as u64) * 8).to_be_bytes());
-    for block in padded.chunks_exact(64) {
-        let mut w = [0u32; 80];
-        for (i, word) in block.chunks_exact(4).enumerate() {
-            w[i] = u32::from_be_bytes([word[0], word[1], word[2], word[3]]);
-        }
-        for i in 16..80 {
-            w[i] = (w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16]).rotate_left(1);
-        }
-        let [mut a, mut b, mut c, mut d, mut e] = h;
-        for (i, &word) in w.iter().enumerate() {
-            let (f, k) = match i {
-                0..=19 => ((b & c) | (!b & d), 0x5A82_7999),
-                20..=39 => (b ^ c ^ d, 0x6ED9_EBA1),
-                40..=59 => ((b & c) | (b & d) | (c & d), 0x8F1B_BCDC),
-                _ => (b ^ c ^ d, 0xCA62_C1D6),
-            };
-            let t = (a.rotate_left(5))
-                .wrapping_add(f)
-                .wrapping_add(e)
-                .wrapping_add(k)
-                .wrapping_add(word);
-            (e, d, c, b, a) = (d, c, b.rotate_left(30), a, t);
-        }
-        for (state, add) in h.iter_mut().zip([a, b, c, d, e]) {
-            *state = state.wrapping_add(add);
-        }
-    }
-    let mut out = [0u8; 20];
-    for (chunk, word) in out.chunks_exact_mut(4).zip(h) {
-        chunk.copy_from_slice(&word.to_be_bytes());
-    }
-    out
+    tokio_tungstenite::tungstenite::handshake::derive_accept_key(key)
 }
 
 #[test]

@@ -656,11 +656,26 @@ fn header_variables_and_request_id_header() {
 fn origin_protocols() {
     let up = "[[upstream]]\nname = \"o\"\nservers = [{ address = \"127.0.0.1:81\" }]\n";
     let cases = [
-        (format!("{up}protocol = \"h3\"\n"), "test.toml:4:12: unknown protocol \"h3\": use \"http1\", \"h2\", \"h2c\" or \"auto\""),
-        (format!("{up}protocol = \"h2\"\n"), "test.toml:4:12: protocol = \"h2\" chooses HTTP/2 with ALPN, which needs tls = true; use \"h2c\" for HTTP/2 over cleartext"),
-        (format!("{up}protocol = \"auto\"\n"), "test.toml:4:12: protocol = \"auto\" chooses HTTP/2 with ALPN, which needs tls = true; use \"h2c\" for HTTP/2 over cleartext"),
-        (format!("{up}protocol = \"h2c\"\ntls = true\n"), "test.toml:4:12: protocol = \"h2c\" is HTTP/2 over cleartext; with tls = true use \"h2\""),
-        (format!("{up}protocol = \"h2c\"\nproxy_protocol = \"v1\"\n"), "test.toml:4:12: protocol = \"h2c\" shares a connection among clients, and a PROXY protocol header names one: use protocol = \"http1\" with proxy_protocol"),
+        (
+            format!("{up}protocol = \"h3\"\n"),
+            "test.toml:4:12: unknown protocol \"h3\": use \"http1\", \"h2\", \"h2c\" or \"auto\"",
+        ),
+        (
+            format!("{up}protocol = \"h2\"\n"),
+            "test.toml:4:12: protocol = \"h2\" chooses HTTP/2 with ALPN, which needs tls = true; use \"h2c\" for HTTP/2 over cleartext",
+        ),
+        (
+            format!("{up}protocol = \"auto\"\n"),
+            "test.toml:4:12: protocol = \"auto\" chooses HTTP/2 with ALPN, which needs tls = true; use \"h2c\" for HTTP/2 over cleartext",
+        ),
+        (
+            format!("{up}protocol = \"h2c\"\ntls = true\n"),
+            "test.toml:4:12: protocol = \"h2c\" is HTTP/2 over cleartext; with tls = true use \"h2\"",
+        ),
+        (
+            format!("{up}protocol = \"h2c\"\nproxy_protocol = \"v1\"\n"),
+            "test.toml:4:12: protocol = \"h2c\" shares a connection among clients, and a PROXY protocol header names one: use protocol = \"http1\" with proxy_protocol",
+        ),
         (format!("{up}protocol = \"h2c\"\n"), "(parsed)"),
         (format!("{up}protocol = \"h2\"\ntls = true\n"), "(parsed)"),
         (format!("{up}protocol = \"auto\"\ntls = true\n"), "(parsed)"),

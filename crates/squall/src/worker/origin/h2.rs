@@ -216,6 +216,11 @@ impl Worker {
         self.h2_origins.push(index);
     }
 
+    /// Connection `index`'s HTTP/2 state, if it is a shared HTTP/2 connection still in the slab.
+    fn origin_h2_mut(&mut self, index: usize) -> Option<&mut OriginH2> {
+        self.origins.get_mut(index)?.h2.as_deref_mut()
+    }
+
     /// Upstream `upstream`'s HTTP/2 counters (made on first use: an `auto` upstream's).
     fn h2_counters(&self, upstream: usize) -> Arc<H2Counters> {
         match self.runtime.origin_h2.get(upstream).cloned().flatten() {
@@ -253,11 +258,7 @@ impl Worker {
     fn h2_dispatch(&mut self, index: usize) {
         let now = self.now;
         loop {
-            let Some(h2) = self
-                .origins
-                .get_mut(index)
-                .and_then(|o| o.h2.as_deref_mut())
-            else {
+            let Some(h2) = self.origin_h2_mut(index) else {
                 return;
             };
             if !h2.ready || !h2.conn.peer_settings_received() || h2.conn.available_streams() == 0 {
@@ -295,11 +296,7 @@ impl Worker {
     /// The connection will take no new stream (a GOAWAY): the exchanges waiting on it go to
     /// another connection to the same server.
     fn h2_requeue(&mut self, index: usize) {
-        let Some(h2) = self
-            .origins
-            .get_mut(index)
-            .and_then(|o| o.h2.as_deref_mut())
-        else {
+        let Some(h2) = self.origin_h2_mut(index) else {
             return;
         };
         let waiting = std::mem::take(&mut h2.waiting);
@@ -326,14 +323,10 @@ impl Worker {
         message: OriginMessage,
     ) {
         let now = self.now;
-        let Some(h2) = self
-            .origins
-            .get_mut(index)
-            .and_then(|o| o.h2.as_deref_mut())
-        else {
+        let stream = self.sessions.get(id.index).and_then(|s| s.stream);
+        let Some(h2) = self.origin_h2_mut(index) else {
             return;
         };
-        let stream = self.sessions.get(id.index).and_then(|s| s.stream);
         match (message, stream) {
             (OriginMessage::Head { fields, end_stream }, None) => {
                 match h2.conn.send_request(fields.iter(), end_stream) {
@@ -379,11 +372,7 @@ impl Worker {
     /// `Action::OriginBodyConsumed`: the stream's window (and the connection's) is given back.
     pub(in crate::worker) fn h2_consumed(&mut self, id: SessionId, index: usize, n: usize) {
         let stream = self.sessions.get(id.index).and_then(|s| s.stream);
-        let Some(h2) = self
-            .origins
-            .get_mut(index)
-            .and_then(|o| o.h2.as_deref_mut())
-        else {
+        let Some(h2) = self.origin_h2_mut(index) else {
             return;
         };
         // A stream that ended (its id is kept until `ReleaseOrigin`) still gives the connection
@@ -398,11 +387,7 @@ impl Worker {
     /// is reset; the connection stays for the others.
     pub(in crate::worker) fn h2_release(&mut self, id: SessionId, index: usize) {
         let stream = self.session_mut(id).and_then(|s| s.stream.take());
-        let Some(h2) = self
-            .origins
-            .get_mut(index)
-            .and_then(|o| o.h2.as_deref_mut())
-        else {
+        let Some(h2) = self.origin_h2_mut(index) else {
             return;
         };
         h2.waiting.retain(|w| *w != id);
@@ -461,11 +446,7 @@ impl Worker {
     /// exchanges (which may take more from their clients), and more frames go out.
     pub(in crate::worker) fn h2_sent(&mut self, index: usize) {
         self.h2_flush(index);
-        let Some(h2) = self
-            .origins
-            .get_mut(index)
-            .and_then(|o| o.h2.as_deref_mut())
-        else {
+        let Some(h2) = self.origin_h2_mut(index) else {
             return;
         };
         for (id, n) in std::mem::take(&mut h2.left) {
@@ -476,11 +457,7 @@ impl Worker {
     /// What the origin sent (`OriginH2::take_input`): frames in, events out to the exchanges.
     pub(in crate::worker) fn h2_input(&mut self, index: usize) {
         let now = self.now;
-        let Some(h2) = self
-            .origins
-            .get_mut(index)
-            .and_then(|o| o.h2.as_deref_mut())
-        else {
+        let Some(h2) = self.origin_h2_mut(index) else {
             return;
         };
         let OriginH2 {
@@ -505,11 +482,7 @@ impl Worker {
     /// request left); then it closes.
     pub(in crate::worker) fn h2_failed(&mut self, index: usize, class: UpstreamErrorClass) {
         let now = self.now;
-        let Some(h2) = self
-            .origins
-            .get_mut(index)
-            .and_then(|o| o.h2.as_deref_mut())
-        else {
+        let Some(h2) = self.origin_h2_mut(index) else {
             return;
         };
         let waiting = std::mem::take(&mut h2.waiting);
@@ -523,11 +496,7 @@ impl Worker {
             }
         }
         self.h2_events(index);
-        if let Some(h2) = self
-            .origins
-            .get_mut(index)
-            .and_then(|o| o.h2.as_deref_mut())
-        {
+        if let Some(h2) = self.origin_h2_mut(index) {
             // Anything still mapped heard nothing: fail it as a reset.
             let left: Vec<SessionId> = h2.streams.drain().map(|(_, id)| id).collect();
             for id in left {

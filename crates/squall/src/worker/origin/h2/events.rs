@@ -8,11 +8,7 @@ impl Worker {
     pub(super) fn h2_events(&mut self, index: usize) {
         let now = self.now;
         loop {
-            let Some(h2) = self
-                .origins
-                .get_mut(index)
-                .and_then(|o| o.h2.as_deref_mut())
-            else {
+            let Some(h2) = self.origin_h2_mut(index) else {
                 return;
             };
             let Some(event) = h2.conn.poll_event() else {
@@ -118,11 +114,7 @@ impl Worker {
     /// and its exchange fails as for a malformed response.
     fn h2_stream_failed(&mut self, index: usize, id: SessionId, stream: StreamId) {
         let now = self.now;
-        if let Some(h2) = self
-            .origins
-            .get_mut(index)
-            .and_then(|o| o.h2.as_deref_mut())
-        {
+        if let Some(h2) = self.origin_h2_mut(index) {
             h2.streams.remove(&stream);
             h2.conn.reset_stream(stream, ErrorCode::ProtocolError);
         }
