@@ -88,6 +88,17 @@ fn path_body(
             let [(address, _)] = upstream.servers.as_slice() else {
                 return Err("upstreams of more than one server (h2o 2.2 balances by DNS)".into());
             };
+            // h2o 2.2 proxies in cleartext HTTP/1.1 only: an https or HTTP/2 origin would be
+            // measured as something else, or not answer at all.
+            if upstream.tls {
+                return Err("TLS upstreams (h2o 2.2's proxy speaks cleartext only)".into());
+            }
+            if upstream.protocol != "http1" {
+                return Err(format!(
+                    "upstreams with protocol = {:?} (h2o 2.2's proxy speaks HTTP/1.1 only)",
+                    upstream.protocol
+                ));
+            }
             Ok(format!(
                 "        proxy.reverse.url: {}\n        proxy.preserve-host: ON\n        \
                  proxy.timeout.keepalive: {ORIGIN_IDLE_MS}\n",
@@ -218,6 +229,24 @@ mod tests {
         let (path, conf) = launch.files.last().expect("the config comes last");
         assert_eq!(path, Path::new("/tmp/run/h2o.conf"));
         String::from_utf8(conf.clone()).expect("utf-8")
+    }
+
+    #[test]
+    fn https_and_http2_upstreams_are_refused() {
+        let route = "[[vhost.route]]\nprefix = \"/\"\nproxy = \"app\"\n";
+        let cases = [
+            ("tls = true\ntls_verify = false\n", "TLS upstreams"),
+            ("protocol = \"h2c\"\n", "protocol = \"h2c\""),
+        ];
+        for (keys, expected) in cases {
+            let text = format!(
+                "[[listen]]\naddress = \"127.0.0.1:1\"\n[[upstream]]\nname = \"app\"\n\
+                 servers = [{{ address = \"127.0.0.1:9\" }}]\n{keys}[[vhost]]\nhosts = [\"*\"]\n{route}"
+            );
+            let squall: Table = toml::from_str(&text).expect("valid toml");
+            let err = launch(&squall, &layout()).expect_err("not translatable");
+            assert!(err.to_string().contains(expected), "{err}");
+        }
     }
 
     #[test]
