@@ -748,3 +748,41 @@ fn small_buffer_connect(addr: SocketAddr) -> std::net::TcpStream {
         stream
     })
 }
+
+#[test]
+fn a_grpc_call_to_an_unreachable_origin_gets_grpc_status_14() {
+    // A port nothing listens on: every connect is refused.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let squall = squall(&[("g", h2c_upstream(dead))]);
+    runtime().block_on(async {
+        let client = h2_client::h2c(squall.addr).await;
+        let mut client = client.ready().await.unwrap();
+        let request = http::Request::post("http://x/g/pkg.Service/Call")
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(())
+            .unwrap();
+        let (response, mut body) = client.send_request(request, false).unwrap();
+        body.send_data(Bytes::from_static(b"\0\0\0\0\0"), true)
+            .unwrap();
+        let response = response.await.expect("a response");
+        assert_eq!(response.status(), 200, "trailers-only");
+        let fields = response.headers();
+        assert_eq!(fields.get("grpc-status").unwrap(), "14");
+        let message = fields.get("grpc-message").unwrap().to_str().unwrap();
+        assert!(
+            message.contains("\"g\"") && message.contains("502"),
+            "{message}"
+        );
+    });
+    // The counters see the 5xx it stands for.
+    let metrics = admin_get(admin_addr(&squall), "/metrics").1;
+    let errors = metric_sum(
+        &metrics,
+        "squall_responses_total{worker=\"0\",class=\"5xx\"}",
+    );
+    assert_eq!(errors, 1.0, "{metrics}");
+}
