@@ -140,6 +140,7 @@
 #![forbid(unsafe_code)]
 
 mod client;
+mod common;
 mod conn;
 mod decode;
 mod encode;

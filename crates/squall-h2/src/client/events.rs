@@ -1,25 +1,19 @@
 //! The queue of events for the application, and the per-stream inboxes of response body.
 //!
-//! As on the server side (`conn/events.rs`), body data waits in one [`Inbox`] per stream,
-//! where small frames are copied together, and the queue holds one marker per inbox: an
-//! origin sending one-byte DATA frames makes neither one event per byte nor one `Bytes`
-//! per byte. The queue stays within a few entries per stream, the inboxes within the
-//! receive windows.
+//! As on the server side (`conn/events.rs`), body data waits in one
+//! [`Inbox`](crate::common::inbox::Inbox) per stream, where small frames are copied
+//! together, and the queue holds one marker per inbox: an origin sending one-byte DATA frames
+//! makes neither one event per byte nor one `Bytes` per byte. The queue stays within a few
+//! entries per stream, the inboxes within the receive windows.
 
-use std::collections::VecDeque;
-
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 use super::ClientConnection;
 use super::recv::Lookup;
 use super::types::ClientEvent;
+use crate::common::inbox::Inbox;
 use crate::error::ErrorCode;
 use crate::frame::StreamId;
-
-/// DATA shorter than this is copied into the inbox's tail rather than kept as its own piece.
-const DATA_COPY_BYTES_MAX: usize = 1024;
-/// The tail is handed out as a piece once it reaches this size.
-const INBOX_TAIL_BYTES_MAX: usize = 16 * 1024;
 
 /// An event waiting for the application.
 #[derive(Debug)]
@@ -36,53 +30,6 @@ impl Queued {
             Self::Event(event) => event.stream_id(),
             Self::Data(id) => Some(*id),
         }
-    }
-}
-
-/// Response body received and not yet handed out.
-#[derive(Debug, Default)]
-pub(crate) struct Inbox {
-    chunks: VecDeque<Bytes>,
-    tail: BytesMut,
-    /// END_STREAM came after the data in here (and no trailers).
-    end: bool,
-}
-
-impl Inbox {
-    fn push(&mut self, data: Bytes) {
-        if data.len() < DATA_COPY_BYTES_MAX {
-            self.tail.extend_from_slice(&data);
-            if self.tail.len() >= INBOX_TAIL_BYTES_MAX {
-                self.chunks.push_back(self.tail.split().freeze());
-            }
-        } else {
-            if !self.tail.is_empty() {
-                self.chunks.push_back(self.tail.split().freeze());
-            }
-            self.chunks.push_back(data);
-        }
-    }
-
-    /// The next piece, and whether it is the last one.
-    fn pop(&mut self) -> (Bytes, bool) {
-        let data = match self.chunks.pop_front() {
-            Some(chunk) => chunk,
-            None => self.tail.split().freeze(),
-        };
-        (data, self.end && self.is_empty())
-    }
-
-    fn is_empty(&self) -> bool {
-        self.chunks.is_empty() && self.tail.is_empty()
-    }
-
-    /// Bytes waiting in here.
-    pub(crate) fn bytes(&self) -> usize {
-        self.chunks.iter().map(Bytes::len).sum::<usize>() + self.tail.len()
-    }
-
-    pub(crate) fn pieces(&self) -> usize {
-        self.chunks.len() + usize::from(!self.tail.is_empty())
     }
 }
 
@@ -139,11 +86,12 @@ impl ClientConnection {
         if data.is_empty() && !end_stream {
             return;
         }
-        let inbox = self.inboxes.entry(stream_id).or_default();
-        let was_queued = !inbox.is_empty() || inbox.end;
-        inbox.push(data);
-        inbox.end |= end_stream;
-        if !was_queued {
+        if self
+            .inboxes
+            .entry(stream_id)
+            .or_default()
+            .push(data, end_stream)
+        {
             self.events.push_back(Queued::Data(stream_id));
         }
     }

@@ -26,6 +26,7 @@ use squall_hpack::{DYNAMIC_TABLE_BYTES_DEFAULT, Decoder, Encoder};
 
 pub use types::{ClientConfig, ClientEvent, OpenError};
 
+use crate::common::inbox::Inbox;
 use crate::conn::stream::{CLOSED_STREAMS_REMEMBERED_MAX, Closed, ClosedStreams};
 use crate::conn::{ConnError, FloodKind};
 use crate::decode::FrameDecoder;
@@ -34,7 +35,7 @@ use crate::error::ErrorCode;
 use crate::frame::{
     FRAME_PAYLOAD_BYTES_DEFAULT, SettingId, StreamId, WINDOW_BYTES_INITIAL, WINDOW_BYTES_MAX,
 };
-use events::{Inbox, Queued};
+use events::Queued;
 use headers::PartialBlock;
 use stream::{Slot, Stream};
 

@@ -1,26 +1,19 @@
 //! The queue of events for the application, and the per-stream inboxes of request body.
 //!
 //! Body data does not sit in the event queue frame by frame: a peer sending one-byte DATA
-//! frames would make one event per byte of window. Each stream has an [`Inbox`] instead,
-//! where small frames are copied together, and the queue holds one marker per inbox.
+//! frames would make one event per byte of window. Each stream has an
+//! [`Inbox`](crate::common::inbox::Inbox) instead, where small frames are copied together,
+//! and the queue holds one marker per inbox.
 //! So the queue stays within a few entries per stream and the inboxes within the
 //! flow-control windows.
 
-use std::collections::VecDeque;
-
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 use super::Connection;
 use super::stream::AppState;
 use super::types::{Event, Request};
 use crate::error::ErrorCode;
 use crate::frame::StreamId;
-
-/// Data frames shorter than this are copied into the inbox's tail rather than kept as
-/// their own `Bytes`: it bounds the pieces per stream to about two per KiB of window.
-const DATA_COPY_BYTES_MAX: usize = 1024;
-/// The tail is handed out once it reaches this size.
-const INBOX_TAIL_BYTES_MAX: usize = 16 * 1024;
 
 /// An event waiting for the application.
 #[derive(Debug)]
@@ -39,48 +32,6 @@ impl Queued {
                 *id
             }
         }
-    }
-}
-
-/// Request body received and not yet handed out.
-#[derive(Debug, Default)]
-pub(crate) struct Inbox {
-    chunks: VecDeque<Bytes>,
-    tail: BytesMut,
-    /// END_STREAM arrived after the data in here.
-    end: bool,
-}
-
-impl Inbox {
-    fn push(&mut self, data: Bytes) {
-        if data.len() < DATA_COPY_BYTES_MAX {
-            self.tail.extend_from_slice(&data);
-            if self.tail.len() >= INBOX_TAIL_BYTES_MAX {
-                self.chunks.push_back(self.tail.split().freeze());
-            }
-        } else {
-            if !self.tail.is_empty() {
-                self.chunks.push_back(self.tail.split().freeze());
-            }
-            self.chunks.push_back(data);
-        }
-    }
-
-    /// The next piece, and whether it is the last one.
-    fn pop(&mut self) -> (Bytes, bool) {
-        let data = match self.chunks.pop_front() {
-            Some(chunk) => chunk,
-            None => self.tail.split().freeze(),
-        };
-        (data, self.end && self.is_empty())
-    }
-
-    fn is_empty(&self) -> bool {
-        self.chunks.is_empty() && self.tail.is_empty()
-    }
-
-    pub(crate) fn pieces(&self) -> usize {
-        self.chunks.len() + usize::from(!self.tail.is_empty())
     }
 }
 
@@ -139,11 +90,12 @@ impl Connection {
         if data.is_empty() && !end_stream {
             return;
         }
-        let inbox = self.inboxes.entry(stream_id).or_default();
-        let was_queued = !inbox.is_empty() || inbox.end;
-        inbox.push(data);
-        inbox.end |= end_stream;
-        if !was_queued {
+        if self
+            .inboxes
+            .entry(stream_id)
+            .or_default()
+            .push(data, end_stream)
+        {
             self.events.push_back(Queued::Data(stream_id));
         }
     }

@@ -32,13 +32,14 @@ use squall_hpack::{DYNAMIC_TABLE_BYTES_DEFAULT, Decoder, Encoder};
 pub use config::ServerConfig;
 pub use types::{ConnError, Event, FloodKind, Request, Stats, StreamClosed};
 
+use crate::common::inbox::Inbox;
 use crate::decode::FrameDecoder;
 use crate::encode::{encode_goaway, encode_settings, encode_window_update};
 use crate::error::ErrorCode;
 use crate::frame::{
     FRAME_PAYLOAD_BYTES_DEFAULT, SettingId, StreamId, WINDOW_BYTES_INITIAL, WINDOW_BYTES_MAX,
 };
-use events::{Inbox, Queued};
+use events::Queued;
 use flood::Floods;
 use lifecycle::{Lookup, Notify};
 use priority::PriorityParams;
