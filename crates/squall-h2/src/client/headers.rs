@@ -10,6 +10,7 @@ use super::ClientConnection;
 use super::recv::{Lookup, Step};
 use super::stream::{INTERIM_HEADS_MAX, RecvState};
 use super::types::ClientEvent;
+use crate::common::block::BlockFragments;
 use crate::conn::request::parse_trailers;
 use crate::conn::stream::Closed;
 use crate::error::ErrorCode;
@@ -25,36 +26,8 @@ const CONTINUATION_FRAMES_MAX: u32 = 64;
 pub(crate) struct PartialBlock {
     pub stream_id: StreamId,
     end_stream: bool,
-    /// The HEADERS fragment; most blocks are only this, and then nothing is copied.
-    first: Bytes,
-    /// CONTINUATION fragments, with `first` copied in front once the first arrives.
-    joined: BytesMut,
-    continuations: u32,
-}
-
-impl PartialBlock {
-    pub(crate) fn len(&self) -> usize {
-        if self.joined.is_empty() {
-            self.first.len()
-        } else {
-            self.joined.len()
-        }
-    }
-
-    fn append(&mut self, fragment: &[u8]) {
-        if self.joined.is_empty() {
-            self.joined.extend_from_slice(&self.first);
-        }
-        self.joined.extend_from_slice(fragment);
-    }
-
-    fn into_block(self) -> Bytes {
-        if self.joined.is_empty() {
-            self.first
-        } else {
-            self.joined.freeze()
-        }
-    }
+    /// The fragments so far.
+    pub fragments: BlockFragments,
 }
 
 /// A validated response head.
@@ -80,9 +53,7 @@ impl ClientConnection {
                 self.block = Some(PartialBlock {
                     stream_id: id,
                     end_stream,
-                    first: block,
-                    joined: BytesMut::new(),
-                    continuations: 0,
+                    fragments: BlockFragments::new(block),
                 });
                 if end_headers {
                     return self.end_block();
@@ -108,16 +79,15 @@ impl ClientConnection {
             return Err(self.conn_error(ErrorCode::ProtocolError, reason));
         };
         debug_assert_eq!(block.stream_id, id, "on_frame checks the stream");
-        block.continuations += 1;
-        if block.continuations > CONTINUATION_FRAMES_MAX {
+        if block.fragments.continuations() + 1 > CONTINUATION_FRAMES_MAX {
             let reason = "too many CONTINUATION frames";
             return Err(self.conn_error(ErrorCode::EnhanceYourCalm, reason));
         }
-        if block.len() + fragment.len() > self.config.header_block_bytes_max() {
+        if block.fragments.len() + fragment.len() > self.config.header_block_bytes_max() {
             let reason = "header block too large";
             return Err(self.conn_error(ErrorCode::EnhanceYourCalm, reason));
         }
-        block.append(&fragment);
+        block.fragments.append(&fragment);
         if end {
             return self.end_block();
         }
@@ -134,9 +104,12 @@ impl ClientConnection {
         let mut spans = std::mem::take(&mut self.spans_buf);
         let mut bytes = BytesMut::new();
         let limit = self.config.max_header_list_size as usize;
-        let decoded =
-            self.hpack_in
-                .decode_spans(&partial.into_block(), limit, &mut bytes, &mut spans);
+        let decoded = self.hpack_in.decode_spans(
+            &partial.fragments.into_block(),
+            limit,
+            &mut bytes,
+            &mut spans,
+        );
         let step = match decoded {
             Err(error) if error.is_compression_error() => {
                 let reason = "HPACK block cannot be decoded";

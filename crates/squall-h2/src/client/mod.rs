@@ -453,7 +453,7 @@ impl ClientConnection {
         let inboxed: usize = self.inboxes.values().map(Inbox::bytes).sum();
         assert!(inboxed as u64 <= u64::from(self.config.connection_window));
         if let Some(block) = &self.block {
-            assert!(block.len() <= self.config.header_block_bytes_max());
+            assert!(block.fragments.len() <= self.config.header_block_bytes_max());
         }
         assert!(self.reply_bytes <= REPLY_BYTES_MAX || self.error.is_some());
     }

@@ -2,6 +2,8 @@
 //! [`crate::ClientConnection`] (`client/`) receive body, assemble header blocks and send
 //! DATA the same way; each piece is written once here.
 //!
+//! - `block.rs`: a header block's HEADERS and CONTINUATION fragments, joined.
 //! - `inbox.rs`: a stream's received body waiting for the application.
 
+pub(crate) mod block;
 pub(crate) mod inbox;

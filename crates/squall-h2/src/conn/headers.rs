@@ -10,6 +10,7 @@ use super::request::{self, HeadError};
 use super::stream::{Closed, SendState, Stream};
 use super::types::FloodKind;
 use super::{Connection, Lookup, Notify};
+use crate::common::block::BlockFragments;
 use crate::error::ErrorCode;
 use crate::fields::HeaderFields;
 use crate::frame::{Priority, StreamId};
@@ -25,36 +26,8 @@ pub(crate) struct PartialBlock {
     new_stream: bool,
     /// A PRIORITY_UPDATE that arrived before the stream opened (RFC 9218 §7.1).
     priority_update: Option<PriorityParams>,
-    /// The HEADERS fragment; most blocks are only this, and then nothing is copied.
-    first: Bytes,
-    /// CONTINUATION fragments, with `first` copied in front once the first arrives.
-    joined: BytesMut,
-    continuations: u32,
-}
-
-impl PartialBlock {
-    pub(crate) fn len(&self) -> usize {
-        if self.joined.is_empty() {
-            self.first.len()
-        } else {
-            self.joined.len()
-        }
-    }
-
-    fn append(&mut self, fragment: &[u8]) {
-        if self.joined.is_empty() {
-            self.joined.extend_from_slice(&self.first);
-        }
-        self.joined.extend_from_slice(fragment);
-    }
-
-    fn into_block(self) -> Bytes {
-        if self.joined.is_empty() {
-            self.first
-        } else {
-            self.joined.freeze()
-        }
-    }
+    /// The fragments so far.
+    pub fragments: BlockFragments,
 }
 
 /// What a complete header block that opens a stream carried besides its fields.
@@ -108,9 +81,7 @@ impl Connection {
             self_dependent: priority.is_some_and(|p| p.dependency == id),
             new_stream,
             priority_update,
-            first: block,
-            joined: BytesMut::new(),
-            continuations: 0,
+            fragments: BlockFragments::new(block),
         });
         if end_headers {
             return self.end_block();
@@ -142,8 +113,8 @@ impl Connection {
             return Err(self.fail(ErrorCode::ProtocolError, reason, None));
         };
         debug_assert_eq!(block.stream_id, id, "on_frame checks the stream");
-        let frames = block.continuations + 1;
-        let bytes = block.len() + fragment.len();
+        let frames = block.fragments.continuations() + 1;
+        let bytes = block.fragments.len() + fragment.len();
         if fragment.is_empty() {
             self.count(FloodKind::EmptyFrames)?;
         }
@@ -156,8 +127,7 @@ impl Connection {
             return Err(self.flood(FloodKind::Continuation, reason));
         }
         if let Some(block) = &mut self.block {
-            block.continuations = frames;
-            block.append(&fragment);
+            block.fragments.append(&fragment);
         }
         if end {
             return self.end_block();
@@ -178,7 +148,8 @@ impl Connection {
         // connection, not per request. The bytes go with the request.
         let mut fields = std::mem::take(&mut self.spans_buf);
         let mut bytes = BytesMut::with_capacity(self.head_bytes_hint);
-        let complete = self.decode_block(&partial.into_block(), &mut bytes, &mut fields)?;
+        let complete =
+            self.decode_block(&partial.fragments.into_block(), &mut bytes, &mut fields)?;
         self.head_bytes_hint = bytes.len().clamp(HEAD_BYTES_MIN, HEAD_BYTES_HINT_MAX);
         let decoded = complete.then_some((bytes, fields.as_slice()));
         let step = if new_stream {

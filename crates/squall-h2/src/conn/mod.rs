@@ -394,7 +394,7 @@ impl Connection {
             assert!(inbox.pieces() <= 2 * window / 1024 + 2);
         }
         if let Some(block) = &self.block {
-            assert!(block.len() <= self.config.header_block_bytes_max());
+            assert!(block.fragments.len() <= self.config.header_block_bytes_max());
         }
         if self.error.is_some() {
             assert!(self.streams.is_empty() && self.events.is_empty());

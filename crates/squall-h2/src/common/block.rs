@@ -1,0 +1,59 @@
+//! A header block being assembled: a HEADERS fragment and the CONTINUATION fragments that
+//! follow it (RFC 9113 §6.2, §6.10), until END_HEADERS. Both roles bound the frames and the
+//! bytes before appending, each with its own limits and errors.
+
+use bytes::{Bytes, BytesMut};
+
+/// The fragments of one header block so far.
+#[derive(Debug)]
+pub(crate) struct BlockFragments {
+    /// The HEADERS fragment; most blocks are only this, and then nothing is copied.
+    first: Bytes,
+    /// CONTINUATION fragments, with `first` copied in front once the first arrives.
+    joined: BytesMut,
+    /// CONTINUATION frames appended.
+    continuations: u32,
+}
+
+impl BlockFragments {
+    /// A block that starts with a HEADERS frame's fragment.
+    pub(crate) fn new(first: Bytes) -> Self {
+        Self {
+            first,
+            joined: BytesMut::new(),
+            continuations: 0,
+        }
+    }
+
+    /// Bytes of the block so far.
+    pub(crate) fn len(&self) -> usize {
+        if self.joined.is_empty() {
+            self.first.len()
+        } else {
+            self.joined.len()
+        }
+    }
+
+    /// CONTINUATION frames appended so far.
+    pub(crate) fn continuations(&self) -> u32 {
+        self.continuations
+    }
+
+    /// Appends a CONTINUATION frame's fragment.
+    pub(crate) fn append(&mut self, fragment: &[u8]) {
+        if self.joined.is_empty() {
+            self.joined.extend_from_slice(&self.first);
+        }
+        self.joined.extend_from_slice(fragment);
+        self.continuations += 1;
+    }
+
+    /// The whole block, for the HPACK decoder.
+    pub(crate) fn into_block(self) -> Bytes {
+        if self.joined.is_empty() {
+            self.first
+        } else {
+            self.joined.freeze()
+        }
+    }
+}
