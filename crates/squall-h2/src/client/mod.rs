@@ -337,7 +337,7 @@ impl ClientConnection {
         let Some(stream) = self.streams.remove(&id) else {
             return;
         };
-        self.queued_total -= stream.queued_bytes;
+        self.queued_total -= stream.send.queued_bytes;
         self.unfile(id, stream.slot);
         self.closed.insert(id, how);
         if how == Closed::Normally {
@@ -410,15 +410,15 @@ impl ClientConnection {
         assert!(self.streams.len() <= self.config.max_concurrent_streams as usize);
         assert!(self.closed.len() <= CLOSED_STREAMS_REMEMBERED_MAX);
         assert!(self.next_stream_id % 2 == 1);
-        let queued: usize = self.streams.values().map(|s| s.queued_bytes).sum();
+        let queued: usize = self.streams.values().map(|s| s.send.queued_bytes).sum();
         assert_eq!(queued, self.queued_total);
         let initial = self.local_initial_window();
         for (&id, s) in &self.streams {
             assert!(id % 2 == 1 && id < self.next_stream_id, "stream {id}");
-            assert!(s.send_window <= max);
+            assert!(s.send.window <= max);
             assert!(!s.is_closed(), "closed stream {id} kept");
-            let in_queue: usize = s.queue.iter().map(|b| b.len()).sum();
-            assert_eq!(in_queue, s.queued_bytes, "stream {id}");
+            let in_queue: usize = s.send.queue.iter().map(|b| b.len()).sum();
+            assert_eq!(in_queue, s.send.queued_bytes, "stream {id}");
             // Every byte of the stream window is with the peer, owed, or held.
             let accounted = s.recv_window + s.recv_owed as i64 + s.unreleased as i64;
             assert_eq!(accounted, initial, "stream {id} receive window");

@@ -209,8 +209,8 @@ impl ClientConnection {
         self.peer_initial_window = value;
         let mut overflow = false;
         for stream in self.streams.values_mut() {
-            stream.send_window += delta;
-            overflow |= stream.send_window > i64::from(WINDOW_BYTES_MAX);
+            stream.send.window += delta;
+            overflow |= stream.send.window > i64::from(WINDOW_BYTES_MAX);
         }
         if overflow {
             let reason = "SETTINGS_INITIAL_WINDOW_SIZE overflows a stream window";
@@ -304,8 +304,8 @@ impl ClientConnection {
                 let Some(stream) = self.streams.get_mut(&id) else {
                     return Ok(());
                 };
-                stream.send_window += i64::from(increment);
-                if stream.send_window > max {
+                stream.send.window += i64::from(increment);
+                if stream.send.window > max {
                     self.stream_error(id, ErrorCode::FlowControlError);
                     return Ok(());
                 }

@@ -8,19 +8,16 @@
 
 use bytes::{Bytes, BytesMut};
 
-use super::stream::{SendEnd, SendState, Slot, Stream};
+use super::stream::{Slot, Stream};
 use super::types::OpenError;
 use super::{ClientConnection, STREAM_ID_MAX};
+use crate::common::send::{DATA_COPY_BYTES_MAX, SendState, Take, encode_data};
 use crate::conn::StreamClosed;
 use crate::conn::request::is_connection_specific;
 use crate::conn::stream::Closed;
-use crate::encode::{encode_data_header, encode_headers, encode_rst_stream};
+use crate::encode::{encode_headers, encode_rst_stream};
 use crate::error::ErrorCode;
 use crate::frame::StreamId;
-
-/// DATA payloads shorter than this are copied behind their frame header: one piece for
-/// the caller's writev instead of two.
-const DATA_COPY_BYTES_MAX: usize = 1024;
 
 /// A scratch buffer grown past this by one huge head is not kept.
 const BLOCK_BUF_BYTES_KEPT_MAX: usize = 16 * 1024;
@@ -86,16 +83,7 @@ impl ClientConnection {
         end_stream: bool,
     ) -> Result<(), StreamClosed> {
         let stream = self.sending_stream(stream_id)?;
-        let len = data.len();
-        if len > 0 {
-            stream.queue.push_back(data);
-            stream.queued_bytes += len;
-        }
-        if end_stream {
-            stream.end = SendEnd::EndStream;
-            stream.send = SendState::Ending;
-        }
-        self.queued_total += len;
+        self.queued_total += stream.send.queue_data(data, end_stream);
         self.schedule(stream_id);
         Ok(())
     }
@@ -107,18 +95,11 @@ impl ClientConnection {
         fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
     ) -> Result<(), StreamClosed> {
         let stream = self.sending_stream(stream_id)?;
-        if stream.queue.is_empty() {
-            stream.send = SendState::Done;
+        if let Some(fields) = stream.send.end_with_trailers(fields) {
             self.encode_trailers(stream_id, fields);
             self.close_if_done(stream_id);
             return Ok(());
         }
-        // Encoded when they go out: HPACK blocks must reach the peer in encoding order.
-        let owned = (fields.into_iter())
-            .map(|(n, v)| (Bytes::copy_from_slice(n), Bytes::copy_from_slice(v)))
-            .collect();
-        stream.end = SendEnd::Trailers(owned);
-        stream.send = SendState::Ending;
         self.schedule(stream_id);
         Ok(())
     }
@@ -141,7 +122,9 @@ impl ClientConnection {
 
     /// Request body bytes queued for `stream_id` and not yet handed to `poll_output`.
     pub fn queued_data(&self, stream_id: StreamId) -> usize {
-        self.streams.get(&stream_id).map_or(0, |s| s.queued_bytes)
+        self.streams
+            .get(&stream_id)
+            .map_or(0, |s| s.send.queued_bytes)
     }
 
     /// Emits frames to send: control frames and header blocks first, then DATA within the
@@ -199,7 +182,7 @@ impl ClientConnection {
         self.ready.iter().any(|id| {
             self.streams
                 .get(id)
-                .is_some_and(|s| s.sendable() && (connection_open || !s.needs_window()))
+                .is_some_and(|s| s.send.sendable() && (connection_open || !s.send.needs_window()))
         })
     }
 
@@ -207,7 +190,7 @@ impl ClientConnection {
     pub(super) fn schedule(&mut self, id: StreamId) {
         if let Some(stream) = self.streams.get_mut(&id)
             && stream.slot == Slot::Out
-            && stream.sendable()
+            && stream.send.sendable()
         {
             stream.slot = Slot::Ready;
             self.ready.push_back(id);
@@ -229,83 +212,40 @@ impl ClientConnection {
         let Some(stream) = self.streams.get_mut(&id) else {
             return Turn::Blocked;
         };
-        let Some(front) = stream.queue.front_mut() else {
-            return self.send_end(id);
-        };
-        if stream.send_window <= 0 {
-            return Turn::Blocked;
-        }
-        if self.conn_send_window <= 0 {
-            return Turn::WaitConnection;
-        }
-        let allowed = (stream.send_window)
-            .min(self.conn_send_window)
-            .min(i64::from(self.peer_max_frame_size));
-        // `allowed` is positive: both windows were checked above.
-        let n = front.len().min(allowed as usize);
-        let payload = front.split_to(n);
-        if front.is_empty() {
-            stream.queue.pop_front();
-        }
-        stream.queued_bytes -= n;
-        stream.send_window -= n as i64;
-        self.queued_total -= n;
-        self.conn_send_window -= n as i64;
-        let end = stream.queue.is_empty() && stream.end == SendEnd::EndStream;
-        if end {
-            stream.end = SendEnd::None;
-            stream.send = SendState::Done;
-        }
-        let more = stream.sendable();
-        let (head, payload) = self.data_frame(id, payload, end);
-        if end {
-            self.close_if_done(id);
-        }
-        Turn::Sent {
-            head,
-            payload,
-            more,
-        }
-    }
-
-    /// The end of a send half whose DATA is all out.
-    fn send_end(&mut self, id: StreamId) -> Turn {
-        let Some(stream) = self.streams.get_mut(&id) else {
-            return Turn::Blocked;
-        };
-        let head = match std::mem::take(&mut stream.end) {
-            SendEnd::None => return Turn::Blocked,
-            SendEnd::EndStream => {
-                stream.send = SendState::Done;
-                self.data_frame(id, Bytes::new(), true).0
-            }
-            SendEnd::Trailers(fields) => {
-                stream.send = SendState::Done;
+        let take = (stream.send).take_frame(
+            &mut self.conn_send_window,
+            &mut self.queued_total,
+            self.peer_max_frame_size,
+        );
+        let (payload, end) = match take {
+            Take::Data { payload, end } => (payload, end),
+            Take::Trailers(fields) => {
+                // Encoded apart from `out`: what leaves from `out` is counted in `out_emitted`.
                 let mut frame = BytesMut::new();
                 std::mem::swap(&mut frame, &mut self.out);
                 self.encode_trailers(id, fields.iter().map(|(n, v)| (&n[..], &v[..])));
                 std::mem::swap(&mut frame, &mut self.out);
-                frame.freeze()
+                self.close_if_done(id);
+                return Turn::Sent {
+                    head: frame.freeze(),
+                    payload: None,
+                    more: false,
+                };
             }
+            Take::WaitConnection => return Turn::WaitConnection,
+            Take::Blocked => return Turn::Blocked,
         };
-        self.close_if_done(id);
-        Turn::Sent {
-            head,
-            payload: None,
-            more: false,
-        }
-    }
-
-    /// A DATA frame: the header alone plus the payload, or both in one piece when small.
-    fn data_frame(&mut self, id: StreamId, payload: Bytes, end: bool) -> (Bytes, Option<Bytes>) {
+        let more = stream.send.sendable();
         let mut frame = BytesMut::with_capacity(9 + payload.len().min(DATA_COPY_BYTES_MAX));
-        // At most the peer's max frame size, itself below 2^24.
-        encode_data_header(&mut frame, id, payload.len() as u32, end);
-        if payload.len() < DATA_COPY_BYTES_MAX {
-            frame.extend_from_slice(&payload);
-            return (frame.freeze(), None);
+        let payload = encode_data(&mut frame, id, payload, end);
+        if end {
+            self.close_if_done(id);
         }
-        (frame.freeze(), Some(payload))
+        Turn::Sent {
+            head: frame.freeze(),
+            payload,
+            more,
+        }
     }
 
     /// The stream, if the application may still send on it.
@@ -314,7 +254,7 @@ impl ClientConnection {
             return Err(StreamClosed);
         }
         match self.streams.get_mut(&id) {
-            Some(s) if s.send == SendState::Open => Ok(s),
+            Some(s) if s.send.state == SendState::Open => Ok(s),
             _ => Err(StreamClosed),
         }
     }

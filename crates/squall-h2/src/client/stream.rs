@@ -1,9 +1,7 @@
 //! One client stream's state (RFC 9113 §5.1, from the side that opened it): the response
 //! coming in, the request body going out.
 
-use std::collections::VecDeque;
-
-use bytes::Bytes;
+use crate::common::send::{SendHalf, SendState};
 
 /// Where the response is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,29 +12,6 @@ pub(crate) enum RecvState {
     Body,
     /// END_STREAM arrived: half-closed (remote).
     Done,
-}
-
-/// Where the request is (our send half).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SendState {
-    /// The head went without END_STREAM; the application may queue body or trailers.
-    Open,
-    /// The end (END_STREAM or trailers) is queued behind DATA.
-    Ending,
-    /// END_STREAM is queued in the output: half-closed (local).
-    Done,
-}
-
-/// What ends the send half once its queued DATA is out.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub(crate) enum SendEnd {
-    #[default]
-    None,
-    /// END_STREAM on the last DATA frame (an empty one if nothing is queued).
-    EndStream,
-    /// A trailer block, encoded only when it goes out, so HPACK blocks leave in the order
-    /// they were encoded (RFC 9113 §4.3).
-    Trailers(Vec<(Bytes, Bytes)>),
 }
 
 /// Where a stream is in the DATA scheduler.
@@ -66,12 +41,8 @@ pub(crate) struct Stream {
     pub content_length: Option<u64>,
     /// Interim heads received, against [`INTERIM_HEADS_MAX`].
     pub interim: u32,
-    pub send: SendState,
-    /// What we may still send: i64, because a SETTINGS change may make it negative (§6.9.2).
-    pub send_window: i64,
-    pub queue: VecDeque<Bytes>,
-    pub queued_bytes: usize,
-    pub end: SendEnd,
+    /// The request body going out.
+    pub send: SendHalf,
     pub slot: Slot,
     /// Where the stream's HEADERS begin in the output, counted from the first byte ever
     /// queued: once the output handed out passes it, the peer may have seen the request.
@@ -92,36 +63,21 @@ impl Stream {
             body_bytes: 0,
             content_length: None,
             interim: 0,
-            send: if end_stream {
-                SendState::Done
-            } else {
-                SendState::Open
-            },
-            send_window,
-            queue: VecDeque::new(),
-            queued_bytes: 0,
-            end: SendEnd::None,
+            send: SendHalf::new(
+                if end_stream {
+                    SendState::Done
+                } else {
+                    SendState::Open
+                },
+                send_window,
+            ),
             slot: Slot::Out,
             head_at,
         }
     }
 
-    /// Whether the next frame of the send half could go if the connection window allows.
-    pub(crate) fn sendable(&self) -> bool {
-        if self.queue.is_empty() {
-            self.end != SendEnd::None
-        } else {
-            self.send_window > 0
-        }
-    }
-
-    /// Whether the next frame needs connection window.
-    pub(crate) fn needs_window(&self) -> bool {
-        !self.queue.is_empty()
-    }
-
     /// Both halves are done (§5.1 closed).
     pub(crate) fn is_closed(&self) -> bool {
-        self.recv == RecvState::Done && self.send == SendState::Done
+        self.recv == RecvState::Done && self.send.state == SendState::Done
     }
 }

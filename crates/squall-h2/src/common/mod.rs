@@ -4,6 +4,8 @@
 //!
 //! - `block.rs`: a header block's HEADERS and CONTINUATION fragments, joined.
 //! - `inbox.rs`: a stream's received body waiting for the application.
+//! - `send.rs`: a stream's send half: queued DATA, send window, END_STREAM or trailers.
 
 pub(crate) mod block;
 pub(crate) mod inbox;
+pub(crate) mod send;

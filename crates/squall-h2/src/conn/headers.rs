@@ -7,10 +7,11 @@ use squall_hpack::FieldSpan;
 use super::priority::PriorityParams;
 use super::recv::Step;
 use super::request::{self, HeadError};
-use super::stream::{Closed, SendState, Stream};
+use super::stream::{Closed, Stream};
 use super::types::FloodKind;
 use super::{Connection, Lookup, Notify};
 use crate::common::block::BlockFragments;
+use crate::common::send::SendState;
 use crate::error::ErrorCode;
 use crate::fields::HeaderFields;
 use crate::frame::{Priority, StreamId};
@@ -314,7 +315,7 @@ impl Connection {
         let Some(stream) = self.streams.get(&id) else {
             return Ok(());
         };
-        if stream.send != SendState::Idle {
+        if stream.send.state != SendState::Idle {
             self.reset(id, ErrorCode::Cancel);
             return Ok(());
         }

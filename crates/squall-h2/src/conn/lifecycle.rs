@@ -70,7 +70,7 @@ impl Connection {
         let Some(stream) = self.streams.remove(&id) else {
             return;
         };
-        self.queued_total -= stream.queued_bytes;
+        self.queued_total -= stream.send.queued_bytes;
         if stream.stalled_since.is_some() {
             self.stalled_streams -= 1;
         }

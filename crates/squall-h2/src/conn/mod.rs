@@ -367,14 +367,14 @@ impl Connection {
         assert!(self.conn_recv_window <= max && self.conn_recv_window >= 0);
         assert!(self.streams.len() <= self.config.max_concurrent_streams as usize);
         assert!(self.closed.len() <= stream::CLOSED_STREAMS_REMEMBERED_MAX);
-        let queued: usize = self.streams.values().map(|s| s.queued_bytes).sum();
+        let queued: usize = self.streams.values().map(|s| s.send.queued_bytes).sum();
         assert_eq!(queued, self.queued_total);
         for (&id, stream) in &self.streams {
             assert!(id % 2 == 1 && id <= self.highest_stream_id);
-            assert!(stream.send_window <= max);
+            assert!(stream.send.window <= max);
             assert_eq!(
-                stream.queue.iter().map(|b| b.len()).sum::<usize>(),
-                stream.queued_bytes
+                stream.send.queue.iter().map(|b| b.len()).sum::<usize>(),
+                stream.send.queued_bytes
             );
             assert!(!stream.is_closed(), "closed stream {id} kept");
         }

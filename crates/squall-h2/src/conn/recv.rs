@@ -11,6 +11,7 @@ use super::priority::PriorityParams;
 use super::stream::Closed;
 use super::types::{ConnError, FloodKind};
 use super::{Connection, Lookup};
+use crate::common::send::SendState;
 use crate::encode::{encode_ping, encode_settings_ack};
 use crate::error::{ErrorCode, ErrorScope, FrameError};
 use crate::frame::{FRAME_HEADER_BYTES, Frame, Priority, SettingId, Settings, StreamId};
@@ -189,8 +190,8 @@ impl Connection {
         self.peer_initial_window = value;
         let mut overflow = false;
         for stream in self.streams.values_mut() {
-            stream.send_window += delta;
-            overflow |= stream.send_window > i64::from(WINDOW_BYTES_MAX);
+            stream.send.window += delta;
+            overflow |= stream.send.window > i64::from(WINDOW_BYTES_MAX);
         }
         if overflow {
             let reason = "SETTINGS_INITIAL_WINDOW_SIZE overflows a stream window";
@@ -324,11 +325,11 @@ impl Connection {
         let Some(stream) = self.streams.get_mut(&id) else {
             return Ok(());
         };
-        stream.send_window += i64::from(increment);
-        if stream.send_window > i64::from(WINDOW_BYTES_MAX) {
+        stream.send.window += i64::from(increment);
+        if stream.send.window > i64::from(WINDOW_BYTES_MAX) {
             return self.stream_error(id, ErrorCode::FlowControlError);
         }
-        let useless = stream.send == super::stream::SendState::Done;
+        let useless = stream.send.state == SendState::Done;
         self.schedule(id);
         self.refresh_stall(id);
         if useless {

@@ -14,15 +14,12 @@ use super::lifecycle::Notify;
 use super::priority::PriorityParams;
 use super::request::is_connection_specific;
 use super::schedule::Slot;
-use super::stream::{AppState, Closed, SendEnd, SendState, Stream};
+use super::stream::{AppState, Closed, Stream};
 use super::types::StreamClosed;
-use crate::encode::{encode_data_header, encode_headers, encode_rst_stream};
+use crate::common::send::{SendState, Take, encode_data};
+use crate::encode::{encode_headers, encode_rst_stream};
 use crate::error::ErrorCode;
 use crate::frame::StreamId;
-
-/// DATA payloads shorter than this are copied behind their frame header: one piece for
-/// the caller's writev instead of two, at the price of a small copy.
-const DATA_COPY_BYTES_MAX: usize = 1024;
 
 /// "000" to "999" back to back: `:status` values with a `'static` lifetime, so they can
 /// go through the encoder alongside the caller's borrowed fields.
@@ -67,7 +64,7 @@ impl Connection {
         let informational = (100..200).contains(&status);
         let end_stream = end_stream && !informational;
         if !informational {
-            stream.send = match end_stream {
+            stream.send.state = match end_stream {
                 true => SendState::Done,
                 false => SendState::Open,
             };
@@ -93,7 +90,7 @@ impl Connection {
     ) -> Result<(), StreamClosed> {
         debug_assert!(status >= 200, "a final response");
         let stream = self.sending_stream(stream_id, SendState::Idle)?;
-        stream.send = match end_stream {
+        stream.send.state = match end_stream {
             true => SendState::Done,
             false => SendState::Open,
         };
@@ -113,16 +110,7 @@ impl Connection {
         end_stream: bool,
     ) -> Result<(), StreamClosed> {
         let stream = self.sending_stream(stream_id, SendState::Open)?;
-        let len = data.len();
-        if len > 0 {
-            stream.queue.push_back(data);
-            stream.queued_bytes += len;
-        }
-        if end_stream {
-            stream.end = SendEnd::EndStream;
-            stream.send = SendState::Ending;
-        }
-        self.queued_total += len;
+        self.queued_total += stream.send.queue_data(data, end_stream);
         self.schedule(stream_id);
         self.refresh_stall(stream_id);
         self.refresh_stalls();
@@ -136,18 +124,11 @@ impl Connection {
         fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
     ) -> Result<(), StreamClosed> {
         let stream = self.sending_stream(stream_id, SendState::Open)?;
-        if stream.queue.is_empty() {
-            stream.send = SendState::Done;
+        if let Some(fields) = stream.send.end_with_trailers(fields) {
             self.encode_trailers(stream_id, fields);
             self.close_if_done(stream_id);
             return Ok(());
         }
-        // Encoded when they go out: HPACK blocks must reach the peer in encoding order.
-        let owned = (fields.into_iter())
-            .map(|(n, v)| (Bytes::copy_from_slice(n), Bytes::copy_from_slice(v)))
-            .collect();
-        stream.end = SendEnd::Trailers(owned);
-        stream.send = SendState::Ending;
         self.schedule(stream_id);
         Ok(())
     }
@@ -166,7 +147,9 @@ impl Connection {
 
     /// Response data queued on a stream and not yet emitted.
     pub fn queued_data(&self, stream_id: StreamId) -> usize {
-        self.streams.get(&stream_id).map_or(0, |s| s.queued_bytes)
+        self.streams
+            .get(&stream_id)
+            .map_or(0, |s| s.send.queued_bytes)
     }
 
     /// Response data queued on every stream and not yet emitted: what the connection holds
@@ -178,7 +161,7 @@ impl Connection {
     /// How many DATA bytes stream `stream_id` could send now: the lesser of its window and the
     /// connection's (0 for a stream not open to send).
     pub fn send_window(&self, stream_id: StreamId) -> usize {
-        let stream = self.streams.get(&stream_id).map_or(0, |s| s.send_window);
+        let stream = self.streams.get(&stream_id).map_or(0, |s| s.send.window);
         usize::try_from(stream.min(self.conn_send_window)).unwrap_or(0)
     }
 
@@ -215,7 +198,7 @@ impl Connection {
         self.scheduler.ready().any(|id| {
             self.streams
                 .get(&id)
-                .is_some_and(|s| s.sendable() && (connection_open || !s.needs_window()))
+                .is_some_and(|s| s.send.sendable() && (connection_open || !s.send.needs_window()))
         })
     }
 
@@ -292,35 +275,31 @@ impl Connection {
         let Some(stream) = self.streams.get_mut(&id) else {
             return Turn::Blocked;
         };
-        let Some(front) = stream.queue.front_mut() else {
-            return self.send_end(id);
+        let take = (stream.send).take_frame(
+            &mut self.conn_send_window,
+            &mut self.queued_total,
+            self.peer_max_frame_size,
+        );
+        let (payload, end) = match take {
+            Take::Data { payload, end } => (payload, end),
+            Take::Trailers(fields) => {
+                self.encode_trailers(id, fields.iter().map(|(n, v)| (&n[..], &v[..])));
+                let head = self.out.split().freeze();
+                self.close_if_done(id);
+                return Turn::Sent {
+                    head,
+                    payload: None,
+                    more: false,
+                };
+            }
+            Take::WaitConnection => return Turn::WaitConnection,
+            Take::Blocked => return Turn::Blocked,
         };
-        if stream.send_window <= 0 {
-            return Turn::Blocked;
-        }
-        if self.conn_send_window <= 0 {
-            return Turn::WaitConnection;
-        }
-        let allowed = (stream.send_window)
-            .min(self.conn_send_window)
-            .min(i64::from(self.peer_max_frame_size));
-        // `allowed` is positive: both windows were checked above.
-        let n = front.len().min(allowed as usize);
-        let payload = front.split_to(n);
-        if front.is_empty() {
-            stream.queue.pop_front();
-        }
-        stream.queued_bytes -= n;
-        stream.send_window -= n as i64;
-        self.queued_total -= n;
-        self.conn_send_window -= n as i64;
-        let end = stream.queue.is_empty() && stream.end == SendEnd::EndStream;
-        if end {
-            stream.end = SendEnd::None;
-            stream.send = SendState::Done;
-        }
-        let more = stream.sendable();
-        let (head, payload) = self.data_frame(id, payload, end);
+        let more = stream.send.sendable();
+        // Made in `out`: it leaves with anything queued there since `poll_output` took the
+        // control frames.
+        let payload = encode_data(&mut self.out, id, payload, end);
+        let head = self.out.split().freeze();
         if end {
             self.close_if_done(id);
         }
@@ -331,48 +310,11 @@ impl Connection {
         }
     }
 
-    /// The end of a send half whose DATA is all out.
-    fn send_end(&mut self, id: StreamId) -> Turn {
-        let Some(stream) = self.streams.get_mut(&id) else {
-            return Turn::Blocked;
-        };
-        let head = match std::mem::take(&mut stream.end) {
-            SendEnd::None => return Turn::Blocked,
-            SendEnd::EndStream => {
-                stream.send = SendState::Done;
-                self.data_frame(id, Bytes::new(), true).0
-            }
-            SendEnd::Trailers(fields) => {
-                stream.send = SendState::Done;
-                self.encode_trailers(id, fields.iter().map(|(n, v)| (&n[..], &v[..])));
-                self.out.split().freeze()
-            }
-        };
-        self.close_if_done(id);
-        Turn::Sent {
-            head,
-            payload: None,
-            more: false,
-        }
-    }
-
-    /// A DATA frame: the header alone plus the payload, or both in one piece when small.
-    fn data_frame(&mut self, id: StreamId, payload: Bytes, end: bool) -> (Bytes, Option<Bytes>) {
-        // At most the peer's max frame size, itself below 2^24.
-        let len = payload.len() as u32;
-        encode_data_header(&mut self.out, id, len, end);
-        if payload.len() < DATA_COPY_BYTES_MAX {
-            self.out.extend_from_slice(&payload);
-            return (self.out.split().freeze(), None);
-        }
-        (self.out.split().freeze(), Some(payload))
-    }
-
     /// Files a stream in the scheduler at its priority if it can send and is not filed yet.
     pub(super) fn schedule(&mut self, id: StreamId) {
         if let Some(stream) = self.streams.get_mut(&id)
             && stream.slot == Slot::Out
-            && stream.sendable()
+            && stream.send.sendable()
         {
             stream.slot = Slot::Ready;
             self.scheduler.push(id, stream.priority);
@@ -389,7 +331,7 @@ impl Connection {
             return Err(StreamClosed);
         }
         match self.streams.get_mut(&id) {
-            Some(s) if s.app == AppState::Delivered && s.send == expected => Ok(s),
+            Some(s) if s.app == AppState::Delivered && s.send.state == expected => Ok(s),
             _ => Err(StreamClosed),
         }
     }

@@ -4,13 +4,11 @@
 //! entry (every id above the highest seen is idle, §5.1.1), and closed ones leave the map
 //! for [`ClosedStreams`], which forgets the oldest.
 
-use std::collections::VecDeque;
 use std::time::Instant;
-
-use bytes::Bytes;
 
 use super::priority::PriorityParams;
 use super::schedule::Slot;
+use crate::common::send::{SendHalf, SendState};
 use crate::frame::StreamId;
 
 /// Where the application is with a stream's request.
@@ -20,32 +18,6 @@ pub(crate) enum AppState {
     Queued,
     /// The application has the request and must be told if the stream goes away.
     Delivered,
-}
-
-/// The send half of a stream (RFC 9113 §5.1, from our side).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SendState {
-    /// No final response head yet (1xx heads may have gone).
-    Idle,
-    /// The head went; DATA or trailers may follow.
-    Open,
-    /// The end (END_STREAM or trailers) is queued behind DATA.
-    Ending,
-    /// END_STREAM has left: half-closed (local).
-    Done,
-}
-
-/// What ends the send half once its queued DATA is out.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub(crate) enum SendEnd {
-    /// Nothing yet.
-    #[default]
-    None,
-    /// END_STREAM on the last DATA frame (an empty one if nothing is queued).
-    EndStream,
-    /// A trailer block; encoded only when it goes out, so HPACK blocks leave in the order
-    /// they were encoded (RFC 9113 §4.3).
-    Trailers(Vec<(Bytes, Bytes)>),
 }
 
 /// An open or half-closed stream.
@@ -66,13 +38,8 @@ pub(crate) struct Stream {
     /// body limit does not apply (flow control still does).
     pub tunnel: bool,
     pub app: AppState,
-    pub send: SendState,
-    /// What we may still send: i64, because a SETTINGS change may make it negative (§6.9.2).
-    pub send_window: i64,
-    /// Response body queued for DATA frames, shared with the application's buffers.
-    pub queue: VecDeque<Bytes>,
-    pub queued_bytes: usize,
-    pub end: SendEnd,
+    /// The response going out.
+    pub send: SendHalf,
     /// Where the id is in the connection's DATA scheduler.
     pub slot: Slot,
     /// The RFC 9218 priority its response is sent with.
@@ -92,40 +59,21 @@ impl Stream {
             content_length: None,
             tunnel: false,
             app: AppState::Queued,
-            send: SendState::Idle,
-            send_window,
-            queue: VecDeque::new(),
-            queued_bytes: 0,
-            end: SendEnd::None,
+            send: SendHalf::new(SendState::Idle, send_window),
             slot: Slot::Out,
             priority: PriorityParams::UNSIGNALLED,
             stalled_since: None,
         }
     }
 
-    /// Whether the next frame of the send half could go now if the connection window
-    /// allows: DATA needs stream window, an end without DATA does not.
-    pub(crate) fn sendable(&self) -> bool {
-        if self.queue.is_empty() {
-            self.end != SendEnd::None
-        } else {
-            self.send_window > 0
-        }
-    }
-
-    /// Whether the next frame needs connection window.
-    pub(crate) fn needs_window(&self) -> bool {
-        !self.queue.is_empty()
-    }
-
     /// Queued data that cannot move for lack of stream window.
     pub(crate) fn is_stalled(&self) -> bool {
-        self.queued_bytes > 0 && self.send_window <= 0
+        self.send.queued_bytes > 0 && self.send.window <= 0
     }
 
     /// Both halves are done: the stream is closed (§5.1).
     pub(crate) fn is_closed(&self) -> bool {
-        !self.recv_open && self.send == SendState::Done
+        !self.recv_open && self.send.state == SendState::Done
     }
 }
 

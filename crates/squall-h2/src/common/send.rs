@@ -1,0 +1,199 @@
+//! A stream's send half (RFC 9113 §5.1 from our side, §6.9 flow control): the DATA queued
+//! by the application, the stream's send window, and what ends it (END_STREAM or
+//! trailers). Both roles queue and take frames through [`SendHalf`]; each frames the
+//! result (its own output buffer, its own HPACK encoder for trailers) and schedules
+//! streams its own way.
+
+use std::collections::VecDeque;
+
+use bytes::{Bytes, BytesMut};
+
+use crate::encode::encode_data_header;
+use crate::frame::StreamId;
+
+/// DATA payloads shorter than this are copied behind their frame header: one piece for
+/// the caller's writev instead of two, at the price of a small copy.
+pub(crate) const DATA_COPY_BYTES_MAX: usize = 1024;
+
+/// Where a send half is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SendState {
+    /// No final head yet (1xx heads may have gone): a server's stream before its response.
+    Idle,
+    /// The head went without END_STREAM; the application may queue DATA or trailers.
+    Open,
+    /// The end (END_STREAM or trailers) is queued behind DATA.
+    Ending,
+    /// END_STREAM is queued in the output: half-closed (local).
+    Done,
+}
+
+/// What ends the send half once its queued DATA is out.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) enum SendEnd {
+    /// Nothing yet.
+    #[default]
+    None,
+    /// END_STREAM on the last DATA frame (an empty one if nothing is queued).
+    EndStream,
+    /// A trailer block; encoded only when it goes out, so HPACK blocks leave in the order
+    /// they were encoded (RFC 9113 §4.3).
+    Trailers(Vec<(Bytes, Bytes)>),
+}
+
+/// One stream's send half.
+#[derive(Debug)]
+pub(crate) struct SendHalf {
+    pub state: SendState,
+    /// What we may still send: i64, because a SETTINGS change may make it negative (§6.9.2).
+    pub window: i64,
+    /// Body queued for DATA frames, shared with the application's buffers.
+    pub queue: VecDeque<Bytes>,
+    pub queued_bytes: usize,
+    pub end: SendEnd,
+}
+
+/// What one turn of a send half gave, for its connection to frame.
+pub(crate) enum Take {
+    /// A DATA payload within both windows and the max frame size; `end`: it carries
+    /// END_STREAM (the half is done).
+    Data { payload: Bytes, end: bool },
+    /// All DATA is out and the half ends with trailers (the half is done).
+    Trailers(Vec<(Bytes, Bytes)>),
+    /// DATA waits for connection window.
+    WaitConnection,
+    /// Nothing can go until the stream's window opens (or nothing is left).
+    Blocked,
+}
+
+impl SendHalf {
+    pub(crate) fn new(state: SendState, window: i64) -> Self {
+        Self {
+            state,
+            window,
+            queue: VecDeque::new(),
+            queued_bytes: 0,
+            end: SendEnd::None,
+        }
+    }
+
+    /// Whether the next frame could go now if the connection window allows: DATA needs
+    /// stream window, an end without DATA does not.
+    pub(crate) fn sendable(&self) -> bool {
+        if self.queue.is_empty() {
+            self.end != SendEnd::None
+        } else {
+            self.window > 0
+        }
+    }
+
+    /// Whether the next frame needs connection window.
+    pub(crate) fn needs_window(&self) -> bool {
+        !self.queue.is_empty()
+    }
+
+    /// Queues body bytes, and END_STREAM behind them when `end_stream`. Returns the bytes
+    /// queued, for the connection's total.
+    pub(crate) fn queue_data(&mut self, data: Bytes, end_stream: bool) -> usize {
+        let len = data.len();
+        if len > 0 {
+            self.queue.push_back(data);
+            self.queued_bytes += len;
+        }
+        if end_stream {
+            self.end = SendEnd::EndStream;
+            self.state = SendState::Ending;
+        }
+        len
+    }
+
+    /// Ends the half with trailers. With nothing queued they go now: the half is done and
+    /// `fields` come back for the caller to encode. Else they are kept (owned) to go out
+    /// behind the DATA, encoded then, since HPACK blocks must reach the peer in encoding
+    /// order.
+    pub(crate) fn end_with_trailers<'a, I>(&mut self, fields: I) -> Option<I>
+    where
+        I: IntoIterator<Item = (&'a [u8], &'a [u8])>,
+    {
+        if self.queue.is_empty() {
+            self.state = SendState::Done;
+            return Some(fields);
+        }
+        let owned = (fields.into_iter())
+            .map(|(n, v)| (Bytes::copy_from_slice(n), Bytes::copy_from_slice(v)))
+            .collect();
+        self.end = SendEnd::Trailers(owned);
+        self.state = SendState::Ending;
+        None
+    }
+
+    /// The next frame's worth: DATA within this window, `conn_window` (both debited, with
+    /// `queued_total`) and `max_frame_size`, or the end once the DATA is all out.
+    #[inline]
+    pub(crate) fn take_frame(
+        &mut self,
+        conn_window: &mut i64,
+        queued_total: &mut usize,
+        max_frame_size: u32,
+    ) -> Take {
+        let Some(front) = self.queue.front_mut() else {
+            return match std::mem::take(&mut self.end) {
+                SendEnd::None => Take::Blocked,
+                SendEnd::EndStream => {
+                    self.state = SendState::Done;
+                    Take::Data {
+                        payload: Bytes::new(),
+                        end: true,
+                    }
+                }
+                SendEnd::Trailers(fields) => {
+                    self.state = SendState::Done;
+                    Take::Trailers(fields)
+                }
+            };
+        };
+        if self.window <= 0 {
+            return Take::Blocked;
+        }
+        if *conn_window <= 0 {
+            return Take::WaitConnection;
+        }
+        let allowed = (self.window)
+            .min(*conn_window)
+            .min(i64::from(max_frame_size));
+        // `allowed` is positive: both windows were checked above.
+        let n = front.len().min(allowed as usize);
+        let payload = front.split_to(n);
+        if front.is_empty() {
+            self.queue.pop_front();
+        }
+        self.queued_bytes -= n;
+        self.window -= n as i64;
+        *queued_total -= n;
+        *conn_window -= n as i64;
+        let end = self.queue.is_empty() && self.end == SendEnd::EndStream;
+        if end {
+            self.end = SendEnd::None;
+            self.state = SendState::Done;
+        }
+        Take::Data { payload, end }
+    }
+}
+
+/// Encodes a DATA frame's header into `frame`, with the payload behind it when it is small;
+/// returns the payload when it goes as its own piece.
+#[inline]
+pub(crate) fn encode_data(
+    frame: &mut BytesMut,
+    id: StreamId,
+    payload: Bytes,
+    end: bool,
+) -> Option<Bytes> {
+    // At most the peer's max frame size, itself below 2^24.
+    encode_data_header(frame, id, payload.len() as u32, end);
+    if payload.len() < DATA_COPY_BYTES_MAX {
+        frame.extend_from_slice(&payload);
+        return None;
+    }
+    Some(payload)
+}
