@@ -11,7 +11,7 @@ use bytes::{Bytes, BytesMut};
 use super::stream::{Slot, Stream};
 use super::types::OpenError;
 use super::{ClientConnection, STREAM_ID_MAX};
-use crate::common::send::{DATA_COPY_BYTES_MAX, SendState, Take, encode_data};
+use crate::common::send::{DATA_COPY_BYTES_MAX, SendState, Take, Turn, emit_frame, encode_data};
 use crate::conn::StreamClosed;
 use crate::conn::request::is_connection_specific;
 use crate::conn::stream::Closed;
@@ -21,20 +21,6 @@ use crate::frame::StreamId;
 
 /// A scratch buffer grown past this by one huge head is not kept.
 const BLOCK_BUF_BYTES_KEPT_MAX: usize = 16 * 1024;
-
-/// What one stream's turn gave.
-enum Turn {
-    /// A frame: its head (or the whole frame) and, for larger DATA, the payload.
-    Sent {
-        head: Bytes,
-        payload: Option<Bytes>,
-        more: bool,
-    },
-    /// DATA waits for connection window: the stream is parked until it opens.
-    WaitConnection,
-    /// Nothing can go until the stream's window opens (or nothing is left).
-    Blocked,
-}
 
 impl ClientConnection {
     /// Opens a stream: HEADERS (+CONTINUATION as the peer's max frame size needs) with
@@ -152,12 +138,7 @@ impl ClientConnection {
                     payload,
                     more,
                 } => {
-                    emitted += head.len();
-                    emit(head);
-                    if let Some(payload) = payload {
-                        emitted += payload.len();
-                        emit(payload);
-                    }
+                    emit_frame(head, payload, &mut emitted, &mut emit);
                     if more {
                         self.schedule(id);
                     }

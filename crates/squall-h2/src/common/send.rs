@@ -41,6 +41,21 @@ pub(crate) enum SendEnd {
     Trailers(Vec<(Bytes, Bytes)>),
 }
 
+/// What one stream's turn in its connection's DATA scheduler gave.
+pub(crate) enum Turn {
+    /// A frame: its head (or the whole frame) and, for larger DATA, the payload; `more`:
+    /// the stream can send again.
+    Sent {
+        head: Bytes,
+        payload: Option<Bytes>,
+        more: bool,
+    },
+    /// DATA waits for connection window: the stream is parked until it opens.
+    WaitConnection,
+    /// Nothing can go until the stream's window opens (or nothing is left).
+    Blocked,
+}
+
 /// One stream's send half.
 #[derive(Debug)]
 pub(crate) struct SendHalf {
@@ -196,4 +211,20 @@ pub(crate) fn encode_data(
         return None;
     }
     Some(payload)
+}
+
+/// Hands a sent frame's pieces to `emit`, adding their bytes to `emitted`.
+#[inline]
+pub(crate) fn emit_frame(
+    head: Bytes,
+    payload: Option<Bytes>,
+    emitted: &mut usize,
+    emit: &mut impl FnMut(Bytes),
+) {
+    *emitted += head.len();
+    emit(head);
+    if let Some(payload) = payload {
+        *emitted += payload.len();
+        emit(payload);
+    }
 }

@@ -16,7 +16,7 @@ use super::request::is_connection_specific;
 use super::schedule::Slot;
 use super::stream::{AppState, Closed, Stream};
 use super::types::StreamClosed;
-use crate::common::send::{SendState, Take, encode_data};
+use crate::common::send::{SendState, Take, Turn, emit_frame, encode_data};
 use crate::encode::{encode_headers, encode_rst_stream};
 use crate::error::ErrorCode;
 use crate::frame::StreamId;
@@ -34,20 +34,6 @@ static STATUS_DIGITS: [u8; 3000] = {
     }
     table
 };
-
-/// What one stream's turn in the scheduler gave.
-enum Turn {
-    /// A frame: its head (or the whole frame) and, for larger DATA, the payload.
-    Sent {
-        head: Bytes,
-        payload: Option<Bytes>,
-        more: bool,
-    },
-    /// DATA is waiting for connection window; the stream is parked until it opens.
-    WaitConnection,
-    /// Nothing can go until the stream's window opens (or nothing is left).
-    Blocked,
-}
 
 impl Connection {
     /// Sends the response head: `status` (100..=999) and regular fields with lowercase
@@ -222,12 +208,7 @@ impl Connection {
                     payload,
                     more,
                 } => {
-                    *emitted += head.len();
-                    emit(head);
-                    if let Some(payload) = payload {
-                        *emitted += payload.len();
-                        emit(payload);
-                    }
+                    emit_frame(head, payload, emitted, emit);
                     if more {
                         self.schedule(id);
                     }
