@@ -6,13 +6,10 @@ use bytes::Bytes;
 use super::ClientConnection;
 use super::recv::{Lookup, Step};
 use super::stream::RecvState;
+use crate::common::window::credit;
 use crate::conn::stream::Closed;
-use crate::encode::encode_window_update;
 use crate::error::ErrorCode;
-use crate::frame::{FRAME_HEADER_BYTES, StreamId};
-
-/// A WINDOW_UPDATE frame's length on the wire.
-const WINDOW_UPDATE_FRAME_BYTES: usize = FRAME_HEADER_BYTES + 4;
+use crate::frame::StreamId;
 
 impl ClientConnection {
     /// Gives `n` bytes of received DATA back to the peer's windows (stream and
@@ -130,16 +127,9 @@ impl ClientConnection {
         let Some(stream) = self.streams.get_mut(&id) else {
             return;
         };
-        stream.recv_owed += n;
-        if stream.recv != RecvState::Body || stream.recv_owed < threshold {
-            return;
-        }
-        let increment = stream.recv_owed;
-        stream.recv_owed = 0;
-        stream.recv_window += increment as i64;
-        // At most our initial window, itself at most 2^31-1: `sanitized` saw to that.
-        encode_window_update(&mut self.out, id, increment as u32);
-        self.reply_bytes += WINDOW_UPDATE_FRAME_BYTES;
+        let (window, owed) = (&mut stream.recv_window, &mut stream.recv_owed);
+        let announce = stream.recv == RecvState::Body;
+        self.reply_bytes += credit(&mut self.out, id, window, owed, n, threshold, announce);
     }
 
     /// Window the peer may use again on the connection, announced once half is owed.
@@ -147,16 +137,8 @@ impl ClientConnection {
         if n == 0 || self.error.is_some() {
             return;
         }
-        self.conn_recv_owed += n;
         let threshold = u64::from(self.config.connection_window / 2).max(1);
-        if self.conn_recv_owed < threshold {
-            return;
-        }
-        let increment = self.conn_recv_owed;
-        self.conn_recv_owed = 0;
-        self.conn_recv_window += increment as i64;
-        // Owed bytes were all taken from the window, which never exceeds 2^31-1.
-        encode_window_update(&mut self.out, 0, increment as u32);
-        self.reply_bytes += WINDOW_UPDATE_FRAME_BYTES;
+        let (window, owed) = (&mut self.conn_recv_window, &mut self.conn_recv_owed);
+        self.reply_bytes += credit(&mut self.out, 0, window, owed, n, threshold, true);
     }
 }

@@ -7,12 +7,9 @@ use super::recv::Step;
 use super::stream::Closed;
 use super::types::FloodKind;
 use super::{Connection, Lookup};
-use crate::encode::encode_window_update;
+use crate::common::window::credit;
 use crate::error::ErrorCode;
-use crate::frame::{FRAME_HEADER_BYTES, StreamId};
-
-/// A WINDOW_UPDATE frame's length on the wire.
-const WINDOW_UPDATE_FRAME_BYTES: usize = FRAME_HEADER_BYTES + 4;
+use crate::frame::StreamId;
 
 impl Connection {
     /// The application consumed `n` bytes of a stream's request body: the window they
@@ -113,16 +110,9 @@ impl Connection {
         let Some(stream) = self.streams.get_mut(&id) else {
             return;
         };
-        stream.recv_owed += n;
-        if !stream.recv_open || stream.recv_owed < threshold {
-            return;
-        }
-        let increment = stream.recv_owed;
-        stream.recv_owed = 0;
-        stream.recv_window += increment as i64;
-        // At most our initial window, itself at most 2^31-1: `sanitized` saw to that.
-        encode_window_update(&mut self.out, id, increment as u32);
-        self.reply_bytes += WINDOW_UPDATE_FRAME_BYTES;
+        let (window, owed) = (&mut stream.recv_window, &mut stream.recv_owed);
+        let announce = stream.recv_open;
+        self.reply_bytes += credit(&mut self.out, id, window, owed, n, threshold, announce);
     }
 
     /// Window the peer may use again on the connection, announced once half is owed.
@@ -130,16 +120,8 @@ impl Connection {
         if n == 0 || self.error.is_some() {
             return;
         }
-        self.conn_recv_owed += n;
         let threshold = u64::from(self.config.connection_window_size / 2).max(1);
-        if self.conn_recv_owed < threshold {
-            return;
-        }
-        let increment = self.conn_recv_owed;
-        self.conn_recv_owed = 0;
-        self.conn_recv_window += increment as i64;
-        // Owed bytes were all taken from the window, which never exceeds 2^31-1.
-        encode_window_update(&mut self.out, 0, increment as u32);
-        self.reply_bytes += WINDOW_UPDATE_FRAME_BYTES;
+        let (window, owed) = (&mut self.conn_recv_window, &mut self.conn_recv_owed);
+        self.reply_bytes += credit(&mut self.out, 0, window, owed, n, threshold, true);
     }
 }
