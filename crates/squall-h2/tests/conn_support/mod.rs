@@ -9,12 +9,14 @@ use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use squall_h2::{
-    ConnError, Connection, ErrorCode, Event, Frame, FrameDecoder, PREFACE, Priority, ServerConfig,
-    SettingId, StreamId, encode_data_header, encode_goaway, encode_headers, encode_ping,
-    encode_priority, encode_priority_update, encode_rst_stream, encode_settings,
-    encode_settings_ack, encode_window_update,
+    ConnError, Connection, ErrorCode, Event, PREFACE, Priority, ServerConfig, StreamId,
+    encode_priority, encode_priority_update,
 };
-use squall_hpack::{Decoder, Encoder};
+use squall_hpack::Encoder;
+pub use wire::{FrameReader, Out};
+
+#[path = "../wire/mod.rs"]
+mod wire;
 
 /// Builds the bytes a client sends.
 pub struct Client {
@@ -39,63 +41,6 @@ impl Client {
         }
     }
 
-    pub fn take(&mut self) -> Vec<u8> {
-        self.bytes.split().to_vec()
-    }
-
-    pub fn settings(&mut self, params: &[(SettingId, u32)]) -> &mut Self {
-        encode_settings(&mut self.bytes, params);
-        self
-    }
-
-    pub fn settings_ack(&mut self) -> &mut Self {
-        encode_settings_ack(&mut self.bytes);
-        self
-    }
-
-    /// An HPACK block for `fields`.
-    pub fn block(&mut self, fields: &[(&str, &str)]) -> Vec<u8> {
-        let mut block = BytesMut::new();
-        self.encoder.encode(
-            fields
-                .iter()
-                .map(|(n, v)| (n.as_bytes(), v.as_bytes(), false)),
-            &mut block,
-        );
-        block.to_vec()
-    }
-
-    pub fn headers(&mut self, id: StreamId, fields: &[(&str, &str)], end: bool) -> &mut Self {
-        let block = self.block(fields);
-        encode_headers(&mut self.bytes, id, end, &block, 16_384);
-        self
-    }
-
-    /// HEADERS and CONTINUATIONs of at most `piece` bytes of block each.
-    pub fn headers_split(
-        &mut self,
-        id: StreamId,
-        fields: &[(&str, &str)],
-        end: bool,
-        piece: usize,
-    ) -> &mut Self {
-        let block = self.block(fields);
-        let mut chunks: Vec<&[u8]> = block.chunks(piece).collect();
-        if chunks.is_empty() {
-            chunks.push(&[]);
-        }
-        let last = chunks.len() - 1;
-        for (i, chunk) in chunks.iter().enumerate() {
-            let end_headers = if i == last { 0x4 } else { 0 };
-            let (ty, flags) = match i {
-                0 => (0x1, end_headers | u8::from(end)),
-                _ => (0x9, end_headers),
-            };
-            self.raw(ty, flags, id, chunk);
-        }
-        self
-    }
-
     pub fn get(&mut self, id: StreamId, path: &str) -> &mut Self {
         self.headers(id, &request("GET", path), true)
     }
@@ -107,27 +52,6 @@ impl Client {
             fields.push(("content-length", length));
         }
         self.headers(id, &fields, false)
-    }
-
-    pub fn data(&mut self, id: StreamId, data: &[u8], end: bool) -> &mut Self {
-        encode_data_header(&mut self.bytes, id, data.len() as u32, end);
-        self.bytes.put_slice(data);
-        self
-    }
-
-    pub fn rst(&mut self, id: StreamId, code: ErrorCode) -> &mut Self {
-        encode_rst_stream(&mut self.bytes, id, code);
-        self
-    }
-
-    pub fn ping(&mut self, data: [u8; 8]) -> &mut Self {
-        encode_ping(&mut self.bytes, false, data);
-        self
-    }
-
-    pub fn window_update(&mut self, id: StreamId, increment: u32) -> &mut Self {
-        encode_window_update(&mut self.bytes, id, increment);
-        self
     }
 
     pub fn priority(&mut self, id: StreamId, dependency: StreamId) -> &mut Self {
@@ -146,20 +70,7 @@ impl Client {
         self
     }
 
-    pub fn goaway(&mut self, last: StreamId, code: ErrorCode) -> &mut Self {
-        encode_goaway(&mut self.bytes, last, code, b"");
-        self
-    }
-
-    /// A raw frame.
-    pub fn raw(&mut self, ty: u8, flags: u8, id: StreamId, payload: &[u8]) -> &mut Self {
-        self.bytes.put_uint(payload.len() as u64, 3);
-        self.bytes.put_u8(ty);
-        self.bytes.put_u8(flags);
-        self.bytes.put_u32(id);
-        self.bytes.put_slice(payload);
-        self
-    }
+    wire::frame_writer_methods!();
 }
 
 /// The pseudo-header fields of a request to https://example.com.
@@ -172,213 +83,8 @@ pub fn request<'a>(method: &'a str, path: &'a str) -> Vec<(&'a str, &'a str)> {
     ]
 }
 
-/// A frame the server sent, header blocks joined and decoded.
-#[derive(Clone, PartialEq, Eq)]
-pub enum Out {
-    Settings(Vec<(SettingId, u32)>),
-    SettingsAck,
-    PingAck([u8; 8]),
-    GoAway {
-        last_stream_id: StreamId,
-        code: ErrorCode,
-    },
-    WindowUpdate {
-        stream_id: StreamId,
-        increment: u32,
-    },
-    Rst {
-        stream_id: StreamId,
-        code: ErrorCode,
-    },
-    Headers {
-        stream_id: StreamId,
-        fields: Vec<(String, String)>,
-        end_stream: bool,
-    },
-    Data {
-        stream_id: StreamId,
-        data: Vec<u8>,
-        end_stream: bool,
-    },
-}
-
-/// Short: DATA payloads show their length and first bytes only.
-impl std::fmt::Debug for Out {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Out::Settings(p) => write!(f, "Settings({p:?})"),
-            Out::SettingsAck => write!(f, "SettingsAck"),
-            Out::PingAck(d) => write!(f, "PingAck({d:?})"),
-            Out::GoAway {
-                last_stream_id,
-                code,
-            } => write!(f, "GoAway({last_stream_id}, {code:?})"),
-            Out::WindowUpdate {
-                stream_id,
-                increment,
-            } => {
-                write!(f, "WindowUpdate({stream_id}, {increment})")
-            }
-            Out::Rst { stream_id, code } => write!(f, "Rst({stream_id}, {code:?})"),
-            Out::Headers {
-                stream_id,
-                fields,
-                end_stream,
-            } => {
-                write!(f, "Headers({stream_id}, {fields:?}, end={end_stream})")
-            }
-            Out::Data {
-                stream_id,
-                data,
-                end_stream,
-            } => {
-                let shown = Bytes::copy_from_slice(&data[..data.len().min(16)]);
-                write!(
-                    f,
-                    "Data({stream_id}, {} bytes {shown:?}, end={end_stream})",
-                    data.len()
-                )
-            }
-        }
-    }
-}
-
-impl Out {
-    pub fn stream_id(&self) -> StreamId {
-        match self {
-            Out::WindowUpdate { stream_id, .. }
-            | Out::Rst { stream_id, .. }
-            | Out::Headers { stream_id, .. }
-            | Out::Data { stream_id, .. } => *stream_id,
-            _ => 0,
-        }
-    }
-}
-
 /// Decodes what the server sends, as a client would.
-pub struct Peer {
-    frames: FrameDecoder,
-    hpack: Decoder,
-    buf: BytesMut,
-    block: Option<(StreamId, bool, Vec<u8>)>,
-    /// The largest frame payload the server may send us.
-    pub max_frame_size: usize,
-}
-
-impl Peer {
-    pub fn new(max_frame_size: u32) -> Self {
-        Self {
-            frames: FrameDecoder::new(16_777_215),
-            hpack: Decoder::new(4096),
-            buf: BytesMut::new(),
-            block: None,
-            max_frame_size: max_frame_size as usize,
-        }
-    }
-
-    pub fn read(&mut self, bytes: &[u8]) -> Vec<Out> {
-        self.buf.extend_from_slice(bytes);
-        let mut out = Vec::new();
-        loop {
-            let before = self.buf.len();
-            let frame = self
-                .frames
-                .decode(&mut self.buf)
-                .expect("server frames are valid");
-            let Some(frame) = frame else { break };
-            let payload = before - self.buf.len() - 9;
-            assert!(payload <= self.max_frame_size, "frame of {payload} bytes");
-            if let Some(frame) = self.frame(frame) {
-                out.push(frame);
-            }
-        }
-        out
-    }
-
-    fn frame(&mut self, frame: Frame) -> Option<Out> {
-        if let Some((id, _, _)) = &self.block {
-            assert!(
-                matches!(&frame, Frame::Continuation { stream_id, .. } if stream_id == id),
-                "server interleaved a header block"
-            );
-        }
-        Some(match frame {
-            Frame::Settings(s) if s.ack => Out::SettingsAck,
-            Frame::Settings(s) => Out::Settings(s.params),
-            Frame::Ping { ack, data } => {
-                assert!(ack, "server pinged");
-                Out::PingAck(data)
-            }
-            Frame::GoAway {
-                last_stream_id,
-                code,
-                ..
-            } => Out::GoAway {
-                last_stream_id,
-                code,
-            },
-            Frame::WindowUpdate {
-                stream_id,
-                increment,
-            } => Out::WindowUpdate {
-                stream_id,
-                increment,
-            },
-            Frame::RstStream { stream_id, code } => Out::Rst { stream_id, code },
-            Frame::Data {
-                stream_id,
-                data,
-                end_stream,
-                ..
-            } => Out::Data {
-                stream_id,
-                data: data.to_vec(),
-                end_stream,
-            },
-            Frame::Headers {
-                stream_id,
-                block,
-                end_stream,
-                end_headers,
-                ..
-            } => {
-                self.block = Some((stream_id, end_stream, block.to_vec()));
-                return if end_headers { self.end_block() } else { None };
-            }
-            Frame::Continuation {
-                block, end_headers, ..
-            } => {
-                self.block
-                    .as_mut()
-                    .expect("block")
-                    .2
-                    .extend_from_slice(&block);
-                return if end_headers { self.end_block() } else { None };
-            }
-            other => panic!("unexpected frame from the server: {other:?}"),
-        })
-    }
-
-    fn end_block(&mut self) -> Option<Out> {
-        let (stream_id, end_stream, block) = self.block.take()?;
-        let fields = self
-            .hpack
-            .decode_to_vec(&block, usize::MAX)
-            .expect("server HPACK");
-        let fields = fields
-            .iter()
-            .map(|f| {
-                let name = String::from_utf8(f.name.to_vec()).unwrap();
-                (name, String::from_utf8(f.value.to_vec()).unwrap())
-            })
-            .collect();
-        Some(Out::Headers {
-            stream_id,
-            fields,
-            end_stream,
-        })
-    }
-}
+pub type Peer = FrameReader;
 
 /// The fields of a response head, for comparisons.
 pub fn head(status: &str, fields: &[(&str, &str)]) -> Vec<(String, String)> {
