@@ -11,7 +11,6 @@ use bytes::Bytes;
 use super::ClientConnection;
 use super::recv::Lookup;
 use super::types::ClientEvent;
-use crate::common::inbox::Inbox;
 use crate::error::ErrorCode;
 use crate::frame::StreamId;
 
@@ -51,11 +50,8 @@ impl ClientConnection {
 
     /// One piece of a stream's inbox; the marker goes back to the front while more is left.
     fn pop_data(&mut self, stream_id: StreamId) -> Option<ClientEvent> {
-        let inbox = self.inboxes.get_mut(&stream_id)?;
-        let (data, end_stream) = inbox.pop();
-        if inbox.is_empty() {
-            self.inboxes.remove(&stream_id);
-        } else {
+        let (data, end_stream, more) = self.inboxes.pop(stream_id)?;
+        if more {
             self.events.push_front(Queued::Data(stream_id));
         }
         Some(ClientEvent::Data {
@@ -83,15 +79,7 @@ impl ClientConnection {
 
     /// Adds body data (possibly empty, when only `end_stream` is news) to a stream's inbox.
     pub(super) fn push_data(&mut self, stream_id: StreamId, data: Bytes, end_stream: bool) {
-        if data.is_empty() && !end_stream {
-            return;
-        }
-        if self
-            .inboxes
-            .entry(stream_id)
-            .or_default()
-            .push(data, end_stream)
-        {
+        if self.inboxes.push(stream_id, data, end_stream) {
             self.events.push_back(Queued::Data(stream_id));
         }
     }
@@ -104,7 +92,7 @@ impl ClientConnection {
         if !matches!(self.lookup(stream_id), Lookup::Closed(_)) {
             return;
         }
-        let undelivered = self.inboxes.get(&stream_id).map_or(0, Inbox::bytes) as u64;
+        let undelivered = self.inboxes.bytes(stream_id) as u64;
         self.forget_events(stream_id);
         let n = undelivered.min(self.orphan_unreleased);
         self.orphan_unreleased -= n;
@@ -113,7 +101,7 @@ impl ClientConnection {
 
     /// Drops every undelivered event and body byte of a stream (it was reset).
     pub(super) fn forget_events(&mut self, stream_id: StreamId) {
-        self.inboxes.remove(&stream_id);
+        self.inboxes.remove(stream_id);
         self.events.retain(|q| q.stream_id() != Some(stream_id));
     }
 }

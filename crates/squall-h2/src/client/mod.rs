@@ -9,6 +9,9 @@
 //! - `body.rs`: response DATA and receive flow control.
 //! - `send.rs`: requests, request bodies and the output (send flow control, round robin).
 //! - `events.rs`, `stream.rs`, `types.rs`: the event queue, a stream, the public types.
+//!
+//! A stream's send half, the body inboxes, header block assembly and window crediting are
+//! the server's, shared in `common/`.
 
 mod body;
 mod events;
@@ -18,7 +21,7 @@ mod send;
 mod stream;
 mod types;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
 
 use bytes::BytesMut;
@@ -26,7 +29,7 @@ use squall_hpack::{DYNAMIC_TABLE_BYTES_DEFAULT, Decoder, Encoder};
 
 pub use types::{ClientConfig, ClientEvent, OpenError};
 
-use crate::common::inbox::Inbox;
+use crate::common::inbox::{Inbox, Inboxes};
 use crate::conn::stream::{CLOSED_STREAMS_REMEMBERED_MAX, Closed, ClosedStreams};
 use crate::conn::{ConnError, FloodKind};
 use crate::decode::FrameDecoder;
@@ -110,7 +113,7 @@ pub struct ClientConnection {
 
     // Application.
     events: VecDeque<Queued>,
-    inboxes: HashMap<StreamId, Inbox>,
+    inboxes: Inboxes,
 
     goaway_sent: bool,
     /// The lowest last stream id of the peer's GOAWAYs, once one came.
@@ -156,7 +159,7 @@ impl ClientConnection {
             block_buf: BytesMut::new(),
             spans_buf: Vec::new(),
             events: VecDeque::new(),
-            inboxes: HashMap::new(),
+            inboxes: Inboxes::default(),
             goaway_sent: false,
             peer_goaway: None,
             error: None,
@@ -447,10 +450,10 @@ impl ClientConnection {
             + 1;
         assert!(self.events.len() <= bound, "{} events", self.events.len());
         let window = self.config.stream_window.max(WINDOW_BYTES_INITIAL) as usize;
-        for inbox in self.inboxes.values() {
+        for inbox in self.inboxes.iter() {
             assert!(inbox.pieces() <= 2 * window / 1024 + 2);
         }
-        let inboxed: usize = self.inboxes.values().map(Inbox::bytes).sum();
+        let inboxed: usize = self.inboxes.iter().map(Inbox::bytes).sum();
         assert!(inboxed as u64 <= u64::from(self.config.connection_window));
         if let Some(block) = &self.block {
             assert!(block.fragments.len() <= self.config.header_block_bytes_max());

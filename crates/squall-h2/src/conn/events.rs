@@ -66,11 +66,8 @@ impl Connection {
 
     /// One piece of a stream's inbox; the marker goes back to the front while more is left.
     fn pop_data(&mut self, stream_id: StreamId) -> Option<Event> {
-        let inbox = self.inboxes.get_mut(&stream_id)?;
-        let (data, end_stream) = inbox.pop();
-        if inbox.is_empty() {
-            self.inboxes.remove(&stream_id);
-        } else {
+        let (data, end_stream, more) = self.inboxes.pop(stream_id)?;
+        if more {
             self.events.push_front(Queued::Data(stream_id));
         }
         Some(Event::Data {
@@ -87,15 +84,7 @@ impl Connection {
 
     /// Adds body data (possibly empty, when only `end_stream` is news) to a stream's inbox.
     pub(super) fn push_data(&mut self, stream_id: StreamId, data: Bytes, end_stream: bool) {
-        if data.is_empty() && !end_stream {
-            return;
-        }
-        if self
-            .inboxes
-            .entry(stream_id)
-            .or_default()
-            .push(data, end_stream)
-        {
+        if self.inboxes.push(stream_id, data, end_stream) {
             self.events.push_back(Queued::Data(stream_id));
         }
     }
@@ -108,7 +97,7 @@ impl Connection {
     /// the stream, else removes every trace of it from the queue (a rapid reset costs the
     /// application nothing).
     pub(super) fn forget_events(&mut self, stream_id: StreamId, app: AppState, code: ErrorCode) {
-        self.inboxes.remove(&stream_id);
+        self.inboxes.remove(stream_id);
         match app {
             AppState::Delivered => self.events.push_back(Queued::Reset(stream_id, code)),
             AppState::Queued => self.events.retain(|q| q.stream_id() != stream_id),

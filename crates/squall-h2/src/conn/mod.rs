@@ -8,6 +8,9 @@
 //! - `events.rs`: the event queue and request body inboxes.
 //! - `request.rs`: request head validation, pure.
 //! - `stream.rs`, `flood.rs`, `config.rs`, `types.rs`: the pieces.
+//!
+//! What the client role does alike (a stream's send half, body inboxes, header block
+//! assembly, window crediting) is shared with it in `common/`.
 
 mod body;
 mod config;
@@ -23,7 +26,7 @@ mod send;
 pub(crate) mod stream;
 mod types;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
 
 use bytes::BytesMut;
@@ -32,7 +35,7 @@ use squall_hpack::{DYNAMIC_TABLE_BYTES_DEFAULT, Decoder, Encoder};
 pub use config::ServerConfig;
 pub use types::{ConnError, Event, FloodKind, Request, Stats, StreamClosed};
 
-use crate::common::inbox::Inbox;
+use crate::common::inbox::Inboxes;
 use crate::decode::FrameDecoder;
 use crate::encode::{encode_goaway, encode_settings, encode_window_update};
 use crate::error::ErrorCode;
@@ -112,7 +115,7 @@ pub struct Connection {
 
     // Application.
     events: VecDeque<Queued>,
-    inboxes: HashMap<StreamId, Inbox>,
+    inboxes: Inboxes,
 
     floods: Floods,
     stats: Stats,
@@ -166,7 +169,7 @@ impl Connection {
             spans_buf: Vec::new(),
             head_bytes_hint: 512,
             events: VecDeque::new(),
-            inboxes: HashMap::new(),
+            inboxes: Inboxes::default(),
             floods: Floods::new(config.flood_window, now),
             stats: Stats::default(),
             goaway_sent: false,
@@ -389,7 +392,7 @@ impl Connection {
             + 2 * self.config.max_resets_per_window as usize
             + 16;
         assert!(self.events.len() <= bound, "{} events", self.events.len());
-        for inbox in self.inboxes.values() {
+        for inbox in self.inboxes.iter() {
             let window = self.config.initial_window_size.max(WINDOW_BYTES_INITIAL) as usize;
             assert!(inbox.pieces() <= 2 * window / 1024 + 2);
         }
