@@ -25,10 +25,11 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
 
 use bytes::BytesMut;
-use squall_hpack::{DYNAMIC_TABLE_BYTES_DEFAULT, Decoder, Encoder};
+use squall_hpack::{DYNAMIC_TABLE_BYTES_DEFAULT, Decoder};
 
 pub use types::{ClientConfig, ClientEvent, OpenError};
 
+use crate::common::block_encoder::BlockEncoder;
 use crate::common::inbox::{Inbox, Inboxes};
 use crate::conn::stream::{CLOSED_STREAMS_REMEMBERED_MAX, Closed, ClosedStreams};
 use crate::conn::{ConnError, FloodKind};
@@ -74,7 +75,7 @@ pub struct ClientConnection {
     peer_max_streams: Option<u32>,
     /// SETTINGS_ENABLE_CONNECT_PROTOCOL = 1 (RFC 8441 §3).
     peer_extended_connect: bool,
-    hpack_out: Encoder,
+    block_encoder: BlockEncoder,
 
     // Streams.
     streams: BTreeMap<StreamId, Box<Stream>>,
@@ -106,8 +107,6 @@ pub struct ClientConnection {
     /// Streams waiting for connection window, in the order they began to wait.
     parked: VecDeque<StreamId>,
     queued_total: usize,
-    /// Scratch for header blocks and DATA frame headers.
-    block_buf: BytesMut,
     /// Scratch list for decoded header fields.
     spans_buf: Vec<squall_hpack::FieldSpan>,
 
@@ -142,7 +141,7 @@ impl ClientConnection {
             peer_initial_window: WINDOW_BYTES_INITIAL,
             peer_max_streams: None,
             peer_extended_connect: false,
-            hpack_out: Encoder::new(),
+            block_encoder: BlockEncoder::new(),
             streams: BTreeMap::new(),
             closed: ClosedStreams::default(),
             next_stream_id: 1,
@@ -156,7 +155,6 @@ impl ClientConnection {
             ready: VecDeque::new(),
             parked: VecDeque::new(),
             queued_total: 0,
-            block_buf: BytesMut::new(),
             spans_buf: Vec::new(),
             events: VecDeque::new(),
             inboxes: Inboxes::default(),

@@ -15,12 +15,9 @@ use crate::common::send::{DATA_COPY_BYTES_MAX, SendState, Take, Turn, emit_frame
 use crate::conn::StreamClosed;
 use crate::conn::request::is_connection_specific;
 use crate::conn::stream::Closed;
-use crate::encode::{encode_headers, encode_rst_stream};
+use crate::encode::encode_rst_stream;
 use crate::error::ErrorCode;
 use crate::frame::StreamId;
-
-/// A scratch buffer grown past this by one huge head is not kept.
-const BLOCK_BUF_BYTES_KEPT_MAX: usize = 16 * 1024;
 
 impl ClientConnection {
     /// Opens a stream: HEADERS (+CONTINUATION as the peer's max frame size needs) with
@@ -42,17 +39,10 @@ impl ClientConnection {
         let id = self.next_stream_id;
         self.next_stream_id += 2;
         let head_at = self.out_emitted + self.out.len() as u64;
-        let mut block = std::mem::take(&mut self.block_buf);
-        self.hpack_out
-            .encode(checked(fields).map(|(n, v)| (n, v, false)), &mut block);
-        encode_headers(
-            &mut self.out,
-            id,
-            end_stream,
-            &block,
-            self.peer_max_frame_size,
-        );
-        self.reuse_block_buf(block);
+        let max = self.peer_max_frame_size;
+        (self.block_encoder).encode(&mut self.out, id, end_stream, max, |hpack, block| {
+            hpack.encode(checked(fields).map(|(n, v)| (n, v, false)), block);
+        });
         let recv_window = self.local_initial_window();
         let send_window = i64::from(self.peer_initial_window);
         let stream = Stream::new(end_stream, recv_window, send_window, head_at);
@@ -246,18 +236,10 @@ impl ClientConnection {
         id: StreamId,
         fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
     ) {
-        let mut block = std::mem::take(&mut self.block_buf);
-        self.hpack_out
-            .encode(checked(fields).map(|(n, v)| (n, v, false)), &mut block);
-        encode_headers(&mut self.out, id, true, &block, self.peer_max_frame_size);
-        self.reuse_block_buf(block);
-    }
-
-    fn reuse_block_buf(&mut self, mut block: BytesMut) {
-        block.clear();
-        if block.capacity() <= BLOCK_BUF_BYTES_KEPT_MAX {
-            self.block_buf = block;
-        }
+        let max = self.peer_max_frame_size;
+        (self.block_encoder).encode(&mut self.out, id, true, max, |hpack, block| {
+            hpack.encode(checked(fields).map(|(n, v)| (n, v, false)), block);
+        });
     }
 }
 

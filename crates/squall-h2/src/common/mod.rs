@@ -3,11 +3,13 @@
 //! DATA the same way; each piece is written once here.
 //!
 //! - `block.rs`: a header block's HEADERS and CONTINUATION fragments, joined.
+//! - `block_encoder.rs`: our HPACK encoder, for outgoing header blocks.
 //! - `inbox.rs`: a stream's received body waiting for the application.
 //! - `send.rs`: a stream's send half: queued DATA, send window, END_STREAM or trailers.
 //! - `window.rs`: receive window given back to the peer in WINDOW_UPDATEs.
 
 pub(crate) mod block;
+pub(crate) mod block_encoder;
 pub(crate) mod inbox;
 pub(crate) mod send;
 pub(crate) mod window;

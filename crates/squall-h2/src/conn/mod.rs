@@ -30,11 +30,12 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
 
 use bytes::BytesMut;
-use squall_hpack::{DYNAMIC_TABLE_BYTES_DEFAULT, Decoder, Encoder};
+use squall_hpack::{DYNAMIC_TABLE_BYTES_DEFAULT, Decoder};
 
 pub use config::ServerConfig;
 pub use types::{ConnError, Event, FloodKind, Request, Stats, StreamClosed};
 
+use crate::common::block_encoder::BlockEncoder;
 use crate::common::inbox::Inboxes;
 use crate::decode::FrameDecoder;
 use crate::encode::{encode_goaway, encode_settings, encode_window_update};
@@ -73,7 +74,7 @@ pub struct Connection {
     settings_acked: bool,
     peer_max_frame_size: u32,
     peer_initial_window: u32,
-    hpack_out: Encoder,
+    block_encoder: BlockEncoder,
 
     // Streams.
     /// Boxed: a B-tree moves its values as it splits and merges nodes, and a stream is big.
@@ -106,8 +107,6 @@ pub struct Connection {
     conn_stalled_since: Option<Instant>,
     /// Streams whose `stalled_since` is set, so that the hot path never scans for stalls.
     stalled_streams: usize,
-    /// Scratch for encoding header blocks.
-    block_buf: BytesMut,
     /// Scratch list for decoded header fields, reused block after block.
     spans_buf: Vec<squall_hpack::FieldSpan>,
     /// The capacity the next header block's decoded bytes start with: the last one's size.
@@ -150,7 +149,7 @@ impl Connection {
             settings_acked: false,
             peer_max_frame_size: FRAME_PAYLOAD_BYTES_DEFAULT,
             peer_initial_window: WINDOW_BYTES_INITIAL,
-            hpack_out: Encoder::new(),
+            block_encoder: BlockEncoder::new(),
             streams: BTreeMap::new(),
             closed: ClosedStreams::default(),
             highest_stream_id: 0,
@@ -165,7 +164,6 @@ impl Connection {
             queued_total: 0,
             conn_stalled_since: None,
             stalled_streams: 0,
-            block_buf: BytesMut::new(),
             spans_buf: Vec::new(),
             head_bytes_hint: 512,
             events: VecDeque::new(),

@@ -167,7 +167,9 @@ impl Connection {
 
     fn apply_setting(&mut self, id: SettingId, value: u32) -> Step {
         match id {
-            SettingId::HeaderTableSize => self.hpack_out.set_max_table_size(value as usize),
+            SettingId::HeaderTableSize => {
+                (self.block_encoder.hpack).set_max_table_size(value as usize)
+            }
             SettingId::InitialWindowSize => self.set_peer_initial_window(value)?,
             SettingId::MaxFrameSize => self.peer_max_frame_size = value,
             // A server does not push, and the header list limit is advisory (§6.5.2): our

@@ -7,7 +7,7 @@
 //! frames keep their order: its HEADERS went into `out` before any of its DATA could be
 //! queued, and its trailers wait behind its DATA.
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 use super::Connection;
 use super::lifecycle::Notify;
@@ -17,7 +17,7 @@ use super::schedule::Slot;
 use super::stream::{AppState, Closed, Stream};
 use super::types::StreamClosed;
 use crate::common::send::{SendState, Take, Turn, emit_frame, encode_data};
-use crate::encode::{encode_headers, encode_rst_stream};
+use crate::encode::encode_rst_stream;
 use crate::error::ErrorCode;
 use crate::frame::StreamId;
 
@@ -329,24 +329,17 @@ impl Connection {
         debug_assert!((100..=999).contains(&status), "status {status}");
         let at = usize::from(status.clamp(100, 999)) * 3;
         let digits: &'static [u8] = &STATUS_DIGITS[at..at + 3];
-        let mut block = std::mem::take(&mut self.block_buf);
-        // Table size updates first, then `:status` (static: an index for the common codes),
-        // the pre-encoded fragments, and the fields that go through the encoder's table.
-        self.hpack_out.begin_block(&mut block);
-        squall_hpack::encode_static([(&b":status"[..], digits)], &mut block);
-        for fragment in encoded {
-            block.extend_from_slice(fragment);
-        }
-        self.hpack_out
-            .encode(regular(fields).map(|(n, v)| (n, v, false)), &mut block);
-        encode_headers(
-            &mut self.out,
-            id,
-            end_stream,
-            &block,
-            self.peer_max_frame_size,
-        );
-        self.reuse_block_buf(block);
+        let max = self.peer_max_frame_size;
+        (self.block_encoder).encode(&mut self.out, id, end_stream, max, |hpack, block| {
+            // Table size updates first, then `:status` (static: an index for the common
+            // codes), the pre-encoded fragments, and the fields that go through the table.
+            hpack.begin_block(block);
+            squall_hpack::encode_static([(&b":status"[..], digits)], block);
+            for fragment in encoded {
+                block.extend_from_slice(fragment);
+            }
+            hpack.encode(regular(fields).map(|(n, v)| (n, v, false)), block);
+        });
     }
 
     /// Encodes trailers (HEADERS with END_STREAM) into `out`.
@@ -355,20 +348,10 @@ impl Connection {
         id: StreamId,
         fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
     ) {
-        let mut block = std::mem::take(&mut self.block_buf);
-        self.hpack_out
-            .encode(regular(fields).map(|(n, v)| (n, v, false)), &mut block);
-        encode_headers(&mut self.out, id, true, &block, self.peer_max_frame_size);
-        self.reuse_block_buf(block);
-    }
-
-    /// Keeps the scratch buffer unless one huge head made it large.
-    fn reuse_block_buf(&mut self, mut block: BytesMut) {
-        const BLOCK_BUF_BYTES_KEPT_MAX: usize = 16 * 1024;
-        block.clear();
-        if block.capacity() <= BLOCK_BUF_BYTES_KEPT_MAX {
-            self.block_buf = block;
-        }
+        let max = self.peer_max_frame_size;
+        (self.block_encoder).encode(&mut self.out, id, true, max, |hpack, block| {
+            hpack.encode(regular(fields).map(|(n, v)| (n, v, false)), block);
+        });
     }
 }
 
