@@ -9,6 +9,7 @@ use bytes::BytesMut;
 
 use super::stream::RecvState;
 use super::{ClientConnection, REPLY_BYTES_MAX};
+use crate::common::send::shift_windows;
 use crate::conn::stream::Closed;
 use crate::conn::{ConnError, FloodKind};
 use crate::encode::{encode_ping, encode_settings_ack};
@@ -209,12 +210,7 @@ impl ClientConnection {
     fn set_peer_initial_window(&mut self, value: u32) -> Step {
         let delta = i64::from(value) - i64::from(self.peer_initial_window);
         self.peer_initial_window = value;
-        let mut overflow = false;
-        for stream in self.streams.values_mut() {
-            stream.send.window += delta;
-            overflow |= stream.send.window > i64::from(WINDOW_BYTES_MAX);
-        }
-        if overflow {
+        if shift_windows(self.streams.values_mut().map(|s| &mut s.send), delta) {
             let reason = "SETTINGS_INITIAL_WINDOW_SIZE overflows a stream window";
             return Err(self.conn_error(ErrorCode::FlowControlError, reason));
         }
@@ -306,8 +302,7 @@ impl ClientConnection {
                 let Some(stream) = self.streams.get_mut(&id) else {
                     return Ok(());
                 };
-                stream.send.window += i64::from(increment);
-                if stream.send.window > max {
+                if !stream.send.open_window(increment) {
                     self.stream_error(id, ErrorCode::FlowControlError);
                     return Ok(());
                 }

@@ -8,6 +8,7 @@ use std::collections::VecDeque;
 
 use bytes::{Bytes, BytesMut};
 
+use crate::WINDOW_BYTES_MAX;
 use crate::encode::encode_data_header;
 use crate::frame::StreamId;
 
@@ -102,6 +103,13 @@ impl SendHalf {
         }
     }
 
+    /// Opens the window by a WINDOW_UPDATE's `increment` (§6.9.1); false when it went above
+    /// 2^31-1, a stream FLOW_CONTROL_ERROR.
+    pub(crate) fn open_window(&mut self, increment: u32) -> bool {
+        self.window += i64::from(increment);
+        self.window <= i64::from(WINDOW_BYTES_MAX)
+    }
+
     /// Whether the next frame needs connection window.
     pub(crate) fn needs_window(&self) -> bool {
         !self.queue.is_empty()
@@ -193,6 +201,21 @@ impl SendHalf {
         }
         Take::Data { payload, end }
     }
+}
+
+/// §6.9.2: a new SETTINGS_INITIAL_WINDOW_SIZE changes every send window by the difference,
+/// `delta`, possibly below zero; true when one went above 2^31-1, a connection
+/// FLOW_CONTROL_ERROR.
+pub(crate) fn shift_windows<'a>(
+    halves: impl Iterator<Item = &'a mut SendHalf>,
+    delta: i64,
+) -> bool {
+    let mut overflow = false;
+    for half in halves {
+        half.window += delta;
+        overflow |= half.window > i64::from(WINDOW_BYTES_MAX);
+    }
+    overflow
 }
 
 /// Encodes a DATA frame's header into `frame`, with the payload behind it when it is small;

@@ -11,7 +11,7 @@ use super::priority::PriorityParams;
 use super::stream::Closed;
 use super::types::{ConnError, FloodKind};
 use super::{Connection, Lookup};
-use crate::common::send::SendState;
+use crate::common::send::{SendState, shift_windows};
 use crate::encode::{encode_ping, encode_settings_ack};
 use crate::error::{ErrorCode, ErrorScope, FrameError};
 use crate::frame::{FRAME_HEADER_BYTES, Frame, Priority, SettingId, Settings, StreamId};
@@ -190,12 +190,7 @@ impl Connection {
     fn set_peer_initial_window(&mut self, value: u32) -> Step {
         let delta = i64::from(value) - i64::from(self.peer_initial_window);
         self.peer_initial_window = value;
-        let mut overflow = false;
-        for stream in self.streams.values_mut() {
-            stream.send.window += delta;
-            overflow |= stream.send.window > i64::from(WINDOW_BYTES_MAX);
-        }
-        if overflow {
+        if shift_windows(self.streams.values_mut().map(|s| &mut s.send), delta) {
             let reason = "SETTINGS_INITIAL_WINDOW_SIZE overflows a stream window";
             return Err(self.fail(ErrorCode::FlowControlError, reason, None));
         }
@@ -327,8 +322,7 @@ impl Connection {
         let Some(stream) = self.streams.get_mut(&id) else {
             return Ok(());
         };
-        stream.send.window += i64::from(increment);
-        if stream.send.window > i64::from(WINDOW_BYTES_MAX) {
+        if !stream.send.open_window(increment) {
             return self.stream_error(id, ErrorCode::FlowControlError);
         }
         let useless = stream.send.state == SendState::Done;
