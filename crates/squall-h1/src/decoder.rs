@@ -88,7 +88,7 @@ impl RequestDecoder {
         &self.limits
     }
 
-    /// Asserts the decoder's invariants; tests call it after every step (STYLE §7).
+    /// Asserts the decoder's invariants; tests call it after every step.
     #[doc(hidden)]
     pub fn check_invariants(&self) {
         match &self.state {

@@ -2,7 +2,7 @@
 //! in random pieces, with an application answering, resetting and reading at random and a
 //! clock that jumps. Nothing may panic, the invariants must hold after every step, the
 //! input buffer never holds a whole frame, and everything the server sends must decode as
-//! valid frames and HPACK blocks (STYLE §5, §10).
+//! valid frames and HPACK blocks.
 
 mod conn_support;
 

@@ -1,5 +1,5 @@
 //! Deterministic fuzzing of the decoder: random and mutated bytes, fed in random pieces,
-//! never panic and never leave the decoder unable to make progress (STYLE §5, §10).
+//! never panic and never leave the decoder unable to make progress.
 
 mod common;
 

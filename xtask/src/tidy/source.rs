@@ -9,6 +9,10 @@
 //!   the two paths once drifted apart (HTTP/2 streams skipped the rate limit on proxied
 //!   routes). Such a branch is allowed only in the files of [`PROTOCOL_LAYER`].
 //!
+//! - **No citation of the team's working notes** (their section marks or file names): the
+//!   repository stands on its own, and its readers do not have those notes; what a reader needs
+//!   is said where it is needed, or in `docs/`.
+//!
 //! Files that broke a rule before it existed may be listed in [`LEGACY`] with the most they may
 //! have, so a rule can land before the file is split; the list may only shrink (it is empty).
 
@@ -35,6 +39,16 @@ const BINARY_SRC: &str = "crates/squall/src/";
 /// while they are split. Empty since the session redesign; keep it so, and add a file here only
 /// with an issue that splits it.
 const LEGACY: &[Legacy] = &[];
+
+/// How a citation of the team's working notes looks (spelled in pieces, so that this file does
+/// not cite them itself).
+const NOTE_CITATIONS: &[&str] = &[
+    concat!("STY", "LE §"),
+    concat!("DES", "IGN §"),
+    concat!("STY", "LE.md"),
+    concat!("DES", "IGN.md"),
+    concat!("../sha", "red"),
+];
 
 /// A file exempt from the rules up to these bounds.
 struct Legacy {
@@ -70,6 +84,15 @@ pub fn check_file(path: &Path, text: &str) -> Vec<String> {
         if lines > max {
             problems.push(format!(
                 "{name}: {lines} lines, over {max}: split it by responsibility"
+            ));
+        }
+    }
+    for (n, line) in text.lines().enumerate() {
+        if let Some(cited) = NOTE_CITATIONS.iter().find(|c| line.contains(*c)) {
+            problems.push(format!(
+                "{name}:{}: cites the team's working notes ({cited:?}); say what the reader \
+                 needs here or in docs/",
+                n + 1
             ));
         }
     }
@@ -186,6 +209,22 @@ mod tests {
             check_file(Path::new("crates/squall-h1/src/ok.rs"), &long(LINES_MAX)),
             Vec::<String>::new()
         );
+    }
+
+    #[test]
+    fn citations_of_the_working_notes_are_reported() {
+        let cited = format!(
+            "/// Checked after every step ({}7).\nfn x() {{}}\n",
+            NOTE_CITATIONS[0]
+        );
+        let problems = check_file(Path::new("crates/a/src/lib.rs"), &cited);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].starts_with("crates/a/src/lib.rs:1: cites"),
+            "{problems:?}"
+        );
+        let clean = "/// Checked after every step.\nfn x() {}\n";
+        assert!(check_file(Path::new("crates/a/src/lib.rs"), clean).is_empty());
     }
 
     #[test]

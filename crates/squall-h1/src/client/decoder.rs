@@ -193,7 +193,7 @@ impl ResponseDecoder {
         &self.limits
     }
 
-    /// Asserts the decoder's invariants; tests call it after every step (STYLE §7).
+    /// Asserts the decoder's invariants; tests call it after every step.
     #[doc(hidden)]
     pub fn check_invariants(&self) {
         assert!(self.interims <= self.limits.interim_count_max);

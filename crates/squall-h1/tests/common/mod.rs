@@ -1,4 +1,4 @@
-//! The test harness: feeds an input to a fresh decoder split every way (STYLE §10) and checks
+//! The test harness: feeds an input to a fresh decoder split every way and checks
 //! that the outcome is the same however the bytes arrive.
 //!
 //! The outcome is normalised so that it can be compared across splits: the `Data` events of

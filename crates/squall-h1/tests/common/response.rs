@@ -1,5 +1,5 @@
 //! The harness of the client role: feeds what an origin sends to a fresh `ResponseDecoder`
-//! split every way (STYLE §10), optionally followed by the origin closing the connection, and
+//! split every way, optionally followed by the origin closing the connection, and
 //! checks that the outcome is the same however the bytes arrive.
 //!
 //! As for requests, the `Data` of one response is concatenated, and the outcome records the

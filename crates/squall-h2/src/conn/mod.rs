@@ -360,7 +360,7 @@ impl Connection {
         error
     }
 
-    /// Asserts the connection's invariants; tests call it after every step (STYLE §7).
+    /// Asserts the connection's invariants; tests call it after every step.
     #[doc(hidden)]
     pub fn check_invariants(&self) {
         let max = i64::from(WINDOW_BYTES_MAX);

@@ -1,4 +1,4 @@
-//! Test helpers: feed encoded bytes to a decoder at every chunk split (STYLE §10).
+//! Test helpers: feed encoded bytes to a decoder at every chunk split.
 
 #![allow(dead_code)]
 

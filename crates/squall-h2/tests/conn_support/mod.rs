@@ -1,6 +1,6 @@
 //! Test support for the connection: a scripted client that writes frames with our encoders
 //! and HPACK, a decoder of the server's output, and runners that feed the same client
-//! bytes whole and split at every boundary and check every run agrees (STYLE §10).
+//! bytes whole and split at every boundary and check every run agrees.
 
 #![allow(dead_code)]
 

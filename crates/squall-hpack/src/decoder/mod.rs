@@ -279,7 +279,7 @@ impl Decoder {
         self.table.iter().map(|(n, v)| (&n[..], &v[..]))
     }
 
-    /// Asserts the decoder's invariants; tests call it after every block (STYLE §7).
+    /// Asserts the decoder's invariants; tests call it after every block.
     #[doc(hidden)]
     pub fn check_invariants(&self) {
         self.table.check_invariants();

@@ -82,7 +82,7 @@ impl DynamicTable {
         }
     }
 
-    /// Asserts that `size` is the sum of the entries and within the maximum (STYLE §7).
+    /// Asserts that `size` is the sum of the entries and within the maximum.
     pub(crate) fn check_invariants(&self) {
         let sum: usize = self
             .entries

@@ -135,7 +135,7 @@ impl Encoder {
         self.table.iter()
     }
 
-    /// Asserts the encoder's invariants; tests call it after every block (STYLE §7).
+    /// Asserts the encoder's invariants; tests call it after every block.
     #[doc(hidden)]
     pub fn check_invariants(&self) {
         self.table.check_invariants();

@@ -138,7 +138,7 @@ impl EncoderTable {
         self.evict_to(max_size);
     }
 
-    /// Asserts sizes and that every map value names a live entry of that hash (STYLE §7).
+    /// Asserts sizes and that every map value names a live entry of that hash.
     pub(crate) fn check_invariants(&self) {
         let sum: usize = self.entries.iter().map(Entry::size).sum();
         assert_eq!(sum, self.size);

@@ -1,5 +1,5 @@
 //! Test helpers: a fixed-seed PRNG, hex blocks, random header lists, and encode/decode
-//! wrappers that check invariants after every block (STYLE §7, §10).
+//! wrappers that check invariants after every block.
 #![allow(dead_code)] // each test binary uses its own subset
 
 use bytes::BytesMut;

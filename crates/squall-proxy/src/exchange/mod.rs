@@ -568,7 +568,7 @@ impl Exchange {
         self.actions.push_back(Action::Pick);
     }
 
-    /// Panics if an invariant does not hold; tests call it after every step (STYLE §8).
+    /// Panics if an invariant does not hold; tests call it after every step.
     pub fn check_invariants(&self) {
         let attempts = u32::try_from(self.tried.len()).unwrap_or(u32::MAX);
         assert!(
