@@ -69,6 +69,8 @@ pub struct OriginH2 {
     idle_since: Option<Instant>,
     /// Its upstream's GOAWAY, reset and error counters.
     counters: Arc<H2Counters>,
+    /// Scratch for the frames one flush takes from `conn` (see `Worker::h2_flush`).
+    pieces: Vec<bytes::Bytes>,
 }
 
 impl OriginH2 {
@@ -88,6 +90,7 @@ impl OriginH2 {
             left: Vec::new(),
             idle_since: None,
             counters,
+            pieces: Vec::new(),
         }
     }
 
@@ -417,8 +420,9 @@ impl Worker {
         let Some(budget) = OUT_HIGH_BYTES.checked_sub(waiting).filter(|b| *b > 0) else {
             return;
         };
-        let mut pieces = Vec::new();
         let h2 = origin.h2.as_deref_mut().expect("checked above");
+        // The scratch list is the connection's, reused flush after flush.
+        let mut pieces = std::mem::take(&mut h2.pieces);
         h2.conn.poll_output(budget, |piece| pieces.push(piece));
         let OriginH2 {
             conn,
@@ -437,8 +441,11 @@ impl Worker {
             *unsent -= gone;
             *unsent > 0
         });
-        for piece in pieces {
+        for piece in pieces.drain(..) {
             self.write_origin(index, piece);
+        }
+        if let Some(h2) = self.origin_h2_mut(index) {
+            h2.pieces = pieces;
         }
     }
 

@@ -40,8 +40,12 @@ impl Worker {
                 h2.streams.remove(&stream);
                 h2.unsent.remove(&stream);
             }
+            // Only HEAD changes how a response head reads (no body, whatever it says).
             let method = match self.session_mut(id) {
-                Some(session) => session.ex.head().method.clone(),
+                Some(session) if session.ex.head().method == http::Method::HEAD => {
+                    &http::Method::HEAD
+                }
+                Some(_) => &http::Method::GET,
                 None => continue,
             };
             match event {
@@ -64,7 +68,7 @@ impl Worker {
                 ClientEvent::Interim {
                     status, fields: f, ..
                 } => {
-                    if let Some(head) = response_head(status, f, None, false, &method) {
+                    if let Some(head) = response_head(status, f, None, false, method) {
                         self.feed(id, |ex| {
                             ex.on_origin_response(ResponseEvent::Interim(head), now)
                         });
@@ -77,7 +81,7 @@ impl Worker {
                     end_stream,
                     ..
                 } => {
-                    let Some(head) = response_head(status, f, content_length, end_stream, &method)
+                    let Some(head) = response_head(status, f, content_length, end_stream, method)
                     else {
                         self.h2_stream_failed(index, id, stream);
                         continue;
