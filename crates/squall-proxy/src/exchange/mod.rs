@@ -248,6 +248,15 @@ pub enum FillHook {
     End { trailers: Option<HeaderMap> },
 }
 
+/// What an exchange on an HTTP/2 stream sent of its request body: the pieces as they went
+/// (shared, not copied), their length, and the trailers.
+#[derive(Debug, Default)]
+struct Replay {
+    pieces: Vec<Bytes>,
+    bytes: usize,
+    trailers: Option<HeaderMap>,
+}
+
 /// Where the exchange is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -302,7 +311,7 @@ pub struct Exchange {
     refusals: u8,
     /// On an HTTP/2 origin: the body (and trailers) sent in this attempt, kept while it stays
     /// under `REPLAY_BYTES_MAX`, so that a refused stream can go again whole.
-    replay: Option<(BytesMut, Option<HeaderMap>)>,
+    replay: Option<Replay>,
     /// Client body bytes taken and not yet reported as `ClientBodyConsumed`.
     body_unreleased: usize,
     /// Bytes handed out in `WriteOrigin` and not yet reported sent.

@@ -15,7 +15,7 @@ use http::{HeaderMap, StatusCode};
 use squall_h1::{BodyKind, ResponseDecoder};
 use squall_upstream::{AttemptFailure, NO_SERVER_STATUS, Retry, ServerId, UpstreamErrorClass};
 
-use super::{Action, Exchange, OriginMessage, Phase, ToClient};
+use super::{Action, Exchange, OriginMessage, Phase, Replay, ToClient};
 
 /// How many refused HTTP/2 streams an exchange retries on the same server before it takes a
 /// refusal as the server's failure.
@@ -90,7 +90,7 @@ impl Exchange {
         self.reused = reused;
         self.origin_h2 = true;
         self.offered = None;
-        self.replay = Some((BytesMut::new(), None));
+        self.replay = Some(Replay::default());
         let fields = forward::h2_request(&self.head, &self.route, self.peer(), tls);
         let end_stream =
             self.request_complete && self.body.is_empty() && self.body_trailers.is_none();
@@ -115,10 +115,12 @@ impl Exchange {
         let replay = self.replay.take();
         if refused && !self.response_started {
             // Not processed: sent again whole, if what was sent is still here.
-            if let Some((mut sent, trailers)) = replay {
-                sent.extend_from_slice(&self.body);
-                self.body = sent;
-                self.body_trailers = self.body_trailers.take().or(trailers);
+            if let Some(replay) = replay {
+                let mut body = BytesMut::with_capacity(replay.bytes + self.body.len());
+                replay.pieces.iter().for_each(|p| body.extend_from_slice(p));
+                body.extend_from_slice(&self.body);
+                self.body = body;
+                self.body_trailers = self.body_trailers.take().or(replay.trailers);
                 self.request_sent = false;
             }
             // Once or twice, the same server again on a connection not yet used (this one
@@ -223,10 +225,13 @@ impl Exchange {
             };
             let data = self.body.split().freeze();
             let sent = data.len();
-            if let Some((kept, kept_trailers)) = &mut self.replay {
-                if kept.len() + sent <= REPLAY_BYTES_MAX {
-                    kept.extend_from_slice(&data);
-                    kept_trailers.clone_from(&trailers);
+            if let Some(kept) = &mut self.replay {
+                if kept.bytes + sent <= REPLAY_BYTES_MAX {
+                    kept.bytes += sent;
+                    if sent > 0 {
+                        kept.pieces.push(data.clone());
+                    }
+                    kept.trailers.clone_from(&trailers);
                 } else {
                     self.replay = None;
                 }
