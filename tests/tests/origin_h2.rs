@@ -405,7 +405,7 @@ fn a_hundred_client_streams_share_one_origin_connection() {
         }
         let metrics = admin_get(admin_addr(&squall), "/metrics").1;
         assert_eq!(
-            metric_sum(&metrics, "squall_upstream_h2_streams_total"),
+            metric_sum(&metrics, "squall_upstream_h2_streams_total{upstream=\"o\"}"),
             100.0
         );
         assert_eq!(
@@ -585,7 +585,7 @@ fn nghttpd_as_an_origin_serves_many_concurrent_streams() {
     });
     let metrics = admin_get(admin_addr(&squall), "/metrics").1;
     assert_eq!(
-        metric_sum(&metrics, "squall_upstream_h2_streams_total"),
+        metric_sum(&metrics, "squall_upstream_h2_streams_total{upstream=\"n\"}"),
         100.0
     );
     assert!(metric_sum(&metrics, "squall_upstream_connects_total") <= 2.0);

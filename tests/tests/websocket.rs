@@ -186,6 +186,10 @@ fn a_websocket_tunnel_echoes_16_mib_both_ways_and_passes_a_half_close_on() {
     assert!(head.contains("connection: upgrade"), "{head}");
     assert!(head.contains("sec-websocket-accept: "), "{head}");
     assert!(!head.contains("content-length") && !head.contains("transfer-encoding"));
+    let (_, text) = admin_get(admin, "/metrics");
+    assert_eq!(metric_sum(&text, "squall_tunnels_open"), 1.0);
+    let app = "squall_upstream_tunnels_open{upstream=\"app\"}";
+    assert_eq!(metric_sum(&text, app), 1.0);
     // 16 MiB of varied bytes, written while a thread reads the echo.
     let total = 16 << 20;
     let sent: Vec<u8> = (0..total)
@@ -221,6 +225,7 @@ fn a_websocket_tunnel_echoes_16_mib_both_ways_and_passes_a_half_close_on() {
     let (_, text) = admin_get(admin, "/metrics");
     assert_eq!(metric_sum(&text, "squall_tunnels_total"), 1.0);
     assert_eq!(metric_sum(&text, "squall_tunnels_open"), 0.0);
+    assert_eq!(metric_sum(&text, app), 0.0);
     assert_eq!(
         metric_sum(&text, "squall_tunnel_bytes_up_total"),
         (5 + total) as f64

@@ -50,7 +50,23 @@ struct Seen {
 /// The origin: `/ws` upgrades and echoes until the client's FIN, then says `bye`;
 /// `/bad-accept` answers a 101 with a wrong accept; anything else `200`.
 fn origin() -> (SocketAddr, Arc<Seen>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    origin_on(TcpListener::bind("127.0.0.1:0").unwrap())
+}
+
+/// As [`origin`], with kernel buffers of 64 KiB each way on the origin's sockets (autotuned
+/// ones grow to several MiB each on loopback): what a stalled tunnel can park in the
+/// origin's kernel stays small. Needs a tokio runtime.
+fn origin_with_small_buffers() -> (SocketAddr, Arc<Seen>) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(64 << 10).unwrap();
+    socket.set_send_buffer_size(64 << 10).unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(16).unwrap().into_std().unwrap();
+    listener.set_nonblocking(false).unwrap();
+    origin_on(listener)
+}
+
+fn origin_on(listener: TcpListener) -> (SocketAddr, Arc<Seen>) {
     let addr = listener.local_addr().unwrap();
     let seen = Arc::new(Seen::default());
     let shared = seen.clone();
@@ -245,6 +261,9 @@ async fn a_websocket_over_h2_echoes_16_mib_with_a_half_close_and_other_streams_g
     let plain = fetch(&client, "GET", "http://o.test/plain", None).await;
     assert_eq!(plain.status, 200);
     assert_eq!(plain.body, b"plain");
+    let (_, text) = admin_get(admin, "/metrics");
+    let app = "squall_upstream_tunnels_open{upstream=\"app\"}";
+    assert_eq!(metric_sum(&text, app), 1.0);
     send_all(&mut send, Bytes::from(sent.clone())).await;
     let got = tokio::time::timeout(Duration::from_secs(60), reader)
         .await
@@ -260,6 +279,7 @@ async fn a_websocket_over_h2_echoes_16_mib_with_a_half_close_and_other_streams_g
     let (_, text) = admin_get(admin, "/metrics");
     assert_eq!(metric_sum(&text, "squall_tunnels_total"), 1.0);
     assert_eq!(metric_sum(&text, "squall_tunnels_open"), 0.0);
+    assert_eq!(metric_sum(&text, app), 0.0);
     assert_eq!(
         metric_sum(&text, "squall_tunnel_bytes_up_total"),
         total as f64
@@ -327,7 +347,10 @@ fn rss_bytes(pid: u32) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_h2_reader_holds_the_tunnel_to_a_bounded_buffer() {
-    let (origin, _) = origin();
+    // With the origin's kernel buffers small, only Squall's own sockets to it (autotuned:
+    // a few MiB) and bounded buffers remain to take the 16 MiB sent. With the origin's
+    // autotuned too, all 16 MiB were taken in about 1 run in 4.
+    let (origin, _) = origin_with_small_buffers();
     let squall = Squall::start(&config(origin));
     let client = h2c(squall.addr).await;
     let (response, mut send) = open(&client, "/ws").await;

@@ -214,11 +214,6 @@ const FAMILIES: &[Family] = &[
         |w| &w.upstream_reuses,
     ),
     (
-        "squall_upstream_h2_streams_total",
-        "Streams opened on HTTP/2 origin connections (each a proxied request).",
-        |w| &w.upstream_h2_streams,
-    ),
-    (
         "squall_upstream_grpc_refused_total",
         "gRPC calls answered 502 because their upstream is spoken to in HTTP/1.1 (set protocol = \"h2c\" or \"h2\").",
         |w| &w.upstream_grpc_refused,
@@ -745,7 +740,7 @@ pub fn render(metrics: &Metrics) -> String {
     render_upstreams(&mut out, metrics);
     metrics.resolution.render(&mut out);
     metrics.origin_tls.render(&mut out);
-    metrics.origin_h2.render(&mut out);
+    metrics.upstream_events.render(&mut out);
     render_routes(&mut out, metrics);
     for (name, help, histogram) in HISTOGRAMS {
         render_histogram(&mut out, metrics, name, help, *histogram);

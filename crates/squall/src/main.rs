@@ -15,7 +15,6 @@ mod error_pages;
 mod listener;
 mod metrics;
 mod notify;
-mod origin_h2;
 mod origin_tls;
 mod prepare;
 mod real_ip;
@@ -28,6 +27,7 @@ mod ticket_watch;
 mod timer;
 mod tls;
 mod trim;
+mod upstream_events;
 mod worker;
 
 use std::process::ExitCode;

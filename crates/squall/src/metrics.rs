@@ -34,8 +34,8 @@ pub struct Metrics {
     pub resolution: crate::resolve::ResolveMetrics,
     /// TLS handshakes with origins, per upstream (`origin_tls.rs`).
     pub origin_tls: crate::origin_tls::OriginTlsMetrics,
-    /// HTTP/2 origins' GOAWAYs, resets and errors, per upstream (`origin_h2.rs`).
-    pub origin_h2: crate::origin_h2::OriginH2Metrics,
+    /// HTTP/2 streams and errors, and tunnels, per upstream (`upstream_events.rs`).
+    pub upstream_events: crate::upstream_events::UpstreamEventMetrics,
 }
 
 /// Response bytes buffered for clients, across every worker: each connection charges what it
@@ -234,8 +234,6 @@ pub struct WorkerCounters {
     /// Origin connections opened, and requests that reused a pooled one.
     pub upstream_connects: Counter,
     pub upstream_reuses: Counter,
-    /// HTTP/2 origins: streams opened (their events are per upstream: `origin_h2.rs`).
-    pub upstream_h2_streams: Counter,
     /// gRPC calls answered 502 because their upstream is spoken to in HTTP/1.1.
     pub upstream_grpc_refused: Counter,
     pub limit_requests: Counter,
@@ -363,7 +361,7 @@ impl Metrics {
             buffered: BufferedBytes::default(),
             resolution: Default::default(),
             origin_tls: Default::default(),
-            origin_h2: Default::default(),
+            upstream_events: crate::upstream_events::UpstreamEventMetrics::new(workers),
         }
     }
 

@@ -42,8 +42,8 @@ pub struct Runtime {
     pub origin_proxy_protocol: Vec<Option<squall_config::ProxyProtocolVersion>>,
     /// Per `[[upstream]]` of the config: the HTTP version its servers are spoken to in.
     pub origin_protocol: Vec<squall_config::OriginProtocol>,
-    /// Per `[[upstream]]` of the config: its HTTP/2 counters, for those spoken to in HTTP/2.
-    pub origin_h2: Vec<Option<Arc<crate::origin_h2::H2Counters>>>,
+    /// Per `[[upstream]]` of the config: its counters of HTTP/2 streams and tunnels.
+    pub upstream_events: Vec<Arc<crate::upstream_events::UpstreamEvents>>,
     /// `[cluster]`: the nodes sharing the cache; their peers' groups end `upstreams`.
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
     /// Per-client-address limits from `[limits]`.
@@ -194,11 +194,8 @@ impl Runtime {
                 return Err(Diagnostics(problems));
             }
         };
-        let origin_h2 = (config.upstream.iter())
-            .map(|u| {
-                let h2 = u.protocol != squall_config::OriginProtocol::Http1;
-                h2.then(|| metrics.origin_h2.counters(&u.name))
-            })
+        let upstream_events = (config.upstream.iter())
+            .map(|u| metrics.upstream_events.counters(&u.name))
             .collect();
         let previous_tls = previous.map_or(&[][..], |r| &r.origin_tls[..]);
         let origin_tls = &metrics.origin_tls;
@@ -254,7 +251,7 @@ impl Runtime {
             origin_tls,
             origin_proxy_protocol: config.upstream.iter().map(|u| u.proxy_protocol).collect(),
             origin_protocol: config.upstream.iter().map(|u| u.protocol).collect(),
-            origin_h2,
+            upstream_events,
             cluster,
             upstream_gauges,
             tls,

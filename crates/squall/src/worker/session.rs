@@ -53,6 +53,8 @@ pub struct Session {
     /// The route's group, and the worker's upstream generation it was chosen under.
     upstream: usize,
     upstream_generation: u64,
+    /// Once the exchange is a tunnel: its upstream's counters, where the tunnel's end counts.
+    pub tunnel: Option<Arc<crate::upstream_events::UpstreamEvents>>,
     peer: Option<std::net::SocketAddr>,
     pub reply: Reply,
     /// On a cached route: the fill that may store the response (see `cache.rs`).
@@ -85,6 +87,12 @@ struct Effects {
 }
 
 impl Session {
+    /// The session's group, while the worker's groups are those it was chosen among (a reload
+    /// since may have renumbered them).
+    pub fn upstream(&self, generation: u64) -> Option<usize> {
+        (self.upstream_generation == generation).then_some(self.upstream)
+    }
+
     /// Whether this session is the occupant `id` names.
     pub fn is(&self, id: SessionId) -> bool {
         self.generation == id.generation
@@ -206,6 +214,7 @@ impl Worker {
             timer_due: None,
             upstream,
             upstream_generation: self.upstreams.generation,
+            tunnel: None,
             peer: client_addr,
             reply: Reply::new(x_cache),
             fill,
@@ -713,7 +722,7 @@ impl Worker {
             (self.runtime.metrics.worker(self.id).upstream_duration)
                 .observe(self.now.saturating_duration_since(started));
         }
-        self.count_tunnel_end(&session.ex, session.client);
+        self.count_tunnel_end(&session.ex, session.client, session.tunnel);
         if let Some((cache, invalidation)) = session.invalidate {
             invalidation.on_response(session.ex.status(), &cache.store);
         }

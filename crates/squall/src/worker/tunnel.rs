@@ -18,12 +18,15 @@
 //! on HTTP/1.1, 501 to an extended CONNECT on HTTP/2).
 
 use std::hash::{BuildHasher, RandomState};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use squall_h1::RequestHead;
 use squall_h2::{ErrorCode, StreamId};
 use squall_proxy::{Exchange, ProxyRoute, ToClient, TunnelRefusal};
 use tracing::{debug, info, warn};
+
+use crate::upstream_events::UpstreamEvents;
 
 use super::Worker;
 use super::conn::Phase;
@@ -159,8 +162,15 @@ impl Worker {
             return;
         }
         self.runtime.metrics.worker(self.id).tunnels.inc();
+        let generation = self.upstreams.generation;
+        let upstream = self.session_mut(id).and_then(|s| s.upstream(generation));
+        let events = upstream.map(|upstream| self.upstream_events(upstream));
+        if let Some(events) = &events {
+            events.tunnels.inc(self.id);
+        }
         let now = self.now;
         if let Some(session) = self.session_mut(id) {
+            session.tunnel = events;
             for (data, end) in early.into_iter().flatten() {
                 session.ex.on_tunnel_client_data(&data, now);
                 if end {
@@ -170,9 +180,17 @@ impl Worker {
         }
     }
 
-    /// Counts a tunnel's end, with its bytes, when the ending session was one; counts and
-    /// logs an upgrade that did not become one.
-    pub(super) fn count_tunnel_end(&self, ex: &Exchange, client: Client) {
+    /// Counts a tunnel's end, with its bytes, when the ending session was one (on its
+    /// upstream's `events` too); counts and logs an upgrade that did not become one.
+    pub(super) fn count_tunnel_end(
+        &self,
+        ex: &Exchange,
+        client: Client,
+        events: Option<Arc<UpstreamEvents>>,
+    ) {
+        if let Some(events) = events {
+            events.tunnels_closed.inc(self.id);
+        }
         let counters = self.runtime.metrics.worker(self.id);
         if let Some(stats) = ex.tunnel_stats() {
             counters.tunnels_closed.inc();

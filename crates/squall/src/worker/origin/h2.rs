@@ -33,7 +33,7 @@ use squall_upstream::{ServerId, UpstreamErrorClass};
 use tracing::debug;
 
 use super::OriginState;
-use crate::origin_h2::H2Counters;
+use crate::upstream_events::UpstreamEvents;
 use crate::worker::Worker;
 use crate::worker::session::SessionId;
 use crate::worker::token::Token;
@@ -67,14 +67,14 @@ pub struct OriginH2 {
     left: Vec<(SessionId, usize)>,
     /// Since when the connection has had no stream.
     idle_since: Option<Instant>,
-    /// Its upstream's GOAWAY, reset and error counters.
-    counters: Arc<H2Counters>,
+    /// Its upstream's counters of streams, GOAWAYs, resets and errors.
+    counters: Arc<UpstreamEvents>,
     /// Scratch for the frames one flush takes from `conn` (see `Worker::h2_flush`).
     pieces: Vec<bytes::Bytes>,
 }
 
 impl OriginH2 {
-    pub fn new(tls: bool, counters: Arc<H2Counters>, now: Instant) -> OriginH2 {
+    pub fn new(tls: bool, counters: Arc<UpstreamEvents>, now: Instant) -> OriginH2 {
         let config = ClientConfig {
             max_concurrent_streams: STREAMS_MAX as u32,
             ..ClientConfig::default()
@@ -150,7 +150,7 @@ impl Worker {
         let now = self.now;
         let tls = (self.runtime.origin_tls.get(upstream)).is_some_and(Option::is_some);
         if let Some(index) = self.connect_new(id, upstream, server) {
-            let mut h2 = OriginH2::new(tls, self.h2_counters(upstream), now);
+            let mut h2 = OriginH2::new(tls, self.upstream_events(upstream), now);
             h2.waiting.push_back(id);
             self.origins[index].session = None;
             self.origins[index].h2 = Some(Box::new(h2));
@@ -210,7 +210,7 @@ impl Worker {
     /// exchange becomes the first stream of a shared connection.
     pub(in crate::worker) fn become_h2(&mut self, index: usize) {
         let now = self.now;
-        let counters = self.h2_counters(self.origins[index].upstream);
+        let counters = self.upstream_events(self.origins[index].upstream);
         let origin = &mut self.origins[index];
         let mut h2 = OriginH2::new(true, counters, now);
         h2.waiting.extend(origin.session.take());
@@ -222,17 +222,6 @@ impl Worker {
     /// Connection `index`'s HTTP/2 state, if it is a shared HTTP/2 connection still in the slab.
     fn origin_h2_mut(&mut self, index: usize) -> Option<&mut OriginH2> {
         self.origins.get_mut(index)?.h2.as_deref_mut()
-    }
-
-    /// Upstream `upstream`'s HTTP/2 counters (made on first use: an `auto` upstream's).
-    fn h2_counters(&self, upstream: usize) -> Arc<H2Counters> {
-        match self.runtime.origin_h2.get(upstream).cloned().flatten() {
-            Some(counters) => counters,
-            None => {
-                let name = (self.upstreams.groups.get(upstream)).map_or("", |g| g.group.name());
-                self.runtime.metrics.origin_h2.counters(name)
-            }
-        }
     }
 
     /// While connecting, the connection's own deadline is its connect timeout.
@@ -325,7 +314,7 @@ impl Worker {
         index: usize,
         message: OriginMessage,
     ) {
-        let now = self.now;
+        let (now, worker) = (self.now, self.id);
         let stream = self.sessions.get(id.index).and_then(|s| s.stream);
         let Some(h2) = self.origin_h2_mut(index) else {
             return;
@@ -335,14 +324,10 @@ impl Worker {
                 match h2.conn.send_request(fields.iter(), end_stream) {
                     Ok(stream) => {
                         h2.streams.insert(stream, id);
+                        h2.counters.h2_streams.inc(worker);
                         if let Some(session) = self.session_mut(id) {
                             session.stream = Some(stream);
                         }
-                        self.runtime
-                            .metrics
-                            .worker(self.id)
-                            .upstream_h2_streams
-                            .inc();
                     }
                     Err(e) => {
                         debug!(worker = self.id, "origin stream refused: {e}");
@@ -474,7 +459,7 @@ impl Worker {
             ..
         } = h2;
         if let Err(e) = conn.recv(rbuf, now) {
-            H2Counters::inc(&counters.errors);
+            UpstreamEvents::inc(&counters.h2_errors);
             let address = self.origins[index].address;
             debug!(worker = self.id, %address, "origin HTTP/2: {e}");
         }

@@ -146,6 +146,21 @@ pub fn origin_socket(address: SocketAddr) -> io::Result<OwnedFd> {
 }
 
 impl Worker {
+    /// Group `upstream`'s counters of HTTP/2 streams and tunnels (a cluster peer's group, which
+    /// the config does not list, has its own, made on first use).
+    pub(in crate::worker) fn upstream_events(
+        &self,
+        upstream: usize,
+    ) -> std::sync::Arc<crate::upstream_events::UpstreamEvents> {
+        match self.runtime.upstream_events.get(upstream) {
+            Some(events) => events.clone(),
+            None => {
+                let name = (self.upstreams.groups.get(upstream)).map_or("", |g| g.group.name());
+                self.runtime.metrics.upstream_events.counters(name)
+            }
+        }
+    }
+
     /// An origin socket could not be made: out of descriptors (the reserve was too small, or
     /// HTTP/2 clients have many requests in flight each) is counted and logged at warn, at most
     /// once per `PAUSE_LOG_INTERVAL`; the exchange takes it as a connect failure and retries

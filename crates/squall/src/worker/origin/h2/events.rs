@@ -15,7 +15,7 @@ impl Worker {
                 return;
             };
             let Some(stream) = event.stream_id() else {
-                H2Counters::inc(&h2.counters.goaways);
+                UpstreamEvents::inc(&h2.counters.h2_goaways);
                 debug!(worker = self.id, address = %self.origins[index].address, ?event, "origin GOAWAY");
                 self.h2_requeue(index);
                 continue;
@@ -61,7 +61,7 @@ impl Worker {
                         session.stream = None;
                     }
                     if let Some(h2) = self.origins.get(index).and_then(|o| o.h2.as_deref()) {
-                        H2Counters::inc(&h2.counters.resets);
+                        UpstreamEvents::inc(&h2.counters.h2_resets);
                     }
                     self.feed(id, |ex| ex.on_origin_reset(refused, now));
                 }
