@@ -11,7 +11,7 @@ use super::recv::{Lookup, Step};
 use super::stream::{INTERIM_HEADS_MAX, RecvState};
 use super::types::ClientEvent;
 use crate::common::block::BlockFragments;
-use crate::conn::request::parse_trailers;
+use crate::conn::request::{parse_decimal, parse_trailers};
 use crate::conn::stream::Closed;
 use crate::error::ErrorCode;
 use crate::fields::HeaderFields;
@@ -251,14 +251,4 @@ fn content_length(fields: &HeaderFields) -> Option<Option<u64>> {
         length = Some(parsed);
     }
     Some(length)
-}
-
-fn parse_decimal(value: &[u8]) -> Option<u64> {
-    if value.is_empty() {
-        return None;
-    }
-    value.iter().try_fold(0u64, |n, &b| {
-        let digit = char::from(b).to_digit(10)?;
-        n.checked_mul(10)?.checked_add(u64::from(digit))
-    })
 }

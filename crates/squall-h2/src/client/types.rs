@@ -1,6 +1,7 @@
 //! What a client connection is configured with and hands out: [`ClientConfig`],
 //! [`ClientEvent`], [`OpenError`].
 
+use crate::common::block::block_bytes_max;
 use crate::error::ErrorCode;
 use crate::fields::HeaderFields;
 use crate::frame::{
@@ -53,11 +54,9 @@ impl ClientConfig {
     }
 
     /// The most bytes of one header block (HEADERS and CONTINUATIONs) we keep while it
-    /// arrives: HPACK rarely doubles a list, and one frame always fits.
+    /// arrives ([`block_bytes_max`]).
     pub(crate) fn header_block_bytes_max(&self) -> usize {
-        (self.max_header_list_size as usize)
-            .saturating_mul(2)
-            .max(self.max_frame_size as usize)
+        block_bytes_max(self.max_header_list_size, self.max_frame_size)
     }
 }
 

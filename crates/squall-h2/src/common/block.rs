@@ -4,6 +4,16 @@
 
 use bytes::{Bytes, BytesMut};
 
+/// The most bytes one header block (HEADERS and its CONTINUATIONs) may carry, for a list
+/// limit and a frame size of ours: a compressed block is about as long as the list it
+/// decodes to, so twice the list limit is slack for any honest encoder, and one frame
+/// always fits. Beyond it the server counts a flood; the client gives up.
+pub(crate) fn block_bytes_max(max_header_list_size: u32, max_frame_size: u32) -> usize {
+    (max_header_list_size as usize)
+        .saturating_mul(2)
+        .max(max_frame_size as usize)
+}
+
 /// The fragments of one header block so far.
 #[derive(Debug)]
 pub(crate) struct BlockFragments {

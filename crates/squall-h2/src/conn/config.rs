@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use crate::common::block::block_bytes_max;
 use crate::frame::{FRAME_PAYLOAD_BYTES_DEFAULT, FRAME_PAYLOAD_BYTES_LIMIT, WINDOW_BYTES_MAX};
 
 /// Settings and limits of one server connection. Every limit is per connection.
@@ -104,11 +105,8 @@ impl ServerConfig {
     }
 
     /// The most bytes one header block (HEADERS and its CONTINUATIONs) may carry before it
-    /// is a flood: a compressed block is about as long as the list it decodes to, so twice
-    /// the list limit is slack for any honest encoder.
+    /// is a flood ([`block_bytes_max`]).
     pub(crate) fn header_block_bytes_max(&self) -> usize {
-        (self.max_header_list_size as usize)
-            .saturating_mul(2)
-            .max(self.max_frame_size as usize)
+        block_bytes_max(self.max_header_list_size, self.max_frame_size)
     }
 }

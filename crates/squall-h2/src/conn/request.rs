@@ -426,8 +426,8 @@ fn is_token(bytes: &[u8]) -> bool {
     !bytes.is_empty() && bytes.iter().all(token)
 }
 
-/// Digits only, no sign, no overflow.
-fn parse_decimal(value: &[u8]) -> Option<u64> {
+/// Digits only, no sign, no overflow (a content-length, in either role).
+pub(crate) fn parse_decimal(value: &[u8]) -> Option<u64> {
     if value.is_empty() {
         return None;
     }
