@@ -47,7 +47,8 @@
 //! [`ClientConnection`] is one connection to an HTTP/2 origin, for the proxy: many requests
 //! on it at once, bytes and `Instant`s in, [`ClientEvent`]s and bytes out, like the server,
 //! with which it shares what both roles do alike (`src/common/`: a stream's send half and
-//! DATA framing, body inboxes, header block assembly and encoding, receive-window crediting).
+//! DATA framing, body inboxes, header block assembly and encoding, receive-window crediting,
+//! the SETTINGS exchange).
 //!
 //! - Output: the preface and our SETTINGS first (SETTINGS_ENABLE_PUSH = 0, our windows,
 //!   frame size, header list and table sizes; [`ClientConfig`]), then a WINDOW_UPDATE that

@@ -104,7 +104,7 @@ impl ClientConnection {
         let mut spans = std::mem::take(&mut self.spans_buf);
         let mut bytes = BytesMut::new();
         let limit = self.config.max_header_list_size as usize;
-        let decoded = self.hpack_in.decode_spans(
+        let decoded = self.settings.hpack_in.decode_spans(
             &partial.fragments.into_block(),
             limit,
             &mut bytes,

@@ -10,8 +10,8 @@
 //! - `send.rs`: requests, request bodies and the output (send flow control, round robin).
 //! - `events.rs`, `stream.rs`, `types.rs`: the event queue, a stream, the public types.
 //!
-//! A stream's send half, the body inboxes, header block assembly and window crediting are
-//! the server's, shared in `common/`.
+//! A stream's send half, the body inboxes, header block assembly, window crediting and the
+//! SETTINGS exchange are the server's, shared in `common/`.
 
 mod body;
 mod events;
@@ -25,20 +25,17 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
 
 use bytes::BytesMut;
-use squall_hpack::{DYNAMIC_TABLE_BYTES_DEFAULT, Decoder};
 
 pub use types::{ClientConfig, ClientEvent, OpenError};
 
-use crate::common::block_encoder::BlockEncoder;
 use crate::common::inbox::{Inbox, Inboxes};
+use crate::common::settings::SettingsState;
 use crate::conn::stream::{CLOSED_STREAMS_REMEMBERED_MAX, Closed, ClosedStreams};
 use crate::conn::{ConnError, FloodKind};
 use crate::decode::FrameDecoder;
 use crate::encode::{encode_goaway, encode_rst_stream, encode_settings, encode_window_update};
 use crate::error::ErrorCode;
-use crate::frame::{
-    FRAME_PAYLOAD_BYTES_DEFAULT, SettingId, StreamId, WINDOW_BYTES_INITIAL, WINDOW_BYTES_MAX,
-};
+use crate::frame::{SettingId, StreamId, WINDOW_BYTES_INITIAL, WINDOW_BYTES_MAX};
 use events::Queued;
 use headers::PartialBlock;
 use stream::{Slot, Stream};
@@ -62,20 +59,16 @@ pub struct ClientConnection {
     /// The server's first frame, a SETTINGS, has arrived (RFC 9113 §3.4).
     settings_seen: bool,
     frames: FrameDecoder,
-    hpack_in: Decoder,
     /// A header block waiting for its CONTINUATION frames (§6.10).
     block: Option<PartialBlock>,
 
     // Settings.
-    /// The peer acknowledged our SETTINGS, so our values bind it (§6.5.3).
-    settings_acked: bool,
-    peer_max_frame_size: u32,
-    peer_initial_window: u32,
+    /// Both sides' SETTINGS, and the HPACK decoder and encoder they size.
+    settings: SettingsState,
     /// SETTINGS_MAX_CONCURRENT_STREAMS; unlimited until the peer says (§6.5.2).
     peer_max_streams: Option<u32>,
     /// SETTINGS_ENABLE_CONNECT_PROTOCOL = 1 (RFC 8441 §3).
     peer_extended_connect: bool,
-    block_encoder: BlockEncoder,
 
     // Streams.
     streams: BTreeMap<StreamId, Box<Stream>>,
@@ -125,23 +118,14 @@ impl ClientConnection {
     /// connection WINDOW_UPDATE.
     pub fn new(config: ClientConfig, now: Instant) -> Self {
         let config = config.sanitized();
-        let mut hpack_in = Decoder::new(DYNAMIC_TABLE_BYTES_DEFAULT);
-        // Until the peer acknowledges, it may use either the default or our value (§6.5.3).
-        hpack_in.set_max_table_size_limit(
-            DYNAMIC_TABLE_BYTES_DEFAULT.max(config.header_table_size as usize),
-        );
         let mut conn = Self {
             now,
             settings_seen: false,
             frames: FrameDecoder::new(config.max_frame_size),
-            hpack_in,
             block: None,
-            settings_acked: false,
-            peer_max_frame_size: FRAME_PAYLOAD_BYTES_DEFAULT,
-            peer_initial_window: WINDOW_BYTES_INITIAL,
+            settings: SettingsState::new(config.stream_window, config.header_table_size),
             peer_max_streams: None,
             peer_extended_connect: false,
-            block_encoder: BlockEncoder::new(),
             streams: BTreeMap::new(),
             closed: ClosedStreams::default(),
             next_stream_id: 1,
@@ -392,16 +376,6 @@ impl ClientConnection {
         self.reply_bytes += crate::frame::FRAME_HEADER_BYTES + 4;
     }
 
-    /// The receive window a new stream starts with: until the peer acknowledges our
-    /// SETTINGS it may still use the default, so the larger of the two (§6.5.3).
-    fn local_initial_window(&self) -> i64 {
-        let ours = self.config.stream_window;
-        match self.settings_acked {
-            true => i64::from(ours),
-            false => i64::from(ours.max(WINDOW_BYTES_INITIAL)),
-        }
-    }
-
     /// Panics when an invariant does not hold (tests call it after every step).
     #[doc(hidden)]
     pub fn check_invariants(&self) {
@@ -413,7 +387,7 @@ impl ClientConnection {
         assert!(self.next_stream_id % 2 == 1);
         let queued: usize = self.streams.values().map(|s| s.send.queued_bytes).sum();
         assert_eq!(queued, self.queued_total);
-        let initial = self.local_initial_window();
+        let initial = self.settings.local_initial_window();
         for (&id, s) in &self.streams {
             assert!(id % 2 == 1 && id < self.next_stream_id, "stream {id}");
             assert!(s.send.window <= max);

@@ -9,7 +9,7 @@ use bytes::BytesMut;
 
 use super::stream::RecvState;
 use super::{ClientConnection, REPLY_BYTES_MAX};
-use crate::common::send::shift_windows;
+use crate::common::settings::Applied;
 use crate::conn::stream::Closed;
 use crate::conn::{ConnError, FloodKind};
 use crate::encode::{encode_ping, encode_settings_ack};
@@ -171,24 +171,27 @@ impl ClientConnection {
     /// RFC 9113 §6.5.
     fn on_settings(&mut self, settings: Settings) -> Step {
         if settings.ack {
-            self.on_settings_ack();
+            let recvs = self.streams.values_mut().map(|s| &mut s.recv_window);
+            self.settings.on_ack(recvs);
             return Ok(());
         }
         for (id, value) in settings.params {
-            self.apply_setting(id, value)?;
+            let sends = self.streams.values_mut().map(|s| &mut s.send);
+            match self.settings.apply(id, value, sends) {
+                Ok(Applied::Done) => {}
+                Ok(Applied::SendWindows { grew }) => self.send_windows_moved(grew),
+                Ok(Applied::Role) => self.apply_role_setting(id, value)?,
+                Err(reason) => return Err(self.conn_error(ErrorCode::FlowControlError, reason)),
+            }
         }
         encode_settings_ack(&mut self.out);
         self.reply_bytes += FRAME_HEADER_BYTES;
         Ok(())
     }
 
-    fn apply_setting(&mut self, id: SettingId, value: u32) -> Step {
+    /// A setting whose meaning is the client's own.
+    fn apply_role_setting(&mut self, id: SettingId, value: u32) -> Step {
         match id {
-            SettingId::HeaderTableSize => {
-                (self.block_encoder.hpack).set_max_table_size(value as usize)
-            }
-            SettingId::InitialWindowSize => self.set_peer_initial_window(value)?,
-            SettingId::MaxFrameSize => self.peer_max_frame_size = value,
             SettingId::MaxConcurrentStreams => self.peer_max_streams = Some(value),
             // RFC 8441 §3; the decoder refused values other than 0 and 1.
             SettingId::EnableConnectProtocol => self.peer_extended_connect = value == 1,
@@ -198,45 +201,21 @@ impl ClientConnection {
                 let reason = "server sent SETTINGS_ENABLE_PUSH = 1";
                 return Err(self.conn_error(ErrorCode::ProtocolError, reason));
             }
-            // The header list limit is advisory (§6.5.2): requests come from clients that
-            // already kept to ours. RFC 7540 priorities we never send.
+            // ENABLE_PUSH = 0 changes nothing: we take no pushes anyway.
             _ => {}
         }
         Ok(())
     }
 
-    /// §6.9.2: a new initial window changes every stream's send window by the difference,
-    /// possibly below zero; above 2^31-1 is a connection FLOW_CONTROL_ERROR.
-    fn set_peer_initial_window(&mut self, value: u32) -> Step {
-        let delta = i64::from(value) - i64::from(self.peer_initial_window);
-        self.peer_initial_window = value;
-        if shift_windows(self.streams.values_mut().map(|s| &mut s.send), delta) {
-            let reason = "SETTINGS_INITIAL_WINDOW_SIZE overflows a stream window";
-            return Err(self.conn_error(ErrorCode::FlowControlError, reason));
-        }
-        if delta > 0 {
+    /// A new initial window moved every stream's send window up: streams that waited for
+    /// window may send.
+    fn send_windows_moved(&mut self, grew: bool) {
+        if grew {
             let ids: Vec<StreamId> = self.streams.keys().copied().collect();
             for id in ids {
                 self.schedule(id);
             }
         }
-        Ok(())
-    }
-
-    /// Our SETTINGS now bind the peer (§6.5.3): the HPACK table limit and the stream
-    /// receive windows tighten to what we announced, if that is below the defaults.
-    fn on_settings_ack(&mut self) {
-        if self.settings_acked {
-            return;
-        }
-        let loose = self.local_initial_window();
-        self.settings_acked = true;
-        let delta = self.local_initial_window() - loose;
-        for stream in self.streams.values_mut() {
-            stream.recv_window += delta;
-        }
-        self.hpack_in
-            .set_max_table_size_limit(self.config.header_table_size as usize);
     }
 
     /// §6.8: no new streams; streams above `last` were not processed and may be retried

@@ -39,12 +39,9 @@ impl ClientConnection {
         let id = self.next_stream_id;
         self.next_stream_id += 2;
         let head_at = self.out_emitted + self.out.len() as u64;
-        let max = self.peer_max_frame_size;
-        (self.block_encoder).encode(&mut self.out, id, end_stream, max, |hpack, block| {
-            hpack.encode(checked(fields).map(|(n, v)| (n, v, false)), block);
-        });
-        let recv_window = self.local_initial_window();
-        let send_window = i64::from(self.peer_initial_window);
+        (self.settings).encode_fields(&mut self.out, id, end_stream, checked(fields));
+        let recv_window = self.settings.local_initial_window();
+        let send_window = i64::from(self.settings.peer_initial_window);
         let stream = Stream::new(end_stream, recv_window, send_window, head_at);
         self.streams.insert(id, Box::new(stream));
         Ok(id)
@@ -186,7 +183,7 @@ impl ClientConnection {
         let take = (stream.send).take_frame(
             &mut self.conn_send_window,
             &mut self.queued_total,
-            self.peer_max_frame_size,
+            self.settings.peer_max_frame_size,
         );
         let (payload, end) = match take {
             Take::Data { payload, end } => (payload, end),
@@ -236,10 +233,7 @@ impl ClientConnection {
         id: StreamId,
         fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
     ) {
-        let max = self.peer_max_frame_size;
-        (self.block_encoder).encode(&mut self.out, id, true, max, |hpack, block| {
-            hpack.encode(checked(fields).map(|(n, v)| (n, v, false)), block);
-        });
+        (self.settings).encode_fields(&mut self.out, id, true, checked(fields));
     }
 }
 

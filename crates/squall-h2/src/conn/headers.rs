@@ -186,7 +186,11 @@ impl Connection {
         fields: &mut Vec<FieldSpan>,
     ) -> Result<bool, super::ConnError> {
         let limit = self.config.max_header_list_size as usize;
-        match self.hpack_in.decode_spans(block, limit, bytes, fields) {
+        match self
+            .settings
+            .hpack_in
+            .decode_spans(block, limit, bytes, fields)
+        {
             Ok(()) => Ok(true),
             Err(error) if error.is_compression_error() => {
                 let reason = "HPACK block cannot be decoded";
@@ -234,8 +238,8 @@ impl Connection {
         };
         match request::parse_request(bytes, fields, end_stream, self.limits) {
             Ok(request) => {
-                let recv_window = self.local_initial_window();
-                let send_window = i64::from(self.peer_initial_window);
+                let recv_window = self.settings.local_initial_window();
+                let send_window = i64::from(self.settings.peer_initial_window);
                 let mut stream = Stream::new(!end_stream, recv_window, send_window);
                 stream.content_length = request.content_length;
                 stream.tunnel = request.protocol.is_some();

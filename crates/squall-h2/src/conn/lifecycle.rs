@@ -7,7 +7,7 @@ use super::stream::{AppState, Closed};
 use super::types::FloodKind;
 use crate::encode::encode_rst_stream;
 use crate::error::ErrorCode;
-use crate::frame::{FRAME_HEADER_BYTES, StreamId, WINDOW_BYTES_INITIAL};
+use crate::frame::{FRAME_HEADER_BYTES, StreamId};
 
 /// An RST_STREAM frame's length on the wire.
 const RST_STREAM_FRAME_BYTES: usize = FRAME_HEADER_BYTES + 4;
@@ -43,16 +43,6 @@ impl Connection {
             Lookup::Active
         } else {
             Lookup::Closed(self.closed.get(id))
-        }
-    }
-
-    /// The receive window a new stream starts with: until the peer acknowledges our
-    /// SETTINGS it may still use the default, so the larger of the two (§6.5.3).
-    pub(super) fn local_initial_window(&self) -> i64 {
-        let ours = self.config.initial_window_size;
-        match self.settings_acked {
-            true => i64::from(ours),
-            false => i64::from(ours.max(WINDOW_BYTES_INITIAL)),
         }
     }
 

@@ -10,7 +10,7 @@
 //! - `stream.rs`, `flood.rs`, `config.rs`, `types.rs`: the pieces.
 //!
 //! What the client role does alike (a stream's send half, body inboxes, header block
-//! assembly, window crediting) is shared with it in `common/`.
+//! assembly, window crediting, the SETTINGS exchange) is shared with it in `common/`.
 
 mod body;
 mod config;
@@ -30,19 +30,16 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
 
 use bytes::BytesMut;
-use squall_hpack::{DYNAMIC_TABLE_BYTES_DEFAULT, Decoder};
 
 pub use config::ServerConfig;
 pub use types::{ConnError, Event, FloodKind, Request, Stats, StreamClosed};
 
-use crate::common::block_encoder::BlockEncoder;
 use crate::common::inbox::Inboxes;
+use crate::common::settings::SettingsState;
 use crate::decode::FrameDecoder;
 use crate::encode::{encode_goaway, encode_settings, encode_window_update};
 use crate::error::ErrorCode;
-use crate::frame::{
-    FRAME_PAYLOAD_BYTES_DEFAULT, SettingId, StreamId, WINDOW_BYTES_INITIAL, WINDOW_BYTES_MAX,
-};
+use crate::frame::{SettingId, StreamId, WINDOW_BYTES_INITIAL, WINDOW_BYTES_MAX};
 use events::Queued;
 use flood::Floods;
 use lifecycle::{Lookup, Notify};
@@ -65,16 +62,10 @@ pub struct Connection {
     /// The peer's first frame, a SETTINGS, has arrived (RFC 9113 §3.4).
     settings_seen: bool,
     frames: FrameDecoder,
-    hpack_in: Decoder,
     /// A header block waiting for its CONTINUATION frames (§6.10).
     block: Option<recv::PartialBlock>,
-
-    // Settings.
-    /// The peer acknowledged our SETTINGS, so our values bind it (§6.5.3).
-    settings_acked: bool,
-    peer_max_frame_size: u32,
-    peer_initial_window: u32,
-    block_encoder: BlockEncoder,
+    /// Both sides' SETTINGS, and the HPACK decoder and encoder they size.
+    settings: SettingsState,
 
     // Streams.
     /// Boxed: a B-tree moves its values as it splits and merges nodes, and a stream is big.
@@ -133,23 +124,14 @@ impl Connection {
             body_bytes_max: config.max_body_bytes,
             connect_protocol: config.enable_connect_protocol,
         };
-        let mut hpack_in = Decoder::new(DYNAMIC_TABLE_BYTES_DEFAULT);
-        // Until the peer acknowledges, it may use either the default or our value (§6.5.3).
-        hpack_in.set_max_table_size_limit(
-            DYNAMIC_TABLE_BYTES_DEFAULT.max(config.header_table_size as usize),
-        );
         let mut conn = Self {
             limits,
             now,
             preface_done: false,
             settings_seen: false,
             frames: FrameDecoder::new(config.max_frame_size),
-            hpack_in,
             block: None,
-            settings_acked: false,
-            peer_max_frame_size: FRAME_PAYLOAD_BYTES_DEFAULT,
-            peer_initial_window: WINDOW_BYTES_INITIAL,
-            block_encoder: BlockEncoder::new(),
+            settings: SettingsState::new(config.initial_window_size, config.header_table_size),
             streams: BTreeMap::new(),
             closed: ClosedStreams::default(),
             highest_stream_id: 0,

@@ -11,10 +11,11 @@ use super::priority::PriorityParams;
 use super::stream::Closed;
 use super::types::{ConnError, FloodKind};
 use super::{Connection, Lookup};
-use crate::common::send::{SendState, shift_windows};
+use crate::common::send::SendState;
+use crate::common::settings::Applied;
 use crate::encode::{encode_ping, encode_settings_ack};
 use crate::error::{ErrorCode, ErrorScope, FrameError};
-use crate::frame::{FRAME_HEADER_BYTES, Frame, Priority, SettingId, Settings, StreamId};
+use crate::frame::{FRAME_HEADER_BYTES, Frame, Priority, Settings, StreamId};
 use crate::{PREFACE, PrefaceState, WINDOW_BYTES_MAX, match_preface};
 
 pub(super) use super::headers::PartialBlock;
@@ -154,70 +155,36 @@ impl Connection {
     fn on_settings(&mut self, settings: Settings) -> Step {
         self.count(FloodKind::Control)?;
         if settings.ack {
-            self.on_settings_ack();
+            let recvs = self.streams.values_mut().map(|s| &mut s.recv_window);
+            self.settings.on_ack(recvs);
             return Ok(());
         }
         for (id, value) in settings.params {
-            self.apply_setting(id, value)?;
+            // A server does not push, and SETTINGS_MAX_CONCURRENT_STREAMS limits the
+            // streams a server opens: none. A client's SETTINGS_ENABLE_CONNECT_PROTOCOL
+            // means nothing to a server (RFC 8441 §3). So `Applied::Role` is ignored.
+            let sends = self.streams.values_mut().map(|s| &mut s.send);
+            match self.settings.apply(id, value, sends) {
+                Ok(Applied::Done | Applied::Role) => {}
+                Ok(Applied::SendWindows { grew }) => self.send_windows_moved(grew),
+                Err(reason) => return Err(self.fail(ErrorCode::FlowControlError, reason, None)),
+            }
         }
         encode_settings_ack(&mut self.out);
         self.reply_bytes += FRAME_HEADER_BYTES;
         Ok(())
     }
 
-    fn apply_setting(&mut self, id: SettingId, value: u32) -> Step {
-        match id {
-            SettingId::HeaderTableSize => {
-                (self.block_encoder.hpack).set_max_table_size(value as usize)
-            }
-            SettingId::InitialWindowSize => self.set_peer_initial_window(value)?,
-            SettingId::MaxFrameSize => self.peer_max_frame_size = value,
-            // A server does not push, and the header list limit is advisory (§6.5.2): our
-            // responses come from origins that already kept to a similar one.
-            // RFC 7540 priorities are ignored whatever the client says it sends. A client's
-            // SETTINGS_ENABLE_CONNECT_PROTOCOL means nothing to a server (RFC 8441 §3).
-            SettingId::EnablePush
-            | SettingId::EnableConnectProtocol
-            | SettingId::MaxConcurrentStreams
-            | SettingId::MaxHeaderListSize
-            | SettingId::NoRfc7540Priorities => {}
-        }
-        Ok(())
-    }
-
-    /// §6.9.2: a new initial window changes every stream's send window by the difference,
-    /// possibly below zero; above 2^31-1 is a connection FLOW_CONTROL_ERROR.
-    fn set_peer_initial_window(&mut self, value: u32) -> Step {
-        let delta = i64::from(value) - i64::from(self.peer_initial_window);
-        self.peer_initial_window = value;
-        if shift_windows(self.streams.values_mut().map(|s| &mut s.send), delta) {
-            let reason = "SETTINGS_INITIAL_WINDOW_SIZE overflows a stream window";
-            return Err(self.fail(ErrorCode::FlowControlError, reason, None));
-        }
-        if delta > 0 {
+    /// A new initial window moved every stream's send window: the streams that may send
+    /// now are filed, and every stall is looked at again.
+    fn send_windows_moved(&mut self, grew: bool) {
+        if grew {
             let ids: Vec<StreamId> = self.streams.keys().copied().collect();
             for id in ids {
                 self.schedule(id);
             }
         }
         self.refresh_all_stalls();
-        Ok(())
-    }
-
-    /// Our SETTINGS now bind the peer (§6.5.3): the HPACK table limit and the stream
-    /// receive windows tighten to what we advertised, if that is below the defaults.
-    fn on_settings_ack(&mut self) {
-        if self.settings_acked {
-            return;
-        }
-        let loose = self.local_initial_window();
-        self.settings_acked = true;
-        let delta = self.local_initial_window() - loose;
-        for stream in self.streams.values_mut() {
-            stream.recv_window += delta;
-        }
-        self.hpack_in
-            .set_max_table_size_limit(self.config.header_table_size as usize);
     }
 
     /// §6.7: answered with the same data; our own PINGs are never sent, so ACKs are noise.

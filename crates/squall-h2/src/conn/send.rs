@@ -259,7 +259,7 @@ impl Connection {
         let take = (stream.send).take_frame(
             &mut self.conn_send_window,
             &mut self.queued_total,
-            self.peer_max_frame_size,
+            self.settings.peer_max_frame_size,
         );
         let (payload, end) = match take {
             Take::Data { payload, end } => (payload, end),
@@ -329,8 +329,7 @@ impl Connection {
         debug_assert!((100..=999).contains(&status), "status {status}");
         let at = usize::from(status.clamp(100, 999)) * 3;
         let digits: &'static [u8] = &STATUS_DIGITS[at..at + 3];
-        let max = self.peer_max_frame_size;
-        (self.block_encoder).encode(&mut self.out, id, end_stream, max, |hpack, block| {
+        (self.settings).encode_block(&mut self.out, id, end_stream, |hpack, block| {
             // Table size updates first, then `:status` (static: an index for the common
             // codes), the pre-encoded fragments, and the fields that go through the table.
             hpack.begin_block(block);
@@ -348,10 +347,7 @@ impl Connection {
         id: StreamId,
         fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
     ) {
-        let max = self.peer_max_frame_size;
-        (self.block_encoder).encode(&mut self.out, id, true, max, |hpack, block| {
-            hpack.encode(regular(fields).map(|(n, v)| (n, v, false)), block);
-        });
+        (self.settings).encode_fields(&mut self.out, id, true, regular(fields));
     }
 }
 
