@@ -9,11 +9,12 @@ use bytes::BytesMut;
 
 use super::stream::RecvState;
 use super::{ClientConnection, REPLY_BYTES_MAX};
+use crate::common::order::{check_order, error_stream};
 use crate::common::settings::Applied;
 use crate::conn::stream::Closed;
 use crate::conn::{ConnError, FloodKind};
 use crate::encode::{encode_ping, encode_settings_ack};
-use crate::error::{ErrorCode, ErrorScope, FrameError};
+use crate::error::{ErrorCode, FrameError};
 use crate::frame::{
     FRAME_HEADER_BYTES, Frame, SettingId, Settings, StreamId, WINDOW_BYTES_MAX, kind,
 };
@@ -76,15 +77,9 @@ impl ClientConnection {
     }
 
     fn on_frame_error(&mut self, error: FrameError) -> Step {
-        let id = match error.scope {
-            // §6.10: inside a header block any other frame is a connection error, and so
-            // is anything before the server's SETTINGS (§3.4).
-            ErrorScope::Stream(id) if self.block.is_none() && self.settings_seen => id,
-            ErrorScope::Stream(_) => {
-                let reason = "bad frame inside a header block or before SETTINGS";
-                return Err(self.conn_error(ErrorCode::ProtocolError, reason));
-            }
-            ErrorScope::Connection => return Err(self.conn_error(error.code, error.reason)),
+        let id = match error_stream(&error, self.block.is_some(), self.settings_seen) {
+            Ok(id) => id,
+            Err((code, reason)) => return Err(self.conn_error(code, reason)),
         };
         // §5.1: on an idle stream, any frame but HEADERS and PRIORITY is a connection
         // error; a bad PRIORITY there is too, rather than an RST_STREAM on a stream that
@@ -97,19 +92,10 @@ impl ClientConnection {
     }
 
     fn on_frame(&mut self, frame: Frame) -> Step {
-        if !self.settings_seen {
-            if !matches!(frame, Frame::Settings(Settings { ack: false, .. })) {
-                let reason = "server's first frame is not SETTINGS";
-                return Err(self.conn_error(ErrorCode::ProtocolError, reason));
-            }
-            self.settings_seen = true;
-        }
-        if let Some(block) = &self.block {
-            let same = matches!(&frame, Frame::Continuation { stream_id, .. } if *stream_id == block.stream_id);
-            if !same {
-                let reason = "frame inside a header block";
-                return Err(self.conn_error(ErrorCode::ProtocolError, reason));
-            }
+        let block = self.block.as_ref().map(|b| b.stream_id);
+        let not_settings = "server's first frame is not SETTINGS";
+        if let Err(reason) = check_order(&frame, &mut self.settings_seen, block, not_settings) {
+            return Err(self.conn_error(ErrorCode::ProtocolError, reason));
         }
         match frame {
             Frame::Data {

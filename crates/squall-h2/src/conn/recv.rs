@@ -11,10 +11,11 @@ use super::priority::PriorityParams;
 use super::stream::Closed;
 use super::types::{ConnError, FloodKind};
 use super::{Connection, Lookup};
+use crate::common::order::{check_order, error_stream};
 use crate::common::send::SendState;
 use crate::common::settings::Applied;
 use crate::encode::{encode_ping, encode_settings_ack};
-use crate::error::{ErrorCode, ErrorScope, FrameError};
+use crate::error::{ErrorCode, FrameError};
 use crate::frame::{FRAME_HEADER_BYTES, Frame, Priority, Settings, StreamId};
 use crate::{PREFACE, PrefaceState, WINDOW_BYTES_MAX, match_preface};
 
@@ -77,15 +78,9 @@ impl Connection {
     }
 
     fn on_frame_error(&mut self, error: FrameError) -> Step {
-        let id = match error.scope {
-            // §6.10: inside a header block any other frame is a connection error, and so
-            // is anything before the peer's SETTINGS (§3.4).
-            ErrorScope::Stream(id) if self.block.is_none() && self.settings_seen => id,
-            ErrorScope::Stream(_) => {
-                let reason = "bad frame inside a header block or before SETTINGS";
-                return Err(self.fail(ErrorCode::ProtocolError, reason, None));
-            }
-            ErrorScope::Connection => return Err(self.fail(error.code, error.reason, None)),
+        let id = match error_stream(&error, self.block.is_some(), self.settings_seen) {
+            Ok(id) => id,
+            Err((code, reason)) => return Err(self.fail(code, reason, None)),
         };
         // A zero WINDOW_UPDATE increment on an idle stream: §5.1 makes any frame but
         // HEADERS and PRIORITY there a connection error.
@@ -97,19 +92,10 @@ impl Connection {
     }
 
     fn on_frame(&mut self, frame: Frame) -> Step {
-        if !self.settings_seen {
-            if !matches!(frame, Frame::Settings(Settings { ack: false, .. })) {
-                let reason = "first frame is not SETTINGS";
-                return Err(self.fail(ErrorCode::ProtocolError, reason, None));
-            }
-            self.settings_seen = true;
-        }
-        if let Some(block) = &self.block {
-            let same = matches!(&frame, Frame::Continuation { stream_id, .. } if *stream_id == block.stream_id);
-            if !same {
-                let reason = "frame inside a header block";
-                return Err(self.fail(ErrorCode::ProtocolError, reason, None));
-            }
+        let block = self.block.as_ref().map(|b| b.stream_id);
+        let not_settings = "first frame is not SETTINGS";
+        if let Err(reason) = check_order(&frame, &mut self.settings_seen, block, not_settings) {
+            return Err(self.fail(ErrorCode::ProtocolError, reason, None));
         }
         match frame {
             Frame::Data {
