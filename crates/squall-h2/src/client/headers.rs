@@ -79,15 +79,12 @@ impl ClientConnection {
             return Err(self.conn_error(ErrorCode::ProtocolError, reason));
         };
         debug_assert_eq!(block.stream_id, id, "on_frame checks the stream");
-        if block.fragments.continuations() + 1 > CONTINUATION_FRAMES_MAX {
-            let reason = "too many CONTINUATION frames";
+        let bytes_max = self.config.header_block_bytes_max();
+        let appended =
+            (block.fragments).append_within(&fragment, CONTINUATION_FRAMES_MAX, bytes_max);
+        if let Err(reason) = appended {
             return Err(self.conn_error(ErrorCode::EnhanceYourCalm, reason));
         }
-        if block.fragments.len() + fragment.len() > self.config.header_block_bytes_max() {
-            let reason = "header block too large";
-            return Err(self.conn_error(ErrorCode::EnhanceYourCalm, reason));
-        }
-        block.fragments.append(&fragment);
         if end {
             return self.end_block();
         }

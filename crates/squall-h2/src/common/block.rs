@@ -1,6 +1,7 @@
 //! A header block being assembled: a HEADERS fragment and the CONTINUATION fragments that
-//! follow it (RFC 9113 §6.2, §6.10), until END_HEADERS. Both roles bound the frames and the
-//! bytes before appending, each with its own limits and errors.
+//! follow it (RFC 9113 §6.2, §6.10), until END_HEADERS. A fragment is appended only within
+//! a bound on the frames and the bytes, each role's own; over it, each role ends the
+//! connection its own way (a flood for the server).
 
 use bytes::{Bytes, BytesMut};
 
@@ -44,13 +45,26 @@ impl BlockFragments {
         }
     }
 
-    /// CONTINUATION frames appended so far.
-    pub(crate) fn continuations(&self) -> u32 {
-        self.continuations
+    /// Appends a CONTINUATION frame's fragment if the block stays within `frames_max`
+    /// CONTINUATION frames and `bytes_max` bytes; `Err`: the reason it would not, and
+    /// nothing is appended.
+    pub(crate) fn append_within(
+        &mut self,
+        fragment: &[u8],
+        frames_max: u32,
+        bytes_max: usize,
+    ) -> Result<(), &'static str> {
+        if self.continuations + 1 > frames_max {
+            return Err("too many CONTINUATION frames");
+        }
+        if self.len() + fragment.len() > bytes_max {
+            return Err("header block too large");
+        }
+        self.append(fragment);
+        Ok(())
     }
 
-    /// Appends a CONTINUATION frame's fragment.
-    pub(crate) fn append(&mut self, fragment: &[u8]) {
+    fn append(&mut self, fragment: &[u8]) {
         if self.joined.is_empty() {
             self.joined.extend_from_slice(&self.first);
         }

@@ -114,21 +114,15 @@ impl Connection {
             return Err(self.fail(ErrorCode::ProtocolError, reason, None));
         };
         debug_assert_eq!(block.stream_id, id, "on_frame checks the stream");
-        let frames = block.fragments.continuations() + 1;
-        let bytes = block.fragments.len() + fragment.len();
         if fragment.is_empty() {
             self.count(FloodKind::EmptyFrames)?;
         }
-        if frames > self.config.max_continuation_frames {
-            let reason = "too many CONTINUATION frames";
+        let frames_max = self.config.max_continuation_frames;
+        let bytes_max = self.config.header_block_bytes_max();
+        if let Some(block) = &mut self.block
+            && let Err(reason) = (block.fragments).append_within(&fragment, frames_max, bytes_max)
+        {
             return Err(self.flood(FloodKind::Continuation, reason));
-        }
-        if bytes > self.config.header_block_bytes_max() {
-            let reason = "header block too large";
-            return Err(self.flood(FloodKind::Continuation, reason));
-        }
-        if let Some(block) = &mut self.block {
-            block.fragments.append(&fragment);
         }
         if end {
             return self.end_block();
