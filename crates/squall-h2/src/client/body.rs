@@ -6,7 +6,7 @@ use bytes::Bytes;
 use super::ClientConnection;
 use super::recv::{Lookup, Step};
 use super::stream::RecvState;
-use crate::common::window::credit;
+use crate::common::window::{credit, threshold};
 use crate::conn::stream::Closed;
 use crate::error::ErrorCode;
 use crate::frame::StreamId;
@@ -41,11 +41,10 @@ impl ClientConnection {
     /// frame, whatever the stream's state.
     pub(super) fn on_data(&mut self, id: StreamId, data: Bytes, end: bool, flow_len: u32) -> Step {
         let flow = u64::from(flow_len);
-        if i64::from(flow_len) > self.conn_recv_window {
+        if !self.conn_recv.take(flow_len) {
             let reason = "DATA beyond the connection window";
             return Err(self.conn_error(ErrorCode::FlowControlError, reason));
         }
-        self.conn_recv_window -= i64::from(flow_len);
         match self.lookup(id) {
             Lookup::Idle => {
                 let reason = "DATA on a stream we did not open";
@@ -123,7 +122,7 @@ impl ClientConnection {
     /// Window the peer may use again on a stream, announced once half a window is owed.
     /// Nothing is announced once the peer has ended the stream: it will send no more.
     fn credit_stream(&mut self, id: StreamId, n: u64) {
-        let threshold = u64::from(self.config.stream_window / 2).max(1);
+        let threshold = threshold(self.config.stream_window);
         let Some(stream) = self.streams.get_mut(&id) else {
             return;
         };
@@ -137,8 +136,6 @@ impl ClientConnection {
         if n == 0 || self.error.is_some() {
             return;
         }
-        let threshold = u64::from(self.config.connection_window / 2).max(1);
-        let (window, owed) = (&mut self.conn_recv_window, &mut self.conn_recv_owed);
-        self.reply_bytes += credit(&mut self.out, 0, window, owed, n, threshold, true);
+        self.reply_bytes += self.conn_recv.credit(&mut self.out, n);
     }
 }

@@ -30,6 +30,7 @@ pub use types::{ClientConfig, ClientEvent, OpenError};
 
 use crate::common::inbox::{Inbox, Inboxes};
 use crate::common::settings::SettingsState;
+use crate::common::window::ConnRecvWindow;
 use crate::conn::stream::{CLOSED_STREAMS_REMEMBERED_MAX, Closed, ClosedStreams};
 use crate::conn::{ConnError, FloodKind};
 use crate::decode::FrameDecoder;
@@ -79,9 +80,8 @@ pub struct ClientConnection {
 
     // Flow control.
     conn_send_window: i64,
-    conn_recv_window: i64,
-    /// Connection window given back (or dropped data), not yet announced.
-    conn_recv_owed: u64,
+    /// Our receive window, and what is owed back to the peer.
+    conn_recv: ConnRecvWindow,
     /// Body bytes of streams that closed normally, delivered and not yet released: the
     /// application still gives them back with `release_capacity` (the stream is unknown by
     /// then, the connection window is not).
@@ -130,8 +130,7 @@ impl ClientConnection {
             closed: ClosedStreams::default(),
             next_stream_id: 1,
             conn_send_window: i64::from(WINDOW_BYTES_INITIAL),
-            conn_recv_window: i64::from(config.connection_window),
-            conn_recv_owed: 0,
+            conn_recv: ConnRecvWindow::new(config.connection_window),
             orphan_unreleased: 0,
             out: BytesMut::new(),
             out_emitted: 0,
@@ -381,7 +380,7 @@ impl ClientConnection {
     pub fn check_invariants(&self) {
         let max = i64::from(WINDOW_BYTES_MAX);
         assert!(self.conn_send_window <= max);
-        assert!((0..=max).contains(&self.conn_recv_window));
+        assert!((0..=max).contains(&self.conn_recv.window));
         assert!(self.streams.len() <= self.config.max_concurrent_streams as usize);
         assert!(self.closed.len() <= CLOSED_STREAMS_REMEMBERED_MAX);
         assert!(self.next_stream_id % 2 == 1);
@@ -408,8 +407,8 @@ impl ClientConnection {
         assert!(self.parked.is_empty() || self.conn_send_window <= 0);
         if self.error.is_none() {
             let held: u64 = self.streams.values().map(|s| s.unreleased).sum();
-            let accounted = self.conn_recv_window
-                + (self.conn_recv_owed + held + self.orphan_unreleased) as i64;
+            let accounted = self.conn_recv.window
+                + (self.conn_recv.owed + held + self.orphan_unreleased) as i64;
             assert_eq!(accounted, i64::from(self.config.connection_window));
         } else {
             assert!(self.streams.is_empty() && self.block.is_none());

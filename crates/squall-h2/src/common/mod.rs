@@ -9,7 +9,8 @@
 //! - `send.rs`: a stream's send half: queued DATA, send window, END_STREAM or trailers.
 //! - `settings.rs`: the SETTINGS exchange: the peer's values and ours, the HPACK state
 //!   they size, and what applying one or acknowledging ours changes.
-//! - `window.rs`: receive window given back to the peer in WINDOW_UPDATEs.
+//! - `window.rs`: receive window given back to the peer in WINDOW_UPDATEs; the
+//!   connection's receive window.
 
 pub(crate) mod block;
 pub(crate) mod block_encoder;

@@ -7,7 +7,7 @@ use super::recv::Step;
 use super::stream::Closed;
 use super::types::FloodKind;
 use super::{Connection, Lookup};
-use crate::common::window::credit;
+use crate::common::window::{credit, threshold};
 use crate::error::ErrorCode;
 use crate::frame::StreamId;
 
@@ -34,11 +34,10 @@ impl Connection {
             self.count(FloodKind::EmptyFrames)?;
         }
         let flow = u64::from(flow_len);
-        if i64::from(flow_len) > self.conn_recv_window {
+        if !self.conn_recv.take(flow_len) {
             let reason = "DATA beyond the connection window";
             return Err(self.fail(ErrorCode::FlowControlError, reason, None));
         }
-        self.conn_recv_window -= i64::from(flow_len);
         match self.lookup(id) {
             Lookup::Idle => {
                 let reason = "DATA on an idle stream";
@@ -106,7 +105,7 @@ impl Connection {
     /// Window the peer may use again on a stream, announced once half a window is owed.
     /// Nothing is announced once the peer has ended the stream: it will send no more.
     fn credit_stream(&mut self, id: StreamId, n: u64) {
-        let threshold = u64::from(self.config.initial_window_size / 2).max(1);
+        let threshold = threshold(self.config.initial_window_size);
         let Some(stream) = self.streams.get_mut(&id) else {
             return;
         };
@@ -120,8 +119,6 @@ impl Connection {
         if n == 0 || self.error.is_some() {
             return;
         }
-        let threshold = u64::from(self.config.connection_window_size / 2).max(1);
-        let (window, owed) = (&mut self.conn_recv_window, &mut self.conn_recv_owed);
-        self.reply_bytes += credit(&mut self.out, 0, window, owed, n, threshold, true);
+        self.reply_bytes += self.conn_recv.credit(&mut self.out, n);
     }
 }

@@ -36,6 +36,7 @@ pub use types::{ConnError, Event, FloodKind, Request, Stats, StreamClosed};
 
 use crate::common::inbox::Inboxes;
 use crate::common::settings::SettingsState;
+use crate::common::window::ConnRecvWindow;
 use crate::decode::FrameDecoder;
 use crate::encode::{encode_goaway, encode_settings, encode_window_update};
 use crate::error::ErrorCode;
@@ -81,9 +82,8 @@ pub struct Connection {
 
     // Flow control.
     conn_send_window: i64,
-    conn_recv_window: i64,
-    /// Connection window the application (or discarding) gave back, not yet announced.
-    conn_recv_owed: u64,
+    /// Our receive window, and what is owed back to the peer.
+    conn_recv: ConnRecvWindow,
 
     // Output.
     /// Frames to send, in order: control frames, HEADERS, and each DATA frame header just
@@ -138,8 +138,7 @@ impl Connection {
             last_processed: 0,
             pending_priorities: BTreeMap::new(),
             conn_send_window: i64::from(WINDOW_BYTES_INITIAL),
-            conn_recv_window: i64::from(config.connection_window_size),
-            conn_recv_owed: 0,
+            conn_recv: ConnRecvWindow::new(config.connection_window_size),
             out: BytesMut::new(),
             reply_bytes: 0,
             scheduler: Scheduler::default(),
@@ -347,7 +346,7 @@ impl Connection {
     pub fn check_invariants(&self) {
         let max = i64::from(WINDOW_BYTES_MAX);
         assert!(self.conn_send_window <= max);
-        assert!(self.conn_recv_window <= max && self.conn_recv_window >= 0);
+        assert!(self.conn_recv.window <= max && self.conn_recv.window >= 0);
         assert!(self.streams.len() <= self.config.max_concurrent_streams as usize);
         assert!(self.closed.len() <= stream::CLOSED_STREAMS_REMEMBERED_MAX);
         let queued: usize = self.streams.values().map(|s| s.send.queued_bytes).sum();
