@@ -31,8 +31,8 @@ pub use types::{ClientConfig, ClientEvent, OpenError};
 use crate::common::inbox::{Inbox, Inboxes};
 use crate::common::settings::SettingsState;
 use crate::common::window::ConnRecvWindow;
+use crate::conn::ConnError;
 use crate::conn::stream::{CLOSED_STREAMS_REMEMBERED_MAX, Closed, ClosedStreams};
-use crate::conn::{ConnError, FloodKind};
 use crate::decode::FrameDecoder;
 use crate::encode::{encode_goaway, encode_rst_stream, encode_settings, encode_window_update};
 use crate::error::ErrorCode;
@@ -271,27 +271,22 @@ impl ClientConnection {
     /// A connection error (RFC 9113 §5.4.1): GOAWAY with `code`, and a Reset event for every
     /// open stream. Returns the error; only the first counts.
     fn conn_error(&mut self, code: ErrorCode, reason: &'static str) -> ConnError {
-        self.conn_error_flood(code, reason, None)
-    }
-
-    fn conn_error_flood(
-        &mut self,
-        code: ErrorCode,
-        reason: &'static str,
-        flood: Option<FloodKind>,
-    ) -> ConnError {
-        if let Some(error) = self.error {
-            return error;
-        }
-        let error = ConnError {
+        self.end_with(ConnError {
             code,
             reason,
-            flood,
+            flood: None,
+        })
+    }
+
+    /// `conn_error` with any error, a flood too.
+    fn end_with(&mut self, error: ConnError) -> ConnError {
+        let error = match ConnError::record(&mut self.error, error) {
+            Ok(error) => error,
+            Err(first) => return first,
         };
-        self.error = Some(error);
         self.block = None;
-        self.reset_all(code);
-        encode_goaway(&mut self.out, 0, code, &[]);
+        self.reset_all(error.code);
+        encode_goaway(&mut self.out, 0, error.code, &[]);
         error
     }
 

@@ -47,7 +47,11 @@ impl ClientConnection {
             if self.reply_bytes > REPLY_BYTES_MAX {
                 let reason = "peer does not read what we answer";
                 let code = ErrorCode::EnhanceYourCalm;
-                return Err(self.conn_error_flood(code, reason, Some(FloodKind::OutputQueue)));
+                return Err(self.end_with(ConnError {
+                    code,
+                    reason,
+                    flood: Some(FloodKind::OutputQueue),
+                }));
             }
         }
         Ok(())

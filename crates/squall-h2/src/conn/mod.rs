@@ -315,15 +315,15 @@ impl Connection {
         reason: &'static str,
         flood: Option<FloodKind>,
     ) -> ConnError {
-        if let Some(error) = self.error {
-            return error;
-        }
         let error = ConnError {
             code,
             reason,
             flood,
         };
-        self.error = Some(error);
+        let error = match ConnError::record(&mut self.error, error) {
+            Ok(error) => error,
+            Err(first) => return first,
+        };
         match flood {
             Some(kind) => self.stats.flood = Some(kind),
             None => self.stats.protocol_errors += 1,

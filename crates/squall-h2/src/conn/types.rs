@@ -90,6 +90,20 @@ pub struct ConnError {
     pub flood: Option<FloodKind>,
 }
 
+impl ConnError {
+    /// Records `error` as the connection's in `slot`, where only the first counts: `Ok`
+    /// with it when it is new (the caller then ends the connection), `Err` with the first.
+    pub(crate) fn record(
+        slot: &mut Option<ConnError>,
+        error: ConnError,
+    ) -> Result<ConnError, ConnError> {
+        match *slot {
+            Some(first) => Err(first),
+            None => Ok(*slot.insert(error)),
+        }
+    }
+}
+
 /// A send to a stream that is not open for sending: unknown, reset, or already ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
 #[error("HTTP/2 stream is not open for sending")]
