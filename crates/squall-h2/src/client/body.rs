@@ -89,12 +89,7 @@ impl ClientConnection {
             return self.stream_error(id, code);
         }
         stream.recv_window -= i64::from(flow_len);
-        stream.body_bytes += len;
-        let body = stream.body_bytes;
-        // §8.1.1: more than content-length, or less at the end, is malformed.
-        let length_wrong = stream
-            .content_length
-            .is_some_and(|n| body > n || (end && body != n));
+        let length_wrong = stream.length.add(len, end);
         // Padding is nobody's to release: it goes back at once.
         let padding = flow - len;
         self.credit_stream(id, padding);

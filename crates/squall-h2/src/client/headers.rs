@@ -167,8 +167,8 @@ impl ClientConnection {
                 return;
             }
             // §8.1.1: these have no content whatever content-length says.
-            204 | 304 => stream.content_length = None,
-            _ => stream.content_length = head.content_length,
+            204 | 304 => stream.length.expected = None,
+            _ => stream.length.expected = head.content_length,
         }
         // A response that ends here passes with any content-length: it may answer HEAD.
         stream.recv = match end {
@@ -191,9 +191,7 @@ impl ClientConnection {
         let Some(stream) = self.streams.get_mut(&id) else {
             return;
         };
-        let length_wrong = stream
-            .content_length
-            .is_some_and(|n| n != stream.body_bytes);
+        let length_wrong = stream.length.ends_wrong();
         let fields = match parse_trailers(bytes, spans) {
             Ok(fields) if end && !length_wrong => fields,
             _ => return self.stream_error(id, ErrorCode::ProtocolError),

@@ -1,6 +1,7 @@
 //! One client stream's state (RFC 9113 §5.1, from the side that opened it): the response
 //! coming in, the request body going out.
 
+use crate::common::length::BodyLength;
 use crate::common::send::{SendHalf, SendState};
 
 /// Where the response is.
@@ -35,10 +36,9 @@ pub(crate) struct Stream {
     pub recv_owed: u64,
     /// Body bytes handed to the event queue and not yet released.
     pub unreleased: u64,
-    /// Response body bytes received, against content-length.
-    pub body_bytes: u64,
-    /// The content-length DATA must match; `None` also for 204 and 304 (RFC 9113 §8.1.1).
-    pub content_length: Option<u64>,
+    /// Response body bytes received, against content-length (none for 204 and 304,
+    /// RFC 9113 §8.1.1).
+    pub length: BodyLength,
     /// Interim heads received, against [`INTERIM_HEADS_MAX`].
     pub interim: u32,
     /// The request body going out.
@@ -60,8 +60,7 @@ impl Stream {
             recv_window,
             recv_owed: 0,
             unreleased: 0,
-            body_bytes: 0,
-            content_length: None,
+            length: BodyLength::default(),
             interim: 0,
             send: SendHalf::new(
                 if end_stream {

@@ -5,6 +5,7 @@
 //! - `block.rs`: a header block's HEADERS and CONTINUATION fragments, joined.
 //! - `block_encoder.rs`: our HPACK encoder, for outgoing header blocks.
 //! - `inbox.rs`: a stream's received body waiting for the application.
+//! - `length.rs`: a received body against its content-length.
 //! - `order.rs`: where a frame may come: SETTINGS first, nothing inside a header block.
 //! - `send.rs`: a stream's send half: queued DATA, send window, END_STREAM or trailers.
 //! - `settings.rs`: the SETTINGS exchange: the peer's values and ours, the HPACK state
@@ -15,6 +16,7 @@
 pub(crate) mod block;
 pub(crate) mod block_encoder;
 pub(crate) mod inbox;
+pub(crate) mod length;
 pub(crate) mod order;
 pub(crate) mod send;
 pub(crate) mod settings;

@@ -72,13 +72,9 @@ impl Connection {
             return self.stream_error(id, code);
         }
         stream.recv_window -= i64::from(flow_len);
-        stream.body_bytes += len;
-        let body = stream.body_bytes;
+        let length_wrong = stream.length.add(len, end);
+        let body = stream.length.received;
         let tunnel = stream.tunnel;
-        // §8.1.1: more than content-length, or less at the end, is malformed.
-        let length_wrong = stream
-            .content_length
-            .is_some_and(|n| body > n || (end && body != n));
         // Padding is nobody's to release: it goes back at once.
         let padding = flow - len;
         self.credit_stream(id, padding);

@@ -235,7 +235,7 @@ impl Connection {
                 let recv_window = self.settings.local_initial_window();
                 let send_window = i64::from(self.settings.peer_initial_window);
                 let mut stream = Stream::new(!end_stream, recv_window, send_window);
-                stream.content_length = request.content_length;
+                stream.length.expected = request.content_length;
                 stream.tunnel = request.protocol.is_some();
                 // RFC 9218 §7.1: a PRIORITY_UPDATE is newer than the request's field.
                 stream.priority = (priority_update)
@@ -294,10 +294,7 @@ impl Connection {
         let Some(stream) = self.streams.get_mut(&id) else {
             return Ok(());
         };
-        if stream
-            .content_length
-            .is_some_and(|n| n != stream.body_bytes)
-        {
+        if stream.length.ends_wrong() {
             return self.malformed(id);
         }
         stream.recv_open = false;

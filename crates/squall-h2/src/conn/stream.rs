@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use super::priority::PriorityParams;
 use super::schedule::Slot;
+use crate::common::length::BodyLength;
 use crate::common::send::{SendHalf, SendState};
 use crate::frame::StreamId;
 
@@ -31,9 +32,8 @@ pub(crate) struct Stream {
     pub recv_owed: u64,
     /// Body bytes handed to the event queue and not yet released by the application.
     pub unreleased: u64,
-    /// Body bytes received, to check content-length and the body limit.
-    pub body_bytes: u64,
-    pub content_length: Option<u64>,
+    /// Body bytes received, against content-length and the body limit.
+    pub length: BodyLength,
     /// An extended CONNECT's stream (RFC 8441): its DATA is a tunnel's, not a body, so the
     /// body limit does not apply (flow control still does).
     pub tunnel: bool,
@@ -55,8 +55,7 @@ impl Stream {
             recv_window,
             recv_owed: 0,
             unreleased: 0,
-            body_bytes: 0,
-            content_length: None,
+            length: BodyLength::default(),
             tunnel: false,
             app: AppState::Queued,
             send: SendHalf::new(SendState::Idle, send_window),
