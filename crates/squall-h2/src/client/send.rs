@@ -11,7 +11,7 @@ use bytes::{Bytes, BytesMut};
 use super::stream::{Slot, Stream};
 use super::types::OpenError;
 use super::{ClientConnection, STREAM_ID_MAX};
-use crate::common::send::{DATA_COPY_BYTES_MAX, SendState, Take, Turn, emit_frame, encode_data};
+use crate::common::send::{SendState, Turn, emit_frame, send_turn};
 use crate::conn::StreamClosed;
 use crate::conn::request::is_connection_specific;
 use crate::conn::stream::Closed;
@@ -68,8 +68,8 @@ impl ClientConnection {
         fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
     ) -> Result<(), StreamClosed> {
         let stream = self.sending_stream(stream_id)?;
-        if let Some(fields) = stream.send.end_with_trailers(fields) {
-            self.encode_trailers(stream_id, fields);
+        if let Some(fields) = stream.send.end_with_trailers(checked(fields)) {
+            (self.settings).encode_fields(&mut self.out, stream_id, true, fields);
             self.close_if_done(stream_id);
             return Ok(());
         }
@@ -180,40 +180,19 @@ impl ClientConnection {
         let Some(stream) = self.streams.get_mut(&id) else {
             return Turn::Blocked;
         };
-        let take = (stream.send).take_frame(
+        // Made apart from `out`: what leaves from `out` is counted in `out_emitted`.
+        let (turn, done) = send_turn(
+            &mut stream.send,
+            id,
             &mut self.conn_send_window,
             &mut self.queued_total,
-            self.settings.peer_max_frame_size,
+            &mut self.settings,
+            &mut BytesMut::new(),
         );
-        let (payload, end) = match take {
-            Take::Data { payload, end } => (payload, end),
-            Take::Trailers(fields) => {
-                // Encoded apart from `out`: what leaves from `out` is counted in `out_emitted`.
-                let mut frame = BytesMut::new();
-                std::mem::swap(&mut frame, &mut self.out);
-                self.encode_trailers(id, fields.iter().map(|(n, v)| (&n[..], &v[..])));
-                std::mem::swap(&mut frame, &mut self.out);
-                self.close_if_done(id);
-                return Turn::Sent {
-                    head: frame.freeze(),
-                    payload: None,
-                    more: false,
-                };
-            }
-            Take::WaitConnection => return Turn::WaitConnection,
-            Take::Blocked => return Turn::Blocked,
-        };
-        let more = stream.send.sendable();
-        let mut frame = BytesMut::with_capacity(9 + payload.len().min(DATA_COPY_BYTES_MAX));
-        let payload = encode_data(&mut frame, id, payload, end);
-        if end {
+        if done {
             self.close_if_done(id);
         }
-        Turn::Sent {
-            head: frame.freeze(),
-            payload,
-            more,
-        }
+        turn
     }
 
     /// The stream, if the application may still send on it.
@@ -225,15 +204,6 @@ impl ClientConnection {
             Some(s) if s.send.state == SendState::Open => Ok(s),
             _ => Err(StreamClosed),
         }
-    }
-
-    /// Encodes trailers (HEADERS with END_STREAM) into `out`.
-    fn encode_trailers<'a>(
-        &mut self,
-        id: StreamId,
-        fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
-    ) {
-        (self.settings).encode_fields(&mut self.out, id, true, checked(fields));
     }
 }
 

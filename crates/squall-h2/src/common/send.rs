@@ -1,16 +1,17 @@
 //! A stream's send half (RFC 9113 §5.1 from our side, §6.9 flow control): the DATA queued
 //! by the application, the stream's send window, and what ends it (END_STREAM or
-//! trailers). Both roles queue and take frames through [`SendHalf`]; each frames the
-//! result (its own output buffer, its own HPACK encoder for trailers) and schedules
-//! streams its own way.
+//! trailers). Both roles queue DATA in a [`SendHalf`] and frame its turns with
+//! [`send_turn`] (each in its own buffer: the server in its output, the client apart from
+//! it); each schedules streams its own way.
 
 use std::collections::VecDeque;
 
 use bytes::{Bytes, BytesMut};
 
 use crate::WINDOW_BYTES_MAX;
+use crate::common::settings::SettingsState;
 use crate::encode::encode_data_header;
-use crate::frame::StreamId;
+use crate::frame::{FRAME_HEADER_BYTES, StreamId};
 
 /// DATA payloads shorter than this are copied behind their frame header: one piece for
 /// the caller's writev instead of two, at the price of a small copy.
@@ -201,6 +202,50 @@ impl SendHalf {
         }
         Take::Data { payload, end }
     }
+}
+
+/// One turn of stream `id`'s send half in its connection's DATA scheduler: a DATA frame
+/// within the stream's window, `conn_window` (both debited, with `queued_total`) and the
+/// peer's max frame size, or the end (an empty DATA with END_STREAM, or the trailers,
+/// encoded through `settings`' HPACK encoder). The frame is made in `buf` and taken out of
+/// it, with anything already there. Returns the turn and whether the half is done (the
+/// connection then closes the stream if its other half is too).
+#[inline]
+pub(crate) fn send_turn(
+    send: &mut SendHalf,
+    id: StreamId,
+    conn_window: &mut i64,
+    queued_total: &mut usize,
+    settings: &mut SettingsState,
+    buf: &mut BytesMut,
+) -> (Turn, bool) {
+    let take = send.take_frame(conn_window, queued_total, settings.peer_max_frame_size);
+    let (payload, end) = match take {
+        Take::Data { payload, end } => (payload, end),
+        Take::Trailers(fields) => {
+            let fields = fields.iter().map(|(n, v)| (&n[..], &v[..]));
+            settings.encode_fields(buf, id, true, fields);
+            let head = buf.split().freeze();
+            let turn = Turn::Sent {
+                head,
+                payload: None,
+                more: false,
+            };
+            return (turn, true);
+        }
+        Take::WaitConnection => return (Turn::WaitConnection, false),
+        Take::Blocked => return (Turn::Blocked, false),
+    };
+    let more = send.sendable();
+    buf.reserve(FRAME_HEADER_BYTES + payload.len().min(DATA_COPY_BYTES_MAX));
+    let payload = encode_data(buf, id, payload, end);
+    let head = buf.split().freeze();
+    let turn = Turn::Sent {
+        head,
+        payload,
+        more,
+    };
+    (turn, end)
 }
 
 /// §6.9.2: a new SETTINGS_INITIAL_WINDOW_SIZE changes every send window by the difference,

@@ -16,7 +16,7 @@ use super::request::is_connection_specific;
 use super::schedule::Slot;
 use super::stream::{AppState, Closed, Stream};
 use super::types::StreamClosed;
-use crate::common::send::{SendState, Take, Turn, emit_frame, encode_data};
+use crate::common::send::{SendState, Turn, emit_frame, send_turn};
 use crate::encode::encode_rst_stream;
 use crate::error::ErrorCode;
 use crate::frame::StreamId;
@@ -110,8 +110,8 @@ impl Connection {
         fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
     ) -> Result<(), StreamClosed> {
         let stream = self.sending_stream(stream_id, SendState::Open)?;
-        if let Some(fields) = stream.send.end_with_trailers(fields) {
-            self.encode_trailers(stream_id, fields);
+        if let Some(fields) = stream.send.end_with_trailers(regular(fields)) {
+            (self.settings).encode_fields(&mut self.out, stream_id, true, fields);
             self.close_if_done(stream_id);
             return Ok(());
         }
@@ -256,39 +256,20 @@ impl Connection {
         let Some(stream) = self.streams.get_mut(&id) else {
             return Turn::Blocked;
         };
-        let take = (stream.send).take_frame(
-            &mut self.conn_send_window,
-            &mut self.queued_total,
-            self.settings.peer_max_frame_size,
-        );
-        let (payload, end) = match take {
-            Take::Data { payload, end } => (payload, end),
-            Take::Trailers(fields) => {
-                self.encode_trailers(id, fields.iter().map(|(n, v)| (&n[..], &v[..])));
-                let head = self.out.split().freeze();
-                self.close_if_done(id);
-                return Turn::Sent {
-                    head,
-                    payload: None,
-                    more: false,
-                };
-            }
-            Take::WaitConnection => return Turn::WaitConnection,
-            Take::Blocked => return Turn::Blocked,
-        };
-        let more = stream.send.sendable();
         // Made in `out`: it leaves with anything queued there since `poll_output` took the
         // control frames.
-        let payload = encode_data(&mut self.out, id, payload, end);
-        let head = self.out.split().freeze();
-        if end {
+        let (turn, done) = send_turn(
+            &mut stream.send,
+            id,
+            &mut self.conn_send_window,
+            &mut self.queued_total,
+            &mut self.settings,
+            &mut self.out,
+        );
+        if done {
             self.close_if_done(id);
         }
-        Turn::Sent {
-            head,
-            payload,
-            more,
-        }
+        turn
     }
 
     /// Files a stream in the scheduler at its priority if it can send and is not filed yet.
@@ -339,15 +320,6 @@ impl Connection {
             }
             hpack.encode(regular(fields).map(|(n, v)| (n, v, false)), block);
         });
-    }
-
-    /// Encodes trailers (HEADERS with END_STREAM) into `out`.
-    fn encode_trailers<'a>(
-        &mut self,
-        id: StreamId,
-        fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
-    ) {
-        (self.settings).encode_fields(&mut self.out, id, true, regular(fields));
     }
 }
 
