@@ -5,28 +5,16 @@
 //! valid frames and HPACK blocks.
 
 mod conn_support;
+mod rng;
 
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use conn_support::{Client, Out, Peer, request};
+use rng::Rng;
 use squall_h2::{Connection, ErrorCode, Event, ServerConfig, SettingId, Stats};
 
-/// xorshift64*: a fixed seed gives the same run on every machine.
-struct Rng(u64);
-
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
     fn chance(&mut self, percent: usize) -> bool {
         self.below(100) < percent
     }

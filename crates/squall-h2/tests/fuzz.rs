@@ -2,29 +2,15 @@
 //! never panic and never leave the decoder unable to make progress.
 
 mod common;
+mod rng;
 
 use std::collections::HashSet;
 use std::mem::{Discriminant, discriminant};
 
 use bytes::BytesMut;
 use common::raw;
+use rng::Rng;
 use squall_h2::{FRAME_HEADER_BYTES, Frame, FrameDecoder};
-
-/// xorshift64*: a fixed seed gives the same run on every machine.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
 
 /// How far the inputs of a run got, so that a generator that stops reaching the payload
 /// parsers fails the test instead of passing it vacuously.
