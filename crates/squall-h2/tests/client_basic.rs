@@ -5,7 +5,7 @@
 mod client_support;
 
 use bytes::Bytes;
-use client_support::{Origin, Out, Pair, fields, request, response_of};
+use client_support::{Origin, Out, Pair, data_frames, fields, request, response_of};
 use squall_h2::{ClientConfig, ClientEvent, ErrorCode, OpenError, SettingId};
 
 #[test]
@@ -202,16 +202,7 @@ fn post_body_waits_for_the_connection_window_and_takes_turns() {
         .send_data(b, Bytes::from(vec![b'b'; 40_000]), true)
         .unwrap();
     let out = pair.output();
-    let data: Vec<(u32, usize, bool)> = (out.iter())
-        .filter_map(|o| match o {
-            Out::Data {
-                stream_id,
-                data,
-                end_stream,
-            } => Some((*stream_id, data.len(), *end_stream)),
-            _ => None,
-        })
-        .collect();
+    let data = data_frames(&out);
     // Round robin in frames of 16,384 until the 65,535 of the connection window are spent.
     assert_eq!(
         data,
@@ -226,16 +217,7 @@ fn post_body_waits_for_the_connection_window_and_takes_turns() {
     pair.feed(&Origin::new().window_update(0, 100_000).take())
         .unwrap();
     let out = pair.output();
-    let data: Vec<(u32, usize, bool)> = (out.iter())
-        .filter_map(|o| match o {
-            Out::Data {
-                stream_id,
-                data,
-                end_stream,
-            } => Some((*stream_id, data.len(), *end_stream)),
-            _ => None,
-        })
-        .collect();
+    let data = data_frames(&out);
     assert_eq!(data, vec![(1, 7_232, true), (3, 7_233, true)]);
 }
 

@@ -4,7 +4,7 @@
 
 mod client_support;
 
-use client_support::{Origin, Out, Pair, response_of};
+use client_support::{Origin, Out, Pair, assert_reset_by_us, response_of};
 use squall_h2::{ClientConfig, ClientEvent, ErrorCode, SettingId, StreamId};
 
 /// Opens stream 1 (a GET) and stream 3 (a bystander), feeds `script` for stream 1, and
@@ -168,21 +168,7 @@ fn head_over_the_header_list_limit_resets_the_stream() {
     let mut origin = Origin::new();
     origin.response(id, "200", &[("x-big", &big)], true);
     pair.feed(&origin.take()).unwrap();
-    assert_eq!(
-        pair.output(),
-        vec![Out::Rst {
-            stream_id: id,
-            code: ErrorCode::ProtocolError
-        }]
-    );
-    assert_eq!(
-        pair.events(),
-        vec![ClientEvent::Reset {
-            stream_id: id,
-            code: ErrorCode::ProtocolError,
-            refused: false
-        }]
-    );
+    assert_reset_by_us(&mut pair, id, ErrorCode::ProtocolError);
 }
 
 /// Opens streams 1 and 3, feeds `bytes`, and checks for a connection error with `code`:
@@ -385,21 +371,7 @@ fn bad_frame_on_an_open_stream_resets_it() {
     // A zero WINDOW_UPDATE increment on a stream (RFC 9113 §6.9) is a stream error.
     pair.feed(&Origin::new().raw(0x8, 0, id, &[0, 0, 0, 0]).take())
         .unwrap();
-    assert_eq!(
-        pair.output(),
-        vec![Out::Rst {
-            stream_id: id,
-            code: ErrorCode::ProtocolError
-        }]
-    );
-    assert_eq!(
-        pair.events(),
-        vec![ClientEvent::Reset {
-            stream_id: id,
-            code: ErrorCode::ProtocolError,
-            refused: false
-        }]
-    );
+    assert_reset_by_us(&mut pair, id, ErrorCode::ProtocolError);
 }
 
 /// Found by the `client` fuzz target: a response whose body and END_STREAM came with its

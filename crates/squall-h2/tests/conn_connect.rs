@@ -32,16 +32,7 @@ fn websocket() -> Vec<(&'static str, &'static str)> {
 /// The fields, as a request on stream 1 under `config`, make a malformed request: reset with
 /// PROTOCOL_ERROR, never shown to the application; a GET on stream 3 is served.
 fn assert_malformed(config: &ServerConfig, fields: &[(&str, &str)]) {
-    let mut client = Client::new();
-    client.headers(1, fields, false).get(3, "/");
-    let outcome = run_all_splits(config, &client.take(), &no_app);
-    assert_eq!(outcome.requests(), [3], "{fields:?}");
-    assert_eq!(
-        outcome.resets(),
-        [(1, ErrorCode::ProtocolError)],
-        "{fields:?}"
-    );
-    assert_eq!(outcome.error, None);
+    assert_malformed_with(config, fields, false);
 }
 
 #[test]

@@ -12,16 +12,7 @@ use squall_h2::{Connection, ErrorCode, Event, ServerConfig, SettingId};
 /// The fields, as a request on stream 1, make a malformed request: reset with
 /// PROTOCOL_ERROR, never shown to the application; the connection carries on.
 fn assert_malformed(fields: &[(&str, &str)], end_stream: bool) {
-    let mut client = Client::new();
-    client.headers(1, fields, end_stream).get(3, "/");
-    let outcome = run_all_splits(&ServerConfig::default(), &client.take(), &no_app);
-    assert_eq!(outcome.requests(), [3], "{fields:?}");
-    assert_eq!(
-        outcome.resets(),
-        [(1, ErrorCode::ProtocolError)],
-        "{fields:?}"
-    );
-    assert_eq!(outcome.error, None);
+    assert_malformed_with(&ServerConfig::default(), fields, end_stream);
 }
 
 fn with<'a>(extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {

@@ -8,7 +8,7 @@
 use std::time::Instant;
 
 use bytes::BytesMut;
-use squall_h2::{ClientConfig, ClientConnection, ClientEvent, StreamId};
+use squall_h2::{ClientConfig, ClientConnection, ClientEvent, ErrorCode, StreamId};
 use squall_hpack::Encoder;
 pub use wire::{FrameReader, Out};
 
@@ -201,4 +201,38 @@ pub fn response_of(event: &ClientEvent) -> (StreamId, u16, Vec<(String, String)>
         })
         .collect();
     (*stream_id, *status, list, *end_stream)
+}
+
+/// The stream was reset by us with `code`: RST_STREAM on the wire, and a Reset event, not
+/// a refusal, for the application.
+pub fn assert_reset_by_us(pair: &mut Pair, id: StreamId, code: ErrorCode) {
+    assert_eq!(
+        pair.output(),
+        vec![Out::Rst {
+            stream_id: id,
+            code
+        }]
+    );
+    assert_eq!(
+        pair.events(),
+        vec![ClientEvent::Reset {
+            stream_id: id,
+            code,
+            refused: false
+        }]
+    );
+}
+
+/// The DATA frames in `out`: stream, payload length, END_STREAM.
+pub fn data_frames(out: &[Out]) -> Vec<(StreamId, usize, bool)> {
+    (out.iter())
+        .filter_map(|o| match o {
+            Out::Data {
+                stream_id,
+                data,
+                end_stream,
+            } => Some((*stream_id, data.len(), *end_stream)),
+            _ => None,
+        })
+        .collect()
 }

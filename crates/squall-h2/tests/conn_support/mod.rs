@@ -290,15 +290,7 @@ pub fn run<'a>(
     pieces: impl IntoIterator<Item = &'a [u8]>,
     app: &App,
 ) -> Outcome {
-    let mut harness = Harness::new(config.clone());
-    harness.flush();
-    for piece in pieces {
-        harness.recv(piece);
-        harness.flush();
-    }
-    harness.drain(app);
-    harness.flush();
-    harness.outcome()
+    run_pieces(config, pieces, app, false)
 }
 
 /// Like [`run`], but the application sees events after every piece.
@@ -307,13 +299,47 @@ pub fn run_interleaved<'a>(
     pieces: impl IntoIterator<Item = &'a [u8]>,
     app: &App,
 ) -> Outcome {
+    run_pieces(config, pieces, app, true)
+}
+
+/// [`run`] and [`run_interleaved`]: `interleaved`, the application sees events after every
+/// piece; else once all input is in.
+fn run_pieces<'a>(
+    config: &ServerConfig,
+    pieces: impl IntoIterator<Item = &'a [u8]>,
+    app: &App,
+    interleaved: bool,
+) -> Outcome {
     let mut harness = Harness::new(config.clone());
     harness.flush();
     for piece in pieces {
-        harness.feed(piece, app);
+        harness.recv(piece);
+        if interleaved {
+            harness.drain(app);
+        }
+        harness.flush();
+    }
+    if !interleaved {
+        harness.drain(app);
         harness.flush();
     }
     harness.outcome()
+}
+
+/// The fields, as a request on stream 1 under `config` (END_STREAM when `end_stream`),
+/// make a malformed request: reset with PROTOCOL_ERROR, never shown to the application;
+/// the connection carries on, and a GET on stream 3 is served.
+pub fn assert_malformed_with(config: &ServerConfig, fields: &[(&str, &str)], end_stream: bool) {
+    let mut client = Client::new();
+    client.headers(1, fields, end_stream).get(3, "/");
+    let outcome = run_all_splits(config, &client.take(), &no_app);
+    assert_eq!(outcome.requests(), [3], "{fields:?}");
+    assert_eq!(
+        outcome.resets(),
+        [(1, ErrorCode::ProtocolError)],
+        "{fields:?}"
+    );
+    assert_eq!(outcome.error, None);
 }
 
 /// Runs `input` whole, split once at every point, and in pieces of 1 to 8 bytes; asserts
