@@ -547,14 +547,7 @@ fn trailers_both_ways() {
 
 #[test]
 fn trailers_wait_behind_blocked_data() {
-    let mut harness = Harness::new(ServerConfig::default());
-    let mut client = Client::new();
-    client
-        .settings(&[(SettingId::InitialWindowSize, 10)])
-        .get(1, "/")
-        .get(3, "/");
-    harness.feed(&client.take(), &no_app);
-    harness.flush();
+    let (mut harness, mut client) = two_gets_with_window(10);
     harness.conn.send_headers(1, 200, [], false).unwrap();
     harness
         .conn

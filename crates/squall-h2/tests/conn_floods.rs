@@ -189,14 +189,7 @@ fn unread_answers_end_the_connection() {
 
 #[test]
 fn stalled_stream_is_reset_on_the_timer() {
-    let mut harness = Harness::new(ServerConfig::default());
-    let mut client = Client::new();
-    client
-        .settings(&[(SettingId::InitialWindowSize, 0)])
-        .get(1, "/")
-        .get(3, "/");
-    harness.feed(&client.take(), &no_app);
-    harness.flush();
+    let (mut harness, _) = two_gets_with_window(0);
     assert_eq!(harness.conn.next_deadline(), None);
     harness.conn.send_headers(1, 200, [], false).unwrap();
     harness

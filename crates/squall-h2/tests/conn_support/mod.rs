@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use squall_h2::{
-    ConnError, Connection, ErrorCode, Event, PREFACE, Priority, ServerConfig, StreamId,
+    ConnError, Connection, ErrorCode, Event, PREFACE, Priority, ServerConfig, SettingId, StreamId,
     encode_priority, encode_priority_update,
 };
 use squall_hpack::Encoder;
@@ -324,6 +324,20 @@ fn run_pieces<'a>(
         harness.flush();
     }
     harness.outcome()
+}
+
+/// A connection that received GETs on streams 1 and 3 from a client whose
+/// SETTINGS_INITIAL_WINDOW_SIZE is `window`, its output so far taken; and that client.
+pub fn two_gets_with_window(window: u32) -> (Harness, Client) {
+    let mut harness = Harness::new(ServerConfig::default());
+    let mut client = Client::new();
+    client
+        .settings(&[(SettingId::InitialWindowSize, window)])
+        .get(1, "/")
+        .get(3, "/");
+    harness.feed(&client.take(), &no_app);
+    harness.flush();
+    (harness, client)
 }
 
 /// The fields, as a request on stream 1 under `config` (END_STREAM when `end_stream`),
