@@ -223,13 +223,7 @@ fn post_body_waits_for_the_connection_window_and_takes_turns() {
 
 #[test]
 fn release_capacity_sends_window_updates_at_half_a_window() {
-    let config = ClientConfig {
-        stream_window: 1000,
-        ..ClientConfig::default()
-    };
-    let mut pair = Pair::ready(config);
-    let id = pair.request("GET", "/", true);
-    pair.output();
+    let (mut pair, id) = get_with_stream_window(1000);
     let mut origin = Origin::new();
     origin
         .response(1, "200", &[], false)
@@ -311,13 +305,7 @@ fn body_of_a_completed_response_holds_connection_window_until_released() {
 
 #[test]
 fn data_over_the_stream_window_is_a_flow_control_error() {
-    let config = ClientConfig {
-        stream_window: 1000,
-        ..ClientConfig::default()
-    };
-    let mut pair = Pair::ready(config);
-    let id = pair.request("GET", "/", true);
-    pair.output();
+    let (mut pair, id) = get_with_stream_window(1000);
     let mut origin = Origin::new();
     origin
         .response(1, "200", &[], false)
@@ -717,4 +705,16 @@ fn extended_connect_is_noted_from_settings() {
     origin.raw(0x4, 0, 0, &[0, 8, 0, 0, 0, 2]);
     let error = pair.feed(&origin.take()).unwrap_err();
     assert_eq!(error.code, ErrorCode::ProtocolError);
+}
+
+/// A ready connection with our stream window at `window`, and a GET sent on it.
+fn get_with_stream_window(window: u32) -> (Pair, u32) {
+    let config = ClientConfig {
+        stream_window: window,
+        ..ClientConfig::default()
+    };
+    let mut pair = Pair::ready(config);
+    let id = pair.request("GET", "/", true);
+    pair.output();
+    (pair, id)
 }

@@ -422,12 +422,7 @@ fn large_body_is_split_at_the_peer_max_frame_size() {
 
 #[test]
 fn data_payloads_are_slices_of_the_application_buffer() {
-    let mut harness = Harness::new(ServerConfig::default());
-    let mut client = Client::new();
-    client.get(1, "/");
-    harness.feed(&client.take(), &no_app);
-    harness.flush();
-    harness.conn.send_headers(1, 200, [], false).unwrap();
+    let (mut harness, _) = answering_a_get();
     let body = Bytes::from(vec![5u8; 10_000]);
     harness.conn.send_data(1, body.clone(), true).unwrap();
     let mut pieces = Vec::new();
@@ -471,12 +466,7 @@ fn streams_share_the_output_round_robin() {
 
 #[test]
 fn poll_output_respects_its_budget() {
-    let mut harness = Harness::new(ServerConfig::default());
-    let mut client = Client::new();
-    client.get(1, "/");
-    harness.feed(&client.take(), &no_app);
-    harness.flush();
-    harness.conn.send_headers(1, 200, [], false).unwrap();
+    let (mut harness, _) = answering_a_get();
     harness.flush();
     harness
         .conn
@@ -745,12 +735,7 @@ fn application_reset_sends_rst_stream() {
 
 #[test]
 fn peer_initial_window_changes_apply_to_open_streams() {
-    let mut harness = Harness::new(ServerConfig::default());
-    let mut client = Client::new();
-    client.get(1, "/");
-    harness.feed(&client.take(), &no_app);
-    harness.flush();
-    harness.conn.send_headers(1, 200, [], false).unwrap();
+    let (mut harness, mut client) = answering_a_get();
     harness
         .conn
         .send_data(1, Bytes::from(vec![0u8; 1000]), true)
@@ -778,4 +763,16 @@ fn stats_count_what_happened() {
     assert_eq!(stats.streams_opened, 2);
     assert_eq!(stats.resets_received, 1);
     assert_eq!(harness.conn.take_stats(), squall_h2::Stats::default());
+}
+
+/// A connection that received a GET on stream 1 and queued a 200 head for it, with the
+/// output before the head taken; and the client that sent the GET.
+fn answering_a_get() -> (Harness, Client) {
+    let mut harness = Harness::new(ServerConfig::default());
+    let mut client = Client::new();
+    client.get(1, "/");
+    harness.feed(&client.take(), &no_app);
+    harness.flush();
+    harness.conn.send_headers(1, 200, [], false).unwrap();
+    (harness, client)
 }
