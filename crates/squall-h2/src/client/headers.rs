@@ -101,25 +101,18 @@ impl ClientConnection {
         let mut spans = std::mem::take(&mut self.spans_buf);
         let mut bytes = BytesMut::new();
         let limit = self.config.max_header_list_size as usize;
-        let decoded = self.settings.hpack_in.decode_spans(
-            &partial.fragments.into_block(),
-            limit,
-            &mut bytes,
-            &mut spans,
-        );
+        let block = partial.fragments.into_block();
+        let decoded = (self.settings).decode_block(&block, limit, &mut bytes, &mut spans);
         let step = match decoded {
-            Err(error) if error.is_compression_error() => {
-                let reason = "HPACK block cannot be decoded";
-                Err(self.conn_error(ErrorCode::CompressionError, reason))
-            }
+            Err(reason) => Err(self.conn_error(ErrorCode::CompressionError, reason)),
             // §6.5.2: over our SETTINGS_MAX_HEADER_LIST_SIZE; the decoder is still in step.
-            Err(_) => {
+            Ok(false) => {
                 if self.streams.contains_key(&id) {
                     self.stream_error(id, ErrorCode::ProtocolError);
                 }
                 Ok(())
             }
-            Ok(()) => {
+            Ok(true) => {
                 self.on_block(id, bytes, &spans, end_stream);
                 Ok(())
             }

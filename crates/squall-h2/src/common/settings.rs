@@ -5,7 +5,7 @@
 //! differs by role (ENABLE_PUSH, MAX_CONCURRENT_STREAMS, ENABLE_CONNECT_PROTOCOL).
 
 use bytes::BytesMut;
-use squall_hpack::{DYNAMIC_TABLE_BYTES_DEFAULT, Decoder, Encoder};
+use squall_hpack::{DYNAMIC_TABLE_BYTES_DEFAULT, Decoder, Encoder, FieldSpan};
 
 use super::block_encoder::BlockEncoder;
 use super::send::{SendHalf, shift_windows};
@@ -39,7 +39,7 @@ pub(crate) struct SettingsState {
     /// The peer acknowledged our SETTINGS, so our values bind it (§6.5.3).
     acked: bool,
     /// Our HPACK decoder, for the peer's header blocks.
-    pub(crate) hpack_in: Decoder,
+    hpack_in: Decoder,
     /// The peer's SETTINGS_MAX_FRAME_SIZE.
     pub(crate) peer_max_frame_size: u32,
     /// The peer's SETTINGS_INITIAL_WINDOW_SIZE: a new stream's send window.
@@ -126,6 +126,24 @@ impl SettingsState {
             *window += delta;
         }
         (self.hpack_in).set_max_table_size_limit(self.local_header_table_size as usize);
+    }
+
+    /// Decodes a header block of the peer's into `bytes` and `spans`: `Ok(false)` when the
+    /// list is over `limit`, our SETTINGS_MAX_HEADER_LIST_SIZE (the decoder is still in
+    /// step); `Err`, the reason of a connection COMPRESSION_ERROR (§4.3).
+    #[inline]
+    pub(crate) fn decode_block(
+        &mut self,
+        block: &[u8],
+        limit: usize,
+        bytes: &mut BytesMut,
+        spans: &mut Vec<FieldSpan>,
+    ) -> Result<bool, &'static str> {
+        match self.hpack_in.decode_spans(block, limit, bytes, spans) {
+            Ok(()) => Ok(true),
+            Err(error) if error.is_compression_error() => Err("HPACK block cannot be decoded"),
+            Err(_) => Ok(false),
+        }
     }
 
     /// Encodes one header block into `out` as HEADERS and CONTINUATION frames within the

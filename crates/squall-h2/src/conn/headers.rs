@@ -180,18 +180,8 @@ impl Connection {
         fields: &mut Vec<FieldSpan>,
     ) -> Result<bool, super::ConnError> {
         let limit = self.config.max_header_list_size as usize;
-        match self
-            .settings
-            .hpack_in
-            .decode_spans(block, limit, bytes, fields)
-        {
-            Ok(()) => Ok(true),
-            Err(error) if error.is_compression_error() => {
-                let reason = "HPACK block cannot be decoded";
-                Err(self.fail(ErrorCode::CompressionError, reason, None))
-            }
-            Err(_) => Ok(false),
-        }
+        (self.settings.decode_block(block, limit, bytes, fields))
+            .map_err(|reason| self.fail(ErrorCode::CompressionError, reason, None))
     }
 
     /// The PRIORITY_UPDATE kept for a stream that opens now. Ids below it can no longer
