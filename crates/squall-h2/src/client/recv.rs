@@ -197,8 +197,8 @@ impl ClientConnection {
         Ok(())
     }
 
-    /// A new initial window moved every stream's send window up: streams that waited for
-    /// window may send.
+    /// A new initial window moved every stream's send window; `grew`: up, so streams that
+    /// waited for window may send.
     fn send_windows_moved(&mut self, grew: bool) {
         if grew {
             let ids: Vec<StreamId> = self.streams.keys().copied().collect();
