@@ -131,6 +131,14 @@ impl Squall {
         self.child.id()
     }
 
+    /// Its resident memory, in bytes (VmRSS from /proc).
+    pub fn rss(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+        let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+        kib * 1024
+    }
+
     /// Everything squall logged so far.
     pub fn log(&self) -> String {
         self.log.lock().unwrap().clone()
@@ -554,6 +562,17 @@ pub fn metric_sum(text: &str, name: &str) -> f64 {
         .collect();
     assert!(!values.is_empty(), "no sample of {name} in:\n{text}");
     values.iter().sum()
+}
+
+/// A loopback listener whose connections keep kernel buffers of `bytes` each way (autotuned
+/// ones grow to several MiB on loopback): what a peer that stops reading can park in this
+/// side's kernel stays small, so a test sees the backpressure it means to.
+pub fn listener_with_buffers(bytes: usize) -> std::net::TcpListener {
+    use nix::sys::socket::{setsockopt, sockopt};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a listener");
+    setsockopt(&listener, sockopt::RcvBuf, &bytes).expect("SO_RCVBUF");
+    setsockopt(&listener, sockopt::SndBuf, &bytes).expect("SO_SNDBUF");
+    listener
 }
 
 /// A tiny keep-alive HTTP/1.1 origin on a loopback port, a thread per connection, that

@@ -121,14 +121,6 @@ fn raise_own_nofile() {
     setrlimit(Resource::RLIMIT_NOFILE, hard, hard).expect("setrlimit(RLIMIT_NOFILE)");
 }
 
-/// The process's resident memory, in bytes.
-fn rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-    kib * 1024
-}
-
 fn buffered(admin: SocketAddr) -> f64 {
     metric_sum(
         &admin_get(admin, "/metrics").1,
@@ -267,7 +259,7 @@ fn hold_the_budget(squall: &Squall, admin: SocketAddr, before: u64) -> Slow {
         .collect();
     let h1: Vec<TcpStream> = (0..H1_READERS).map(|_| slow_h1(squall.addr)).collect();
     let held = settle(admin);
-    let grown = rss(squall.pid()).saturating_sub(before);
+    let grown = squall.rss().saturating_sub(before);
     eprintln!(
         "buffered {:.1} MiB, RSS grew {:.1} MiB (budget {BUDGET_MIB} MiB, overhead {:.1} MiB)",
         held / 1048576.0,
@@ -290,7 +282,7 @@ fn readers_are_served_while_slow_readers_hold_the_budget() {
     let admin = admin_addr(&squall);
     // Warm up: one whole response, so that the baseline includes the first allocations.
     fetch_h1(squall.addr);
-    let before = rss(squall.pid());
+    let before = squall.rss();
     let mut slow = hold_the_budget(&squall, admin, before);
     assert!(
         slow.held > (BUDGET_MIB << 20) as f64,
@@ -323,10 +315,10 @@ fn readers_are_served_while_slow_readers_hold_the_budget() {
     // The memory goes back to the system once the burst has passed (trim.rs samples once a
     // second): glibc alone kept all of it.
     let deadline = Instant::now() + Duration::from_secs(10);
-    let mut after = rss(squall.pid()).saturating_sub(before);
+    let mut after = squall.rss().saturating_sub(before);
     while after > RETURNED_WITHIN_MIB << 20 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(250));
-        after = rss(squall.pid()).saturating_sub(before);
+        after = squall.rss().saturating_sub(before);
     }
     eprintln!(
         "after the slow clients left, RSS is {:.1} MiB above the baseline",
@@ -348,7 +340,7 @@ fn slow_readers_stay_within_the_buffer_budget() {
     let squall = Squall::start(&config(origin, &format!("{BUDGET_MIB}MiB")));
     let admin = admin_addr(&squall);
     fetch_h1(squall.addr);
-    let before = rss(squall.pid());
+    let before = squall.rss();
     let slow = hold_the_budget(&squall, admin, before);
     assert!(
         slow.grown <= (BUDGET_MIB << 20) + OVERHEAD_BYTES,

@@ -527,19 +527,11 @@ async fn clients_that_go_away_mid_file_leave_no_descriptor_open() {
     );
 }
 
-/// The process's resident memory, in bytes.
-fn rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-    kib * 1024
-}
-
 #[test]
 fn a_slow_reader_of_a_large_file_holds_little_while_another_client_is_served() {
     let dir = TempDir::new();
     let squall = start(&dir);
-    let before = rss(squall.pid());
+    let before = squall.rss();
     // Slow readers: each takes 64 KiB of the 256 MiB file, then stops reading.
     let mut slow = Vec::new();
     for _ in 0..4 {
@@ -567,7 +559,7 @@ fn a_slow_reader_of_a_large_file_holds_little_while_another_client_is_served() {
     std::thread::sleep(Duration::from_millis(500));
     // Four readers of 256 MiB hold their bounds (a few hundred KiB each, plus what the
     // kernel's socket buffers take), not their files.
-    let grown = rss(squall.pid()).saturating_sub(before);
+    let grown = squall.rss().saturating_sub(before);
     assert!(grown < 48 * 1024 * 1024, "RSS grew by {} MiB", grown >> 20);
     drop(slow);
 }

@@ -298,19 +298,11 @@ fn upgrades_a_route_does_not_allow_and_h2c_are_stripped() {
     }
 }
 
-/// Squall's resident memory, from /proc.
-fn rss_bytes(pid: u32) -> usize {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-    let kib: usize = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-    kib * 1024
-}
-
 #[test]
 fn a_tunnel_client_that_stops_reading_pauses_its_origin_and_others_go_on() {
     let squall = Squall::start(&config(origin()));
     let mut client = connect(&squall);
-    let before = rss_bytes(squall.pid());
+    let before = squall.rss();
     client
         .write_all(upgrade_request("/flood", "websocket").as_bytes())
         .unwrap();
@@ -318,7 +310,7 @@ fn a_tunnel_client_that_stops_reading_pauses_its_origin_and_others_go_on() {
     assert!(head.starts_with("http/1.1 101"), "{head}");
     // The client reads nothing for two seconds while the origin sends 32 MiB.
     std::thread::sleep(Duration::from_secs(2));
-    let during = rss_bytes(squall.pid());
+    let during = squall.rss();
     let grown = during.saturating_sub(before);
     eprintln!("RSS before {before}, while the client does not read {during}");
     assert!(grown < 8 << 20, "Squall grew by {grown} bytes");

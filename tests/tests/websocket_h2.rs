@@ -21,7 +21,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use h2_client::{fetch, h2c, send_all};
-use squall_e2e::{Squall, TempDir, admin_addr, admin_get, metric_sum, openssl_cert};
+use squall_e2e::{
+    Squall, TempDir, admin_addr, admin_get, listener_with_buffers, metric_sum, openssl_cert,
+};
 
 /// Reads one request head; returns it (lowercase) and what followed it.
 fn read_head(stream: &mut TcpStream) -> Option<(String, Vec<u8>)> {
@@ -51,19 +53,6 @@ struct Seen {
 /// `/bad-accept` answers a 101 with a wrong accept; anything else `200`.
 fn origin() -> (SocketAddr, Arc<Seen>) {
     origin_on(TcpListener::bind("127.0.0.1:0").unwrap())
-}
-
-/// As [`origin`], with kernel buffers of 64 KiB each way on the origin's sockets (autotuned
-/// ones grow to several MiB each on loopback): what a stalled tunnel can park in the
-/// origin's kernel stays small. Needs a tokio runtime.
-fn origin_with_small_buffers() -> (SocketAddr, Arc<Seen>) {
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(64 << 10).unwrap();
-    socket.set_send_buffer_size(64 << 10).unwrap();
-    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
-    let listener = socket.listen(16).unwrap().into_std().unwrap();
-    listener.set_nonblocking(false).unwrap();
-    origin_on(listener)
 }
 
 fn origin_on(listener: TcpListener) -> (SocketAddr, Arc<Seen>) {
@@ -337,33 +326,25 @@ async fn a_websocket_over_h2_runs_on_a_tls_listener_with_alpn_h2() {
     assert_eq!(&got[total..], b"bye");
 }
 
-/// Squall's resident memory, from /proc.
-fn rss_bytes(pid: u32) -> usize {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-    let kib: usize = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-    kib * 1024
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_h2_reader_holds_the_tunnel_to_a_bounded_buffer() {
     // With the origin's kernel buffers small, only Squall's own sockets to it (autotuned:
     // a few MiB) and bounded buffers remain to take the 16 MiB sent. With the origin's
     // autotuned too, all 16 MiB were taken in about 1 run in 4.
-    let (origin, _) = origin_with_small_buffers();
+    let (origin, _) = origin_on(listener_with_buffers(64 << 10));
     let squall = Squall::start(&config(origin));
     let client = h2c(squall.addr).await;
     let (response, mut send) = open(&client, "/ws").await;
     assert_eq!(response.status(), 200);
     let total = 16 << 20;
     let sent = pattern(total);
-    let before = rss_bytes(squall.pid());
+    let before = squall.rss();
     let data = Bytes::from(sent.clone());
     let writer = tokio::spawn(async move { send_all(&mut send, data).await });
     // The client reads nothing for two seconds: the echo backs up to the origin, the
     // origin stops reading, and the client's own sends stall on their window.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let during = rss_bytes(squall.pid());
+    let during = squall.rss();
     assert!(!writer.is_finished(), "16 MiB cannot all have been taken");
     let grown = during.saturating_sub(before);
     eprintln!("RSS before {before}, while the reader sleeps {during}");
