@@ -162,6 +162,7 @@ impl Exchange {
         self.origin_unsent = self.origin_unsent.saturating_sub(n);
         if self.phase == Phase::Exchanging && n > 0 {
             self.arm_response_timeout(now);
+            self.release_client_body();
         }
         self.shut_origin_when_sent(now);
     }
@@ -274,10 +275,15 @@ impl Exchange {
         self.release_client_body();
     }
 
-    /// Body bytes taken from the client moved on: its stream's window may be given back.
+    /// Body bytes taken from the client that have left for the origin: its stream's window
+    /// may be given back for them. Those still waiting here (unframed, or written and not yet
+    /// taken by the origin's socket or HTTP/2 stream) are given back as they leave
+    /// (`on_origin_sent`), so an HTTP/2 client never has more than its window in Squall.
     fn release_client_body(&mut self) {
-        let released = std::mem::take(&mut self.body_unreleased);
+        let waiting = self.body.len() + self.origin_unsent;
+        let released = self.body_unreleased.saturating_sub(waiting);
         if released > 0 {
+            self.body_unreleased -= released;
             self.actions.push_back(Action::ClientBodyConsumed(released));
         }
     }

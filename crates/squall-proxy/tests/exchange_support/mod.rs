@@ -273,11 +273,12 @@ impl Pair {
         self.client.push(client_line(&message));
     }
 
-    /// Acknowledges every write to the origin as sent.
+    /// Acknowledges every write to the origin as sent, and runs the actions that follow.
     pub fn ack_sends(&mut self) {
         let n = std::mem::take(&mut self.unacked);
         if n > 0 {
             self.ex.on_origin_sent(n, self.now);
+            self.run();
         }
     }
 

@@ -85,7 +85,13 @@ impl Worker {
                 // Every receive buffer is in use for a moment: ask again.
                 conn.socket.arm_recv(&mut self.ring, token);
             }
-            Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => {}
+            // A receive cancelled to pause reading (a tunnel's origin or a request body's
+            // exchange full) whose pause was lifted before the cancel landed: read on.
+            Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => {
+                if !conn.reads_paused && conn.phase == Phase::Open {
+                    conn.socket.arm_recv(&mut self.ring, token);
+                }
+            }
             Err(e) => {
                 debug!(worker = self.id, conn = index, "recv: {e}");
                 self.close_now(index);

@@ -12,6 +12,7 @@ use tracing::debug;
 use super::conn::Phase;
 use super::downstream::Client;
 use super::entry::Admission;
+use super::token::Token;
 use super::{OUT_HIGH_BYTES, RBUF_BLOCKED_MAX_BYTES, Worker, cache, h2, log_request, scheme};
 use crate::cache::Cache;
 
@@ -65,9 +66,25 @@ impl Worker {
             // Body bytes fed above wait in the exchange until they are written out.
             self.drive(id);
         }
+        let body_full = (self.conns[index].exchange)
+            .and_then(|id| self.sessions.get(id.index).filter(|s| s.is(id)))
+            .is_some_and(|s| s.ex.request_body_room() == 0);
         let conn = &mut self.conns[index];
         if conn.phase != Phase::Open {
             return;
+        }
+        // A request body the exchange takes no more of: the socket is not read on until the
+        // origin takes some (`origin_sent`), so what the client sends waits in its kernel
+        // buffers, not in ours.
+        let pause = conn.blocked && conn.forwarding && body_full;
+        if pause != conn.reads_paused {
+            conn.reads_paused = pause;
+            let token = Token::client(index, conn.generation);
+            if pause {
+                conn.socket.cancel_recv(&mut self.ring, token);
+            } else {
+                conn.socket.arm_recv(&mut self.ring, token);
+            }
         }
         if conn.blocked && conn.rbuf.len() > RBUF_BLOCKED_MAX_BYTES {
             debug!(

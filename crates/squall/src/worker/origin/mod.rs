@@ -391,7 +391,9 @@ impl Worker {
         if let Some(conn) = self.conns.get_mut(client.conn())
             && conn.blocked
         {
+            // Paused for its origin, not idle: its idle time starts again from here.
             conn.blocked = false;
+            conn.last_activity = self.now;
             self.schedule(client.conn());
         }
     }

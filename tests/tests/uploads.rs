@@ -1,0 +1,187 @@
+//! Uploads to an origin that does not read: Squall takes a bounded part of the body and
+//! pauses the client (an HTTP/1.1 connection is not read on; an HTTP/2 stream gets no more
+//! window), then passes every byte on, in order, once the origin reads.
+
+#[path = "support/h2_client.rs"]
+mod h2_client;
+
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use squall_e2e::{Squall, listener_with_buffers, read_response};
+
+/// The upload: far more than Squall's buffers, the origin's small kernel buffers and the
+/// test's own together.
+const UPLOAD_BYTES: usize = 32 << 20;
+
+/// The upload's bytes: a pattern, so a piece lost, doubled or moved changes the sum.
+fn upload() -> Vec<u8> {
+    (0..UPLOAD_BYTES).map(|i| (i % 251) as u8).collect()
+}
+
+/// What the origin answers for `body`: its length and a position-weighted sum.
+fn digest(body: &[u8]) -> String {
+    let sum = (body.iter().enumerate()).fold(0u64, |s, (i, &b)| {
+        s.wrapping_add((i as u64 % 1_000_003).wrapping_mul(u64::from(b)))
+    });
+    format!("len={} sum={sum}", body.len())
+}
+
+/// An origin, one request per connection, that reads a request head with a content-length,
+/// then reads nothing more until the test sends on the channel it returns, then reads the
+/// body and answers its [`digest`]. Its sockets keep 64 KiB kernel buffers.
+fn stalled_origin() -> (SocketAddr, mpsc::Sender<()>) {
+    let listener = listener_with_buffers(64 << 10);
+    let addr = listener.local_addr().unwrap();
+    let (go, wait) = mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
+            let mut got = Vec::new();
+            let mut buf = vec![0u8; 64 << 10];
+            let end = loop {
+                if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                    break end + 4;
+                }
+                match stream.read(&mut buf) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                }
+            };
+            let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
+            let length: usize = (head.lines())
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .expect("the request's content-length");
+            if wait.recv_timeout(Duration::from_secs(30)).is_err() {
+                return;
+            }
+            let mut body = got.split_off(end);
+            while body.len() < length {
+                match stream.read(&mut buf) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => body.extend_from_slice(&buf[..n]),
+                }
+            }
+            let answer = digest(&body);
+            let response = format!(
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{answer}",
+                answer.len()
+            );
+            let _ = stream.write_all(response.as_bytes());
+        }
+    });
+    (addr, go)
+}
+
+fn config(origin: SocketAddr) -> String {
+    format!(
+        r#"[limits]
+body_bytes_max = "64MiB"
+
+[[listen]]
+address = "ADDR"
+protocols = ["http1", "h2c"]
+
+[[upstream]]
+name = "app"
+servers = [{{ address = "{origin}" }}]
+response_timeout = "30s"
+
+[[vhost]]
+hosts = ["*"]
+
+[[vhost.route]]
+prefix = "/"
+proxy = "app"
+"#
+    )
+}
+
+/// While the origin reads nothing for a second and a half, Squall must not have grown by
+/// more than this (without backpressure it holds most of the 32 MiB).
+const GROWTH_MAX: u64 = 8 << 20;
+
+fn assert_bounded(squall: &Squall, before: u64) {
+    std::thread::sleep(Duration::from_millis(1500));
+    let during = squall.rss();
+    eprintln!("RSS before {before}, while the origin does not read {during}");
+    assert!(
+        during.saturating_sub(before) < GROWTH_MAX,
+        "Squall grew by {} bytes while its origin read nothing; log:\n{}",
+        during.saturating_sub(before),
+        squall.log()
+    );
+}
+
+#[test]
+fn an_http1_upload_to_an_origin_that_does_not_read_pauses_the_client() {
+    let (origin, go) = stalled_origin();
+    let squall = Squall::start(&config(origin));
+    let body = upload();
+    let expected = digest(&body);
+    let mut client = squall.connect();
+    client
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let before = squall.rss();
+    let mut writer = client.try_clone().unwrap();
+    let sender = std::thread::spawn(move || {
+        let head = format!(
+            "POST /up HTTP/1.1\r\nHost: u.test\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        writer.write_all(head.as_bytes())?;
+        writer.write_all(&body)
+    });
+    assert_bounded(&squall, before);
+    go.send(()).unwrap();
+    sender
+        .join()
+        .unwrap()
+        .expect("the whole upload is taken once the origin reads");
+    let response = read_response(&mut client).expect("a response");
+    assert_eq!(response.status, 200, "{}", squall.log());
+    assert_eq!(String::from_utf8_lossy(&response.body), expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_upload_to_an_origin_that_does_not_read_gets_no_more_window() {
+    let (origin, go) = stalled_origin();
+    let squall = Squall::start(&config(origin));
+    let body = upload();
+    let expected = digest(&body);
+    let client = h2_client::h2c(squall.addr).await;
+    let before = squall.rss();
+    let call = tokio::spawn(async move {
+        let mut client = client.ready().await.expect("connection ready");
+        let request = http::Request::post("http://u.test/up")
+            .header("content-length", body.len())
+            .body(())
+            .unwrap();
+        let (response, mut send) = client.send_request(request, false).unwrap();
+        h2_client::send_all(&mut send, Bytes::from(body)).await;
+        let response = response.await.expect("a response");
+        let status = response.status();
+        let mut stream = response.into_body();
+        let mut got = Vec::new();
+        while let Some(chunk) = stream.data().await {
+            let chunk = chunk.expect("body");
+            stream.flow_control().release_capacity(chunk.len()).unwrap();
+            got.extend_from_slice(&chunk);
+        }
+        (status, got)
+    });
+    tokio::task::block_in_place(|| assert_bounded(&squall, before));
+    go.send(()).unwrap();
+    let (status, got) = tokio::time::timeout(Duration::from_secs(60), call)
+        .await
+        .expect("the response in time")
+        .unwrap();
+    assert_eq!(status, 200, "{}", squall.log());
+    assert_eq!(String::from_utf8_lossy(&got), expected);
+}
