@@ -1,6 +1,8 @@
 //! Uploads to an origin that does not read: Squall takes a bounded part of the body and
 //! pauses the client (an HTTP/1.1 connection is not read on; an HTTP/2 stream gets no more
-//! window), then passes every byte on, in order, once the origin reads.
+//! window), then passes every byte on, in order, once the origin reads. For HTTP/1.1 and
+//! HTTP/2 clients, to an HTTP/1.1 origin and to an HTTP/2 (h2c) one, whose stream window
+//! the origin holds closed.
 
 #[path = "support/h2_client.rs"]
 mod h2_client;
@@ -78,7 +80,76 @@ fn stalled_origin() -> (SocketAddr, mpsc::Sender<()>) {
     (addr, go)
 }
 
-fn config(origin: SocketAddr) -> String {
+/// As [`stalled_origin`], speaking HTTP/2 (h2c, the `h2` crate): the request's body is not
+/// read, so its stream window stays closed, until the test sends on the channel.
+fn stalled_h2_origin() -> (SocketAddr, mpsc::Sender<()>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (go, wait) = mpsc::channel::<()>();
+    let wait = std::sync::Arc::new(std::sync::Mutex::new(wait));
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            while let Ok((tcp, _)) = listener.accept().await {
+                let Ok(mut connection) = h2::server::handshake(tcp).await else {
+                    continue;
+                };
+                while let Some(Ok((request, mut respond))) = connection.accept().await {
+                    let wait = wait.clone();
+                    tokio::spawn(async move {
+                        let waited = tokio::task::spawn_blocking(move || {
+                            wait.lock().unwrap().recv_timeout(Duration::from_secs(30))
+                        });
+                        if !matches!(waited.await, Ok(Ok(()))) {
+                            return;
+                        }
+                        let mut stream = request.into_body();
+                        let mut body = Vec::new();
+                        while let Some(Ok(chunk)) = stream.data().await {
+                            let _ = stream.flow_control().release_capacity(chunk.len());
+                            body.extend_from_slice(&chunk);
+                        }
+                        let response = http::Response::new(());
+                        let Ok(mut send) = respond.send_response(response, false) else {
+                            return;
+                        };
+                        let _ = send.send_data(Bytes::from(digest(&body)), true);
+                    });
+                }
+            }
+        });
+    });
+    (addr, go)
+}
+
+/// The origin's kind: what `config` tells Squall to speak to it.
+#[derive(Clone, Copy)]
+enum Origin {
+    Http1,
+    H2c,
+}
+
+/// Squall in front of a stalled origin of `kind`, and the origin's go channel.
+fn start(kind: Origin) -> (Squall, mpsc::Sender<()>) {
+    let (origin, go, protocol) = match kind {
+        Origin::Http1 => {
+            let (origin, go) = stalled_origin();
+            (origin, go, "http1")
+        }
+        Origin::H2c => {
+            let (origin, go) = stalled_h2_origin();
+            (origin, go, "h2c")
+        }
+    };
+    (Squall::start(&config(origin, protocol)), go)
+}
+
+fn config(origin: SocketAddr, protocol: &str) -> String {
     format!(
         r#"[limits]
 body_bytes_max = "64MiB"
@@ -90,6 +161,7 @@ protocols = ["http1", "h2c"]
 [[upstream]]
 name = "app"
 servers = [{{ address = "{origin}" }}]
+protocol = "{protocol}"
 response_timeout = "30s"
 
 [[vhost]]
@@ -118,10 +190,10 @@ fn assert_bounded(squall: &Squall, before: u64) {
     );
 }
 
-#[test]
-fn an_http1_upload_to_an_origin_that_does_not_read_pauses_the_client() {
-    let (origin, go) = stalled_origin();
-    let squall = Squall::start(&config(origin));
+/// An HTTP/1.1 client sends 32 MiB while the origin reads nothing: its connection is not
+/// read on, and everything arrives once the origin reads.
+fn http1_upload(kind: Origin) {
+    let (squall, go) = start(kind);
     let body = upload();
     let expected = digest(&body);
     let mut client = squall.connect();
@@ -149,10 +221,10 @@ fn an_http1_upload_to_an_origin_that_does_not_read_pauses_the_client() {
     assert_eq!(String::from_utf8_lossy(&response.body), expected);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_http2_upload_to_an_origin_that_does_not_read_gets_no_more_window() {
-    let (origin, go) = stalled_origin();
-    let squall = Squall::start(&config(origin));
+/// An HTTP/2 client sends 32 MiB while the origin reads nothing: its stream gets no more
+/// window, and everything arrives once the origin reads.
+async fn http2_upload(kind: Origin) {
+    let (squall, go) = start(kind);
     let body = upload();
     let expected = digest(&body);
     let client = h2_client::h2c(squall.addr).await;
@@ -184,4 +256,24 @@ async fn an_http2_upload_to_an_origin_that_does_not_read_gets_no_more_window() {
         .unwrap();
     assert_eq!(status, 200, "{}", squall.log());
     assert_eq!(String::from_utf8_lossy(&got), expected);
+}
+
+#[test]
+fn an_http1_upload_to_an_http1_origin_that_does_not_read_pauses_the_client() {
+    http1_upload(Origin::Http1);
+}
+
+#[test]
+fn an_http1_upload_to_an_h2_origin_that_does_not_read_pauses_the_client() {
+    http1_upload(Origin::H2c);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_upload_to_an_http1_origin_that_does_not_read_gets_no_more_window() {
+    http2_upload(Origin::Http1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_upload_to_an_h2_origin_that_does_not_read_gets_no_more_window() {
+    http2_upload(Origin::H2c).await;
 }
