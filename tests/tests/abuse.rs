@@ -3,7 +3,9 @@
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
-use squall_e2e::{Squall, hello_config, is_closed, read_response, roundtrip};
+use squall_e2e::{
+    Squall, admin_addr, admin_get, hello_config, is_closed, metric_sum, read_response, roundtrip,
+};
 
 /// Each malformed request, the status Squall must answer it with.
 const BAD_REQUESTS: &[(&str, &str, u16)] = &[
@@ -269,4 +271,49 @@ fn running_out_of_descriptors_pauses_accept_and_recovers() {
         1,
         "logged once per episode"
     );
+}
+
+#[test]
+fn a_client_pipelining_without_reading_is_cut_at_its_bound_and_others_go_on() {
+    let config = hello_config("[admin]\nlisten = \"127.0.0.2:0\"");
+    let squall = Squall::start(&config);
+    let admin = admin_addr(&squall);
+    let before = squall.rss();
+    let client = squall.connect();
+    // 32 MiB of pipelined GETs, written by a thread; the client reads none of the answers.
+    let mut writer = client.try_clone().unwrap();
+    let writes = std::thread::spawn(move || {
+        let batch = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".repeat(4096);
+        let mut sent = 0;
+        while sent < 32 << 20 {
+            if writer.write_all(&batch).is_err() {
+                return (sent, false);
+            }
+            sent += batch.len();
+        }
+        (sent, true)
+    });
+    let (sent, all) = writes.join().unwrap();
+    assert!(
+        !all,
+        "all 32 MiB were taken from a client that reads nothing"
+    );
+    eprintln!("cut after {sent} bytes were written");
+    let grown = squall.rss().saturating_sub(before);
+    assert!(grown < 8 << 20, "Squall grew by {grown} bytes");
+    let (_, metrics) = admin_get(admin, "/metrics");
+    assert_eq!(metric_sum(&metrics, "squall_input_overflows_total"), 1.0);
+    assert!(
+        squall
+            .log()
+            .contains("client sends without reading: closing")
+    );
+    // Another client is served.
+    let mut other = squall.connect();
+    let response = roundtrip(&mut other, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(
+        (response.status, response.body_text()),
+        (200, "A".to_owned())
+    );
+    drop(client);
 }

@@ -284,6 +284,11 @@ const FAMILIES: &[Family] = &[
         |w| &w.h2_floods,
     ),
     (
+        "squall_input_overflows_total",
+        "Connections cut for sending far ahead: an HTTP/1.1 client 1 MiB of requests past answers it does not read, a tunnel's client 8 MiB past what its origin takes.",
+        |w| &w.input_overflows,
+    ),
+    (
         "squall_h2_protocol_errors_total",
         "HTTP/2 connections ended with GOAWAY for a protocol error.",
         |w| &w.h2_protocol_errors,

@@ -253,6 +253,8 @@ pub struct WorkerCounters {
     pub h2_streams: Counter,
     pub h2_resets_received: Counter,
     pub h2_floods: Counter,
+    /// Connections cut for sending far ahead of what they read or their origin takes.
+    pub input_overflows: Counter,
     pub h2_protocol_errors: Counter,
     /// Cache: answered from a fresh entry; fetched from the origin (misses and
     /// revalidations); answered stale; parked behind another fetch; responses stored;

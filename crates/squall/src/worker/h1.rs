@@ -92,6 +92,7 @@ impl Worker {
                 conn = index,
                 "client sends without reading: closing"
             );
+            self.runtime.metrics.worker(self.id).input_overflows.inc();
             self.close_now(index);
             return;
         }

@@ -104,6 +104,7 @@ impl Worker {
                 conn = index,
                 "tunnel client sends faster than its origin takes: closing"
             );
+            self.runtime.metrics.worker(self.id).input_overflows.inc();
             self.abort_session(id);
             self.close_now(index);
             return true;
