@@ -2,7 +2,7 @@
 //! pauses the client (an HTTP/1.1 connection is not read on; an HTTP/2 stream gets no more
 //! window), then passes every byte on, in order, once the origin reads. For HTTP/1.1 and
 //! HTTP/2 clients, to an HTTP/1.1 origin and to an HTTP/2 (h2c) one, whose stream window
-//! the origin holds closed.
+//! the origin holds closed; and curl over TLS, both versions.
 
 #[path = "support/h2_client.rs"]
 mod h2_client;
@@ -13,7 +13,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use squall_e2e::{Squall, listener_with_buffers, read_response};
+use squall_e2e::{Squall, TempDir, listener_with_buffers, openssl_cert, read_response, tool};
 
 /// The upload: far more than Squall's buffers, the origin's small kernel buffers and the
 /// test's own together.
@@ -276,4 +276,60 @@ async fn an_http2_upload_to_an_http1_origin_that_does_not_read_gets_no_more_wind
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http2_upload_to_an_h2_origin_that_does_not_read_gets_no_more_window() {
     http2_upload(Origin::H2c).await;
+}
+
+/// curl (`--http1.1` or `--http2`) over TLS sends 32 MiB while the origin reads nothing.
+fn curl_tls_upload(version: &str) {
+    let dir = TempDir::new();
+    let (cert, key) = openssl_cert(dir.path(), "u.test");
+    let (origin, go) = stalled_origin();
+    let config = format!(
+        "{}\n[[listen]]\naddress = \"127.0.0.3:0\"\ntls = true\nprotocols = [\"h2\", \"http1\"]\n\n\
+         [[certificate]]\nhosts = [\"u.test\"]\ncert = {cert:?}\nkey = {key:?}\n",
+        config(origin, "http1")
+    );
+    let squall = Squall::start(&config);
+    let tls = squall.tls_addr.expect("a TLS listener");
+    let body = upload();
+    let expected = digest(&body);
+    let file = dir.path().join("upload");
+    std::fs::write(&file, &body).unwrap();
+    let before = squall.rss();
+    let curl = tool("curl")
+        .args([
+            "-sS",
+            "--fail",
+            "--max-time",
+            "60",
+            version,
+            "-H",
+            "Expect:",
+        ])
+        .arg("--cacert")
+        .arg(&cert)
+        .arg("--resolve")
+        .arg(format!("u.test:{}:{}", tls.port(), tls.ip()))
+        .arg("--data-binary")
+        .arg(format!("@{}", file.display()))
+        .arg(format!("https://u.test:{}/up", tls.port()))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run curl");
+    assert_bounded(&squall, before);
+    go.send(()).unwrap();
+    let out = curl.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "curl: {stderr}\n{}", squall.log());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
+}
+
+#[test]
+fn an_http1_upload_over_tls_to_an_origin_that_does_not_read_pauses_curl() {
+    curl_tls_upload("--http1.1");
+}
+
+#[test]
+fn an_http2_upload_over_tls_to_an_origin_that_does_not_read_pauses_curl() {
+    curl_tls_upload("--http2");
 }
