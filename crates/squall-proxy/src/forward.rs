@@ -79,7 +79,10 @@ pub fn h2_request(head: &RequestHead, route: &ProxyRoute, peer: Peer, tls: bool)
     put_fields(head, route, peer, &mut fields);
     // A length the client declared goes on (RFC 9113 §8.1.1 lets the origin check it).
     if let BodyKind::Length(n) = head.body {
-        fields.push(b"content-length", n.to_string().as_bytes());
+        fields.push(
+            b"content-length",
+            StackText::new(format_args!("{n}")).as_bytes(),
+        );
     }
     fields
 }
@@ -360,7 +363,7 @@ fn forwarding_fields(fields: &Edited<'_>, peer: Peer, sink: &mut impl FieldSink)
     let proto = if peer.tls { "https" } else { "http" };
     if let Some(addr) = peer.addr {
         let prior = fields.values(&X_FORWARDED_FOR);
-        let ip = addr.ip().to_string();
+        let ip = StackText::new(format_args!("{}", addr.ip()));
         sink.list(b"x-forwarded-for", prior, ip.as_bytes());
     }
     if fields.values(&X_FORWARDED_PROTO).next().is_none() {
@@ -370,13 +373,46 @@ fn forwarding_fields(fields: &Edited<'_>, peer: Peer, sink: &mut impl FieldSink)
         let prior = fields.values(&header::FORWARDED);
         // RFC 7239 §6: an IPv6 address is quoted and bracketed.
         let node = match addr.ip() {
-            IpAddr::V4(ip) => format!("for={ip};proto={proto}"),
-            IpAddr::V6(ip) => format!("for=\"[{ip}]\";proto={proto}"),
+            IpAddr::V4(ip) => StackText::new(format_args!("for={ip};proto={proto}")),
+            IpAddr::V6(ip) => StackText::new(format_args!("for=\"[{ip}]\";proto={proto}")),
         };
         sink.list(b"forwarded", prior, node.as_bytes());
     }
     let prior = fields.values(&header::VIA);
     sink.list(b"via", prior, b"1.1 squall");
+}
+
+/// Text formatted on the stack: an address or a length for a field value, without the
+/// allocation `to_string` or `format!` would make for every proxied request. Long enough for
+/// a bracketed IPv6 `Forwarded` node with its proto; longer text would be cut (none is made).
+struct StackText {
+    buf: [u8; 80],
+    len: usize,
+}
+
+impl StackText {
+    fn new(args: std::fmt::Arguments<'_>) -> StackText {
+        let mut text = StackText {
+            buf: [0; 80],
+            len: 0,
+        };
+        let _ = std::fmt::Write::write_fmt(&mut text, args);
+        text
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+impl std::fmt::Write for StackText {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let end = self.len + s.len();
+        let room = self.buf.get_mut(self.len..end).ok_or(std::fmt::Error)?;
+        room.copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
 }
 
 static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
@@ -447,7 +483,7 @@ pub fn expand(template: &Template, head: &RequestHead, peer: Peer) -> Option<Hea
             Part::Literal(text) => out.put_slice(text.as_bytes()),
             Part::Var(Var::RemoteAddr) => {
                 if let Some(client) = peer.client {
-                    out.put_slice(client.ip().to_string().as_bytes());
+                    out.put_slice(StackText::new(format_args!("{}", client.ip())).as_bytes());
                 }
             }
             Part::Var(Var::RequestId) => out.put_slice(&request_id_hex(peer.request_id)),
@@ -541,6 +577,16 @@ mod tests {
     use squall_h1::{Event, Limits, RequestDecoder};
 
     use super::*;
+
+    #[test]
+    fn stack_text_holds_the_longest_forwarded_node() {
+        let widest: std::net::Ipv6Addr = "ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe".parse().unwrap();
+        let node = format!("for=\"[{widest}]\";proto=https");
+        let text = StackText::new(format_args!("for=\"[{widest}]\";proto=https"));
+        assert_eq!(text.as_bytes(), node.as_bytes());
+        let length = StackText::new(format_args!("{}", u64::MAX));
+        assert_eq!(length.as_bytes(), u64::MAX.to_string().as_bytes());
+    }
 
     const CONFIG: &str = r#"
 [[listen]]
