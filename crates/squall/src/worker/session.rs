@@ -9,6 +9,8 @@
 //! into a session, and a client that may go on (its next pipelined request, its stream's
 //! output) is queued on the ready list rather than processed from inside the loop.
 
+mod grpc;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -383,64 +385,6 @@ impl Worker {
         session.ex.on_pick(picked, now);
     }
 
-    /// For a gRPC call from an HTTP/2 client that failed with `status`: the `grpc-message` it
-    /// is answered with (`Downstream::answer_grpc_error`).
-    fn grpc_error_message(&self, id: SessionId, status: http::StatusCode) -> Option<String> {
-        let session = self
-            .sessions
-            .get(id.index)
-            .filter(|s| s.is(id) && !s.detached)?;
-        if !matches!(session.client, Client::H2(..)) || !is_grpc(session.ex.head()) {
-            return None;
-        }
-        let upstream = session.upstream;
-        let name = (self.upstreams.groups.get(upstream)).map_or("", |g| g.group.name());
-        Some(match self.origin_protocol(upstream) {
-            OriginProtocol::Http1 => format!(
-                "squall: upstream {name:?} is spoken to in HTTP/1.1, which cannot carry gRPC \
-                 (set protocol = \"h2c\" or \"h2\")"
-            ),
-            _ => format!("squall: upstream {name:?} failed: {status}"),
-        })
-    }
-
-    /// A gRPC call (`content-type: application/grpc...`) for an upstream spoken to in HTTP/1.1,
-    /// which has no trailers for its status and no streaming both ways: refused as a 502 (which
-    /// a gRPC client gets as `grpc-status` 14, see `grpc_error_message`) with a warning that
-    /// names the upstream and the fix (at most once a minute per worker).
-    fn refuse_grpc(&mut self, id: SessionId) -> bool {
-        let Some(session) = self.sessions.get(id.index).filter(|s| s.is(id)) else {
-            return false;
-        };
-        let upstream = session.upstream;
-        if !is_grpc(session.ex.head()) || self.origin_protocol(upstream) != OriginProtocol::Http1 {
-            return false;
-        }
-        self.runtime
-            .metrics
-            .worker(self.id)
-            .upstream_grpc_refused
-            .inc();
-        if self
-            .grpc_logged_at
-            .is_none_or(|at| self.now >= at + Duration::from_secs(60))
-        {
-            self.grpc_logged_at = Some(self.now);
-            let name = (self.upstreams.groups.get(upstream)).map_or("", |g| g.group.name());
-            tracing::warn!(
-                worker = self.id,
-                upstream = name,
-                "gRPC request for upstream {name:?}, which is spoken to in HTTP/1.1: refused \
-                 (grpc-status 14, or 502); set protocol = \"h2c\" (or \"h2\" over TLS) on the \
-                 upstream"
-            );
-        }
-        if let Some(session) = self.session_mut(id) {
-            session.ex.refuse(http::StatusCode::BAD_GATEWAY);
-        }
-        true
-    }
-
     /// `Action::Connect`: a pooled connection to `server` if allowed and one is idle (LIFO:
     /// the one most likely still open), else a new connect.
     fn connect_session(&mut self, id: SessionId, server: ServerId, pooled: bool) {
@@ -800,10 +744,4 @@ impl Worker {
         }
         room.bytes
     }
-}
-
-/// A gRPC request: its content type is `application/grpc` or one of its `+format` forms.
-fn is_grpc(head: &RequestHead) -> bool {
-    (head.headers.get(http::header::CONTENT_TYPE))
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
 }
