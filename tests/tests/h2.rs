@@ -12,6 +12,8 @@ use squall_e2e::{Squall, TempDir, openssl_cert};
 
 #[path = "support/h2_client.rs"]
 mod h2_client;
+#[path = "support/origin.rs"]
+mod origin;
 #[path = "support/raw_h2.rs"]
 mod raw_h2;
 use h2_client::{fetch, h2c};
@@ -183,43 +185,28 @@ async fn request_bodies_and_trailers_are_received_under_flow_control() {
 fn echo_origin() -> SocketAddr {
     use http_body_util::{BodyExt, Full};
 
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(
-                        |request: http::Request<hyper::body::Incoming>| async move {
-                            let collected = request.into_body().collect().await?;
-                            let trailers: Vec<String> = collected
-                                .trailers()
-                                .into_iter()
-                                .flatten()
-                                .map(|(n, v)| format!("{n}:{}", v.to_str().unwrap_or("?")))
-                                .collect();
-                            let text = format!(
-                                "body={} trailers={}",
-                                String::from_utf8_lossy(&collected.to_bytes()),
-                                trailers.join(",")
-                            );
-                            Ok::<_, hyper::Error>(http::Response::new(Full::new(Bytes::from(text))))
-                        },
-                    );
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
-    });
-    addr
+    origin::tokio_origin(|stream| async move {
+        let service = hyper::service::service_fn(
+            |request: http::Request<hyper::body::Incoming>| async move {
+                let collected = request.into_body().collect().await?;
+                let trailers: Vec<String> = collected
+                    .trailers()
+                    .into_iter()
+                    .flatten()
+                    .map(|(n, v)| format!("{n}:{}", v.to_str().unwrap_or("?")))
+                    .collect();
+                let text = format!(
+                    "body={} trailers={}",
+                    String::from_utf8_lossy(&collected.to_bytes()),
+                    trailers.join(",")
+                );
+                Ok::<_, hyper::Error>(http::Response::new(Full::new(Bytes::from(text))))
+            },
+        );
+        let _ = hyper::server::conn::http1::Builder::new()
+            .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+            .await;
+    })
 }
 
 #[tokio::test]

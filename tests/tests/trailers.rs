@@ -6,7 +6,7 @@
 
 use std::convert::Infallible;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -86,27 +86,12 @@ fn fields(map: &HeaderMap) -> String {
 
 /// A hyper HTTP/1.1 origin serving [`echo`] on a thread of its own.
 fn hyper_echo() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an origin");
-    listener.set_nonblocking(true).unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(echo);
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
-    });
-    addr
+    origin::tokio_origin(|stream| async move {
+        let service = hyper::service::service_fn(echo);
+        let _ = hyper::server::conn::http1::Builder::new()
+            .serve_connection(TokioIo::new(stream), service)
+            .await;
+    })
 }
 
 /// An origin that always sends trailers, fit to forward or not, whatever the request's TE.

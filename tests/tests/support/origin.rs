@@ -1,5 +1,7 @@
 //! Scripted origins for the end-to-end tests: hyper's HTTP/1.1 server on a thread of its own,
-//! or raw sockets with a thread per connection, each answering by a function the test gives.
+//! or raw sockets with a thread per connection, each answering by a function the test gives;
+//! and the loopback listener, tokio runtime thread and accept loop that every tokio origin of
+//! the tests (TLS, HTTP/2, gRPC) runs on, so that each keeps only what is its own.
 #![allow(dead_code)]
 
 use std::future::Future;
@@ -32,32 +34,70 @@ where
     F: Fn(http::Request<Incoming>) -> Fut + Clone + Send + 'static,
     Fut: Future<Output = Answer> + Send + 'static,
 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an origin");
+    tokio_origin(move |stream| {
+        // Asked in the accept loop, so that a refused connection is closed at once.
+        let stream = accept().then_some(stream);
+        let handler = handler.clone();
+        async move {
+            let Some(stream) = stream else { return };
+            let service = hyper::service::service_fn(handler);
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        }
+    })
+}
+
+/// A tokio origin on 127.0.0.1 (a port of its own) with a one-thread runtime on a thread of its
+/// own: `each` is called in the accept loop for every connection, and what it returns runs as a
+/// task of its own. Returns the address it listens on.
+pub fn tokio_origin<F, Fut>(each: F) -> SocketAddr
+where
+    F: FnMut(tokio::net::TcpStream) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    tokio_origin_on("127.0.0.1:0", 1, each)
+}
+
+/// As [`tokio_origin`], listening on `address`, with `workers` runtime threads (1: a current-thread
+/// runtime, as most origins need; more for an origin whose connections must not wait on each
+/// other's work).
+pub fn tokio_origin_on<F, Fut>(address: &str, workers: usize, mut each: F) -> SocketAddr
+where
+    F: FnMut(tokio::net::TcpStream) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    tokio_serve_on(address, workers, move |listener| async move {
+        // An accept error ends the origin, as the listener's would.
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(each(stream));
+        }
+    })
+}
+
+/// The ground under [`tokio_origin_on`], for an origin that takes the listener whole (a tonic
+/// server): binds `address`, starts a runtime of `workers` threads on a thread of its own and
+/// runs `serve` with the listener there until it returns. Returns the bound address.
+pub fn tokio_serve_on<S, Fut>(address: &str, workers: usize, serve: S) -> SocketAddr
+where
+    S: FnOnce(tokio::net::TcpListener) -> Fut + Send + 'static,
+    Fut: Future<Output = ()>,
+{
+    let listener = TcpListener::bind(address).expect("bind an origin");
     listener.set_nonblocking(true).unwrap();
     let addr = listener.local_addr().unwrap();
     std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let mut builder = if workers > 1 {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(workers);
+            builder
+        } else {
+            tokio::runtime::Builder::new_current_thread()
+        };
+        let runtime = builder.enable_all().build().unwrap();
         runtime.block_on(async move {
             let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                if !accept() {
-                    drop(stream);
-                    continue;
-                }
-                let handler = handler.clone();
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(handler);
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
+            serve(listener).await;
         });
     });
     addr
