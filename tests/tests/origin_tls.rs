@@ -24,6 +24,8 @@ use squall_e2e::{Squall, TempDir, admin_addr, admin_get, metric_sum, roundtrip, 
 
 #[path = "support/h2_client.rs"]
 mod h2_client;
+#[path = "support/origin.rs"]
+mod origin;
 
 /// The 8 MiB body of `/big`: a pattern that shows any lost, repeated or reordered byte.
 const BIG_BYTES: usize = 8 << 20;
@@ -127,43 +129,28 @@ struct Seen {
 
 /// An https origin: hyper's HTTP/1.1 server over tokio-rustls, on a thread of its own.
 fn https_origin(config: rustls::ServerConfig) -> (SocketAddr, Arc<Seen>) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let addr = listener.local_addr().unwrap();
     let seen = Arc::new(Seen::default());
     let shared = seen.clone();
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                shared.accepted.fetch_add(1, Ordering::SeqCst);
-                let (acceptor, seen) = (acceptor.clone(), shared.clone());
-                tokio::spawn(async move {
-                    let Ok(tls) = acceptor.accept(stream).await else {
-                        return;
-                    };
-                    let conn = tls.get_ref().1;
-                    if conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed) {
-                        seen.resumed.fetch_add(1, Ordering::SeqCst);
-                    }
-                    if conn.peer_certificates().is_some() {
-                        seen.client_certs.fetch_add(1, Ordering::SeqCst);
-                    }
-                    let service = hyper::service::service_fn(move |req| handle(seen.clone(), req));
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(tls), service)
-                        .await;
-                });
+    let addr = origin::tokio_origin(move |stream| {
+        shared.accepted.fetch_add(1, Ordering::SeqCst);
+        let (acceptor, seen) = (acceptor.clone(), shared.clone());
+        async move {
+            let Ok(tls) = acceptor.accept(stream).await else {
+                return;
+            };
+            let conn = tls.get_ref().1;
+            if conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed) {
+                seen.resumed.fetch_add(1, Ordering::SeqCst);
             }
-        });
+            if conn.peer_certificates().is_some() {
+                seen.client_certs.fetch_add(1, Ordering::SeqCst);
+            }
+            let service = hyper::service::service_fn(move |req| handle(seen.clone(), req));
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(tls), service)
+                .await;
+        }
     });
     (addr, seen)
 }
@@ -615,48 +602,33 @@ fn close_watching_origin(
     config: rustls::ServerConfig,
 ) -> (SocketAddr, Arc<std::sync::Mutex<Vec<bool>>>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let addr = listener.local_addr().unwrap();
     let ends = Arc::new(std::sync::Mutex::new(Vec::new()));
     let shared = ends.clone();
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                let (acceptor, ends) = (acceptor.clone(), shared.clone());
-                tokio::spawn(async move {
-                    let Ok(mut tls) = acceptor.accept(stream).await else {
+    let addr = origin::tokio_origin(move |stream| {
+        let (acceptor, ends) = (acceptor.clone(), shared.clone());
+        async move {
+            let Ok(mut tls) = acceptor.accept(stream).await else {
+                return;
+            };
+            let mut pending = Vec::new();
+            let mut buf = [0u8; 4096];
+            let clean = loop {
+                match tls.read(&mut buf).await {
+                    Ok(0) => break true,
+                    Ok(n) => pending.extend_from_slice(&buf[..n]),
+                    Err(_) => break false,
+                }
+                while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+                    pending.drain(..end + 4);
+                    let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                    if tls.write_all(answer).await.is_err() {
                         return;
-                    };
-                    let mut pending = Vec::new();
-                    let mut buf = [0u8; 4096];
-                    let clean = loop {
-                        match tls.read(&mut buf).await {
-                            Ok(0) => break true,
-                            Ok(n) => pending.extend_from_slice(&buf[..n]),
-                            Err(_) => break false,
-                        }
-                        while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
-                            pending.drain(..end + 4);
-                            let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
-                            if tls.write_all(answer).await.is_err() {
-                                return;
-                            }
-                        }
-                    };
-                    ends.lock().unwrap().push(clean);
-                });
-            }
-        });
+                    }
+                }
+            };
+            ends.lock().unwrap().push(clean);
+        }
     });
     (addr, ends)
 }
