@@ -219,25 +219,13 @@ impl<T> Stream for Inbox<T> {
 
 /// The tonic server, h2c on a loopback port, on a thread of its own.
 fn grpc_origin() -> SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind an origin");
-    listener.set_nonblocking(true).unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            let incoming = tonic::transport::server::TcpIncoming::from(listener);
-            tonic::transport::Server::builder()
-                .serve_with_incoming(EchoServer, incoming)
-                .await
-                .expect("the gRPC origin serves");
-        });
-    });
-    addr
+    origin::tokio_serve_on("127.0.0.1:0", 2, |listener| async move {
+        let incoming = tonic::transport::server::TcpIncoming::from(listener);
+        tonic::transport::Server::builder()
+            .serve_with_incoming(EchoServer, incoming)
+            .await
+            .expect("the gRPC origin serves");
+    })
 }
 
 // ---- The client: as tonic-build would generate it. ----

@@ -48,9 +48,6 @@ impl Seen {
 /// An HTTP/2 origin (the `h2` crate) on a thread of its own: cleartext, or TLS with ALPN `alpn`.
 /// `max_streams` is its SETTINGS_MAX_CONCURRENT_STREAMS.
 fn h2_origin(max_streams: Option<u32>, tls: Option<Vec<&'static [u8]>>) -> (SocketAddr, Arc<Seen>) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let addr = listener.local_addr().unwrap();
     let seen = Arc::new(Seen::default());
     let shared = seen.clone();
     let acceptor = tls.map(|alpn| {
@@ -63,33 +60,20 @@ fn h2_origin(max_streams: Option<u32>, tls: Option<Vec<&'static [u8]>>) -> (Sock
         config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
         tokio_rustls::TlsAcceptor::from(Arc::new(config))
     });
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            loop {
-                let Ok((tcp, _)) = listener.accept().await else {
-                    return;
-                };
-                shared.connections.fetch_add(1, Ordering::SeqCst);
-                let (seen, acceptor) = (shared.clone(), acceptor.clone());
-                tokio::spawn(async move {
-                    match acceptor {
-                        Some(acceptor) => {
-                            if let Ok(tls) = acceptor.accept(tcp).await {
-                                serve(tls, seen.clone(), max_streams).await;
-                            }
-                        }
-                        None => serve(tcp, seen.clone(), max_streams).await,
+    let addr = origin::tokio_origin_on("127.0.0.1:0", 2, move |tcp| {
+        shared.connections.fetch_add(1, Ordering::SeqCst);
+        let (seen, acceptor) = (shared.clone(), acceptor.clone());
+        async move {
+            match acceptor {
+                Some(acceptor) => {
+                    if let Ok(tls) = acceptor.accept(tcp).await {
+                        serve(tls, seen.clone(), max_streams).await;
                     }
-                    seen.closed.fetch_add(1, Ordering::SeqCst);
-                });
+                }
+                None => serve(tcp, seen.clone(), max_streams).await,
             }
-        });
+            seen.closed.fetch_add(1, Ordering::SeqCst);
+        }
     });
     (addr, seen)
 }
