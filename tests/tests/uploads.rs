@@ -6,6 +6,8 @@
 
 #[path = "support/h2_client.rs"]
 mod h2_client;
+#[path = "support/origin.rs"]
+mod origin;
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
@@ -83,46 +85,37 @@ fn stalled_origin() -> (SocketAddr, mpsc::Sender<()>) {
 /// As [`stalled_origin`], speaking HTTP/2 (h2c, the `h2` crate): the request's body is not
 /// read, so its stream window stays closed, until the test sends on the channel.
 fn stalled_h2_origin() -> (SocketAddr, mpsc::Sender<()>) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let addr = listener.local_addr().unwrap();
     let (go, wait) = mpsc::channel::<()>();
     let wait = std::sync::Arc::new(std::sync::Mutex::new(wait));
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            while let Ok((tcp, _)) = listener.accept().await {
-                let Ok(mut connection) = h2::server::handshake(tcp).await else {
-                    continue;
-                };
-                while let Some(Ok((request, mut respond))) = connection.accept().await {
-                    let wait = wait.clone();
-                    tokio::spawn(async move {
-                        let waited = tokio::task::spawn_blocking(move || {
-                            wait.lock().unwrap().recv_timeout(Duration::from_secs(30))
-                        });
-                        if !matches!(waited.await, Ok(Ok(()))) {
-                            return;
-                        }
-                        let mut stream = request.into_body();
-                        let mut body = Vec::new();
-                        while let Some(Ok(chunk)) = stream.data().await {
-                            let _ = stream.flow_control().release_capacity(chunk.len());
-                            body.extend_from_slice(&chunk);
-                        }
-                        let response = http::Response::new(());
-                        let Ok(mut send) = respond.send_response(response, false) else {
-                            return;
-                        };
-                        let _ = send.send_data(Bytes::from(digest(&body)), true);
+    let addr = origin::tokio_origin(move |tcp| {
+        let wait = wait.clone();
+        async move {
+            let Ok(mut connection) = h2::server::handshake(tcp).await else {
+                return;
+            };
+            while let Some(Ok((request, mut respond))) = connection.accept().await {
+                let wait = wait.clone();
+                tokio::spawn(async move {
+                    let waited = tokio::task::spawn_blocking(move || {
+                        wait.lock().unwrap().recv_timeout(Duration::from_secs(30))
                     });
-                }
+                    if !matches!(waited.await, Ok(Ok(()))) {
+                        return;
+                    }
+                    let mut stream = request.into_body();
+                    let mut body = Vec::new();
+                    while let Some(Ok(chunk)) = stream.data().await {
+                        let _ = stream.flow_control().release_capacity(chunk.len());
+                        body.extend_from_slice(&chunk);
+                    }
+                    let response = http::Response::new(());
+                    let Ok(mut send) = respond.send_response(response, false) else {
+                        return;
+                    };
+                    let _ = send.send_data(Bytes::from(digest(&body)), true);
+                });
             }
-        });
+        }
     });
     (addr, go)
 }
