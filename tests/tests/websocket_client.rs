@@ -17,11 +17,14 @@ use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use squall_e2e::{Squall, TempDir, openssl_cert};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::{WebSocketStream, accept_async, client_async};
+
+#[path = "support/origin.rs"]
+mod origin;
 
 /// Message lengths where the frame header changes (RFC 6455 §5.2: 7-bit, 16-bit and 64-bit
 /// lengths), and a large one.
@@ -40,15 +43,9 @@ const STEP: Duration = Duration::from_secs(30);
 /// by tungstenite itself); on `CLOSE_ME` it closes with `ORIGIN_CLOSE_CODE`. When the
 /// session ends it reports the close code it saw (`close <code>`, or `close none`), and
 /// `eof` once the peer's EOF arrives (see `echo` for who half-closes first).
-async fn origin() -> (SocketAddr, mpsc::Receiver<String>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
+fn origin() -> (SocketAddr, mpsc::Receiver<String>) {
     let (tx, rx) = mpsc::channel();
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            tokio::spawn(echo(stream, tx.clone()));
-        }
-    });
+    let addr = origin::tokio_origin(move |stream| echo(stream, tx.clone()));
     (addr, rx)
 }
 
@@ -232,7 +229,7 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_and_binary_of_every_length_echo_over_cleartext_and_tls() {
-    let (origin, _reports) = origin().await;
+    let (origin, _reports) = origin();
     let dir = TempDir::new();
     let (squall, cert) = squall(origin, &dir);
     let mut plain = connect_plain(&squall).await;
@@ -245,7 +242,7 @@ async fn text_and_binary_of_every_length_echo_over_cleartext_and_tls() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ping_gets_its_pong_through_squall() {
-    let (origin, _reports) = origin().await;
+    let (origin, _reports) = origin();
     let dir = TempDir::new();
     let (squall, cert) = squall(origin, &dir);
     let mut plain = connect_plain(&squall).await;
@@ -331,7 +328,7 @@ fn report(reports: &mpsc::Receiver<String>) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_close_handshake_passes_its_code_both_ways_and_both_ends_see_eof() {
-    let (origin, reports) = origin().await;
+    let (origin, reports) = origin();
     let dir = TempDir::new();
     let (squall, cert) = squall(origin, &dir);
     client_closes(connect_plain(&squall).await, &reports).await;
@@ -372,7 +369,7 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixteen_mib_through_one_connection_come_back_byte_for_byte() {
-    let (origin, _reports) = origin().await;
+    let (origin, _reports) = origin();
     let dir = TempDir::new();
     let (squall, cert) = squall(origin, &dir);
     sixteen_mib(connect_plain(&squall).await).await;
