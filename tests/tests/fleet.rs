@@ -14,6 +14,9 @@
 //! Namespaces need root (CAP_NET_ADMIN): where they cannot be made the test fails, saying why;
 //! it never passes without having run.
 
+#[path = "support/origin.rs"]
+mod origin;
+
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::io::{Read, Write};
@@ -187,41 +190,28 @@ impl Seen {
 /// is fresh for a minute and its body names it.
 fn start_origin(ip: IpAddr) -> (SocketAddr, Arc<Seen>) {
     let seen = Arc::new(Seen::default());
-    let listener = std::net::TcpListener::bind((ip, 0)).expect("bind the origin");
-    listener.set_nonblocking(true).unwrap();
-    let addr = listener.local_addr().unwrap();
     let shared = seen.clone();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            while let Ok((stream, _)) = listener.accept().await {
-                let seen = shared.clone();
-                let handler = move |req: http::Request<Incoming>| {
-                    let seen = seen.clone();
-                    async move {
-                        let path = req.uri().path().to_owned();
-                        *seen.0.lock().unwrap().entry(path.clone()).or_default() += 1;
-                        let _ = req.into_body().collect().await;
-                        let response = http::Response::builder()
-                            .header("cache-control", "max-age=60")
-                            .header("surrogate-key", "fleet");
-                        Ok::<_, std::io::Error>(
-                            response.body(Full::new(Bytes::from(path))).unwrap(),
-                        )
-                    }
-                };
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(handler);
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
+    let address = SocketAddr::new(ip, 0).to_string();
+    let addr = origin::tokio_origin_on(&address, 1, move |stream| {
+        let seen = shared.clone();
+        let handler = move |req: http::Request<Incoming>| {
+            let seen = seen.clone();
+            async move {
+                let path = req.uri().path().to_owned();
+                *seen.0.lock().unwrap().entry(path.clone()).or_default() += 1;
+                let _ = req.into_body().collect().await;
+                let response = http::Response::builder()
+                    .header("cache-control", "max-age=60")
+                    .header("surrogate-key", "fleet");
+                Ok::<_, std::io::Error>(response.body(Full::new(Bytes::from(path))).unwrap())
             }
-        });
+        };
+        async move {
+            let service = hyper::service::service_fn(handler);
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        }
     });
     (addr, seen)
 }
