@@ -676,6 +676,20 @@ fn origin_protocols() {
             format!("{up}protocol = \"h2c\"\nproxy_protocol = \"v1\"\n"),
             "test.toml:4:12: protocol = \"h2c\" shares a connection among clients, and a PROXY protocol header names one: use protocol = \"http1\" with proxy_protocol",
         ),
+        (
+            format!(
+                "{up}protocol = \"h2c\"\n[[vhost]]\nhosts = [\"*\"]\n[[vhost.route]]\nprefix = \"/ws\"\n\
+                 proxy = \"o\"\nupgrade = [\"websocket\"]\n"
+            ),
+            "test.toml:10:11: upgrade needs an upstream spoken to in HTTP/1.1, and \"o\" has protocol = \"h2c\": tunnels do not cross HTTP/2; give this route an upstream of the same servers with protocol = \"http1\"",
+        ),
+        (
+            format!(
+                "{up}protocol = \"http1\"\n[[vhost]]\nhosts = [\"*\"]\n[[vhost.route]]\nprefix = \"/ws\"\n\
+                 proxy = \"o\"\nupgrade = [\"websocket\"]\n"
+            ),
+            "(parsed)",
+        ),
         (format!("{up}protocol = \"h2c\"\n"), "(parsed)"),
         (format!("{up}protocol = \"h2\"\ntls = true\n"), "(parsed)"),
         (format!("{up}protocol = \"auto\"\ntls = true\n"), "(parsed)"),

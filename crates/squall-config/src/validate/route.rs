@@ -137,7 +137,7 @@ fn route(item: &Spanned<RawRoute>, upstreams: &[Upstream], r: &mut Report) -> Op
             "intercept_errors only applies to proxy routes",
         );
     }
-    let upgrade = upgrade(raw, &action, r);
+    let upgrade = upgrade(raw, &action, upstreams, r);
     Some(Route {
         matcher: matcher?,
         methods,
@@ -162,14 +162,32 @@ fn route(item: &Spanned<RawRoute>, upstreams: &[Upstream], r: &mut Report) -> Op
 const TUNNEL_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A route's `upgrade` and `tunnel_idle_timeout`: tokens only (RFC 9110 §5.6.2), lowercase,
-/// on proxy routes only.
-fn upgrade(raw: &RawRoute, action: &Option<Action>, r: &mut Report) -> Option<Upgrade> {
+/// on proxy routes only, to an upstream spoken to in HTTP/1.1 (an upgrade does not cross
+/// HTTP/2: it would reach an `h2`, `h2c` or `auto` origin as a plain request).
+fn upgrade(
+    raw: &RawRoute,
+    action: &Option<Action>,
+    upstreams: &[Upstream],
+    r: &mut Report,
+) -> Option<Upgrade> {
     if let (Some(t), None) = (&raw.tunnel_idle_timeout, &raw.upgrade) {
         r.error(&t.span(), "tunnel_idle_timeout needs upgrade = [..]");
     }
     let list = raw.upgrade.as_ref()?;
     if action.as_ref().is_some_and(|a| !a.is_proxy()) {
         r.error(&list.span(), "upgrade only applies to proxy routes");
+    }
+    if let Some(Action::Proxy { upstream }) = action
+        && let Some(target) = upstreams.iter().find(|u| u.name == *upstream)
+        && target.protocol != OriginProtocol::Http1
+    {
+        let message = format!(
+            "upgrade needs an upstream spoken to in HTTP/1.1, and {upstream:?} has protocol = \
+             {:?}: tunnels do not cross HTTP/2; give this route an upstream of the same servers \
+             with protocol = \"http1\"",
+            target.protocol.name()
+        );
+        r.error(&list.span(), message);
     }
     if list.get_ref().is_empty() {
         r.error(
