@@ -5,6 +5,7 @@
 //! from `SQUALL_BIN` when that is set.
 #![forbid(unsafe_code)]
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -386,6 +387,25 @@ impl Default for TempDir {
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Requests per path, as a test origin saw them.
+#[derive(Default)]
+pub struct PathCounts(Mutex<HashMap<String, usize>>);
+
+impl PathCounts {
+    /// Counts one request for `path`; returns how many there have been, this one included.
+    pub fn hit(&self, path: &str) -> usize {
+        let mut counts = self.0.lock().unwrap();
+        let n = counts.entry(path.to_owned()).or_default();
+        *n += 1;
+        *n
+    }
+
+    /// How many requests for `path` there have been.
+    pub fn count(&self, path: &str) -> usize {
+        self.0.lock().unwrap().get(path).copied().unwrap_or(0)
     }
 }
 

@@ -2,10 +2,9 @@
 //! revalidation, stale-if-error, coalescing, PURGE, invalidation and the memory bound, over
 //! HTTP/1.1 and HTTP/2.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -14,7 +13,7 @@ use hyper::body::Incoming;
 use std::io::Write;
 
 use squall_e2e::{
-    Response, Squall, admin_addr, admin_get, metric_sum, read_response_head, roundtrip,
+    PathCounts, Response, Squall, admin_addr, admin_get, metric_sum, read_response_head, roundtrip,
 };
 
 #[path = "support/h2_client.rs"]
@@ -25,21 +24,10 @@ mod origin;
 /// What the origin saw: requests per path, and the conditional ones.
 #[derive(Default)]
 struct Seen {
-    requests: Mutex<HashMap<String, usize>>,
+    requests: PathCounts,
     conditional: AtomicUsize,
     /// While set, the origin drops every connection without answering.
     down: AtomicBool,
-}
-
-impl Seen {
-    fn count(&self, path: &str) -> usize {
-        self.requests
-            .lock()
-            .unwrap()
-            .get(path)
-            .copied()
-            .unwrap_or(0)
-    }
 }
 
 /// The origin's answers, by path: each sets its caching fields and numbers its bodies, so a
@@ -53,12 +41,7 @@ async fn handle(
         return Err(std::io::Error::other("origin down"));
     }
     let path = req.uri().path().to_owned();
-    let n = {
-        let mut requests = seen.requests.lock().unwrap();
-        let n = requests.entry(path.clone()).or_default();
-        *n += 1;
-        *n
-    };
+    let n = seen.requests.hit(&path);
     let inm = req.headers().get("if-none-match").cloned();
     if inm.is_some() {
         seen.conditional.fetch_add(1, Ordering::Relaxed);
@@ -255,7 +238,7 @@ fn a_second_request_is_a_hit_and_the_origin_saw_one() {
     let head = read_response_head(&mut stream).unwrap();
     assert_eq!(head.status, 200);
     assert_eq!(head.header("content-length"), Some("7"));
-    assert_eq!(seen.count("/c/fresh"), 1);
+    assert_eq!(seen.requests.count("/c/fresh"), 1);
 }
 
 #[test]
@@ -268,13 +251,17 @@ fn what_must_not_be_stored_is_not() {
             assert_eq!(response.status, 200, "{path}");
             assert_eq!(x_cache(&response), "MISS", "{path}");
         }
-        assert_eq!(seen.count(path), 2, "{path} reached the origin each time");
+        assert_eq!(
+            seen.requests.count(path),
+            2,
+            "{path} reached the origin each time"
+        );
     }
     // A request's own no-cache makes it go to the origin, even for a stored object.
     get(&squall, "/c/fresh", "");
     let response = get(&squall, "/c/fresh", "Cache-Control: no-cache\r\n");
     assert_ne!(x_cache(&response), "HIT");
-    assert_eq!(seen.count("/c/fresh"), 2);
+    assert_eq!(seen.requests.count("/c/fresh"), 2);
 }
 
 #[test]
@@ -286,7 +273,7 @@ fn cache_ttl_gives_freshness_to_responses_without_any() {
     for _ in 0..3 {
         assert_eq!(get(&squall, "/ttl/x", "").status, 404);
     }
-    assert_eq!(seen.count("/ttl/x"), 1);
+    assert_eq!(seen.requests.count("/ttl/x"), 1);
 }
 
 #[test]
@@ -307,7 +294,7 @@ fn vary_keeps_one_variant_per_encoding() {
             "vary br 2"
         );
     }
-    assert_eq!(seen.count("/c/vary"), 2);
+    assert_eq!(seen.requests.count("/c/vary"), 2);
 }
 
 #[test]
@@ -321,7 +308,7 @@ fn if_none_match_gets_304_from_the_cache() {
     assert_eq!(response.header("etag"), Some("\"v1\""));
     let response = get(&squall, "/c/etag", "If-None-Match: \"other\"\r\n");
     assert_eq!(response.status, 200);
-    assert_eq!(seen.count("/c/etag"), 1);
+    assert_eq!(seen.requests.count("/c/etag"), 1);
 }
 
 #[test]
@@ -341,7 +328,7 @@ fn an_expired_entry_is_revalidated_and_a_304_refreshes_it() {
     assert_eq!(seen.conditional.load(Ordering::Relaxed), 1);
     let response = get(&squall, "/c/short", "");
     assert_eq!(x_cache(&response), "HIT");
-    assert_eq!(seen.count("/c/short"), 2);
+    assert_eq!(seen.requests.count("/c/short"), 2);
 }
 
 #[test]
@@ -382,7 +369,7 @@ async fn concurrent_misses_on_one_cold_key_make_one_origin_request() {
         assert_eq!(response.status, 200);
         assert_eq!(response.body_text(), "slow 1");
     }
-    assert_eq!(seen.count("/c/slow"), 1);
+    assert_eq!(seen.requests.count("/c/slow"), 1);
     let (_, metrics) = admin_get(admin_addr(&squall), "/metrics");
     let total = |name| metric_sum(&metrics, name);
     // One leader missed; each of the 99 others waited on it (coalesced, then served from the
@@ -415,7 +402,7 @@ fn purge_from_allowed_addresses_removes_and_refetches() {
         (response.body_text().as_str(), x_cache(&response)),
         ("fresh 3", "HIT")
     );
-    assert_eq!(seen.count("/c/fresh"), 3);
+    assert_eq!(seen.requests.count("/c/fresh"), 3);
 }
 
 #[test]
@@ -442,7 +429,7 @@ fn a_successful_method_that_is_not_safe_invalidates_the_url() {
     let post = "POST /c/edit HTTP/1.1\r\nHost: cache.test\r\nContent-Length: 2\r\n\r\nhi";
     assert_eq!(roundtrip(&mut stream, post).body_text(), "edit POST 2");
     assert_eq!(get(&squall, "/c/edit", "").body_text(), "edit GET 3");
-    assert_eq!(seen.count("/c/edit"), 3);
+    assert_eq!(seen.requests.count("/c/edit"), 3);
 }
 
 /// A bodiless request whose method is not safe (DELETE with no body; over HTTP/2, HEADERS with END_STREAM)
@@ -462,7 +449,7 @@ async fn a_bodiless_method_that_is_not_safe_invalidates_the_url_over_http1_and_h
     let reply = h2_client::fetch(&client, "DELETE", url, None).await;
     assert_eq!(String::from_utf8_lossy(&reply.body), "edit DELETE 4");
     assert_eq!(get(&squall, "/c/edit", "").body_text(), "edit GET 5");
-    assert_eq!(seen.count("/c/edit"), 5);
+    assert_eq!(seen.requests.count("/c/edit"), 5);
 }
 
 #[test]
@@ -507,7 +494,7 @@ async fn http2_clients_get_the_same_cache() {
         &format!("GET /c/fresh HTTP/1.1\r\nHost: {}\r\n\r\n", squall.addr),
     );
     assert_eq!((h1.body_text().as_str(), x_cache(&h1)), ("fresh 1", "HIT"));
-    assert_eq!(seen.count("/c/fresh"), 1);
+    assert_eq!(seen.requests.count("/c/fresh"), 1);
 }
 
 /// RFC 9111 §5.1: `Age: 7200, 0` and `Age: 7200;foo=bar` are 7200 s old, past a max-age of
@@ -526,7 +513,11 @@ fn age_lists_count_by_their_first_member_and_bad_ages_are_stale() {
                 "{path}"
             );
         }
-        assert_eq!(seen.count(path), 2, "{path} reached the origin each time");
+        assert_eq!(
+            seen.requests.count(path),
+            2,
+            "{path} reached the origin each time"
+        );
     }
     assert_eq!(get(&squall, "/c/age-young", "").body_text(), "age-young 1");
     let hit = get(&squall, "/c/age-young", "");
@@ -536,7 +527,7 @@ fn age_lists_count_by_their_first_member_and_bad_ages_are_stale() {
     );
     let age: u64 = hit.header("age").unwrap().parse().unwrap();
     assert!((60..70).contains(&age), "age {age}");
-    assert_eq!(seen.count("/c/age-young"), 1);
+    assert_eq!(seen.requests.count("/c/age-young"), 1);
 }
 
 /// RFC 9111 §3: a final status the cache knows only by its class (299, 499, 599) is stored and
@@ -561,7 +552,7 @@ async fn unknown_statuses_with_explicit_freshness_are_stored_and_served() {
             "{path}"
         );
         assert_eq!(h2.body, format!("{name} 1").as_bytes());
-        assert_eq!(seen.count(path), 1, "{path}");
+        assert_eq!(seen.requests.count(path), 1, "{path}");
     }
 }
 
@@ -596,7 +587,7 @@ async fn a_304_for_another_validator_is_refetched_not_forwarded() {
             (200, "\"f3\"", "flip 3"),
             "{path}"
         );
-        assert_eq!(seen.count(path), 3, "{path}");
+        assert_eq!(seen.requests.count(path), 3, "{path}");
         let hit = get(&squall, path, "");
         assert_eq!(
             (hit.body_text().as_str(), x_cache(&hit)),
