@@ -100,6 +100,23 @@ impl Worker {
         self.op_done_at(index);
     }
 
+    /// Stops reading connection `index`'s socket (its receive is cancelled) or reads on, as
+    /// `pause` says: a tunnel whose origin is full, a request body its exchange cannot take.
+    /// A cancel that lands after the pause was lifted arms the receive again (`on_recv`).
+    pub(super) fn pause_reads(&mut self, index: usize, pause: bool) {
+        let conn = &mut self.conns[index];
+        if pause == conn.reads_paused {
+            return;
+        }
+        conn.reads_paused = pause;
+        let token = Token::client(index, conn.generation);
+        if pause {
+            conn.socket.cancel_recv(&mut self.ring, token);
+        } else {
+            conn.socket.arm_recv(&mut self.ring, token);
+        }
+    }
+
     /// Hands what the connection has to the ring (one send or writev at a time), and charges
     /// what it holds to the process's count of buffered response bytes.
     pub(super) fn flush(&mut self, index: usize) {

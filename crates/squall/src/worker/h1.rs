@@ -12,7 +12,6 @@ use tracing::debug;
 use super::conn::Phase;
 use super::downstream::Client;
 use super::entry::Admission;
-use super::token::Token;
 use super::{OUT_HIGH_BYTES, RBUF_BLOCKED_MAX_BYTES, Worker, cache, h2, log_request, scheme};
 use crate::cache::Cache;
 
@@ -69,7 +68,7 @@ impl Worker {
         let body_full = (self.conns[index].exchange)
             .and_then(|id| self.sessions.get(id.index).filter(|s| s.is(id)))
             .is_some_and(|s| s.ex.request_body_room() == 0);
-        let conn = &mut self.conns[index];
+        let conn = &self.conns[index];
         if conn.phase != Phase::Open {
             return;
         }
@@ -77,15 +76,8 @@ impl Worker {
         // origin takes some (`origin_sent`), so what the client sends waits in its kernel
         // buffers, not in ours.
         let pause = conn.blocked && conn.forwarding && body_full;
-        if pause != conn.reads_paused {
-            conn.reads_paused = pause;
-            let token = Token::client(index, conn.generation);
-            if pause {
-                conn.socket.cancel_recv(&mut self.ring, token);
-            } else {
-                conn.socket.arm_recv(&mut self.ring, token);
-            }
-        }
+        self.pause_reads(index, pause);
+        let conn = &mut self.conns[index];
         if conn.blocked && conn.rbuf.len() > RBUF_BLOCKED_MAX_BYTES {
             debug!(
                 worker = self.id,

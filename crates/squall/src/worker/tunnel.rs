@@ -33,7 +33,6 @@ use super::conn::Phase;
 use super::downstream::Client;
 use super::entry::Admission;
 use super::session::SessionId;
-use super::token::Token;
 
 /// A fresh `Sec-WebSocket-Key` (RFC 6455 §4.1): 16 random bytes, base64. Random per process
 /// (std seeds `RandomState` from the OS) and per call; it need not be secret, only new.
@@ -90,15 +89,9 @@ impl Worker {
         // The origin's send completion (`origin_sent`) reads on from here: the client's
         // receive is cancelled meanwhile, so what waits is bounded by what was in flight.
         conn.blocked = !conn.rbuf.is_empty() || room == 0;
-        let token = Token::client(index, conn.generation);
-        if conn.blocked && !conn.reads_paused {
-            conn.reads_paused = true;
-            conn.socket.cancel_recv(&mut self.ring, token);
-        } else if !conn.blocked && conn.reads_paused {
-            conn.reads_paused = false;
-            conn.socket.arm_recv(&mut self.ring, token);
-        }
-        if conn.rbuf.len() > TUNNEL_RBUF_MAX_BYTES {
+        let blocked = conn.blocked;
+        self.pause_reads(index, blocked);
+        if self.conns[index].rbuf.len() > TUNNEL_RBUF_MAX_BYTES {
             debug!(
                 worker = self.id,
                 conn = index,
