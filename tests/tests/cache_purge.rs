@@ -2,15 +2,14 @@
 //! outside `purge_allow`, and `Accept-Encoding` read as the set of codings it accepts, against a
 //! counting origin.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 
-use squall_e2e::{Response, Squall, admin_addr, admin_get, metric_sum, roundtrip};
+use squall_e2e::{PathCounts, Response, Squall, admin_addr, admin_get, metric_sum, roundtrip};
 
 #[path = "support/h2_client.rs"]
 mod h2_client;
@@ -18,14 +17,7 @@ mod h2_client;
 mod origin;
 
 /// Requests the origin saw, by path.
-#[derive(Default)]
-struct Seen(Mutex<HashMap<String, usize>>);
-
-impl Seen {
-    fn count(&self, path: &str) -> usize {
-        self.0.lock().unwrap().get(path).copied().unwrap_or(0)
-    }
-}
+type Seen = PathCounts;
 
 /// Every path is fresh for a minute and numbers its bodies. `/c/tag/<tags>` carries
 /// `Surrogate-Key: <tags with '+' for spaces>`; `/c/vary` varies on Accept-Encoding.
@@ -34,12 +26,7 @@ async fn handle(
     req: http::Request<Incoming>,
 ) -> Result<http::Response<Full<Bytes>>, std::io::Error> {
     let path = req.uri().path().to_owned();
-    let n = {
-        let mut requests = seen.0.lock().unwrap();
-        let n = requests.entry(path.clone()).or_default();
-        *n += 1;
-        *n
-    };
+    let n = seen.hit(&path);
     let encoding = (req.headers().get("accept-encoding"))
         .map(|v| v.to_str().unwrap().to_owned())
         .unwrap_or_default();
