@@ -2,7 +2,6 @@
 //! suffix, open and multiple ranges (206, multipart/byteranges), 416 when none overlaps, and
 //! If-Range, over HTTP/1.1 and HTTP/2, cleartext and TLS; the origin sees one request.
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -12,7 +11,9 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 
-use squall_e2e::{Response, Squall, TempDir, read_response, read_response_head, roundtrip};
+use squall_e2e::{
+    PathCounts, Response, Squall, TempDir, read_response, read_response_head, roundtrip,
+};
 
 #[path = "support/h2_client.rs"]
 mod h2_client;
@@ -34,16 +35,11 @@ fn body() -> Vec<u8> {
 /// What the origin saw: requests per path, and the Range of each.
 #[derive(Default)]
 struct Seen {
-    requests: Mutex<HashMap<String, usize>>,
+    requests: PathCounts,
     ranges: Mutex<Vec<(String, Option<String>)>>,
 }
 
 impl Seen {
-    fn count(&self, path: &str) -> usize {
-        let requests = self.requests.lock().unwrap();
-        requests.get(path).copied().unwrap_or(0)
-    }
-
     fn ranges(&self, path: &str) -> Vec<Option<String>> {
         let ranges = self.ranges.lock().unwrap();
         let of_path = ranges.iter().filter(|(p, _)| p == path);
@@ -60,12 +56,7 @@ async fn handle(
         .headers()
         .get("range")
         .map(|v| v.to_str().unwrap().to_owned());
-    *seen
-        .requests
-        .lock()
-        .unwrap()
-        .entry(path.clone())
-        .or_default() += 1;
+    seen.requests.hit(&path);
     seen.ranges.lock().unwrap().push((path.clone(), range));
     let _ = req.into_body().collect().await;
     let response = http::Response::builder()
@@ -299,7 +290,7 @@ fn http1_single_suffix_and_open_ranges_come_from_the_stored_response() {
     );
     assert_part(&after, 1, 2);
     assert_eq!(
-        setup.seen.count("/r/file"),
+        setup.seen.requests.count("/r/file"),
         1,
         "the origin saw only the priming GET"
     );
@@ -337,7 +328,7 @@ fn http1_multiple_ranges_are_multipart_byteranges() {
     let length: usize = head.header("content-length").unwrap().parse().unwrap();
     let full = get(squall, "/r/file", "Range: bytes=0-0,-1\r\n");
     assert_eq!(full.body.len(), length);
-    assert_eq!(setup.seen.count("/r/file"), 1);
+    assert_eq!(setup.seen.requests.count("/r/file"), 1);
 }
 
 #[test]
@@ -358,7 +349,7 @@ fn no_satisfiable_range_is_416_with_the_length() {
         "Range: bytes=20000-\r\nIf-None-Match: \"r1\"\r\n",
     );
     assert_eq!(response.status, 304);
-    assert_eq!(setup.seen.count("/r/file"), 1);
+    assert_eq!(setup.seen.requests.count("/r/file"), 1);
     let needles = ["\"GET /r/file HTTP/1.1\" 416 ", " cs=HIT "];
     assert!(logged(&setup.log, &needles), "no 416 logged");
 }
@@ -388,7 +379,7 @@ fn a_huge_range_list_gets_the_whole_object_and_squall_goes_on() {
     assert_eq!(response.status, 431);
     let after = get(squall, "/r/file", "Range: bytes=0-9\r\n");
     assert_part(&after, 0, 9);
-    assert_eq!(setup.seen.count("/r/file"), 1);
+    assert_eq!(setup.seen.requests.count("/r/file"), 1);
 }
 
 #[test]
@@ -422,8 +413,8 @@ fn if_range_decides_between_the_part_and_the_whole() {
         "Range: bytes=0-1\r\nIf-Range: W/\"w1\"\r\n",
     );
     assert_eq!((weak.status, weak.header("x-cache")), (200, Some("HIT")));
-    assert_eq!(setup.seen.count("/r/file"), 1);
-    assert_eq!(setup.seen.count("/r/weak"), 1);
+    assert_eq!(setup.seen.requests.count("/r/file"), 1);
+    assert_eq!(setup.seen.requests.count("/r/weak"), 1);
 }
 
 /// A request with extra fields over an h2 connection, read whole within 10 s.
@@ -512,7 +503,7 @@ fn http2_clients_get_parts_multipart_and_416() {
         assert_eq!(field(&head, "content-length"), Some("10"));
         assert!(head.body.is_empty());
     });
-    assert_eq!(setup.seen.count("/r/file"), 1);
+    assert_eq!(setup.seen.requests.count("/r/file"), 1);
 }
 
 /// Runs curl for `url` (host `range.test`, resolved to `addr`) with `args`; returns
@@ -557,7 +548,11 @@ fn curl_r_over_cleartext_and_tls() {
         assert_eq!(status, expected, "{url} {version}");
         assert!(got == body_of(1000, 2999), "{url} {version}: wrong bytes");
     }
-    assert_eq!(setup.seen.count("/r/file"), 2, "one GET per scheme");
+    assert_eq!(
+        setup.seen.requests.count("/r/file"),
+        2,
+        "one GET per scheme"
+    );
 }
 
 #[test]
