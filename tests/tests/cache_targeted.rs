@@ -4,15 +4,14 @@
 //! clients never see a targeted field, and a response with `Set-Cookie` is passed, stored
 //! without the cookie, or stored with it, as the route says.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 
-use squall_e2e::{Squall, roundtrip};
+use squall_e2e::{PathCounts, Squall, roundtrip};
 
 #[path = "support/h2_client.rs"]
 mod h2_client;
@@ -20,11 +19,7 @@ mod h2_client;
 mod origin;
 
 /// Requests the origin saw, by path and query.
-type Seen = Arc<Mutex<HashMap<String, usize>>>;
-
-fn count(seen: &Seen, target: &str) -> usize {
-    seen.lock().unwrap().get(target).copied().unwrap_or(0)
-}
+type Seen = Arc<PathCounts>;
 
 /// The origin's answers, by path; each body is numbered, so a stored answer shows.
 async fn handle(
@@ -32,12 +27,7 @@ async fn handle(
     req: http::Request<Incoming>,
 ) -> Result<http::Response<Full<Bytes>>, std::io::Error> {
     let target = req.uri().path_and_query().unwrap().as_str().to_owned();
-    let n = {
-        let mut seen = seen.lock().unwrap();
-        let n = seen.entry(target).or_default();
-        *n += 1;
-        *n
-    };
+    let n = seen.hit(&target);
     let path = req.uri().path().to_owned();
     let _ = req.into_body().collect().await;
     let fields: &[(&str, &str)] = match path.as_str() {
@@ -201,7 +191,7 @@ async fn cdn_cache_control_stores_what_cache_control_forbids_and_stays_hidden() 
             assert_eq!(again.field("cache-control"), Some("no-store"));
             assert_no_targeted_field(&again);
             let target = format!("{path}?{proto:?}").to_ascii_lowercase();
-            assert_eq!(count(&seen, &target), 1, "{target}");
+            assert_eq!(seen.count(&target), 1, "{target}");
         }
     }
 }
@@ -218,7 +208,7 @@ async fn the_target_header_beats_cdn_cache_control() {
             assert_eq!(no.body, format!("/c/ours-no {n}"));
             assert_no_targeted_field(&no);
         }
-        assert_eq!(count(&seen, &format!("/c/ours-no?{tag}")), 2);
+        assert_eq!(seen.count(&format!("/c/ours-no?{tag}")), 2);
         let yes = client.get(proto, "/c/ours-yes").await;
         assert_eq!(yes.x_cache, "MISS");
         assert_no_targeted_field(&yes);
@@ -228,7 +218,7 @@ async fn the_target_header_beats_cdn_cache_control() {
             ("HIT", "/c/ours-yes 1")
         );
         assert_no_targeted_field(&yes);
-        assert_eq!(count(&seen, &format!("/c/ours-yes?{tag}")), 1);
+        assert_eq!(seen.count(&format!("/c/ours-yes?{tag}")), 1);
     }
 }
 
@@ -247,7 +237,7 @@ async fn set_cookie_is_passed_stripped_or_stored_as_the_route_says() {
                 Some(format!("id={n}; Path=/").as_str())
             );
         }
-        assert_eq!(count(&seen, &format!("/pass/cookie?{tag}")), 2);
+        assert_eq!(seen.count(&format!("/pass/cookie?{tag}")), 2);
         // strip: the client whose request fetched it gets the cookie; hits do not.
         let strip = client.get(proto, "/strip/cookie").await;
         assert_eq!(strip.x_cache, "MISS");
@@ -258,13 +248,13 @@ async fn set_cookie_is_passed_stripped_or_stored_as_the_route_says() {
             ("HIT", "/strip/cookie 1")
         );
         assert_eq!(strip.field("set-cookie"), None, "{proto:?}");
-        assert_eq!(count(&seen, &format!("/strip/cookie?{tag}")), 1);
+        assert_eq!(seen.count(&format!("/strip/cookie?{tag}")), 1);
         // store: every hit replays the stored cookie.
         let store = client.get(proto, "/store/cookie").await;
         assert_eq!(store.x_cache, "MISS");
         let store = client.get(proto, "/store/cookie").await;
         assert_eq!(store.x_cache, "HIT", "{proto:?}");
         assert_eq!(store.field("set-cookie"), Some("id=1; Path=/"));
-        assert_eq!(count(&seen, &format!("/store/cookie?{tag}")), 1);
+        assert_eq!(seen.count(&format!("/store/cookie?{tag}")), 1);
     }
 }
