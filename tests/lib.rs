@@ -407,6 +407,11 @@ impl PathCounts {
     pub fn count(&self, path: &str) -> usize {
         self.0.lock().unwrap().get(path).copied().unwrap_or(0)
     }
+
+    /// How many requests there have been, all paths together.
+    pub fn total(&self) -> usize {
+        self.0.lock().unwrap().values().sum()
+    }
 }
 
 /// A config for cache tests: two workers, HTTP/1.1 and h2c on `ADDR`, the admin port on

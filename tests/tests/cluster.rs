@@ -6,18 +6,17 @@
 //! (`[cluster] health_check`) mark a dead peer down without traffic. An ignored test measures
 //! a Zipf workload through one node and through three (docs/CLUSTER.md).
 
-use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 
-use squall_e2e::{Response, Squall, admin_addr, admin_get, metric_sum, roundtrip};
+use squall_e2e::{PathCounts, Response, Squall, admin_addr, admin_get, metric_sum, roundtrip};
 
 #[path = "support/origin.rs"]
 mod origin;
@@ -25,14 +24,7 @@ mod origin;
 const NAMES: [&str; 3] = ["a", "b", "c"];
 
 /// Requests the origin saw, by path.
-#[derive(Default)]
-struct Seen(Mutex<HashMap<String, usize>>);
-
-impl Seen {
-    fn count(&self, path: &str) -> usize {
-        self.0.lock().unwrap().get(path).copied().unwrap_or(0)
-    }
-}
+type Seen = PathCounts;
 
 /// A counting origin: every path is fresh for a minute, its body names it.
 fn start_origin() -> (SocketAddr, Arc<Seen>) {
@@ -42,7 +34,7 @@ fn start_origin() -> (SocketAddr, Arc<Seen>) {
         let seen = shared.clone();
         async move {
             let path = req.uri().path().to_owned();
-            *seen.0.lock().unwrap().entry(path.clone()).or_default() += 1;
+            seen.hit(&path);
             let _ = req.into_body().collect().await;
             let response = http::Response::builder().header("cache-control", "max-age=60");
             Ok(response.body(Full::new(Bytes::from(path))).unwrap())
@@ -556,7 +548,7 @@ fn start_sized_origin() -> (SocketAddr, Arc<Seen>) {
         let seen = shared.clone();
         async move {
             let path = req.uri().path().to_owned();
-            *seen.0.lock().unwrap().entry(path).or_default() += 1;
+            seen.hit(&path);
             let response = http::Response::builder().header("cache-control", "max-age=3600");
             Ok(response
                 .body(Full::new(Bytes::from(vec![b'z'; 4096])))
@@ -616,7 +608,7 @@ fn zipf_run(nodes: usize, memory: &str, clustered: bool, requests: usize) -> Zip
     let mut latencies: Vec<u128> = results.into_iter().flat_map(|(_, l)| l).collect();
     latencies.sort_unstable();
     let at = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
-    let fetches: usize = seen.0.lock().unwrap().values().sum();
+    let fetches: usize = seen.total();
     let per_node = requests / clients * clients;
     let sum = |name| fleet.iter().map(|n| metric(n, name)).sum::<f64>();
     let (entries, evictions) = (
