@@ -4,16 +4,15 @@
 //! per set of accepted codings; the responses that must go out as they are; and an
 //! `Accept-Encoding` of a thousand codings.
 
-use std::collections::HashMap;
 use std::io::Read;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 
-use squall_e2e::{Squall, TempDir, admin_addr, admin_get, metric_sum};
+use squall_e2e::{PathCounts, Squall, TempDir, admin_addr, admin_get, metric_sum};
 
 #[path = "support/origin.rs"]
 mod origin;
@@ -27,21 +26,14 @@ fn page() -> String {
 }
 
 /// Requests the origin saw, by path.
-#[derive(Default)]
-struct Seen(Mutex<HashMap<String, usize>>);
-
-impl Seen {
-    fn count(&self, path: &str) -> usize {
-        self.0.lock().unwrap().get(path).copied().unwrap_or(0)
-    }
-}
+type Seen = PathCounts;
 
 async fn handle(
     seen: Arc<Seen>,
     req: http::Request<Incoming>,
 ) -> Result<http::Response<Full<Bytes>>, std::io::Error> {
     let path = req.uri().path().to_owned();
-    *seen.0.lock().unwrap().entry(path.clone()).or_default() += 1;
+    seen.hit(&path);
     let name = path.rsplit('/').next().unwrap_or_default();
     let media = if name == "image" {
         "image/png"
