@@ -17,7 +17,6 @@
 #[path = "support/origin.rs"]
 mod origin;
 
-use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
@@ -32,7 +31,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
-use squall_e2e::{TempDir, metric_sum, openssl_cert, squall_bin, tool};
+use squall_e2e::{PathCounts, TempDir, metric_sum, openssl_cert, squall_bin, tool};
 
 const NAMES: [&str; 3] = ["a", "b", "c"];
 /// HAProxy's last octet; the nodes' are 10, 11, 12; the bridge (and origin) is 1.
@@ -177,14 +176,7 @@ impl Drop for Proc {
 }
 
 /// Requests the origin saw, by path.
-#[derive(Default)]
-struct Seen(Mutex<HashMap<String, usize>>);
-
-impl Seen {
-    fn count(&self, path: &str) -> usize {
-        self.0.lock().unwrap().get(path).copied().unwrap_or(0)
-    }
-}
+type Seen = PathCounts;
 
 /// A counting hyper origin on `ip` (the bridge's address, in the root namespace): every path
 /// is fresh for a minute and its body names it.
@@ -198,7 +190,7 @@ fn start_origin(ip: IpAddr) -> (SocketAddr, Arc<Seen>) {
             let seen = seen.clone();
             async move {
                 let path = req.uri().path().to_owned();
-                *seen.0.lock().unwrap().entry(path.clone()).or_default() += 1;
+                seen.hit(&path);
                 let _ = req.into_body().collect().await;
                 let response = http::Response::builder()
                     .header("cache-control", "max-age=60")
