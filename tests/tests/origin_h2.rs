@@ -5,15 +5,14 @@
 //! mid-response cuts its client only; a GOAWAY moves new requests to a new connection; an
 //! origin that does not speak HTTP/2 is a 502.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use squall_e2e::{
-    Squall, TempDir, admin_addr, admin_get, metric_sum, read_response, roundtrip, tool,
+    PathCounts, Squall, TempDir, admin_addr, admin_get, metric_sum, read_response, roundtrip, tool,
 };
 
 #[path = "support/h2_client.rs"]
@@ -28,21 +27,10 @@ struct Seen {
     connections: AtomicUsize,
     closed: AtomicUsize,
     /// Requests per path.
-    requests: Mutex<HashMap<String, usize>>,
+    requests: PathCounts,
     /// Streams open at once, at most.
     in_flight: AtomicUsize,
     in_flight_max: AtomicUsize,
-}
-
-impl Seen {
-    fn requests(&self, path: &str) -> usize {
-        self.requests
-            .lock()
-            .unwrap()
-            .get(path)
-            .copied()
-            .unwrap_or(0)
-    }
 }
 
 /// An HTTP/2 origin (the `h2` crate) on a thread of its own: cleartext, or TLS with ALPN `alpn`.
@@ -116,12 +104,7 @@ async fn answer(
 ) {
     // Routes keep their prefix (`/o/...`): the last segment says what to do.
     let path = format!("/{}", request.uri().path().rsplit('/').next().unwrap_or(""));
-    let count = {
-        let mut requests = seen.requests.lock().unwrap();
-        let count = requests.entry(path.clone()).or_default();
-        *count += 1;
-        *count
-    };
+    let count = seen.requests.hit(&path);
     let now = seen.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     seen.in_flight_max.fetch_max(now, Ordering::SeqCst);
     let (parts, mut body) = request.into_parts();
@@ -413,7 +396,7 @@ fn a_refused_stream_goes_again_and_a_reset_one_cuts_only_its_client() {
         (response.status, response.body_text().as_str()),
         (200, "body")
     );
-    assert_eq!(seen.requests("/refuse-once"), 2);
+    assert_eq!(seen.requests.count("/refuse-once"), 2);
     // A reset after the head: an HTTP/1.1 client gets the ten bytes, then the close.
     std::io::Write::write_all(&mut stream, b"GET /o/cut HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
     let mut got = Vec::new();
@@ -605,7 +588,7 @@ fn health_probes_speak_http2_to_http2_origins() {
     let probed = || {
         [&seen_h2c, &seen_tls, &seen_auto]
             .iter()
-            .all(|seen| seen.requests("/healthz") >= 2)
+            .all(|seen| seen.requests.count("/healthz") >= 2)
     };
     while !probed() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
@@ -655,7 +638,7 @@ fn a_cached_route_stores_what_an_http2_origin_sends() {
         let reply = h2_client::fetch(&client, "GET", "http://x/c/cacheable", None).await;
         assert_eq!((reply.status, &reply.body[..]), (200, &b"cached body"[..]));
     });
-    assert_eq!(seen.requests("/cacheable"), 1, "one fill, then hits");
+    assert_eq!(seen.requests.count("/cacheable"), 1, "one fill, then hits");
 }
 
 #[test]
@@ -674,20 +657,20 @@ fn a_reload_moves_requests_to_connections_of_the_new_upstreams() {
     let reloaded = squall.wait_log("configuration reloaded", 1, Duration::from_secs(5));
     assert!(reloaded, "{}", squall.log());
     let deadline = Instant::now() + Duration::from_secs(5);
-    while seen_second.requests("/headers") == 0 && Instant::now() < deadline {
+    while seen_second.requests.count("/headers") == 0 && Instant::now() < deadline {
         assert_eq!(get(&squall), 200);
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(
-        seen_second.requests("/headers") >= 1,
+        seen_second.requests.count("/headers") >= 1,
         "the new server was never reached"
     );
-    let before = seen_first.requests("/headers");
+    let before = seen_first.requests.count("/headers");
     for _ in 0..5 {
         assert_eq!(get(&squall), 200);
     }
     assert_eq!(
-        seen_first.requests("/headers"),
+        seen_first.requests.count("/headers"),
         before,
         "the old server got no more"
     );
