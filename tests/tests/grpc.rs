@@ -28,7 +28,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use http::uri::PathAndQuery;
 use squall_e2e::{Squall, TempDir, admin_addr, admin_get};
 use tokio::sync::mpsc;
@@ -513,16 +512,8 @@ async fn grpc_to_an_http1_upstream_is_refused_clearly() {
 
     // The same call from a plain HTTP/2 client: HTTP 200, trailers-only, at once.
     let client = h2_client::h2c(squall.addr).await;
-    let mut client = client.ready().await.unwrap();
-    let request = http::Request::post("http://localhost/squall.test.Legacy/Unary")
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .body(())
-        .unwrap();
-    let (response, mut body) = client.send_request(request, false).unwrap();
-    body.send_data(Bytes::from_static(b"\0\0\0\0\0"), true)
-        .unwrap();
-    let response = response.await.expect("a response");
+    let uri = "http://localhost/squall.test.Legacy/Unary";
+    let response = h2_client::grpc_empty_call(&client, uri).await;
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers().get("grpc-status").unwrap(), "14");
     assert_eq!(

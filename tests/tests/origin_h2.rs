@@ -726,16 +726,7 @@ fn a_grpc_call_to_an_unreachable_origin_gets_grpc_status_14() {
     let squall = squall(&[("g", h2c_upstream(dead))]);
     runtime().block_on(async {
         let client = h2_client::h2c(squall.addr).await;
-        let mut client = client.ready().await.unwrap();
-        let request = http::Request::post("http://x/g/pkg.Service/Call")
-            .header("content-type", "application/grpc")
-            .header("te", "trailers")
-            .body(())
-            .unwrap();
-        let (response, mut body) = client.send_request(request, false).unwrap();
-        body.send_data(Bytes::from_static(b"\0\0\0\0\0"), true)
-            .unwrap();
-        let response = response.await.expect("a response");
+        let response = h2_client::grpc_empty_call(&client, "http://x/g/pkg.Service/Call").await;
         assert_eq!(response.status(), 200, "trailers-only");
         let fields = response.headers();
         assert_eq!(fields.get("grpc-status").unwrap(), "14");

@@ -59,6 +59,25 @@ pub async fn fetch(
     }
 }
 
+/// A bare gRPC call: POST `uri` with `content-type: application/grpc`, `te: trailers` and one
+/// empty message (a 5-byte frame), ending the stream; returns the response head (with its body
+/// stream).
+pub async fn grpc_empty_call(
+    client: &h2::client::SendRequest<Bytes>,
+    uri: &str,
+) -> http::Response<h2::RecvStream> {
+    let mut client = client.clone().ready().await.expect("connection ready");
+    let request = http::Request::post(uri)
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .unwrap();
+    let (response, mut body) = client.send_request(request, false).unwrap();
+    body.send_data(Bytes::from_static(b"\0\0\0\0\0"), true)
+        .unwrap();
+    response.await.expect("a response")
+}
+
 /// Sends `body` through the stream's flow control, then ends the stream.
 pub async fn send_all(send: &mut h2::SendStream<Bytes>, mut body: Bytes) {
     while !body.is_empty() {
