@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 pub mod compress;
+pub mod digits;
 mod exchange;
 pub mod forward;
 mod handler;

@@ -715,7 +715,7 @@ fn write_h2(
         ToClient::Head(mut head) => {
             add_x_cache(reply, &mut head);
             let no_body = head.framing == ClientFraming::Empty;
-            let mut length = head.body_len.map(|n| super::h2::itoa_buf(n as usize));
+            let mut length = head.body_len.map(squall_proxy::digits::itoa_buf);
             let fields = head
                 .headers
                 .iter()

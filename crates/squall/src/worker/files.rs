@@ -321,7 +321,7 @@ impl Worker {
             }
             Client::H2(_, stream) => {
                 let Some(h2) = conn.h2.as_mut() else { return };
-                let mut length = super::h2::itoa_buf(length as usize);
+                let mut length = squall_proxy::digits::itoa_buf(length);
                 let fields = (fields.into_iter())
                     .chain([(&b"date"[..], date), (b"content-length", length.as_bytes())]);
                 let before = h2.conn.encoded_bytes();

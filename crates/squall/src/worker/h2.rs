@@ -537,7 +537,7 @@ pub(super) fn send_reply<'a>(
             conn.send_headers_encoded(stream_id, status.as_u16(), &[fields, date], [], no_body)
         }
         None => {
-            let mut length = itoa_buf(body.len());
+            let mut length = squall_proxy::digits::itoa_buf(body.len() as u64);
             let length = length.as_bytes();
             let fields = fields
                 .into_iter()
@@ -576,34 +576,6 @@ impl EncodedDate {
             squall_hpack::encode_static([(&b"date"[..], date)], &mut self.encoded);
         }
         &self.encoded
-    }
-}
-
-/// A decimal number without allocating.
-pub(super) fn itoa_buf(n: usize) -> ItoaBuf {
-    let mut buf = ItoaBuf {
-        bytes: [0; 20],
-        start: 20,
-    };
-    let mut n = n;
-    loop {
-        buf.start -= 1;
-        buf.bytes[buf.start] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            return buf;
-        }
-    }
-}
-
-pub(super) struct ItoaBuf {
-    bytes: [u8; 20],
-    start: usize,
-}
-
-impl ItoaBuf {
-    pub(super) fn as_bytes(&mut self) -> &[u8] {
-        &self.bytes[self.start..]
     }
 }
 
@@ -675,12 +647,5 @@ mod tests {
         assert_ne!(key.as_bytes(), other.as_bytes(), "a fresh key each time");
         let plain = request_head(request(Some("o.test"), "/", true)).unwrap();
         assert!(!super::super::tunnel::is_h2_upgrade(&plain));
-    }
-
-    #[test]
-    fn itoa_writes_decimal() {
-        for n in [0usize, 7, 10, 99, 1234567, usize::MAX] {
-            assert_eq!(itoa_buf(n).as_bytes(), n.to_string().as_bytes());
-        }
     }
 }

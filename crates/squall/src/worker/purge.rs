@@ -144,7 +144,7 @@ impl Downstream<'_> {
     /// The answer to a PURGE that removed `removed` objects: the count in the body and in
     /// `X-Squall-Purged`, 404 for none.
     pub(super) fn answer_purged(&mut self, client: Client, head: &RequestHead, removed: usize) {
-        let mut count = super::h2::itoa_buf(removed);
+        let mut count = squall_proxy::digits::itoa_buf(removed as u64);
         let count = count.as_bytes();
         let body = Bytes::from([&b"purged "[..], count, b"\n"].concat());
         let field = Some((PURGED_FIELD, count));

@@ -26,7 +26,7 @@ impl Downstream<'_> {
         // No allocation here for a whole response: numbers are formatted on the stack, the
         // head is assembled in the worker's scratch buffer and the body is shared.
         let age = entry.age(self.wall).as_secs() as usize;
-        let mut age = super::super::h2::itoa_buf(age);
+        let mut age = squall_proxy::digits::itoa_buf(age as u64);
         let age = age.as_bytes();
         let logged = label.as_str();
         let label = x_cache.then_some(label.as_str().as_bytes());
@@ -39,7 +39,7 @@ impl Downstream<'_> {
         let sent = match client {
             Client::H2(_, stream) => {
                 let Some(h2) = conn.h2.as_mut() else { return };
-                let mut length = super::super::h2::itoa_buf(body_len);
+                let mut length = squall_proxy::digits::itoa_buf(body_len as u64);
                 let length = length.as_bytes();
                 let no_body = not_modified || head.method == Method::HEAD || body_len == 0;
                 let fields = entry
