@@ -322,7 +322,9 @@ async fn the_h2_crate_gets_files_and_ranges() {
         "/f/out-link",
     ] {
         let got = h2_client::fetch(&client, "GET", &format!("{base}{path}"), None).await;
-        assert_eq!(got.status, 404, "{path}");
+        // 400 for a target that is malformed once read (a `..` above the root, a NUL), 404
+        // from the file handler for the rest.
+        assert!([400, 404].contains(&got.status), "{path}: {}", got.status);
         assert!(
             !String::from_utf8_lossy(&got.body).contains("SECRET"),
             "{path}"
@@ -394,8 +396,10 @@ fn every_path_out_of_the_root_is_refused() {
     ];
     for target in corpus {
         let got = get(squall.addr, target, "");
+        // 400 for a target that is malformed once read (a `..` above the root, a NUL), 404
+        // from the file handler for the rest.
         assert!(
-            got.status == 404,
+            got.status == 404 || got.status == 400,
             "{target}: {} {:?}",
             got.status,
             String::from_utf8_lossy(&got.body)

@@ -618,6 +618,10 @@ pub struct Route {
     /// `intercept_errors`: an origin's 4xx/5xx response with a configured error page is
     /// answered with the page instead (its status kept). Only on proxy routes.
     pub intercept_errors: bool,
+    /// `allow_trace`: TRACE requests are let through (answered or forwarded as any other
+    /// method). Off by default: TRACE is answered 405, as it echoes the request's fields
+    /// (cookies, credentials) back to whoever can make the browser send it.
+    pub allow_trace: bool,
     /// `upgrade = [..]`: the `Upgrade` protocols (lowercase tokens) this proxy route forwards
     /// to the origin, with `tunnel_idle_timeout`. `None`: upgrades are stripped.
     pub upgrade: Option<Upgrade>,

@@ -209,6 +209,7 @@ pub(crate) struct RawRoute {
     pub response_headers: Option<Spanned<RawHeaderEdits>>,
     pub compress: Option<Spanned<RawCompress>>,
     pub intercept_errors: Option<Spanned<bool>>,
+    pub allow_trace: Option<Spanned<bool>>,
     pub upgrade: Option<List<String>>,
     pub tunnel_idle_timeout: Option<Val>,
 }

@@ -43,6 +43,7 @@ fn route(matcher: RouteMatch, action: Action) -> Route {
         response_headers: HeaderEdits::default(),
         compress: None,
         intercept_errors: false,
+        allow_trace: false,
         upgrade: None,
     }
 }

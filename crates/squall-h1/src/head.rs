@@ -20,9 +20,14 @@ use crate::{ErrorKind, Limits};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestHead {
     pub method: Method,
-    /// The request-target: origin-form (`/path?q`), absolute-form (`http://host/path`), or `*`
-    /// for OPTIONS. Authority-form only comes with CONNECT, which is refused.
+    /// The request-target, normalised (`crate::target`): origin-form (`/path?q`), or `*` for
+    /// OPTIONS. An absolute-form target (`http://host/path`) arrives here in origin-form, its
+    /// authority in the Host field (RFC 9112 §3.2.2). Authority-form only comes with CONNECT,
+    /// which is refused. Routing, access rules, files, the cache and the origin all read this.
     pub uri: Uri,
+    /// The path and query as the client sent them (nginx's `$request_uri`), when they differ
+    /// from `uri`'s: the target was normalised, or was in absolute-form.
+    pub received_target: Option<Bytes>,
     /// `HTTP_10` or `HTTP_11`.
     pub version: Version,
     /// Every field line, in order, with repeated names kept apart: spans into the received
@@ -69,6 +74,17 @@ impl RequestHead {
             return Some(host);
         }
         self.headers.host()
+    }
+
+    /// The path and query as the client sent them (`$request_uri`), `*` for OPTIONS `*`.
+    pub fn request_uri(&self) -> &[u8] {
+        match &self.received_target {
+            Some(received) => received,
+            None => self
+                .uri
+                .path_and_query()
+                .map_or(b"*", |pq| pq.as_str().as_bytes()),
+        }
     }
 
     pub fn framing(&self) -> RequestFraming {
@@ -161,9 +177,11 @@ pub(crate) fn parse_head(head: &Bytes, limits: &Limits) -> Result<RequestHead, E
         headers.push_received(name, field.value);
     }
     let body = fields.body_kind(version, limits)?;
+    let (uri, received_target) = read_target(head.slice_ref(path.as_bytes()), uri, &mut headers)?;
     Ok(RequestHead {
         method,
         uri,
+        received_target,
         version,
         headers,
         keep_alive: fields.keep_alive(version),
@@ -277,6 +295,48 @@ fn parse_target(
         return Err(ErrorKind::BadUri);
     }
     Ok(uri)
+}
+
+/// The target everything reads (see [`crate::target`]): an absolute-form one becomes
+/// origin-form with its authority as the Host field (RFC 9112 §3.2.2: the target's authority
+/// wins over Host, and the origin must be asked for the host that was routed); the path is
+/// normalised. `raw` is the target as received. Also returns the path and query as received
+/// when they differ from the result's.
+fn read_target(
+    raw: Bytes,
+    uri: Uri,
+    headers: &mut Fields,
+) -> Result<(Uri, Option<Bytes>), ErrorKind> {
+    if uri == "*" {
+        return Ok((uri, None));
+    }
+    let (target, absolute) = match uri.authority() {
+        Some(authority) => {
+            let host = HeaderValue::from_str(authority.as_str()).map_err(|_| ErrorKind::BadUri)?;
+            headers.insert(http::header::HOST, host);
+            // `http://a` and `http://a?q` have an empty path, which is `/` (RFC 9112 §3.2.2).
+            let pq = uri.path_and_query().map_or("", |pq| pq.as_str());
+            let pq = if pq.starts_with('/') {
+                Bytes::copy_from_slice(pq.as_bytes())
+            } else {
+                Bytes::from(format!("/{pq}"))
+            };
+            (pq, true)
+        }
+        None => (raw, false),
+    };
+    match crate::target::normalize(&target) {
+        Ok(None) if !absolute => Ok((uri, None)),
+        Ok(None) => {
+            let uri = Uri::from_maybe_shared(target.clone()).map_err(|_| ErrorKind::BadUri)?;
+            Ok((uri, Some(target)))
+        }
+        Ok(Some(normal)) => {
+            let uri = Uri::from_maybe_shared(Bytes::from(normal)).map_err(|_| ErrorKind::BadUri)?;
+            Ok((uri, Some(target)))
+        }
+        Err(_) => Err(ErrorKind::BadUri),
+    }
 }
 
 /// The fields that decide framing, persistence and expectations, as seen so far.

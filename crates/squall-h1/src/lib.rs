@@ -80,6 +80,7 @@ mod field_list;
 mod fields;
 mod head;
 mod scan;
+pub mod target;
 
 pub use client::{
     HopByHop, OriginHead, OutboundRequest, ResponseDecoder, ResponseError, ResponseErrorKind,

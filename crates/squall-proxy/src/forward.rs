@@ -491,10 +491,7 @@ pub fn expand(template: &Template, head: &RequestHead, peer: Peer) -> Option<Hea
                 host.for_each(|b| out.put_u8(b.to_ascii_lowercase()));
             }
             Part::Var(Var::Scheme) => out.put_slice(if peer.tls { b"https" } else { b"http" }),
-            Part::Var(Var::RequestUri) => {
-                let uri = head.uri.path_and_query().map_or("/", |pq| pq.as_str());
-                out.put_slice(uri.as_bytes());
-            }
+            Part::Var(Var::RequestUri) => out.put_slice(head.request_uri()),
         }
     }
     HeaderValue::from_maybe_shared(out.freeze()).ok()

@@ -38,6 +38,10 @@ pub enum Handler {
     Proxy(Arc<ProxyRoute>),
 }
 
+/// The methods Squall's routes answer, for `Allow` on `OPTIONS *` and on the 405 a TRACE
+/// gets: routes forward other methods too, but these are the ones every route takes.
+pub const SERVER_METHODS: &str = "GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS";
+
 /// What a `proxy = "NAME"` route needs at request time.
 #[derive(Debug)]
 pub struct ProxyRoute {
@@ -68,7 +72,7 @@ pub enum LocationPart {
     Host,
     /// `$request_uri`: path and query as received.
     RequestUri,
-    /// `$uri`: the path alone.
+    /// `$uri`: the normalised path, without the query.
     Uri,
     /// `$scheme`: `http`, or `https` on a TLS listener.
     Scheme,
@@ -78,6 +82,12 @@ impl Handler {
     /// The default handler when no route matches.
     pub fn not_found() -> Handler {
         static_text(StatusCode::NOT_FOUND, "404 Not Found\n")
+    }
+
+    /// The answer to `OPTIONS *` (RFC 9110 §9.3.7): what the server as a whole allows.
+    pub fn server_options() -> Handler {
+        let allow = HeaderValue::from_static(SERVER_METHODS);
+        static_handler(StatusCode::OK, &[(http::header::ALLOW, allow)], "")
     }
 
     /// Writes the whole HTTP/1.x response and returns its status.
@@ -406,10 +416,7 @@ fn expand(part: &LocationPart, head: &RequestHead, scheme: &str, out: &mut Bytes
     match part {
         LocationPart::Literal(s) => out.put_slice(s.as_bytes()),
         LocationPart::Host => out.put_slice(head.host().unwrap_or("").as_bytes()),
-        LocationPart::RequestUri => {
-            let uri = head.uri.path_and_query().map_or("/", |pq| pq.as_str());
-            out.put_slice(uri.as_bytes());
-        }
+        LocationPart::RequestUri => out.put_slice(head.request_uri()),
         LocationPart::Uri => out.put_slice(head.uri.path().as_bytes()),
         LocationPart::Scheme => out.put_slice(scheme.as_bytes()),
     }

@@ -32,7 +32,7 @@ pub use exchange::{
     Action, ClientFraming, ClientHead, ClientInfo, ClientProtocol, Exchange, ExchangeConfig,
     FillHook, OriginMessage, ToClient, TunnelRefusal, TunnelStats,
 };
-pub use handler::{Fields, Handler, LocationPart, ProxyRoute, Reply};
+pub use handler::{Fields, Handler, LocationPart, ProxyRoute, Reply, SERVER_METHODS};
 pub use pages::{ErrorPages, Page, intercepted};
 
 /// Why a config could not be turned into a service.
@@ -49,6 +49,10 @@ pub struct Service {
     /// Each route's handler, by route id.
     handlers: Vec<Handler>,
     not_found: Handler,
+    /// The answer to `OPTIONS *`.
+    options: Handler,
+    /// Each route's `allow_trace`, by route id.
+    traces: Vec<bool>,
     /// Each route's label for metrics, by route id.
     labels: Vec<String>,
     /// The error pages, resolved per vhost.
@@ -92,10 +96,15 @@ impl Service {
         let intercepts = (config.vhost.iter().flat_map(|v| &v.routes))
             .map(|r| r.intercept_errors)
             .collect();
+        let traces = (config.vhost.iter().flat_map(|v| &v.routes))
+            .map(|r| r.allow_trace)
+            .collect();
         Ok(Service {
             router,
             handlers,
             not_found: Handler::not_found(),
+            options: Handler::server_options(),
+            traces,
             labels,
             pages: ErrorPages::default(),
             route_vhosts,
@@ -175,6 +184,9 @@ impl Service {
     /// The handler that answers `head` on `route`: the route's, or for `None` the default 404
     /// (with the 404 page of the vhost the host selects, if any).
     pub fn answering(&self, route: Option<u32>, head: &RequestHead) -> &Handler {
+        if route.is_none() && is_asterisk(head) {
+            return &self.options;
+        }
         if route.is_some() || self.pages.is_empty() {
             return self.handler(route);
         }
@@ -201,16 +213,45 @@ impl Service {
     /// The route for `head` (its id, `None` for the default 404) and its handler, for a
     /// caller that routes once and then either forwards (a [`Handler::Proxy`]) or answers
     /// with [`Handler::reply`].
+    ///
+    /// The path routed is the normalised one (`squall_h1::target`); `OPTIONS *` is no route's
+    /// and gets the server's own answer (200 with `Allow`).
     pub fn route(&self, head: &RequestHead) -> (Option<u32>, &Handler) {
+        if is_asterisk(head) {
+            return (None, &self.options);
+        }
+        let route = self.route_path(head, head.uri.path());
+        (route, self.handler(route))
+    }
+
+    /// Whether an origin that reads paths leniently could take `head`'s target for a path
+    /// that routes elsewhere than `route`, the route its normalised path took (see
+    /// `squall_h1::target::lenient`): `/admin%2Fpanel`, `/admin;x/panel` or `/admin./panel`
+    /// beside a route for `/admin/`. Such a request is refused: it would reach the origin of
+    /// one route and be served as a resource of another, past its access rules.
+    pub fn reads_elsewhere(&self, head: &RequestHead, route: Option<u32>) -> bool {
+        let Some(lenient) = squall_h1::target::lenient(head.uri.path().as_bytes()) else {
+            return false;
+        };
+        self.route_path(head, &lenient) != route
+    }
+
+    /// Whether route `route` lets TRACE through (`allow_trace`); TRACE is refused otherwise,
+    /// and always where no route matches.
+    pub fn allows_trace(&self, route: Option<u32>) -> bool {
+        route.is_some_and(|id| self.traces.get(id as usize).copied().unwrap_or(false))
+    }
+
+    /// The route `head` takes when its path is `path`.
+    fn route_path(&self, head: &RequestHead, path: &str) -> Option<u32> {
         let fields = RouteFieldsOf(&head.headers);
         let request = RouteRequest {
             host: head.host(),
             method: &head.method,
-            path: head.uri.path(),
+            path,
             headers: &fields,
         };
-        let route = self.router.route(&request).map(|matched| *matched.action);
-        (route, self.handler(route))
+        self.router.route(&request).map(|matched| *matched.action)
     }
 
     /// The handler of route `route` (as [`Service::route`] returned it; `None` is the default
@@ -258,6 +299,11 @@ impl Service {
             route,
         }
     }
+}
+
+/// Whether `head` is `OPTIONS *` (the parsers let `*` through for OPTIONS only).
+fn is_asterisk(head: &RequestHead) -> bool {
+    head.uri.path() == "*"
 }
 
 /// A request head's fields as the router reads them, without building a map.

@@ -184,10 +184,10 @@ fn format_line(out: &mut Vec<u8>, entry: &Entry<'_>, time: &str) {
     let _ = write!(out, " - - [{time}] \"");
     match entry.head {
         Some(head) => {
-            let target = head.uri.path_and_query().map_or("*", |pq| pq.as_str());
+            // The request line as received (nginx's `$request`).
             escaped(out, head.method.as_str().as_bytes());
             out.push(b' ');
-            escaped(out, target.as_bytes());
+            escaped(out, head.request_uri());
             let _ = write!(out, " {:?}", head.version);
         }
         None => out.push(b'-'),
@@ -239,12 +239,22 @@ fn json_line(out: &mut Vec<u8>, entry: &Entry<'_>, since_epoch: Duration) {
             .map(str::as_bytes),
     );
     let head = entry.head;
+    // `request` is the request line as received; `uri` the normalised target that was
+    // routed (nginx's `$request` and `$uri`, with the query).
     let target = head.map(|h| h.uri.path_and_query().map_or("*", |pq| pq.as_str()));
     let method = head.map(|h| h.method.as_str());
     let protocol = head.map(|h| format!("{:?}", h.version));
     out.extend_from_slice(b",\"request\":");
-    match (method, target, &protocol) {
-        (Some(m), Some(t), Some(p)) => json_str(out, format!("{m} {t} {p}").as_bytes()),
+    match (head, &protocol) {
+        (Some(h), Some(p)) => {
+            let mut line = Vec::with_capacity(h.request_uri().len() + 24);
+            line.extend_from_slice(h.method.as_str().as_bytes());
+            line.push(b' ');
+            line.extend_from_slice(h.request_uri());
+            line.push(b' ');
+            line.extend_from_slice(p.as_bytes());
+            json_str(out, &line);
+        }
         _ => out.extend_from_slice(b"null"),
     }
     for (name, value) in [
@@ -356,6 +366,37 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The request line is the target as received (nginx's `$request`); the JSON `uri` is
+    /// the normalised one that was routed.
+    #[test]
+    fn the_request_line_is_as_received_and_uri_normalised() {
+        let mut decoder = squall_h1::RequestDecoder::new(squall_h1::Limits::default());
+        let raw = b"GET //a/./%62?c=%2e HTTP/1.1\r\nHost: x.test\r\n\r\n";
+        let mut buf = bytes::BytesMut::from(&raw[..]);
+        let Ok(Some(squall_h1::Event::Head(head))) = decoder.decode(&mut buf) else {
+            panic!("a head");
+        };
+        let entry = Entry {
+            peer: None,
+            head: Some(&head),
+            status: 200,
+            bytes: 1,
+            elapsed: Duration::ZERO,
+            upstream: None,
+            cache: None,
+            request_id: 1,
+        };
+        let mut out = Vec::new();
+        json_line(&mut out, &entry, Duration::ZERO);
+        let line: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(line["request"], "GET //a/./%62?c=%2e HTTP/1.1");
+        assert_eq!(line["uri"], "/a/b?c=%2e");
+        let mut out = Vec::new();
+        format_line(&mut out, &entry, "-");
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("\"GET //a/./%62?c=%2e HTTP/1.1\""), "{text}");
+    }
 
     #[test]
     fn a_json_line_parses_with_every_field() {

@@ -234,6 +234,16 @@ const FAMILIES: &[Family] = &[
         |w| &w.access_denied,
     ),
     (
+        "squall_request_target_ambiguous_total",
+        "Requests refused with 400 because an origin that reads paths leniently could take the target for a path of another route.",
+        |w| &w.target_ambiguous,
+    ),
+    (
+        "squall_trace_refused_total",
+        "TRACE requests refused with 405 on routes without allow_trace.",
+        |w| &w.trace_refused,
+    ),
+    (
         "squall_auth_cache_hits_total",
         "Requests on auth_basic routes let through by the credential cache, with no password check.",
         |w| &w.auth_cache_hits,

@@ -238,6 +238,10 @@ pub struct WorkerCounters {
     pub upstream_grpc_refused: Counter,
     pub limit_requests: Counter,
     pub access_denied: Counter,
+    /// Requests refused with 400 because a lenient origin could read their target as a path
+    /// of another route; TRACE requests refused with 405.
+    pub target_ambiguous: Counter,
+    pub trace_refused: Counter,
     /// Basic authentication: requests let through by the credential cache; passwords
     /// checked (bcrypt / argon2); of those, wrong ones; requests answered 429 after too many
     /// wrong ones; 503 because no password could be checked then.
@@ -300,7 +304,7 @@ pub fn heartbeat_now_ms() -> u64 {
 }
 
 /// The statuses refusals are counted under (`squall_refused_total{status}`); 0 is "other".
-pub const REFUSED_STATUSES: [u16; 10] = [400, 408, 413, 414, 429, 431, 501, 505, 403, 0];
+pub const REFUSED_STATUSES: [u16; 11] = [400, 408, 413, 414, 429, 431, 501, 505, 403, 405, 0];
 
 /// Upper bounds of the latency buckets, in seconds (Prometheus `le`), from 0.5 ms to 10 s.
 pub const DURATION_BUCKETS: [f64; 14] = [

@@ -137,6 +137,7 @@ fn route(item: &Spanned<RawRoute>, upstreams: &[Upstream], r: &mut Report) -> Op
             "intercept_errors only applies to proxy routes",
         );
     }
+    let allow_trace = raw.allow_trace.as_ref().is_some_and(|t| *t.get_ref());
     let upgrade = upgrade(raw, &action, upstreams, r);
     Some(Route {
         matcher: matcher?,
@@ -154,6 +155,7 @@ fn route(item: &Spanned<RawRoute>, upstreams: &[Upstream], r: &mut Report) -> Op
         response_headers,
         compress,
         intercept_errors,
+        allow_trace,
         upgrade,
     })
 }

@@ -315,6 +315,7 @@ mod tests {
         RequestHead {
             method,
             uri: http::Uri::from_static("/"),
+            received_target: None,
             version: http::Version::HTTP_11,
             headers: squall_h1::Fields::from_header_map(&headers),
             keep_alive: true,

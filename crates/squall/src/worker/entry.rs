@@ -16,11 +16,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::StatusCode;
+use http::{Method, StatusCode};
 use squall_cache::Invalidation;
 use squall_config::RateKey;
 use squall_h1::RequestHead;
-use squall_proxy::{Handler, ProxyRoute};
+use squall_proxy::{Handler, ProxyRoute, SERVER_METHODS};
+use tracing::debug;
 
 use super::Worker;
 use super::cache::{is_purge, key_of};
@@ -89,6 +90,9 @@ impl Worker {
             return self.refuse(StatusCode::TOO_MANY_REQUESTS, Some(retry_after(wait)));
         }
         let (id, handler) = runtime.service.route(head);
+        if let Some(refused) = self.refuse_by_target(head, id) {
+            return refused;
+        }
         let rules = id.and_then(|id| runtime.access.get(id as usize)?.as_ref());
         if let Some(rules) = rules
             && !client.is_some_and(|client| rules.permits(client.ip()))
@@ -120,6 +124,29 @@ impl Worker {
             route: route.clone(),
             invalidate: self.invalidation(index, head, route),
         }
+    }
+
+    /// What the target and the method refuse, whatever the route's rules: TRACE where route
+    /// `id` does not allow it (405), and a target that an origin reading paths leniently
+    /// could take for a path of another route (400, see `Service::reads_elsewhere`).
+    fn refuse_by_target(&self, head: &RequestHead, id: Option<u32>) -> Option<Admission> {
+        let service = &self.runtime.service;
+        let counters = self.runtime.metrics.worker(self.id);
+        if head.method == Method::TRACE && !service.allows_trace(id) {
+            counters.trace_refused.inc();
+            let allow = ("allow", Bytes::from_static(SERVER_METHODS.as_bytes()));
+            return Some(self.refuse(StatusCode::METHOD_NOT_ALLOWED, Some(allow)));
+        }
+        if service.reads_elsewhere(head, id) {
+            counters.target_ambiguous.inc();
+            debug!(
+                worker = self.id,
+                target = %String::from_utf8_lossy(head.request_uri()),
+                "request target refused: a lenient origin could read it as another route's path"
+            );
+            return Some(self.refuse(StatusCode::BAD_REQUEST, None));
+        }
+        None
     }
 
     /// Counts a refusal and makes its admission.
@@ -166,6 +193,15 @@ impl Worker {
         let credentials = match verdict {
             Some(verdict) => return self.after_verification(auth, client, verdict),
             None => {
+                // Two credentials are one too many to choose from (nginx answers 400 too).
+                if head
+                    .headers
+                    .get_all(http::header::AUTHORIZATION)
+                    .nth(1)
+                    .is_some()
+                {
+                    return Err(self.refuse(StatusCode::BAD_REQUEST, None));
+                }
                 let value = head.headers.get(http::header::AUTHORIZATION);
                 match auth.check(value.map(|v| v.as_bytes())) {
                     Check::Missing => return Err(self.unauthorized(auth)),

@@ -152,7 +152,18 @@ pub fn request_head(request: Request) -> Option<RequestHead> {
         protocol,
         ..
     } = request;
-    let uri = Uri::from_maybe_shared(path).ok()?;
+    // `:path` is read as an HTTP/1.1 origin-form target is: normalised once, here.
+    let normal = match &path[..] {
+        b"*" => None,
+        _ => squall_h1::target::normalize(&path).ok()?,
+    };
+    let (uri, received_target) = match normal {
+        None => (Uri::from_maybe_shared(path).ok()?, None),
+        Some(normal) => (
+            Uri::from_maybe_shared(Bytes::from(normal)).ok()?,
+            Some(path),
+        ),
+    };
     // The decoded block's bytes and spans become the head's fields as they are: the span
     // vector is reused in place (same layout), so nothing is copied or allocated per field.
     let (bytes, spans) = headers.into_parts();
@@ -193,6 +204,7 @@ pub fn request_head(request: Request) -> Option<RequestHead> {
     Some(RequestHead {
         method,
         uri,
+        received_target,
         version: Version::HTTP_2,
         headers,
         keep_alive: true,
@@ -621,6 +633,25 @@ mod tests {
     fn request_head_refuses_a_target_or_authority_it_cannot_hold() {
         assert!(request_head(request(Some("a\u{7f}b"), "/", true)).is_none());
         assert!(request_head(request(Some("a"), "/\u{7f}", true)).is_none());
+        // A `:path` that cannot be normalised: above the root, NUL, a bad escape.
+        for path in ["/..", "/a/%2e%2e/..", "/a%00", "/%zz", "/%C0%AE"] {
+            assert!(
+                request_head(request(Some("a"), path, true)).is_none(),
+                "{path}"
+            );
+        }
+    }
+
+    /// `:path` is normalised as an HTTP/1.1 target is, the received one kept beside it.
+    #[test]
+    fn request_head_normalises_the_path() {
+        let head = request_head(request(Some("a"), "//x/./%79/../z?q=%2e", true)).unwrap();
+        assert_eq!(head.uri, "/x/z?q=%2e");
+        assert_eq!(head.request_uri(), b"//x/./%79/../z?q=%2e");
+        let head = request_head(request(Some("a"), "/x/z", true)).unwrap();
+        assert_eq!(head.received_target, None);
+        let head = request_head(request(Some("a"), "*", true)).unwrap();
+        assert_eq!(head.uri, "*");
     }
 
     #[test]
