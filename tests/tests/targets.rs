@@ -534,6 +534,20 @@ fn trace_is_refused_and_options_asterisk_answered() {
         let output = curl_method(&squall, protocol, "TRACE", "/x");
         assert_eq!(output, 405, "{protocol:?}");
     }
+    for protocol in PROTOCOLS {
+        let (mut command, url) = curl_to(&squall, protocol, "public.test");
+        let output = command
+            .args(["-i", "-X", "OPTIONS", "--request-target", "*"])
+            .arg(format!("{url}/"))
+            .output()
+            .expect("run curl");
+        let text = String::from_utf8_lossy(&output.stdout).to_ascii_lowercase();
+        assert!(
+            text.starts_with("http/") && text.contains(" 200"),
+            "{protocol:?}: {text}"
+        );
+        assert!(text.contains("allow: get, head"), "{protocol:?}: {text}");
+    }
     let seen = seen.lock().unwrap();
     assert_eq!(seen.len(), 1, "only GET /y reached the origin: {seen:?}");
     drop(seen);

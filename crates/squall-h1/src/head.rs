@@ -307,7 +307,7 @@ fn read_target(
     uri: Uri,
     headers: &mut Fields,
 ) -> Result<(Uri, Option<Bytes>), ErrorKind> {
-    if uri == "*" {
+    if raw == "*" {
         return Ok((uri, None));
     }
     let (target, absolute) = match uri.authority() {
