@@ -743,4 +743,23 @@ async fn early_hints_are_forwarded_and_never_stored() {
     let h2 = h2_client::fetch(&client, "GET", url, None).await;
     assert_eq!((h2.status, h2.body.as_slice()), (200, &b"hints"[..]));
     assert_eq!(h2.headers["x-cache"], "MISS");
+    // The h2 crate's client drops interim responses without a word; nghttp shows the frames
+    // as they came: the 103 with its link, then the final 200, on the one stream.
+    let output = squall_e2e::tool("nghttp")
+        .args(["-nv", "-H", ":authority: cache.test"])
+        .arg(format!("http://{}/c/hints-nghttp", squall.addr))
+        .output()
+        .expect("nghttp");
+    let text = String::from_utf8_lossy(&output.stdout);
+    let interim = text
+        .find(":status: 103")
+        .unwrap_or_else(|| panic!("a 103 in {text}"));
+    let last = text
+        .find(":status: 200")
+        .unwrap_or_else(|| panic!("a 200 in {text}"));
+    assert!(interim < last, "the 103 comes first: {text}");
+    assert!(
+        text[interim..last].contains("link: </style.css>; rel=preload"),
+        "{text}"
+    );
 }

@@ -140,29 +140,37 @@ fn sessions_resume_with_tickets_and_session_ids() {
     let config = tls_config().replace("[limits]", "[admin]\nlisten = \"127.0.0.2:0\"\n\n[limits]");
     let squall = Squall::start(&config);
     let dir = TempDir::new();
-    for version in ["-tls1_3", "-tls1_2"] {
-        let file = dir.path().join(format!("session{version}"));
+    // TLS 1.3 and 1.2 by ticket, then TLS 1.2 by session id alone: with `-no_ticket` the
+    // client offers no ticket, so only the server's session cache can resume it.
+    for (version, ticket) in [("-tls1_3", true), ("-tls1_2", true), ("-tls1_2", false)] {
+        let file = dir.path().join(format!("session{version}{ticket}"));
         let file = file.to_str().unwrap();
-        let first = s_client(
-            &squall,
-            &[version, "-servername", "a.test", "-sess_out", file],
-        );
+        let mut args = vec![version, "-servername", "a.test"];
+        if !ticket {
+            args.push("-no_ticket");
+        }
+        let first = s_client(&squall, &[&args[..], &["-sess_out", file]].concat());
         assert!(first.contains("New, TLSv1."), "{version} first: {first}");
-        let second = s_client(
-            &squall,
-            &[version, "-servername", "a.test", "-sess_in", file],
-        );
+        if version == "-tls1_2" {
+            // TLS 1.2 prints the ticket with the session, if it was given one.
+            assert_eq!(
+                first.contains("TLS session ticket:"),
+                ticket,
+                "{version} ticket {ticket}: {first}"
+            );
+        }
+        let second = s_client(&squall, &[&args[..], &["-sess_in", file]].concat());
         assert!(
             second.contains("Reused, TLSv1."),
-            "{version} resumed: {second}"
+            "{version} ticket {ticket} resumed: {second}"
         );
         assert!(second.contains("Hello, world!"), "{second}");
     }
-    // Two full handshakes and two resumptions, as /metrics counts them.
+    // Three full handshakes and three resumptions, as /metrics counts them.
     let (_, metrics) = squall_e2e::admin_get(squall_e2e::admin_addr(&squall), "/metrics");
     for line in [
-        "squall_tls_handshakes_full_total{worker=\"0\"} 2\n",
-        "squall_tls_handshakes_resumed_total{worker=\"0\"} 2\n",
+        "squall_tls_handshakes_full_total{worker=\"0\"} 3\n",
+        "squall_tls_handshakes_resumed_total{worker=\"0\"} 3\n",
     ] {
         assert!(metrics.contains(line), "{line} in {metrics}");
     }

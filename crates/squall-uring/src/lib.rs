@@ -573,10 +573,17 @@ impl Ring {
             .expect("buffer ring lives as long as the Ring")
     }
 
-    /// Cancels everything in flight and waits, bounded, for the kernel to let go of our memory.
-    fn drain_for_drop(&mut self) -> bool {
+    /// Cancels everything in flight and waits, bounded by [`DROP_DRAIN_TIMEOUT`], for the
+    /// kernel to let go of our memory: each operation's buffers come back with its last
+    /// completion, never before. `Drop` runs this; a caller that wants what the completions
+    /// carry (or to know whether the kernel let go) may run it first.
+    pub fn shutdown(&mut self) -> Shutdown {
+        let mut completions = Vec::new();
         if self.ops.is_empty() {
-            return true;
+            return Shutdown {
+                completions,
+                in_flight: 0,
+            };
         }
         let entry = opcode::AsyncCancel2::new(CancelBuilder::any().all())
             .build()
@@ -586,20 +593,41 @@ impl Ring {
         let deadline = Instant::now() + DROP_DRAIN_TIMEOUT;
         while !self.ops.is_empty() && Instant::now() < deadline {
             let _ = self.submit_and_wait(Some(Duration::from_millis(50)));
-            while let Some(cqe) = self.uring.completion().next() {
+            let cqes: Vec<_> = self.uring.completion().collect();
+            for cqe in cqes {
                 let key = cqe.user_data() as usize;
-                if cqe.user_data() != u64::MAX && !cqueue::more(cqe.flags()) {
-                    self.ops.try_remove(key);
+                if cqe.user_data() == u64::MAX || !self.ops.contains(key) {
+                    continue;
                 }
+                let (res, flags) = (cqe.result(), cqe.flags());
+                let completion = match self.ops[key].kind {
+                    Kind::WritevZc => self.complete_zc(key, res, flags),
+                    _ => Some(self.complete(key, res, flags)),
+                };
+                completions.extend(completion);
             }
         }
-        self.ops.is_empty()
+        Shutdown {
+            completions,
+            in_flight: self.ops.len(),
+        }
     }
+}
+
+/// What [`Ring::shutdown`] saw.
+#[derive(Debug)]
+pub struct Shutdown {
+    /// The completions that ended the operations in flight (mostly cancellations), with the
+    /// buffers they hand back.
+    pub completions: Vec<Completion>,
+    /// Operations the kernel still held when the wait ended: their memory is leaked, never
+    /// freed under the kernel.
+    pub in_flight: usize,
 }
 
 impl Drop for Ring {
     fn drop(&mut self) {
-        if !self.drain_for_drop() {
+        if self.shutdown().in_flight > 0 {
             // The kernel may still write into receive buffers or read lent send buffers: leak
             // them instead of handing freed memory to it.
             std::mem::forget(self.bufs.take());
