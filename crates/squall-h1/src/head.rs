@@ -177,7 +177,7 @@ pub(crate) fn parse_head(head: &Bytes, limits: &Limits) -> Result<RequestHead, E
         headers.push_received(name, field.value);
     }
     let body = fields.body_kind(version, limits)?;
-    let (uri, received_target) = read_target(head.slice_ref(path.as_bytes()), uri, &mut headers)?;
+    let (uri, received_target) = read_target(head, path, uri, &mut headers)?;
     Ok(RequestHead {
         method,
         uri,
@@ -300,43 +300,45 @@ fn parse_target(
 /// The target everything reads (see [`crate::target`]): an absolute-form one becomes
 /// origin-form with its authority as the Host field (RFC 9112 §3.2.2: the target's authority
 /// wins over Host, and the origin must be asked for the host that was routed); the path is
-/// normalised. `raw` is the target as received. Also returns the path and query as received
-/// when they differ from the result's.
+/// normalised. `raw` is the target as received, a slice of `head`. Also returns the path and
+/// query as received when they differ from the result's. An origin-form target that is
+/// normal already (almost every one) costs one scan and nothing else.
 fn read_target(
-    raw: Bytes,
+    head: &Bytes,
+    raw: &str,
     uri: Uri,
     headers: &mut Fields,
 ) -> Result<(Uri, Option<Bytes>), ErrorKind> {
     if raw == "*" {
         return Ok((uri, None));
     }
-    let (target, absolute) = match uri.authority() {
-        Some(authority) => {
-            let host = HeaderValue::from_str(authority.as_str()).map_err(|_| ErrorKind::BadUri)?;
-            headers.insert(http::header::HOST, host);
-            // `http://a` and `http://a?q` have an empty path, which is `/` (RFC 9112 §3.2.2).
-            let pq = uri.path_and_query().map_or("", |pq| pq.as_str());
-            let pq = if pq.starts_with('/') {
-                Bytes::copy_from_slice(pq.as_bytes())
-            } else {
-                Bytes::from(format!("/{pq}"))
-            };
-            (pq, true)
-        }
-        None => (raw, false),
+    let Some(authority) = uri.authority() else {
+        return match crate::target::normalize(raw.as_bytes()) {
+            Ok(None) => Ok((uri, None)),
+            Ok(Some(normal)) => {
+                let uri =
+                    Uri::from_maybe_shared(Bytes::from(normal)).map_err(|_| ErrorKind::BadUri)?;
+                Ok((uri, Some(head.slice_ref(raw.as_bytes()))))
+            }
+            Err(_) => Err(ErrorKind::BadUri),
+        };
     };
-    match crate::target::normalize(&target) {
-        Ok(None) if !absolute => Ok((uri, None)),
-        Ok(None) => {
-            let uri = Uri::from_maybe_shared(target.clone()).map_err(|_| ErrorKind::BadUri)?;
-            Ok((uri, Some(target)))
-        }
-        Ok(Some(normal)) => {
-            let uri = Uri::from_maybe_shared(Bytes::from(normal)).map_err(|_| ErrorKind::BadUri)?;
-            Ok((uri, Some(target)))
-        }
-        Err(_) => Err(ErrorKind::BadUri),
-    }
+    let host = HeaderValue::from_str(authority.as_str()).map_err(|_| ErrorKind::BadUri)?;
+    headers.insert(http::header::HOST, host);
+    // `http://a` and `http://a?q` have an empty path, which is `/` (RFC 9112 §3.2.2).
+    let pq = uri.path_and_query().map_or("", |pq| pq.as_str());
+    let target = if pq.starts_with('/') {
+        Bytes::copy_from_slice(pq.as_bytes())
+    } else {
+        Bytes::from(format!("/{pq}"))
+    };
+    let normal = match crate::target::normalize(&target) {
+        Ok(None) => target.clone(),
+        Ok(Some(normal)) => Bytes::from(normal),
+        Err(_) => return Err(ErrorKind::BadUri),
+    };
+    let uri = Uri::from_maybe_shared(normal).map_err(|_| ErrorKind::BadUri)?;
+    Ok((uri, Some(target)))
 }
 
 /// The fields that decide framing, persistence and expectations, as seen so far.
