@@ -27,7 +27,8 @@ pub struct RequestHead {
     pub uri: Uri,
     /// The path and query as the client sent them (nginx's `$request_uri`), when they differ
     /// from `uri`'s: the target was normalised, or was in absolute-form.
-    pub received_target: Option<Bytes>,
+    /// Boxed: it is rare, and the head moves by value through the decoder's results.
+    pub received_target: Option<Box<Bytes>>,
     /// `HTTP_10` or `HTTP_11`.
     pub version: Version,
     /// Every field line, in order, with repeated names kept apart: spans into the received
@@ -79,7 +80,7 @@ impl RequestHead {
     /// The path and query as the client sent them (`$request_uri`), `*` for OPTIONS `*`.
     pub fn request_uri(&self) -> &[u8] {
         match &self.received_target {
-            Some(received) => received,
+            Some(received) => &received[..],
             None => self
                 .uri
                 .path_and_query()
@@ -157,7 +158,7 @@ pub(crate) fn parse_head(head: &Bytes, limits: &Limits) -> Result<RequestHead, E
     } else {
         Version::HTTP_11
     };
-    let uri = parse_target(head, path, &method, limits)?;
+    let mut uri = parse_target(head, path, &method, limits)?;
     let mut fields = FramingFields::default();
     let mut headers = Fields::with_capacity(head.clone(), req.headers.len());
     for field in req.headers.iter() {
@@ -177,7 +178,7 @@ pub(crate) fn parse_head(head: &Bytes, limits: &Limits) -> Result<RequestHead, E
         headers.push_received(name, field.value);
     }
     let body = fields.body_kind(version, limits)?;
-    let (uri, received_target) = read_target(head, path, uri, &mut headers)?;
+    let received_target = read_target(head, path, &mut uri, &mut headers)?;
     Ok(RequestHead {
         method,
         uri,
@@ -306,19 +307,19 @@ fn parse_target(
 fn read_target(
     head: &Bytes,
     raw: &str,
-    uri: Uri,
+    uri: &mut Uri,
     headers: &mut Fields,
-) -> Result<(Uri, Option<Bytes>), ErrorKind> {
+) -> Result<Option<Box<Bytes>>, ErrorKind> {
     if raw == "*" {
-        return Ok((uri, None));
+        return Ok(None);
     }
     let Some(authority) = uri.authority() else {
         return match crate::target::normalize(raw.as_bytes()) {
-            Ok(None) => Ok((uri, None)),
+            Ok(None) => Ok(None),
             Ok(Some(normal)) => {
-                let uri =
+                *uri =
                     Uri::from_maybe_shared(Bytes::from(normal)).map_err(|_| ErrorKind::BadUri)?;
-                Ok((uri, Some(head.slice_ref(raw.as_bytes()))))
+                Ok(Some(Box::new(head.slice_ref(raw.as_bytes()))))
             }
             Err(_) => Err(ErrorKind::BadUri),
         };
@@ -337,8 +338,8 @@ fn read_target(
         Ok(Some(normal)) => Bytes::from(normal),
         Err(_) => return Err(ErrorKind::BadUri),
     };
-    let uri = Uri::from_maybe_shared(normal).map_err(|_| ErrorKind::BadUri)?;
-    Ok((uri, Some(target)))
+    *uri = Uri::from_maybe_shared(normal).map_err(|_| ErrorKind::BadUri)?;
+    Ok(Some(Box::new(target)))
 }
 
 /// The fields that decide framing, persistence and expectations, as seen so far.

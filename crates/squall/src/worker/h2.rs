@@ -161,7 +161,7 @@ pub fn request_head(request: Request) -> Option<RequestHead> {
         None => (Uri::from_maybe_shared(path).ok()?, None),
         Some(normal) => (
             Uri::from_maybe_shared(Bytes::from(normal)).ok()?,
-            Some(path),
+            Some(Box::new(path)),
         ),
     };
     // The decoded block's bytes and spans become the head's fields as they are: the span
