@@ -42,29 +42,44 @@ pub enum BuildError {
     Router(#[from] squall_router::BuildError),
 }
 
-/// The routes and their handlers, shared read-only by every worker.
-pub struct Service {
-    /// Matches a request to its route's id.
+/// The routes and their handlers, shared read-only by every worker. `R` is what the caller
+/// keeps per route beside them (the binary: access rules, authentication, root, rate), so that
+/// a route is one record, found once per request.
+pub struct Service<R = ()> {
+    /// Matches a request to its route's id, the index in `routes`.
     router: Router<u32>,
-    /// Each route's handler, by route id.
-    handlers: Vec<Handler>,
+    /// Every route of the config, in file order.
+    routes: Vec<Route<R>>,
     not_found: Handler,
     /// The answer to `OPTIONS *`.
     options: Handler,
-    /// Each route's `allow_trace`, by route id.
-    traces: Vec<bool>,
-    /// Each route's label for metrics, by route id.
-    labels: Vec<String>,
     /// The error pages, resolved per vhost.
     pages: ErrorPages,
-    /// Each route's vhost index, by route id.
-    route_vhosts: Vec<usize>,
-    /// Each route's `intercept_errors`, by route id.
-    intercepts: Vec<bool>,
     /// The default 404 as each vhost's 404 page has it, by vhost index (`None`: the text).
     not_found_pages: Vec<Option<Handler>>,
     /// The default 404 for requests no vhost takes, from `[server] error_pages`.
     not_found_server: Option<Handler>,
+}
+
+/// One route, compiled once from its `[[vhost.route]]`.
+#[derive(Debug)]
+pub struct Route<R> {
+    /// Its place among all routes of the config, in file order: what per-route metrics are
+    /// kept by, and what a request remembers between its head and its answer.
+    pub id: u32,
+    /// What answers it (a proxy route's handler carries its upstream, edits and cache
+    /// settings).
+    pub handler: Handler,
+    /// Its label for metrics (`* prefix:/p/`).
+    pub label: String,
+    /// Its vhost's index in the config.
+    pub vhost: usize,
+    /// `intercept_errors`.
+    pub intercept_errors: bool,
+    /// `allow_trace`.
+    pub allow_trace: bool,
+    /// What the caller keeps for it ([`Service::with_rules`]).
+    pub rules: R,
 }
 
 /// What [`Service::respond`] did, for the worker's bookkeeping and logs.
@@ -87,33 +102,60 @@ impl Service {
             .map(|v| handler::vhost_spec(v, &config.upstream, &mut handlers))
             .collect();
         let router = Router::new(vhosts)?;
-        let labels = (config.vhost.iter())
-            .flat_map(|v| v.routes.iter().map(move |r| handler::route_label(v, r)))
-            .collect();
-        let route_vhosts = (config.vhost.iter().enumerate())
-            .flat_map(|(i, v)| v.routes.iter().map(move |_| i))
-            .collect();
-        let intercepts = (config.vhost.iter().flat_map(|v| &v.routes))
-            .map(|r| r.intercept_errors)
-            .collect();
-        let traces = (config.vhost.iter().flat_map(|v| &v.routes))
-            .map(|r| r.allow_trace)
+        let routes = (config.vhost.iter().enumerate())
+            .flat_map(|(i, v)| v.routes.iter().map(move |r| (i, v, r)))
+            .zip(handlers)
+            .enumerate()
+            .map(|(id, ((vhost, v, r), handler))| Route {
+                id: id as u32,
+                handler,
+                label: handler::route_label(v, r),
+                vhost,
+                intercept_errors: r.intercept_errors,
+                allow_trace: r.allow_trace,
+                rules: (),
+            })
             .collect();
         Ok(Service {
             router,
-            handlers,
+            routes,
             not_found: Handler::not_found(),
             options: Handler::server_options(),
-            traces,
-            labels,
             pages: ErrorPages::default(),
-            route_vhosts,
-            intercepts,
             not_found_pages: Vec::new(),
             not_found_server: None,
         })
     }
 
+    /// Gives each route what the caller keeps for it: `rules` has one item per route, in
+    /// file order (as `config.vhost[..].routes` lists them).
+    pub fn with_rules<R>(self, rules: impl IntoIterator<Item = R>) -> Service<R> {
+        let mut rules = rules.into_iter();
+        let routes = (self.routes.into_iter())
+            .map(|route| Route {
+                id: route.id,
+                handler: route.handler,
+                label: route.label,
+                vhost: route.vhost,
+                intercept_errors: route.intercept_errors,
+                allow_trace: route.allow_trace,
+                rules: rules.next().expect("one rule set per route"),
+            })
+            .collect();
+        debug_assert!(rules.next().is_none(), "one rule set per route");
+        Service {
+            router: self.router,
+            routes,
+            not_found: self.not_found,
+            options: self.options,
+            pages: self.pages,
+            not_found_pages: self.not_found_pages,
+            not_found_server: self.not_found_server,
+        }
+    }
+}
+
+impl<R> Service<R> {
     /// Takes the error pages of `config`, whose files' bytes are in `files`: the default 404
     /// and `block` routes answer with their vhost's page, and [`Service::error_page`] finds
     /// the others.
@@ -121,14 +163,14 @@ impl Service {
         mut self,
         config: &Config,
         files: &std::collections::HashMap<std::path::PathBuf, bytes::Bytes>,
-    ) -> Service {
+    ) -> Service<R> {
         let pages = ErrorPages::new(config, files);
-        let routes = config.vhost.iter().flat_map(|v| &v.routes).enumerate();
-        for (id, route) in routes {
-            if let squall_config::Action::Block { status } = route.action
-                && let Some(page) = pages.get(self.route_vhosts.get(id).copied(), status)
+        let configured = config.vhost.iter().flat_map(|v| &v.routes);
+        for (route, configured) in self.routes.iter_mut().zip(configured) {
+            if let squall_config::Action::Block { status } = configured.action
+                && let Some(page) = pages.get(Some(route.vhost), status)
             {
-                self.handlers[id] = handler::page_handler(status, page);
+                route.handler = handler::page_handler(status, page);
             }
         }
         let not_found = |vhost| {
@@ -175,10 +217,11 @@ impl Service {
         if !status.is_client_error() && !status.is_server_error() {
             return None;
         }
-        if !self.intercepts.get(id).copied().unwrap_or(false) {
+        let route = self.routes.get(id)?;
+        if !route.intercept_errors {
             return None;
         }
-        self.pages.get(Some(*self.route_vhosts.get(id)?), status)
+        self.pages.get(Some(route.vhost), status)
     }
 
     /// The handler that answers `head` on `route`: the route's, or for `None` the default 404
@@ -197,9 +240,14 @@ impl Service {
         page.unwrap_or(&self.not_found)
     }
 
-    /// Each route's label for metrics (`* prefix:/p/`), indexed by route id.
-    pub fn route_labels(&self) -> &[String] {
-        &self.labels
+    /// Each route's label for metrics (`* prefix:/p/`), in route id order.
+    pub fn route_labels(&self) -> Vec<String> {
+        self.routes.iter().map(|r| r.label.clone()).collect()
+    }
+
+    /// Route `id` (as a request noted it at its head).
+    pub fn route_by_id(&self, id: u32) -> Option<&Route<R>> {
+        self.routes.get(id as usize)
     }
 
     /// Where `head` goes: a proxy route's group, or `None` for a route answered here.
@@ -210,18 +258,21 @@ impl Service {
         }
     }
 
-    /// The route for `head` (its id, `None` for the default 404) and its handler, for a
-    /// caller that routes once and then either forwards (a [`Handler::Proxy`]) or answers
-    /// with [`Handler::reply`].
+    /// The route for `head` (`None` for the default 404) and its handler, for a caller that
+    /// routes once and then either forwards (a [`Handler::Proxy`]) or answers with
+    /// [`Handler::reply`].
     ///
     /// The path routed is the normalised one (`squall_h1::target`); `OPTIONS *` is no route's
     /// and gets the server's own answer (200 with `Allow`).
-    pub fn route(&self, head: &RequestHead) -> (Option<u32>, &Handler) {
+    pub fn route(&self, head: &RequestHead) -> (Option<&Route<R>>, &Handler) {
         if is_asterisk(head) {
             return (None, &self.options);
         }
         let route = self.route_path(head, head.uri.path());
-        (route, self.handler(route))
+        match route.and_then(|id| self.routes.get(id as usize)) {
+            Some(route) => (Some(route), &route.handler),
+            None => (None, &self.not_found),
+        }
     }
 
     /// Whether an origin that reads paths leniently could take `head`'s target for a path
@@ -234,12 +285,6 @@ impl Service {
             return false;
         };
         self.route_path(head, &lenient) != route
-    }
-
-    /// Whether route `route` lets TRACE through (`allow_trace`); TRACE is refused otherwise,
-    /// and always where no route matches.
-    pub fn allows_trace(&self, route: Option<u32>) -> bool {
-        route.is_some_and(|id| self.traces.get(id as usize).copied().unwrap_or(false))
     }
 
     /// The route `head` takes when its path is `path`.
@@ -258,8 +303,8 @@ impl Service {
     /// 404): a request routed once at its head is answered at its end without routing again.
     pub fn handler(&self, route: Option<u32>) -> &Handler {
         route
-            .and_then(|id| self.handlers.get(id as usize))
-            .unwrap_or(&self.not_found)
+            .and_then(|id| self.routes.get(id as usize))
+            .map_or(&self.not_found, |route| &route.handler)
     }
 
     /// Appends the complete response to `head` to `out`.
@@ -275,7 +320,7 @@ impl Service {
         close: bool,
         out: &mut BytesMut,
     ) -> Outcome {
-        let route = self.route(head).0;
+        let route = self.route(head).0.map(|route| route.id);
         self.respond_routed(route, head, scheme, date, close, out)
     }
 

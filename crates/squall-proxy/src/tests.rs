@@ -196,15 +196,14 @@ fn every_redirect_variable_the_config_accepts_is_expanded() {
 #[test]
 fn routes_have_ids_and_labels() {
     let service = service();
-    let (id, _) = service.route(&head("GET /admin/x HTTP/1.1\r\nHost: a\r\n\r\n"));
-    let label = &service.route_labels()[id.unwrap() as usize];
+    let (route, _) = service.route(&head("GET /admin/x HTTP/1.1\r\nHost: a\r\n\r\n"));
+    let route = route.unwrap();
+    let label = &service.route_labels()[route.id as usize];
     assert_eq!(label, "* prefix:/admin/");
-    assert_eq!(
-        service
-            .route(&head("GET /nope HTTP/1.1\r\nHost: a\r\n\r\n"))
-            .0,
-        None
-    );
+    assert_eq!(&route.label, label);
+    assert!(std::ptr::eq(service.route_by_id(route.id).unwrap(), route));
+    let nope = service.route(&head("GET /nope HTTP/1.1\r\nHost: a\r\n\r\n"));
+    assert!(nope.0.is_none());
     let proxied = service.proxy_route(&head("GET /app/x HTTP/1.1\r\nHost: a\r\n\r\n"));
     assert_eq!(
         service.route_labels()[proxied.unwrap().id as usize],

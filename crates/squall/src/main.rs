@@ -21,6 +21,7 @@ mod real_ip;
 mod request_id;
 mod resolve;
 mod roots;
+mod route_rules;
 mod server;
 mod static_files;
 mod ticket_watch;

@@ -9,11 +9,11 @@ use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::route_rules::Service;
 use crossbeam_channel::Sender;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
 use signal_hook::iterator::Signals;
 use squall_config::{Config, Diagnostics, Site, Sites, Workers};
-use squall_proxy::Service;
 use squall_uring::Waker;
 use tracing::{info, warn};
 
@@ -27,6 +27,7 @@ use reload::{Resolution, refresh, reload};
 
 /// What every worker reads on the request path; swapped whole by a reload.
 pub struct Runtime {
+    /// The routes, each one record with its handler and rules (`route_rules.rs`).
     pub service: Service,
     pub h1_limits: squall_h1::Limits,
     pub limits: ConnLimits,
@@ -62,23 +63,15 @@ pub struct Runtime {
     pub upstream_gauges: Arc<[crate::metrics::UpstreamGauges]>,
     /// Responses per route of this config.
     pub routes: Arc<crate::metrics::RouteCounters>,
-    /// Per route id (the vhosts' routes in file order): its `allow` / `deny`; `None` when it
-    /// has none, so an open route costs one branch.
-    pub access: Vec<Option<squall_config::Access>>,
     /// Whether any route has `allow` / `deny` (then every connection's peer is looked up).
     pub access_rules: bool,
     /// `server.real_ip`: whose header names the client (see `real_ip.rs`).
     pub real_ip: Option<Arc<squall_config::RealIp>>,
-    /// Per route id: its `auth_basic` users and credential cache; `None` for open routes.
-    pub auth: Vec<Option<Arc<crate::auth::RouteAuth>>>,
     /// `limits.auth_failures_max`, and the failed attempts per client address (kept across
     /// reloads, so a reload does not forgive a guesser).
     pub auth_failures_max: u32,
     pub auth_failures: Arc<crate::clients::KeyedBuckets>,
-    /// Per route id: the directory of a `root` route, opened (see `roots.rs`).
-    pub roots: Vec<Option<Arc<crate::roots::Root>>>,
-    /// Per route id: its own `request_rate`; the buckets, kept across reloads.
-    pub route_rates: Vec<Option<squall_config::RouteRate>>,
+    /// The buckets of the routes' own `request_rate`s, kept across reloads.
     pub route_buckets: Arc<crate::clients::KeyedBuckets>,
     /// Whether a route's auth or rate, or `real_ip`, needs each connection's peer.
     pub needs_client: bool,
@@ -175,14 +168,17 @@ impl Runtime {
             body_bytes_max: limits.body_bytes_max,
             ..squall_h1::Limits::default()
         };
-        let service = Service::new(config).map_err(|e| sites.diagnostic(Site::File, e.to_string()));
+        let service = squall_proxy::Service::new(config)
+            .map_err(|e| sites.diagnostic(Site::File, e.to_string()));
         let tls = Tls::load(config, sites, previous_store);
         let auth = crate::auth::load_routes(config);
         let pages = crate::error_pages::load(config, sites);
         let roots = crate::roots::open(config, sites);
-        let (service, tls, auth, roots) = match (service, tls, auth, pages, roots) {
+        let (service, tls) = match (service, tls, auth, pages, roots) {
             (Ok(service), Ok(tls), Ok(auth), Ok(pages), Ok(roots)) => {
-                (service.with_error_pages(config, &pages), tls, auth, roots)
+                let rules = crate::route_rules::compile(config, auth, roots);
+                let service = service.with_rules(rules);
+                (service.with_error_pages(config, &pages), tls)
             }
             (service, tls, auth, pages, roots) => {
                 let problems = (service.err().into_iter())
@@ -201,16 +197,13 @@ impl Runtime {
         let origin_tls = &metrics.origin_tls;
         let origin_tls = crate::origin_tls::load(config, sites, &servers, previous_tls, origin_tls)
             .map_err(Diagnostics)?;
-        let route_rates: Vec<_> = (config.vhost.iter().flat_map(|v| &v.routes))
-            .map(|r| r.rate.clone())
-            .collect();
-        let routes = crate::metrics::RouteCounters::new(
-            service.route_labels().to_vec(),
-            metrics.workers().len(),
-        );
-        let access: Vec<_> = (config.vhost.iter().flat_map(|v| &v.routes))
-            .map(|r| Some(r.access.clone()).filter(|a| !a.is_open()))
-            .collect();
+        let routes =
+            crate::metrics::RouteCounters::new(service.route_labels(), metrics.workers().len());
+        let any_rule = |rule: fn(&crate::route_rules::RouteRules) -> bool| {
+            (0..)
+                .map_while(|id| service.route_by_id(id))
+                .any(|r| rule(&r.rules))
+        };
         let kept = |f: fn(&Runtime) -> &Arc<crate::clients::KeyedBuckets>| {
             previous.map_or_else(
                 || Arc::new(crate::clients::KeyedBuckets::new()),
@@ -220,21 +213,16 @@ impl Runtime {
         Ok(Runtime {
             routes,
             needs_client: config.server.real_ip.is_some()
-                || auth.iter().any(Option::is_some)
-                || route_rates.iter().any(Option::is_some),
+                || any_rule(|r| r.auth.is_some() || r.rate.is_some()),
             real_ip: config.server.real_ip.clone().map(Arc::new),
-            auth,
             auth_failures_max: config.limits.auth_failures_max,
             auth_failures: kept(|r| &r.auth_failures),
-            route_rates,
-            roots,
             route_buckets: kept(|r| &r.route_buckets),
-            access_rules: access.iter().any(Option::is_some),
+            access_rules: any_rule(|r| r.access.is_some()),
             proxy_protocol: (config.listen.iter())
                 .filter(|l| !l.proxy_protocol_from.is_empty())
                 .map(|l| (l.address, l.proxy_protocol_from.clone().into()))
                 .collect(),
-            access,
             service,
             h1_limits,
             limits: ConnLimits {

@@ -130,7 +130,7 @@ pub(super) struct Downstream<'a> {
     pub wall: std::time::SystemTime,
     pub draining: bool,
     /// The error pages Squall's own answers use.
-    pub service: &'a squall_proxy::Service,
+    pub service: &'a crate::route_rules::Service,
 }
 
 impl Worker {

@@ -29,6 +29,7 @@ use super::downstream::Client;
 use crate::auth::{Check, Credentials, RouteAuth, Verdict};
 use crate::cache::Cache;
 use crate::clients::retry_after_secs;
+use crate::route_rules::Route;
 
 /// A field a refusal carries: `WWW-Authenticate` on a 401, `Retry-After` on a 429 or 503.
 pub(super) type Field = (&'static str, Bytes);
@@ -89,25 +90,25 @@ impl Worker {
             counters.limit_requests.inc();
             return self.refuse(StatusCode::TOO_MANY_REQUESTS, Some(retry_after(wait)));
         }
-        let (id, handler) = runtime.service.route(head);
-        if let Some(refused) = self.refuse_by_target(head, id) {
+        let (route, handler) = runtime.service.route(head);
+        if let Some(refused) = self.refuse_by_target(head, route) {
             return refused;
         }
-        let rules = id.and_then(|id| runtime.access.get(id as usize)?.as_ref());
-        if let Some(rules) = rules
-            && !client.is_some_and(|client| rules.permits(client.ip()))
+        let id = route.map(|route| route.id);
+        let rules = route.map(|route| &route.rules);
+        if let Some(access) = rules.and_then(|r| r.access.as_ref())
+            && !client.is_some_and(|client| access.permits(client.ip()))
         {
             counters.access_denied.inc();
             return self.refuse(StatusCode::FORBIDDEN, None);
         }
-        if let (None, Some(id)) = (verdict, id)
-            && let Err(wait) = self.route_rate(id, head, client)
+        if let (None, Some(route)) = (verdict, route)
+            && let Err(wait) = self.route_rate(route, head, client)
         {
             counters.limit_requests.inc();
             return self.refuse(StatusCode::TOO_MANY_REQUESTS, Some(retry_after(wait)));
         }
-        let auth = id.and_then(|id| runtime.auth.get(id as usize)?.as_ref());
-        if let Some(auth) = auth
+        if let Some(auth) = rules.and_then(|r| r.auth.as_ref())
             && let Err(refused) = self.authenticate(auth, head, client, bodiless, verdict)
         {
             return refused;
@@ -126,18 +127,18 @@ impl Worker {
         }
     }
 
-    /// What the target and the method refuse, whatever the route's rules: TRACE where route
-    /// `id` does not allow it (405), and a target that an origin reading paths leniently
+    /// What the target and the method refuse, whatever the route's rules: TRACE where `route`
+    /// does not allow it (405), and a target that an origin reading paths leniently
     /// could take for a path of another route (400, see `Service::reads_elsewhere`).
-    fn refuse_by_target(&self, head: &RequestHead, id: Option<u32>) -> Option<Admission> {
+    fn refuse_by_target(&self, head: &RequestHead, route: Option<&Route>) -> Option<Admission> {
         let service = &self.runtime.service;
         let counters = self.runtime.metrics.worker(self.id);
-        if head.method == Method::TRACE && !service.allows_trace(id) {
+        if head.method == Method::TRACE && !route.is_some_and(|r| r.allow_trace) {
             counters.trace_refused.inc();
             let allow = ("allow", Bytes::from_static(SERVER_METHODS.as_bytes()));
             return Some(self.refuse(StatusCode::METHOD_NOT_ALLOWED, Some(allow)));
         }
-        if service.reads_elsewhere(head, id) {
+        if service.reads_elsewhere(head, route.map(|r| r.id)) {
             counters.target_ambiguous.inc();
             debug!(
                 worker = self.id,
@@ -155,18 +156,18 @@ impl Worker {
         Admission::Refused(status, field)
     }
 
-    /// Takes a token from the request's bucket of route `id`'s own `request_rate`, if any.
+    /// Takes a token from the request's bucket of `route`'s own `request_rate`, if any.
     fn route_rate(
         &self,
-        id: u32,
+        route: &Route,
         head: &RequestHead,
         client: Option<SocketAddr>,
     ) -> Result<(), Duration> {
-        let runtime = &self.runtime;
-        let Some(Some(rate)) = runtime.route_rates.get(id as usize) else {
+        let Some(rate) = &route.rules.rate else {
             return Ok(());
         };
-        let buckets = &runtime.route_buckets;
+        let id = route.id;
+        let buckets = &self.runtime.route_buckets;
         let by_client = || buckets.key((id, 0u8, client.map(|c| c.ip())));
         let key = match &rate.key {
             RateKey::ClientIp => by_client(),

@@ -80,7 +80,7 @@ pub struct Transfer {
 impl Worker {
     /// The `root` route `route`'s directory, if it is one.
     pub(super) fn files_root(&self, route: Option<u32>) -> Option<Arc<Root>> {
-        self.runtime.roots.get(route? as usize)?.clone()
+        self.runtime.service.route_by_id(route?)?.rules.root.clone()
     }
 
     /// Starts serving `head` from `root` for `client`. Returns true when it was answered at

@@ -352,7 +352,7 @@ enum Decoded {
 /// short text answer, with `field` (a `WWW-Authenticate` challenge, a `Retry-After`), and
 /// `Connection: close`.
 fn encode_refusal(
-    service: &squall_proxy::Service,
+    service: &crate::route_rules::Service,
     head: &RequestHead,
     status: http::StatusCode,
     field: Option<super::entry::Field>,
