@@ -101,13 +101,14 @@ pub fn plan(nofile: u64, base: usize, reserve: DescriptorReserve, inputs: &Reser
 }
 
 /// What the reserve of `config` is sized from, with `upstreams` its compiled groups.
-pub fn inputs(
+pub fn inputs<'a>(
     config: &squall_config::Config,
-    upstreams: &[squall_upstream::UpstreamSpec],
+    upstreams: impl IntoIterator<Item = &'a squall_upstream::UpstreamSpec>,
     workers: usize,
 ) -> ReserveInputs {
-    let pooled_per_worker = upstreams
-        .iter()
+    let mut groups = 0;
+    let pooled_per_worker = (upstreams.into_iter())
+        .inspect(|_| groups += 1)
         .map(|u| u.servers.len().saturating_mul(u.pool.idle_max as usize))
         .fold(0usize, usize::saturating_add);
     ReserveInputs {
@@ -116,7 +117,7 @@ pub fn inputs(
         pooled_per_worker,
         // A `root` route's request holds a file open as a proxied one holds its origin
         // connection: one per HTTP/1.1 client, one per stream on HTTP/2.
-        proxies: !upstreams.is_empty()
+        proxies: groups > 0
             || (config.vhost.iter().flat_map(|v| &v.routes))
                 .any(|r| matches!(r.action, squall_config::Action::Files(_))),
     }

@@ -29,6 +29,7 @@ mod timer;
 mod tls;
 mod trim;
 mod upstream_events;
+mod upstream_records;
 mod worker;
 
 use std::process::ExitCode;

@@ -47,7 +47,7 @@ pub fn load(
     config: &Config,
     sites: &Sites,
     servers: &[Vec<(SocketAddr, Option<String>)>],
-    previous: &[Option<Arc<OriginTls>>],
+    previous: &[crate::upstream_records::UpstreamRecord],
     metrics: &OriginTlsMetrics,
 ) -> Result<Vec<Option<Arc<OriginTls>>>, Vec<Diagnostic>> {
     let mut loaded = Vec::new();
@@ -66,7 +66,7 @@ pub fn load(
             );
         }
         let spec = spec(&upstream.name, tls, upstream.protocol);
-        let before = previous.get(index).and_then(Option::as_ref);
+        let before = crate::upstream_records::previous_tls(previous, &upstream.name);
         let connector = match Connector::load(&spec, before.map(|p| &p.connector)) {
             Ok(connector) => connector,
             Err(e) => {

@@ -33,18 +33,10 @@ pub struct Runtime {
     pub limits: ConnLimits,
     /// Shared by every generation of the runtime, so counters survive reloads.
     pub metrics: Arc<Metrics>,
-    /// The `[[upstream]]` groups, in config order; each worker builds its own state from them.
-    pub upstreams: Vec<squall_upstream::UpstreamSpec>,
-    /// What each group's `consistent_hash` hashes, in the same order.
-    pub hash_keys: Vec<squall_config::HashKey>,
-    /// Per `[[upstream]]` of the config (cluster peers have none): its TLS, when `tls = true`.
-    pub origin_tls: Vec<Option<Arc<crate::origin_tls::OriginTls>>>,
-    /// Per `[[upstream]]` of the config: the PROXY protocol version its connections start with.
-    pub origin_proxy_protocol: Vec<Option<squall_config::ProxyProtocolVersion>>,
-    /// Per `[[upstream]]` of the config: the HTTP version its servers are spoken to in.
-    pub origin_protocol: Vec<squall_config::OriginProtocol>,
-    /// Per `[[upstream]]` of the config: its counters of HTTP/2 streams and tunnels.
-    pub upstream_events: Vec<Arc<crate::upstream_events::UpstreamEvents>>,
+    /// The upstream groups, each one record (`upstream_records.rs`): the config's
+    /// `[[upstream]]`s in order, then the cluster's peers. Each worker builds its own state
+    /// (balancers, pools) from their specs.
+    pub upstreams: Vec<crate::upstream_records::UpstreamRecord>,
     /// `[cluster]`: the nodes sharing the cache; their peers' groups end `upstreams`.
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
     /// Per-client-address limits from `[limits]`.
@@ -116,6 +108,11 @@ pub enum Control {
 }
 
 impl Runtime {
+    /// Every upstream group's spec, in `upstreams` order.
+    pub fn upstream_specs(&self) -> impl Iterator<Item = &squall_upstream::UpstreamSpec> {
+        self.upstreams.iter().map(|u| &u.spec)
+    }
+
     /// Compiles `config`; `previous` (on reload) hands over TLS resumption state. Every
     /// problem is reported at its place in the file (`sites`). Use it through
     /// [`crate::prepare::compile`], which start-up, reload and `squall check` share.
@@ -144,12 +141,10 @@ impl Runtime {
                 addresses.zip(names.iter().cloned()).collect()
             })
             .collect();
-        let mut hash_keys: Vec<_> = config.upstream.iter().map(|u| u.hash_key.clone()).collect();
         let cluster = (config.cluster.as_ref())
             .map(|c| Arc::new(crate::cluster::Cluster::new(c, upstreams.len())));
         if let Some(cluster) = &cluster {
             let peers = cluster.peer_specs();
-            hash_keys.resize(upstreams.len() + peers.len(), Default::default());
             upstreams.extend(peers);
         }
         let mut upstream_gauges =
@@ -190,13 +185,12 @@ impl Runtime {
                 return Err(Diagnostics(problems));
             }
         };
-        let upstream_events = (config.upstream.iter())
-            .map(|u| metrics.upstream_events.counters(&u.name))
-            .collect();
-        let previous_tls = previous.map_or(&[][..], |r| &r.origin_tls[..]);
+        let previous_upstreams = previous.map_or(&[][..], |r| &r.upstreams[..]);
         let origin_tls = &metrics.origin_tls;
-        let origin_tls = crate::origin_tls::load(config, sites, &servers, previous_tls, origin_tls)
-            .map_err(Diagnostics)?;
+        let origin_tls =
+            crate::origin_tls::load(config, sites, &servers, previous_upstreams, origin_tls)
+                .map_err(Diagnostics)?;
+        let upstreams = upstream_records(config, upstreams, origin_tls, &metrics);
         let routes =
             crate::metrics::RouteCounters::new(service.route_labels(), metrics.workers().len());
         let any_rule = |rule: fn(&crate::route_rules::RouteRules) -> bool| {
@@ -235,11 +229,6 @@ impl Runtime {
             metrics,
             client_limits: crate::clients::ClientLimits::from_config(&config.limits),
             upstreams,
-            hash_keys,
-            origin_tls,
-            origin_proxy_protocol: config.upstream.iter().map(|u| u.proxy_protocol).collect(),
-            origin_protocol: config.upstream.iter().map(|u| u.protocol).collect(),
-            upstream_events,
             cluster,
             upstream_gauges,
             tls,
@@ -298,6 +287,30 @@ fn h2_config(limits: &squall_config::Limits) -> squall_h2::ServerConfig {
         enable_connect_protocol: true,
         ..squall_h2::ServerConfig::default()
     }
+}
+
+/// Each group's record: `specs` are the config's `[[upstream]]`s in order (`origin_tls` has
+/// one item for each), then the cluster's peers.
+fn upstream_records(
+    config: &Config,
+    specs: Vec<squall_upstream::UpstreamSpec>,
+    origin_tls: Vec<Option<Arc<crate::origin_tls::OriginTls>>>,
+    metrics: &Metrics,
+) -> Vec<crate::upstream_records::UpstreamRecord> {
+    let mut tls = origin_tls.into_iter();
+    (specs.into_iter().enumerate())
+        .map(|(index, spec)| match config.upstream.get(index) {
+            Some(upstream) => crate::upstream_records::UpstreamRecord {
+                spec,
+                hash_key: upstream.hash_key.clone(),
+                tls: tls.next().flatten(),
+                proxy_protocol: upstream.proxy_protocol,
+                protocol: upstream.protocol,
+                events: Some(metrics.upstream_events.counters(&upstream.name)),
+            },
+            None => crate::upstream_records::UpstreamRecord::peer(spec),
+        })
+        .collect()
 }
 
 /// The upstream crate's view of one `[[upstream]]`, with a server for every address a named
@@ -449,7 +462,7 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
     };
     let base = crate::descriptors::count_open()
         .saturating_add(count.saturating_mul(crate::descriptors::WORKER_DESCRIPTORS));
-    let inputs = crate::descriptors::inputs(&config, &runtime.upstreams, count);
+    let inputs = crate::descriptors::inputs(&config, runtime.upstream_specs(), count);
     let reserve = config.limits.descriptor_reserve;
     (metrics.descriptors).start(nofile, base, reserve, &inputs);
     let clients = Arc::new(crate::clients::ClientTable::new());

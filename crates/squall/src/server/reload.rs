@@ -168,7 +168,8 @@ fn apply(
     current: &mut Arc<Runtime>,
     listening: &mut Listening,
 ) {
-    let inputs = crate::descriptors::inputs(&next.config, &next.runtime.upstreams, workers.len());
+    let inputs =
+        crate::descriptors::inputs(&next.config, next.runtime.upstream_specs(), workers.len());
     let reserve = next.config.limits.descriptor_reserve;
     (next.runtime.metrics.descriptors).apply(reserve, &inputs);
     let runtime = Arc::new(next.runtime);

@@ -279,7 +279,7 @@ impl Worker {
             .runtime
             .upstreams
             .iter()
-            .map(|spec| squall_upstream::Upstream::new(spec, self.now, seed))
+            .map(|u| squall_upstream::Upstream::new(&u.spec, self.now, seed))
             .collect();
         // Validation makes an error here unreachable; if it happens, proxy routes answer 502.
         self.upstreams.groups = groups.unwrap_or_else(|e| {

@@ -378,8 +378,9 @@ impl Worker {
         let Some(session) = self.sessions.get_mut(id.index).filter(|s| s.is(id)) else {
             return;
         };
-        let key = (self.runtime.hash_keys.get(session.upstream))
-            .map(|k| squall_proxy::forward::balance_key(k, session.ex.head(), session.peer));
+        let key = (self.runtime.upstreams.get(session.upstream)).map(|u| {
+            squall_proxy::forward::balance_key(&u.hash_key, session.ex.head(), session.peer)
+        });
         let picked = (self.upstreams.groups.get_mut(session.upstream))
             .and_then(|u| u.group.pick(key, now, session.ex.tried()));
         session.ex.on_pick(picked, now);
@@ -402,11 +403,7 @@ impl Worker {
         }
         // A `proxy_protocol` upstream's connection names one client: never shared.
         let pooled = pooled
-            && self
-                .runtime
-                .origin_proxy_protocol
-                .get(upstream)
-                .is_none_or(Option::is_none);
+            && (self.runtime.upstreams.get(upstream)).is_none_or(|u| u.proxy_protocol.is_none());
         while pooled
             && let Some(ConnId(raw)) =
                 (self.upstreams.groups.get_mut(upstream)).and_then(|g| g.pool.checkout(server, now))
@@ -473,7 +470,7 @@ impl Worker {
     /// upstream has `proxy_protocol`: the client's address (as every other rule sees it) and
     /// the address it reached Squall at; `LOCAL` when the session answers no connection.
     fn origin_proxy_header(&self, id: SessionId, upstream: usize) -> Option<origin::ProxyHeader> {
-        let version = (self.runtime.origin_proxy_protocol.get(upstream).copied()).flatten()?;
+        let version = self.runtime.upstreams.get(upstream)?.proxy_protocol?;
         let session = self.sessions.get(id.index).filter(|s| s.is(id))?;
         let destination = (self.conns.get(session.client.conn()))
             .filter(|_| !session.detached)

@@ -130,7 +130,7 @@ pub fn fields(headers: HeaderFields) -> Option<squall_h1::Fields> {
 impl Worker {
     /// The HTTP version upstream `upstream` is spoken to in.
     pub(in crate::worker) fn origin_protocol(&self, upstream: usize) -> OriginProtocol {
-        (self.runtime.origin_protocol.get(upstream).copied()).unwrap_or_default()
+        (self.runtime.upstreams.get(upstream)).map_or_else(Default::default, |u| u.protocol)
     }
 
     /// `Action::Connect` for an upstream spoken to in HTTP/2 (`h2`, `h2c`): a stream on a
@@ -148,7 +148,7 @@ impl Worker {
             return;
         }
         let now = self.now;
-        let tls = (self.runtime.origin_tls.get(upstream)).is_some_and(Option::is_some);
+        let tls = (self.runtime.upstreams.get(upstream)).is_some_and(|u| u.tls.is_some());
         if let Some(index) = self.connect_new(id, upstream, server) {
             let mut h2 = OriginH2::new(tls, self.upstream_events(upstream), now);
             h2.waiting.push_back(id);

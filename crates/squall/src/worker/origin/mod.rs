@@ -152,7 +152,12 @@ impl Worker {
         &self,
         upstream: usize,
     ) -> std::sync::Arc<crate::upstream_events::UpstreamEvents> {
-        match self.runtime.upstream_events.get(upstream) {
+        match self
+            .runtime
+            .upstreams
+            .get(upstream)
+            .and_then(|u| u.events.as_ref())
+        {
             Some(events) => events.clone(),
             None => {
                 let name = (self.upstreams.groups.get(upstream)).map_or("", |g| g.group.name());

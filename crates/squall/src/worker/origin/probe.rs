@@ -110,13 +110,9 @@ impl Worker {
             address,
         };
         let connect_timeout = self.upstreams.groups[upstream].connect_timeout;
-        let header = (self
-            .runtime
-            .origin_proxy_protocol
-            .get(upstream)
-            .copied()
-            .flatten())
-        .map(|version| super::ProxyHeader::new(version, None));
+        let header = (self.runtime.upstreams.get(upstream))
+            .and_then(|u| u.proxy_protocol)
+            .map(|version| super::ProxyHeader::new(version, None));
         let index = self.open_origin(fd, target, &http::Method::GET, None, header);
         self.origins[index].deadline = Some(self.now + connect_timeout);
         self.arm_origin_timer(index);
@@ -131,10 +127,11 @@ impl Worker {
         };
         let path = upstream.health_check_path.as_deref().unwrap_or("/");
         origin.deadline = Some(self.now + upstream.response_timeout);
-        let h2 = match self.runtime.origin_protocol.get(origin.upstream) {
-            Some(OriginProtocol::H2 | OriginProtocol::H2c) => true,
-            Some(OriginProtocol::Auto) => origin.tls.as_ref().is_some_and(|t| t.chose_h2()),
-            _ => false,
+        let protocol = (self.runtime.upstreams.get(origin.upstream)).map(|u| u.protocol);
+        let h2 = match protocol.unwrap_or_default() {
+            OriginProtocol::H2 | OriginProtocol::H2c => true,
+            OriginProtocol::Auto => origin.tls.as_ref().is_some_and(|t| t.chose_h2()),
+            OriginProtocol::Http1 => false,
         };
         if h2 {
             let request = h2_probe(path, origin.tls.is_some(), origin.address, self.now);

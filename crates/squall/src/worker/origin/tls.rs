@@ -111,7 +111,7 @@ impl Worker {
         target: &OriginTarget,
         out: &mut BytesMut,
     ) -> Option<Box<OriginTls>> {
-        let tls = self.runtime.origin_tls.get(target.upstream)?.as_ref()?;
+        let tls = self.runtime.upstreams.get(target.upstream)?.tls.as_ref()?;
         let name = (tls.name(target.server.index()))
             .unwrap_or_else(|| squall_tls::ServerName::IpAddress(target.address.ip().into()));
         let shown = name.to_str().into_owned();
