@@ -223,6 +223,10 @@ pub struct ResponseRules {
     pub target_header: Option<HeaderName>,
     /// The route's `cache_set_cookie`.
     pub set_cookie: SetCookie,
+    /// `cache.strip_cdn_cache_control`: entries keep no `CDN-Cache-Control`, as the client
+    /// that fetched them got none. Off: they keep it, so that hits forward it as misses do
+    /// (RFC 9213 §3: a CDN "will typically forward" it to the next one).
+    pub strip_cdn_cache_control: bool,
 }
 
 /// The response's cache directives this cache acts on (RFC 9111 §5.2.2): from the selected
