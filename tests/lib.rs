@@ -498,9 +498,15 @@ pub const TOOLS: &[(&str, &str)] = &[
     ("sh", "dash"),
 ];
 
-/// A command for the external program `name`, one of [`TOOLS`]. Panics, naming the program
-/// and its package, when it is not on PATH: a missing tool fails the test (tests never skip),
-/// and says what to install.
+/// Where [`tool`] looks after PATH. Debian installs daemons (nginx, nghttpd, haproxy) in
+/// `/usr/sbin`, which a non-root user's PATH lacks, so the packages a missing tool names would
+/// already be installed.
+pub const TOOL_DIRS_AFTER_PATH: &[&str] = &["/usr/sbin", "/sbin"];
+
+/// A command for the external program `name`, one of [`TOOLS`], found on PATH or else in
+/// [`TOOL_DIRS_AFTER_PATH`] and run by its full path. Panics, naming the program and its
+/// package, when it is in neither: a missing tool fails the test (tests never skip), and says
+/// what to install.
 pub fn tool(name: &str) -> Command {
     let package = TOOLS
         .iter()
@@ -511,14 +517,38 @@ pub fn tool(name: &str) -> Command {
                 "{name} is not in squall_e2e::TOOLS: list it there, in .ci/run and in the README"
             )
         });
-    let on_path = std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(name).is_file()));
-    assert!(
-        on_path,
-        "this test runs `{name}`, which is not on PATH: install the Debian package {package} \
-         (.ci/run does; see the README's test section)"
-    );
-    Command::new(name)
+    let after_path: Vec<&Path> = TOOL_DIRS_AFTER_PATH.iter().map(Path::new).collect();
+    let path = std::env::var_os("PATH");
+    let Some(program) = find_program(name, path.as_deref(), &after_path) else {
+        panic!(
+            "this test runs `{name}`, which is neither on PATH nor in {}: install the Debian \
+             package {package} (.ci/run does; see the README's test section)",
+            TOOL_DIRS_AFTER_PATH.join(" or ")
+        )
+    };
+    Command::new(program)
+}
+
+/// The first executable file called `name` in the directories of `path` (a PATH value), then
+/// in `after_path`. The directories are a parameter so that a test can put a program where
+/// only the fallback finds it.
+fn find_program(
+    name: &str,
+    path: Option<&std::ffi::OsStr>,
+    after_path: &[&Path],
+) -> Option<PathBuf> {
+    let on_path = path.into_iter().flat_map(std::env::split_paths);
+    on_path
+        .chain(after_path.iter().map(|dir| dir.to_path_buf()))
+        .map(|dir| dir.join(name))
+        .find(|candidate| is_executable_file(candidate))
+}
+
+/// A file someone may run: a directory or a non-executable file of the same name earlier in
+/// the search must not hide the program.
+fn is_executable_file(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// Makes a self-signed leaf certificate for `name` with the openssl CLI.
@@ -671,4 +701,47 @@ pub fn s_client_tls13(
     let text = String::from_utf8_lossy(&child.wait_with_output().unwrap().stdout).into_owned();
     let resumed = text.contains("Reused, TLSv1.3");
     (text, resumed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// Writes an executable (or not) file `name` in `dir`.
+    fn program(dir: &Path, name: &str, mode: u32) -> PathBuf {
+        let file = dir.join(name);
+        std::fs::write(&file, "#!/bin/sh\n").expect("write program");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        file
+    }
+
+    /// A program only in a fallback directory (as nginx is in /usr/sbin for a non-root Debian
+    /// user) is found, by its full path; one on PATH wins over the fallback; a file that is not
+    /// executable, or a directory, is passed over; a program in neither is not found.
+    #[test]
+    fn programs_are_found_on_path_then_in_the_fallback_directories() {
+        let (on_path, sbin, empty) = (TempDir::new(), TempDir::new(), TempDir::new());
+        let path = std::env::join_paths([empty.path(), on_path.path()]).expect("PATH value");
+        let fallback = [sbin.path()];
+
+        let daemon = program(sbin.path(), "daemon", 0o755);
+        assert_eq!(
+            find_program("daemon", Some(&path), &fallback),
+            Some(daemon.clone())
+        );
+        assert_eq!(find_program("daemon", None, &fallback), Some(daemon));
+        assert_eq!(find_program("daemon", Some(&path), &[]), None);
+
+        let client = program(on_path.path(), "client", 0o755);
+        program(sbin.path(), "client", 0o755);
+        assert_eq!(find_program("client", Some(&path), &fallback), Some(client));
+
+        program(on_path.path(), "plain", 0o644);
+        let plain = program(sbin.path(), "plain", 0o755);
+        std::fs::create_dir(empty.path().join("plain")).expect("mkdir");
+        assert_eq!(find_program("plain", Some(&path), &fallback), Some(plain));
+
+        assert_eq!(find_program("absent", Some(&path), &fallback), None);
+    }
 }

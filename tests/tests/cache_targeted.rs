@@ -1,8 +1,9 @@
 //! Targeted cache control (RFC 9213) and `cache_set_cookie` against a counting origin, over
 //! HTTP/1.1 and HTTP/2: `CDN-Cache-Control` (and `Surrogate-Control`) let Squall store what
 //! Cache-Control forbids to other caches, `cache.target_header` beats `CDN-Cache-Control`,
-//! clients never see a targeted field, and a response with `Set-Cookie` is passed, stored
-//! without the cookie, or stored with it, as the route says.
+//! clients never see the target header or `Surrogate-Control` and see `CDN-Cache-Control`
+//! unless `cache.strip_cdn_cache_control` is on, and a response with `Set-Cookie` is passed,
+//! stored without the cookie, or stored with it, as the route says.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -73,7 +74,8 @@ fn start_origin() -> (SocketAddr, Seen) {
     (addr, seen)
 }
 
-fn config(origin: SocketAddr) -> String {
+/// The tests' config; `strip` sets `cache.strip_cdn_cache_control`.
+fn config(origin: SocketAddr, strip: bool) -> String {
     let routes = [
         ("/pass/", ""),
         ("/strip/", "cache_set_cookie = \"strip\""),
@@ -87,8 +89,9 @@ fn config(origin: SocketAddr) -> String {
             )
         })
         .collect();
-    let cache = "target_header = \"Squall-Cache-Control\"";
-    squall_e2e::cache_config(origin, cache, "/c/", &more)
+    let cache =
+        format!("target_header = \"Squall-Cache-Control\"\nstrip_cdn_cache_control = {strip}");
+    squall_e2e::cache_config(origin, &cache, "/c/", &more)
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -120,7 +123,11 @@ struct Client {
 
 impl Client {
     async fn start(origin: SocketAddr) -> Client {
-        let squall = Squall::start(&config(origin));
+        Client::start_with(origin, false).await
+    }
+
+    async fn start_with(origin: SocketAddr, strip: bool) -> Client {
+        let squall = Squall::start(&config(origin, strip));
         let h2 = h2_client::h2c(squall.addr).await;
         Client { squall, h2 }
     }
@@ -161,34 +168,66 @@ impl Client {
     }
 }
 
-const TARGETED: [&str; 3] = [
-    "cdn-cache-control",
-    "surrogate-control",
-    "squall-cache-control",
-];
+/// The targeted fields meant for Squall alone: clients never see them.
+const OURS_ALONE: [&str; 2] = ["surrogate-control", "squall-cache-control"];
 
 fn assert_no_targeted_field(answer: &Answer) {
-    for name in TARGETED {
+    for name in OURS_ALONE.iter().chain(&["cdn-cache-control"]) {
         assert_eq!(answer.field(name), None, "{name} reached the client");
     }
 }
 
+fn assert_none_of_ours(answer: &Answer) {
+    for name in OURS_ALONE {
+        assert_eq!(answer.field(name), None, "{name} reached the client");
+    }
+}
+
+/// By default `CDN-Cache-Control` goes on to the client as the origin sent it, misses and
+/// hits alike, for a CDN tier behind Squall (RFC 9213 §3: CDNs "will typically forward" it);
+/// `Surrogate-Control` and the target header do not.
 #[tokio::test]
-async fn cdn_cache_control_stores_what_cache_control_forbids_and_stays_hidden() {
+async fn cdn_cache_control_stores_what_cache_control_forbids_and_goes_on_to_the_next_cdn() {
     let (origin, seen) = start_origin();
     let client = Client::start(origin).await;
     for proto in [Proto::H1, Proto::H2] {
-        for path in ["/c/cdn", "/c/surrogate"] {
+        for (path, cdn) in [("/c/cdn", Some("max-age=60")), ("/c/surrogate", None)] {
             let first = client.get(proto, path).await;
             assert_eq!(first.x_cache, "MISS", "{proto:?} {path}");
             assert_eq!(first.body, format!("{path} 1"));
-            // Cache-Control goes to the client unchanged; the targeted field does not.
+            // Cache-Control goes to the client unchanged, and CDN-Cache-Control too.
             assert_eq!(first.field("cache-control"), Some("no-store"));
-            assert_no_targeted_field(&first);
+            assert_eq!(first.field("cdn-cache-control"), cdn, "{proto:?} {path}");
+            assert_none_of_ours(&first);
             let again = client.get(proto, path).await;
             assert_eq!(again.x_cache, "HIT", "{proto:?} {path}");
             assert_eq!(again.body, format!("{path} 1"));
             assert_eq!(again.field("cache-control"), Some("no-store"));
+            assert_eq!(again.field("cdn-cache-control"), cdn, "{proto:?} {path}");
+            assert_none_of_ours(&again);
+            let target = format!("{path}?{proto:?}").to_ascii_lowercase();
+            assert_eq!(seen.count(&target), 1, "{target}");
+        }
+    }
+}
+
+/// `strip_cdn_cache_control = true`: no targeted field reaches a client, miss or hit, and
+/// CDN-Cache-Control still decides what is stored.
+#[tokio::test]
+async fn strip_cdn_cache_control_keeps_every_targeted_field_from_clients() {
+    let (origin, seen) = start_origin();
+    let client = Client::start_with(origin, true).await;
+    for proto in [Proto::H1, Proto::H2] {
+        for path in ["/c/cdn", "/c/surrogate", "/c/ours-yes"] {
+            let first = client.get(proto, path).await;
+            assert_eq!(first.x_cache, "MISS", "{proto:?} {path}");
+            assert_no_targeted_field(&first);
+            let again = client.get(proto, path).await;
+            assert_eq!(
+                (again.x_cache.as_str(), again.body.as_str()),
+                ("HIT", format!("{path} 1").as_str()),
+                "{proto:?}"
+            );
             assert_no_targeted_field(&again);
             let target = format!("{path}?{proto:?}").to_ascii_lowercase();
             assert_eq!(seen.count(&target), 1, "{target}");
@@ -206,18 +245,20 @@ async fn the_target_header_beats_cdn_cache_control() {
             let no = client.get(proto, "/c/ours-no").await;
             assert_eq!(no.x_cache, "MISS");
             assert_eq!(no.body, format!("/c/ours-no {n}"));
-            assert_no_targeted_field(&no);
+            assert_none_of_ours(&no);
+            assert_eq!(no.field("cdn-cache-control"), Some("max-age=60"));
         }
         assert_eq!(seen.count(&format!("/c/ours-no?{tag}")), 2);
         let yes = client.get(proto, "/c/ours-yes").await;
         assert_eq!(yes.x_cache, "MISS");
-        assert_no_targeted_field(&yes);
+        assert_none_of_ours(&yes);
         let yes = client.get(proto, "/c/ours-yes").await;
         assert_eq!(
             (yes.x_cache.as_str(), yes.body.as_str()),
             ("HIT", "/c/ours-yes 1")
         );
-        assert_no_targeted_field(&yes);
+        assert_none_of_ours(&yes);
+        assert_eq!(yes.field("cdn-cache-control"), Some("no-store"));
         assert_eq!(seen.count(&format!("/c/ours-yes?{tag}")), 1);
     }
 }

@@ -55,7 +55,7 @@
 //!   max-age/s-maxage/max-stale/stale-* value, an unreadable max-age is 0 (stale, §4.2.1), an
 //!   invalid or repeated Expires means already expired (§5.3). An invalid Date is ignored; an
 //!   Age list counts by its first member (parameters dropped), and an Age that is still not a
-//!   number makes the response stale (§5.1).
+//!   non-negative integer is ignored (§5.1: "a cache SHOULD ignore the field").
 //! - A response that is unusable from the start (stale on arrival or no-cache, with no
 //!   validator and no stale window) is not stored ([`NotStorable::Expired`]).
 //! - A stale entry is served only inside its `stale-while-revalidate` or `stale-if-error`

@@ -223,6 +223,10 @@ pub struct ResponseRules {
     pub target_header: Option<HeaderName>,
     /// The route's `cache_set_cookie`.
     pub set_cookie: SetCookie,
+    /// `cache.strip_cdn_cache_control`: entries keep no `CDN-Cache-Control`, as the client
+    /// that fetched them got none. Off: they keep it, so that hits forward it as misses do
+    /// (RFC 9213 §3: a CDN "will typically forward" it to the next one).
+    pub strip_cdn_cache_control: bool,
 }
 
 /// The response's cache directives this cache acts on (RFC 9111 §5.2.2): from the selected
@@ -504,9 +508,11 @@ pub fn corrected_initial_age(
 }
 
 /// The Age a response arrived with (RFC 9111 §5.1): 0 when absent. A list (`7200, 0`, or
-/// several lines) counts by its first member, and parameters after a `;` are dropped; a first
-/// member that is still not a delta-seconds makes the response as old as an age can be
-/// (2^31 s), so it is stale, since an unreadable Age is no evidence of freshness.
+/// several lines) counts by its first member ("a cache ... SHOULD use the first member"), and
+/// parameters after a `;` are dropped, since they can only make an Age read older than
+/// ignoring it would. A first member that is still not a non-negative integer (`abc`, `-7200`,
+/// `7200.0`, empty) is ignored, as §5.1 says a cache SHOULD: it counts as 0, and freshness
+/// comes from Date and the response delay alone.
 fn age_value(headers: &HeaderMap) -> Duration {
     let Some(line) = headers.get(AGE) else {
         return Duration::ZERO;
@@ -514,8 +520,7 @@ fn age_value(headers: &HeaderMap) -> Duration {
     let bytes = line.as_bytes();
     let first = bytes.split(|&b| b == b',').next().unwrap_or(bytes);
     let value = first.split(|&b| b == b';').next().unwrap_or(first);
-    let seconds = directives::delta_seconds(value.trim_ascii());
-    secs(seconds.unwrap_or(directives::DELTA_SECONDS_MAX))
+    directives::delta_seconds(value.trim_ascii()).map_or(Duration::ZERO, secs)
 }
 
 fn has_validator(headers: &HeaderMap) -> bool {

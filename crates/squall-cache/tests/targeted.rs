@@ -22,6 +22,7 @@ fn rules(target: bool, set_cookie: SetCookie) -> ResponseRules {
     ResponseRules {
         target_header: target.then(|| HeaderName::from_static(OURS)),
         set_cookie,
+        strip_cdn_cache_control: false,
     }
 }
 
@@ -263,23 +264,33 @@ fn set_cookie_modes_in_the_fill() {
     assert_eq!(entry.headers.get_all("set-cookie").iter().count(), 2);
 }
 
+/// An entry never keeps the fields meant for this cache alone (the target header,
+/// Surrogate-Control); it keeps `CDN-Cache-Control` for the next CDN (RFC 9213 §3) unless
+/// `strip_cdn_cache_control` says otherwise.
 #[test]
-fn an_entry_keeps_no_targeted_field() {
-    let store = new_store();
+fn an_entry_keeps_only_cdn_cache_control_of_the_targeted_fields_unless_told_to_strip() {
     let fields = [
         (OURS, "max-age=30"),
         ("cdn-cache-control", "max-age=60"),
         ("surrogate-control", "max-age=90"),
         ("cache-control", "no-store"),
     ];
-    let outcome = fetch(&store, rules(true, SetCookie::Pass), &fields);
-    assert_eq!(outcome, Some(Outcome::Stored));
-    let entry = store.lookup(&key(), &HeaderMap::new()).unwrap();
-    assert_eq!(entry.freshness.lifetime, secs(30));
-    for gone in [OURS, "cdn-cache-control", "surrogate-control"] {
-        assert!(!entry.headers.contains_key(gone), "{gone} kept");
+    for (strip, cdn) in [(false, Some("max-age=60")), (true, None)] {
+        let store = new_store();
+        let rules = ResponseRules {
+            strip_cdn_cache_control: strip,
+            ..rules(true, SetCookie::Pass)
+        };
+        assert_eq!(fetch(&store, rules, &fields), Some(Outcome::Stored));
+        let entry = store.lookup(&key(), &HeaderMap::new()).unwrap();
+        assert_eq!(entry.freshness.lifetime, secs(30));
+        let kept = entry.headers.get("cdn-cache-control");
+        assert_eq!(kept.map(|v| v.to_str().unwrap()), cdn, "strip {strip}");
+        for gone in [OURS, "surrogate-control"] {
+            assert!(!entry.headers.contains_key(gone), "{gone} kept");
+        }
+        assert_eq!(entry.headers["cache-control"], "no-store");
     }
-    assert_eq!(entry.headers["cache-control"], "no-store");
 }
 
 /// A 304 at `at(100)` for the stored entry of `first`, with `update` fields.
@@ -319,8 +330,9 @@ fn a_304_is_judged_by_the_targeted_field_it_brings() {
     assert_eq!(outcome, Outcome::Freshened);
     assert_eq!(entry.freshness.lifetime, secs(600));
     assert_eq!(entry.freshness.response_time, at(100));
-    assert!(!entry.headers.contains_key("cdn-cache-control"));
-    // Without one, the stored Cache-Control decides: no-store, so the entry goes.
+    assert_eq!(entry.headers["cdn-cache-control"], "max-age=600");
+    // Without one, the stored Cache-Control decides (not the CDN-Cache-Control the entry keeps
+    // for clients): no-store, so the entry goes.
     let (outcome, _) = revalidate(&first, &[("etag", "\"v1\"")]);
     assert_eq!(outcome, Outcome::NotStorable(NotStorable::NoStore));
     let (outcome, _) = revalidate(&first, &[("cdn-cache-control", "no-store")]);

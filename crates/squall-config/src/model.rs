@@ -484,10 +484,15 @@ pub struct Cache {
     /// `CDN-Cache-Control` and `Surrogate-Control`; lowercase, never one of those two nor
     /// Cache-Control. `None`: only the standard ones.
     pub target_header: Option<HeaderName>,
+    /// Whether cached routes remove `CDN-Cache-Control` from responses (RFC 9213 §3: a CDN
+    /// "MAY remove it when configured to"). Off by default: the field is for every CDN on the
+    /// path, and a second tier behind Squall reads it too.
+    pub strip_cdn_cache_control: bool,
 }
 
-/// The targeted cache-control fields every cached route reads and keeps from clients
-/// (RFC 9213 `CDN-Cache-Control`, and `Surrogate-Control`), besides `cache.target_header`.
+/// The targeted cache-control fields every cached route reads (RFC 9213 `CDN-Cache-Control`,
+/// and `Surrogate-Control`), besides `cache.target_header`. Which of them clients see:
+/// [`Route::response_headers`].
 pub const TARGETED_HEADERS: [&str; 2] = ["cdn-cache-control", "surrogate-control"];
 
 /// A route's `cache_set_cookie`: what a response with `Set-Cookie` does on a cached route.
@@ -567,6 +572,7 @@ impl Default for Cache {
             hit_for_pass: CACHE_HIT_FOR_PASS_DEFAULT,
             request_no_cache: RequestNoCache::default(),
             target_header: None,
+            strip_cdn_cache_control: false,
         }
     }
 }
@@ -609,8 +615,9 @@ pub struct Route {
     /// Applied to the request before it is forwarded.
     pub request_headers: HeaderEdits,
     /// Applied to the response before it is sent to the client. On a cached route `remove`
-    /// also holds the targeted fields ([`TARGETED_HEADERS`] and `cache.target_header`) unless
-    /// `set` names them: they are for this cache, and clients never see them.
+    /// also holds the targeted fields that are for this cache alone unless `set` names them:
+    /// `cache.target_header` and `Surrogate-Control` always, `CDN-Cache-Control` only with
+    /// `cache.strip_cdn_cache_control` (RFC 9213 §3: CDNs typically forward it).
     pub response_headers: HeaderEdits,
     /// `compress = { ... }`: responses compressed for clients that accept it; only on proxy
     /// routes. `None`: never compressed.

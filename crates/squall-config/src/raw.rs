@@ -131,6 +131,7 @@ pub(crate) struct RawCache {
     pub hit_for_pass: Option<Val>,
     pub request_no_cache: Option<Str>,
     pub target_header: Option<Str>,
+    pub strip_cdn_cache_control: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -121,13 +121,11 @@ fn contract_example_parses() {
                 ),
                 Route {
                     cache: true,
-                    // A cached route keeps the targeted fields from clients.
+                    // A cached route keeps Surrogate-Control from clients; CDN-Cache-Control
+                    // goes on to the next CDN.
                     response_headers: HeaderEdits {
                         set: Vec::new(),
-                        remove: vec![
-                            HeaderName::from_static("cdn-cache-control"),
-                            HeaderName::from_static("surrogate-control"),
-                        ],
+                        remove: vec![HeaderName::from_static("surrogate-control")],
                         templates: Vec::new(),
                     },
                     ..route(
@@ -191,6 +189,7 @@ fn defaults_of_a_minimal_file() {
             hit_for_pass: secs(120),
             request_no_cache: RequestNoCache::Honor,
             target_header: None,
+            strip_cdn_cache_control: false,
         },
         upstream: Vec::new(),
         vhost: Vec::new(),
@@ -250,6 +249,7 @@ object_bytes_max = "2MiB"
 x_cache = false
 coalesce_timeout = "750ms"
 hit_for_pass = "0s"
+strip_cdn_cache_control = true
 
 [[upstream]]
 name = "app"
@@ -364,8 +364,15 @@ fn every_option() {
             config.cache.x_cache,
             config.cache.coalesce_timeout,
             config.cache.hit_for_pass,
+            config.cache.strip_cdn_cache_control,
         ),
-        (2 << 20, false, Duration::from_millis(750), Duration::ZERO)
+        (
+            2 << 20,
+            false,
+            Duration::from_millis(750),
+            Duration::ZERO,
+            true
+        )
     );
     let purge: Vec<String> = config
         .cache
@@ -431,7 +438,8 @@ fn every_option() {
         },
         response_headers: HeaderEdits {
             set: vec![header("x-cache-node", "edge-1")],
-            // A cached route keeps the targeted fields from clients.
+            // A cached route keeps the targeted fields from clients (CDN-Cache-Control too:
+            // strip_cdn_cache_control is on).
             remove: vec![
                 HeaderName::from_static("cdn-cache-control"),
                 HeaderName::from_static("surrogate-control"),
@@ -611,19 +619,34 @@ proxy = "app"
             CacheSetCookie::Pass
         ]
     );
-    // Cached routes hide the targeted fields from clients, except one the route sets itself;
-    // an uncached route passes them through.
-    let removed = |i: usize| routes[i].response_headers.remove.clone();
+    // Cached routes hide the targeted fields meant for this cache alone from clients, except
+    // one the route sets itself; CDN-Cache-Control goes on to the next CDN (RFC 9213 §3); an
+    // uncached route passes them all through.
+    let removed = |routes: &[Route], i: usize| routes[i].response_headers.remove.clone();
     let name = HeaderName::from_static;
     assert_eq!(
-        removed(0),
+        removed(routes, 0),
         [name("x-debug"), ours.clone(), name("surrogate-control")]
     );
     assert_eq!(
-        removed(1),
+        removed(routes, 1),
+        [ours.clone(), name("surrogate-control")]
+    );
+    assert!(removed(routes, 2).is_empty());
+    assert!(!config.cache.strip_cdn_cache_control);
+    // strip_cdn_cache_control: cached routes hide it too, unless they set it.
+    let strip = text.replace("[cache]\n", "[cache]\nstrip_cdn_cache_control = true\n");
+    let config = parse(&strip, "test.toml").unwrap();
+    let routes = &config.vhost[0].routes;
+    assert_eq!(
+        removed(routes, 0),
+        [name("x-debug"), ours.clone(), name("surrogate-control")]
+    );
+    assert_eq!(
+        removed(routes, 1),
         [ours, name("cdn-cache-control"), name("surrogate-control")]
     );
-    assert!(removed(2).is_empty());
+    assert!(removed(routes, 2).is_empty());
     // Absent: no field of our own, and `pass`.
     let config = parse("[[listen]]\naddress = \"127.0.0.1:8080\"\n", "t.toml").unwrap();
     assert_eq!(config.cache.target_header, None);

@@ -37,7 +37,7 @@ pub struct Peer {
 /// received and with lowercase names (as an `http` map would have written them); the route's
 /// fields and the forwarding ones follow. Nothing is built per field.
 pub fn encode_request(head: &RequestHead, route: &ProxyRoute, peer: Peer, out: &mut BytesMut) {
-    let host = request_authority(head);
+    let host = request_authority(head, route, peer);
     let root = http::uri::PathAndQuery::from_static("/");
     let target = head.uri.path_and_query().unwrap_or(&root);
     let no_fields = HeaderMap::new();
@@ -58,7 +58,7 @@ pub fn encode_request(head: &RequestHead, route: &ProxyRoute, peer: Peer, out: &
 
 /// The request head for an HTTP/2 origin (RFC 9113 §8.3.1): the same fields as
 /// [`encode_request`] gives an HTTP/1.1 one, with `:method`, `:scheme` (`https` for a TLS
-/// origin), `:authority` (the client's Host) and `:path` in front and no connection-specific
+/// origin), `:authority` (the Host [`encode_request`] would send) and `:path` in front and no connection-specific
 /// field (Host, Connection and the other hop-by-hop ones, the framing fields); `te: trailers`
 /// is kept when the client sent it, the one TE value HTTP/2 allows.
 pub fn h2_request(head: &RequestHead, route: &ProxyRoute, peer: Peer, tls: bool) -> OriginFields {
@@ -66,7 +66,7 @@ pub fn h2_request(head: &RequestHead, route: &ProxyRoute, peer: Peer, tls: bool)
         bytes: BytesMut::with_capacity(head.headers.bytes_len() + 192),
         spans: Vec::with_capacity(head.headers.len() + 8),
     };
-    let authority = request_authority(head);
+    let authority = request_authority(head, route, peer);
     let path = match head.uri.path_and_query() {
         Some(pq) => pq.as_str(),
         None if head.method == http::Method::OPTIONS && head.uri == "*" => "*",
@@ -116,9 +116,26 @@ pub fn h2_origin_head(
     }
 }
 
-/// The Host an origin is asked for: the client's Host field, else its target's authority,
-/// else `localhost`.
-fn request_authority(head: &RequestHead) -> HeaderValue {
+/// The Host an origin is asked for (the Host field, or `:authority` for HTTP/2): the one the
+/// route's `request_headers` set, as nginx's `proxy_set_header Host`, else the client's. Host
+/// is written here and not by [`put_fields`], which leaves it out with the framing fields:
+/// both protocols put it at the front, and there is only ever one. A template that expands
+/// to nothing (`$host` of a request without one) falls back to the client's, as a Host with
+/// no value would name no origin.
+fn request_authority(head: &RequestHead, route: &ProxyRoute, peer: Peer) -> HeaderValue {
+    let edits = &route.request_headers;
+    let set = (edits.set.iter()).find(|(name, _)| name == header::HOST);
+    let templated = || {
+        let (_, template) = (edits.templates.iter()).find(|(name, _)| name == header::HOST)?;
+        expand(template, head, peer).filter(|value| !value.is_empty())
+    };
+    set.map(|(_, value)| value.clone())
+        .or_else(templated)
+        .unwrap_or_else(|| client_authority(head))
+}
+
+/// The client's Host field, else its target's authority, else `localhost`.
+fn client_authority(head: &RequestHead) -> HeaderValue {
     head.headers
         .get(header::HOST)
         .map(|v| v.to_header_value())
@@ -589,6 +606,16 @@ address = "127.0.0.1:8080"
 hosts = ["*"]
 
 [[vhost.route]]
+prefix = "/host-set/"
+proxy = "app"
+request_headers = { set = { "Host" = "origin.internal" } }
+
+[[vhost.route]]
+prefix = "/host-var/"
+proxy = "app"
+request_headers = { set = { "host" = "$host" } }
+
+[[vhost.route]]
 prefix = "/"
 proxy = "app"
 request_headers = { set = { "x-set" = "ours", "via" = "1.0 front" }, remove = ["x-drop"] }
@@ -693,5 +720,42 @@ servers = [{ address = "127.0.0.1:9000" }]
              x-forwarded-proto: https\r\nforwarded: for=x\r\nx-set: ours\r\n\
              via: 1.0 front, 1.1 squall\r\n\r\n"
         );
+    }
+
+    /// A route's `request_headers` Host replaces the client's (nginx's `proxy_set_header
+    /// Host`), once, as the Host field of an HTTP/1.1 origin and the `:authority` of an
+    /// HTTP/2 one; a value with `$host` is expanded (lowercase, as nginx's), and falls back to
+    /// the client's when it would be empty.
+    #[test]
+    fn a_route_that_sets_host_names_the_origin_host_in_both_protocols() {
+        let cases = [
+            ("/host-set/x", "Client.test", "origin.internal"),
+            ("/host-var/x", "Client.test", "client.test"),
+            ("/other", "Client.test", "Client.test"),
+        ];
+        for (path, client_host, want) in cases {
+            let raw = format!("GET {path} HTTP/1.1\r\nHost: {client_host}\r\nX-A: 1\r\n\r\n");
+            let got = encoded(&raw, None);
+            let hosts: Vec<&str> = (got.split("\r\n"))
+                .filter(|line| line.to_ascii_lowercase().starts_with("host:"))
+                .collect();
+            assert_eq!(hosts, [format!("Host: {want}")], "{path}: {got}");
+            let (head, route) = route_for(&raw);
+            let fields = h2_request(&head, &route, no_peer(), false);
+            assert_eq!(fields.get(":authority"), Some(want.as_bytes()), "{path}");
+            assert_eq!(fields.get("host"), None, "{path}");
+        }
+        // HTTP/1.0 without Host: `$host` is empty, so the client's (none: localhost) stays.
+        let got = encoded("GET /host-var/x HTTP/1.0\r\n\r\n", None);
+        assert!(got.contains("\r\nHost: localhost\r\n"), "{got}");
+    }
+
+    fn no_peer() -> Peer {
+        Peer {
+            addr: None,
+            tls: false,
+            client: None,
+            request_id: 0,
+        }
     }
 }

@@ -46,6 +46,8 @@ pub struct Cache {
     ignore_reload: Vec<bool>,
     /// `cache.target_header`.
     target_header: Option<http::HeaderName>,
+    /// `cache.strip_cdn_cache_control`.
+    strip_cdn_cache_control: bool,
     /// Per route id: `cache_set_cookie`.
     set_cookie: Vec<SetCookie>,
 }
@@ -92,6 +94,7 @@ impl Cache {
                 .map(|mode| mode == squall_config::RequestNoCache::Ignore)
                 .collect(),
             target_header: config.target_header.clone(),
+            strip_cdn_cache_control: config.strip_cdn_cache_control,
             set_cookie: (vhosts.iter().flat_map(|v| &v.routes))
                 .map(|r| set_cookie(r.cache_set_cookie))
                 .collect(),
@@ -120,8 +123,8 @@ impl Cache {
         }
     }
 
-    /// How a fill on route `route` reads the response: the cache's targeted field and the
-    /// route's `cache_set_cookie`.
+    /// How a fill on route `route` reads the response: the cache's targeted field, whether
+    /// entries keep `CDN-Cache-Control`, and the route's `cache_set_cookie`.
     pub fn response_rules(&self, route: u32) -> ResponseRules {
         let set_cookie = usize::try_from(route)
             .ok()
@@ -129,6 +132,7 @@ impl Cache {
         ResponseRules {
             target_header: self.target_header.clone(),
             set_cookie: set_cookie.unwrap_or_default(),
+            strip_cdn_cache_control: self.strip_cdn_cache_control,
         }
     }
 

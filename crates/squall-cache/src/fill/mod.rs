@@ -456,11 +456,14 @@ impl Fill {
     }
 
     /// What an entry keeps of the client-bound fields: [`stored_headers`], never a targeted
-    /// field (those are for this cache, and a route's edits normally removed them already),
-    /// and no `Set-Cookie` under [`SetCookie::Strip`].
+    /// field meant for this cache alone (`Surrogate-Control`, the target header, and
+    /// `CDN-Cache-Control` under [`ResponseRules::strip_cdn_cache_control`]; a route's edits
+    /// normally removed them already), and no `Set-Cookie` under [`SetCookie::Strip`].
     fn entry_headers(&self, client_headers: &HeaderMap) -> HeaderMap {
         let mut headers = stored_headers(client_headers);
-        headers.remove(CDN_CACHE_CONTROL);
+        if self.rules.strip_cdn_cache_control {
+            headers.remove(CDN_CACHE_CONTROL);
+        }
         headers.remove(SURROGATE_CONTROL);
         if let Some(target) = &self.rules.target_header {
             headers.remove(target);
@@ -472,8 +475,10 @@ impl Fill {
     }
 
     /// [`freshen`] judges the merged response by RFC 9111 alone; judge it again under this
-    /// fill's rules, with the targeted fields the 304 brought (the entry keeps none: they never
-    /// reach clients). A 304 without them leaves Cache-Control to decide.
+    /// fill's rules, with the targeted fields the 304 brought and only those: the entry may
+    /// keep a `CDN-Cache-Control` for clients, but that is the one the client got (a route may
+    /// set its own), not the origin's word now. A 304 without them leaves Cache-Control to
+    /// decide.
     fn apply_rules(&self, freshened: &mut Freshened, origin_304: &HeaderMap, now: SystemTime) {
         let entry = &mut freshened.entry;
         let mut policy = entry.headers.clone();
@@ -482,6 +487,7 @@ impl Fill {
         }
         let standard = [CDN_CACHE_CONTROL, SURROGATE_CONTROL].map(HeaderName::from_static);
         for name in self.rules.target_header.iter().chain(&standard) {
+            policy.remove(name);
             for value in origin_304.get_all(name) {
                 policy.append(name.clone(), value.clone());
             }

@@ -44,7 +44,7 @@ pub(crate) fn config(raw: &RawConfig, r: &mut Report) -> Config {
     let upstream = upstreams(&raw.upstream, r);
     let mut vhost = route::vhosts(&raw.vhost, &upstream, r);
     let cache = cache(&raw.cache, r);
-    route::hide_targeted(&mut vhost, cache.target_header.as_ref());
+    route::hide_targeted(&mut vhost, &cache);
     let server = server(&raw.server, r);
     route::send_request_id(&mut vhost, server.request_id_header.as_ref());
     let cluster = raw
@@ -582,6 +582,10 @@ fn cache(raw: &RawCache, r: &mut Report) -> Cache {
     let request_no_cache = (raw.request_no_cache.as_ref())
         .map_or_else(RequestNoCache::default, |v| request_no_cache(v, r));
     let target_header = raw.target_header.as_ref().and_then(|v| target_header(v, r));
+    let strip_cdn_cache_control = raw
+        .strip_cdn_cache_control
+        .as_ref()
+        .is_some_and(|v| *v.get_ref());
     let purge_allow = (raw.purge_allow.as_ref())
         .map_or_else(Cache::purge_allow_default, |list| networks(list, r));
     Cache {
@@ -593,6 +597,7 @@ fn cache(raw: &RawCache, r: &mut Report) -> Cache {
         hit_for_pass,
         request_no_cache,
         target_header,
+        strip_cdn_cache_control,
     }
 }
 

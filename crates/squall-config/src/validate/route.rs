@@ -275,12 +275,16 @@ fn cache_set_cookie(value: &Str, cache: bool, r: &mut Report) -> CacheSetCookie 
     })
 }
 
-/// Cached routes keep the targeted cache-control fields from clients (RFC 9213 §3 allows a
-/// CDN to remove them): their `response_headers.remove` gets each one the route does not set
-/// itself.
-pub(super) fn hide_targeted(vhosts: &mut [Vhost], target: Option<&HeaderName>) {
+/// Cached routes keep the targeted cache-control fields meant for this cache alone from
+/// clients: their `response_headers.remove` gets each one the route does not set itself.
+/// Those are `cache.target_header` and `Surrogate-Control` (surrogates remove it, W3C Edge
+/// Architecture); `CDN-Cache-Control` is for every CDN on the path, which "will typically
+/// forward" it (RFC 9213 §3), so it goes only with `cache.strip_cdn_cache_control`.
+pub(super) fn hide_targeted(vhosts: &mut [Vhost], cache: &Cache) {
     let standard = TARGETED_HEADERS.map(HeaderName::from_static);
-    let names: Vec<&HeaderName> = target.into_iter().chain(&standard).collect();
+    let names: Vec<&HeaderName> = (cache.target_header.iter().chain(&standard))
+        .filter(|name| cache.strip_cdn_cache_control || *name != "cdn-cache-control")
+        .collect();
     for route in vhosts.iter_mut().flat_map(|v| &mut v.routes) {
         let edits = &mut route.response_headers;
         for &name in names.iter().filter(|_| route.cache) {
