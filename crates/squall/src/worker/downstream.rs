@@ -23,14 +23,21 @@ use squall_h1::RequestHead;
 use squall_h2::{ErrorCode, StreamId};
 use squall_proxy::{ClientFraming, ClientHead, ClientProtocol, ToClient};
 
-use super::cache::{Label, Parked};
+use super::cache::Label;
 use super::conn::Conn;
-use super::session::{Session, SessionId};
+use super::session::Session;
 use super::token::Token;
 use super::{RequestLog, Worker, log_request};
 use crate::metrics::WorkerCounters;
 
+mod file;
 mod hit;
+mod slots;
+
+pub(super) use file::FileAnswered;
+pub(super) use slots::{
+    files_of, park, parked_due, sessions_of, set_file, set_session, set_verifying, take_parked,
+};
 
 /// Whom an answer goes to: an HTTP/1.x connection, or one stream of an HTTP/2 connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -161,6 +168,25 @@ impl Worker {
         self.schedule(client.conn());
     }
 
+    /// A request whose password was checked goes on as its protocol goes on with any
+    /// admitted request (`h1.rs`, `h2.rs`).
+    pub(super) fn resume_verified(
+        &mut self,
+        client: Client,
+        head: RequestHead,
+        admission: super::entry::Admission,
+    ) {
+        match client {
+            Client::H1(index) => self.resume_h1(index, head, admission),
+            Client::H2(index, stream) => {
+                if let Some(conn) = self.conns.get_mut(index) {
+                    set_verifying(conn, client, false);
+                }
+                self.resume_h2(index, stream, head, admission);
+            }
+        }
+    }
+
     pub(super) fn client_token(&self, client: Client) -> ClientToken {
         client.token(self.conns[client.conn()].generation)
     }
@@ -209,63 +235,6 @@ impl Worker {
         };
         room(held, process)
     }
-}
-
-// ---- the per-request slots of a client ----
-
-/// Records that `id` answers `client` (or, with `None`, that it no longer does).
-pub(super) fn set_session(conn: &mut Conn, client: Client, id: Option<SessionId>) {
-    match client {
-        Client::H1(_) => conn.exchange = id,
-        Client::H2(_, stream) => {
-            if let Some(h2) = conn.h2.as_mut() {
-                match id {
-                    Some(id) => h2.exchanges.insert(stream, id),
-                    None => h2.exchanges.remove(&stream),
-                };
-            }
-        }
-    }
-}
-
-/// Every session answering a client on this connection.
-pub(super) fn sessions_of(conn: &Conn) -> Vec<SessionId> {
-    let streams = conn.h2.as_ref().map(|h2| h2.exchanges.values().copied());
-    conn.exchange
-        .into_iter()
-        .chain(streams.into_iter().flatten())
-        .collect()
-}
-
-pub(super) fn park(conn: &mut Conn, client: Client, parked: Parked) {
-    match client {
-        Client::H1(_) => conn.parked = Some(Box::new(parked)),
-        Client::H2(_, stream) => {
-            if let Some(h2) = conn.h2.as_mut() {
-                h2.parked.insert(stream, Box::new(parked));
-            }
-        }
-    }
-}
-
-pub(super) fn take_parked(conn: &mut Conn, client: Client) -> Option<Box<Parked>> {
-    match client {
-        Client::H1(_) => conn.parked.take(),
-        Client::H2(_, stream) => conn.h2.as_mut()?.parked.remove(&stream),
-    }
-}
-
-/// The requests on connection `index` whose wait on the cache ends by `now`.
-pub(super) fn parked_due(conn: &Conn, index: usize, now: Instant) -> Vec<Client> {
-    let mut due = Vec::new();
-    if conn.parked.as_ref().is_some_and(|p| p.until <= now) {
-        due.push(Client::H1(index));
-    }
-    if let Some(h2) = &conn.h2 {
-        let streams = h2.parked.iter().filter(|(_, p)| p.until <= now);
-        due.extend(streams.map(|(stream, _)| Client::H2(index, *stream)));
-    }
-    due
 }
 
 impl Downstream<'_> {

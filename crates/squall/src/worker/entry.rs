@@ -288,11 +288,7 @@ impl Worker {
     /// Hands a parked request's credentials to the verifier threads; the verdict comes back
     /// on this worker's control channel as `Control::Verified`.
     pub(super) fn verify_parked(&mut self, client: Client, head: RequestHead, verify: Verify) {
-        if let Client::H2(index, _) = client
-            && let Some(h2) = self.conns[index].h2.as_mut()
-        {
-            h2.verifying += 1;
-        }
+        super::downstream::set_verifying(&mut self.conns[client.conn()], client, true);
         let token = self.client_token(client);
         let peer = self
             .peers
@@ -331,15 +327,7 @@ impl Worker {
             return;
         };
         let admission = self.admit_with(index, &head, true, Some(verdict));
-        match Client::of(index, token) {
-            Client::H1(index) => self.resume_h1(index, head, admission),
-            Client::H2(index, stream) => {
-                if let Some(h2) = self.conns[index].h2.as_mut() {
-                    h2.verifying = h2.verifying.saturating_sub(1);
-                }
-                self.resume_h2(index, stream, head, admission);
-            }
-        }
+        self.resume_verified(Client::of(index, token), head, admission);
     }
 
     /// For a request on a cached route whose method is not safe: the stored object its

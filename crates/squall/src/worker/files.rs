@@ -6,9 +6,9 @@
 //! Backpressure is the proxied responses' rule (`budget.rs`): the next read is queued only
 //! when the client has room for it, and a read is at most [`CHUNK_BYTES`], so a transfer holds
 //! at most one chunk in flight plus what its client's bound lets wait. A file below the chunk
-//! size goes out after a single read. Every answer goes through the downstream's fields
-//! (counters, the access log line with the route), written here for both protocols as
-//! `downstream.rs` writes a cache hit.
+//! size goes out after a single read. Every answer leaves through the downstream
+//! (`downstream/file.rs`: the head, the data, a cut, the end with its counters and access log
+//! line), so nothing here asks which protocol the client speaks.
 //!
 //! A transfer's descriptor is closed through the ring when it ends, whether whole, failed, or
 //! because its client went away; while an operation is in flight the ring owns its buffers,
@@ -19,15 +19,14 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http::{Method, StatusCode};
 use squall_h1::RequestHead;
-use squall_h2::ErrorCode;
 use squall_uring::FileStat;
 
-use super::downstream::{Client, put_line};
+use super::Worker;
+use super::downstream::{self, Client, FileAnswered};
 use super::token::{self, Token};
-use super::{Worker, log_request};
 use crate::roots::Root;
 use crate::static_files::{self, Extent, Precondition, Target, Validators};
 
@@ -127,15 +126,7 @@ impl Worker {
             started: self.now,
         });
         let id = FileId { index, generation };
-        let conn = &mut self.conns[client.conn()];
-        match client {
-            Client::H1(_) => conn.file = Some(id),
-            Client::H2(_, stream) => {
-                if let Some(h2) = conn.h2.as_mut() {
-                    h2.files.insert(stream, id);
-                }
-            }
-        }
+        downstream::set_file(&mut self.conns[client.conn()], client, Some(id));
         self.open_next(id);
         false
     }
@@ -295,42 +286,15 @@ impl Worker {
         if no_body {
             transfer.end = first;
         }
-        let (client, draining) = (transfer.client, self.drain_deadline.is_some());
-        let date = self.date.get();
-        let Some(conn) = self.conns.get_mut(client.conn()) else {
+        let (client, framing) = (transfer.client, transfer.head.framing());
+        let head = self
+            .downstream()
+            .file_head(client, framing, status, &fields, length, no_body);
+        let Some((written, close_after)) = head else {
             return;
         };
-        let written = match client {
-            Client::H1(_) => {
-                let mut raw = BytesMut::with_capacity(256);
-                for (name, value) in &fields {
-                    put_line(&mut raw, name, value);
-                }
-                let response = squall_h1::ResponseHead {
-                    status,
-                    headers: &http::HeaderMap::new(),
-                    raw_headers: &raw,
-                    body_len: Some(length),
-                };
-                let mut framing = transfer.head.framing();
-                framing.keep_alive &= !draining;
-                transfer.close_after = !framing.keep_alive;
-                let before = conn.out.len();
-                squall_h1::encode_response_head(&response, framing, date, &mut conn.out);
-                conn.out.len() - before
-            }
-            Client::H2(_, stream) => {
-                let Some(h2) = conn.h2.as_mut() else { return };
-                let mut length = squall_proxy::digits::itoa_buf(length);
-                let fields = (fields.into_iter())
-                    .chain([(&b"date"[..], date), (b"content-length", length.as_bytes())]);
-                let before = h2.conn.encoded_bytes();
-                let _ = h2
-                    .conn
-                    .send_headers(stream, status.as_u16(), fields, no_body);
-                h2.conn.encoded_bytes().saturating_sub(before)
-            }
-        };
+        let transfer = &mut self.files[id.index];
+        transfer.close_after = close_after;
         transfer.sent += written;
         transfer.answered = true;
         self.pump_file(id);
@@ -400,19 +364,7 @@ impl Worker {
         let mut data = Bytes::from(buf);
         data.truncate(n);
         let client = transfer.client;
-        if let Some(conn) = self.conns.get_mut(client.conn()) {
-            match client {
-                Client::H1(_) => {
-                    let copy = conn.tls.is_some();
-                    conn.chain.push(&mut conn.out, data, copy);
-                }
-                Client::H2(_, stream) => {
-                    if let Some(h2) = conn.h2.as_mut() {
-                        let _ = h2.conn.send_data(stream, data, last);
-                    }
-                }
-            }
-        }
+        self.downstream().file_data(client, data, last);
         self.resume_client(client);
         self.pump_file(id);
     }
@@ -442,19 +394,7 @@ impl Worker {
     /// once what it has left, the HTTP/2 stream reset.
     fn cut_file(&mut self, id: FileId) {
         let client = self.files[id.index].client;
-        if let Some(conn) = self.conns.get_mut(client.conn()) {
-            match client {
-                Client::H1(_) => {
-                    conn.close_after = true;
-                    conn.cut = true;
-                }
-                Client::H2(_, stream) => {
-                    if let Some(h2) = conn.h2.as_mut() {
-                        h2.conn.reset_stream(stream, ErrorCode::InternalError);
-                    }
-                }
-            }
-        }
+        self.downstream().file_cut(client);
         self.end_file(id);
     }
 
@@ -499,52 +439,20 @@ impl Worker {
             return;
         }
         let client = transfer.client;
-        let Some(conn) = self.conns.get_mut(client.conn()) else {
-            return;
-        };
-        match client {
-            Client::H1(_) => {
-                conn.file = None;
-                conn.close_after |= transfer.close_after;
-            }
-            Client::H2(_, stream) => {
-                if let Some(h2) = conn.h2.as_mut() {
-                    h2.files.remove(&stream);
-                }
-            }
-        }
-        if transfer.answered {
-            let counters = self.runtime.metrics.worker(self.id);
-            if let Client::H2(..) = client {
-                // Streams interleave: the connection's request clock is this stream's.
-                conn.request_started = transfer.started;
-            }
-            conn.log_note.route = Some(transfer.root.id);
-            counters.count_response(transfer.status);
-            let (head, status, sent) = (&transfer.head, transfer.status, transfer.sent);
-            log_request(
-                &mut self.log,
-                conn,
-                Some(head),
-                status,
-                sent,
-                self.now,
-                counters,
-            );
-        }
+        let answered = transfer.answered.then(|| FileAnswered {
+            head: &transfer.head,
+            status: transfer.status,
+            sent: transfer.sent,
+            route: transfer.root.id,
+            started: transfer.started,
+        });
+        (self.downstream()).file_end(client, id, transfer.close_after, answered);
         self.resume_client(client);
     }
 
     /// Every transfer answering a client on connection `index` ends (the connection closes).
     pub(super) fn files_gone(&mut self, index: usize) {
-        let conn = &self.conns[index];
-        let streams = conn.h2.as_ref().map(|h2| h2.files.values().copied());
-        let ids: Vec<FileId> = conn
-            .file
-            .into_iter()
-            .chain(streams.into_iter().flatten())
-            .collect();
-        for id in ids {
+        for id in downstream::files_of(&self.conns[index]) {
             self.file_gone(id);
         }
     }

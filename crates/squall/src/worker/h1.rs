@@ -158,10 +158,8 @@ impl Worker {
                 );
                 conn.close_after = true;
             }
-            Admission::Verify(verify) => {
-                conn.verifying = true;
-                self.verify_parked(Client::H1(index), head, *verify);
-            }
+            // `verify_parked` marks the connection as waiting (it reads nothing meanwhile).
+            Admission::Verify(verify) => self.verify_parked(Client::H1(index), head, *verify),
             // To the cache at the request's end (the next event).
             Admission::Cached(route) => {
                 conn.cached_route = Some(route);

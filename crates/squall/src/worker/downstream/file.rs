@@ -1,0 +1,143 @@
+//! A static file's answer written to its client, for HTTP/1.1 and HTTP/2 alike: the head
+//! (validators, type, range, with Date and each protocol's framing), the file's bytes as
+//! they are read, a cut when a read fails after the head left, and the end (the slot freed,
+//! the response counted and logged). `files.rs` decides what to send and reads the file; it
+//! never asks which protocol its client speaks.
+
+use squall_h1::RequestFraming;
+
+use super::super::files::FileId;
+use super::*;
+
+/// What a file transfer's end logs: its request, status, bytes sent, route, and when it began.
+pub(in crate::worker) struct FileAnswered<'a> {
+    pub head: &'a RequestHead,
+    pub status: StatusCode,
+    pub sent: usize,
+    pub route: u32,
+    pub started: Instant,
+}
+
+impl Downstream<'_> {
+    /// Writes a file's response head to `client`: `fields` then Date, and the length a GET's
+    /// answer has (`no_body` for HEAD, 304 and an empty range). Returns the bytes queued and
+    /// whether an HTTP/1.1 connection closes after the response; `None` when the client is
+    /// gone.
+    #[allow(clippy::too_many_arguments)]
+    pub fn file_head(
+        &mut self,
+        client: Client,
+        framing: RequestFraming,
+        status: StatusCode,
+        fields: &[(&[u8], &[u8])],
+        length: u64,
+        no_body: bool,
+    ) -> Option<(usize, bool)> {
+        let (date, draining) = (self.date, self.draining);
+        let conn = self.conns.get_mut(client.conn())?;
+        match client {
+            Client::H1(_) => {
+                let mut raw = BytesMut::with_capacity(256);
+                for (name, value) in fields {
+                    put_line(&mut raw, name, value);
+                }
+                let response = squall_h1::ResponseHead {
+                    status,
+                    headers: &HeaderMap::new(),
+                    raw_headers: &raw,
+                    body_len: Some(length),
+                };
+                let mut framing = framing;
+                framing.keep_alive &= !draining;
+                let before = conn.out.len();
+                squall_h1::encode_response_head(&response, framing, date, &mut conn.out);
+                Some((conn.out.len() - before, !framing.keep_alive))
+            }
+            Client::H2(_, stream) => {
+                let h2 = conn.h2.as_mut()?;
+                let mut length = squall_proxy::digits::itoa_buf(length);
+                let fields = (fields.iter().copied())
+                    .chain([(&b"date"[..], date), (b"content-length", length.as_bytes())]);
+                let before = h2.conn.encoded_bytes();
+                let _ = (h2.conn).send_headers(stream, status.as_u16(), fields, no_body);
+                Some((h2.conn.encoded_bytes().saturating_sub(before), false))
+            }
+        }
+    }
+
+    /// Queues a piece of the file's body; `last` ends an HTTP/2 stream.
+    pub fn file_data(&mut self, client: Client, data: Bytes, last: bool) {
+        let Some(conn) = self.conns.get_mut(client.conn()) else {
+            return;
+        };
+        match client {
+            Client::H1(_) => {
+                let copy = conn.tls.is_some();
+                conn.chain.push(&mut conn.out, data, copy);
+            }
+            Client::H2(_, stream) => {
+                if let Some(h2) = conn.h2.as_mut() {
+                    let _ = h2.conn.send_data(stream, data, last);
+                }
+            }
+        }
+    }
+
+    /// A response whose head left cannot be finished: the HTTP/1.1 connection is cut once
+    /// what it has left, the HTTP/2 stream reset, so the client never takes it for whole.
+    pub fn file_cut(&mut self, client: Client) {
+        let Some(conn) = self.conns.get_mut(client.conn()) else {
+            return;
+        };
+        match client {
+            Client::H1(_) => {
+                conn.close_after = true;
+                conn.cut = true;
+            }
+            Client::H2(_, stream) => {
+                if let Some(h2) = conn.h2.as_mut() {
+                    h2.conn.reset_stream(stream, ErrorCode::InternalError);
+                }
+            }
+        }
+    }
+
+    /// Transfer `id` no longer answers `client`: its slot is freed, an HTTP/1.1 connection
+    /// closes after it if the head said so (`close_after`), and a response that was answered
+    /// is counted and logged.
+    pub fn file_end(
+        &mut self,
+        client: Client,
+        id: FileId,
+        close_after: bool,
+        answered: Option<FileAnswered<'_>>,
+    ) {
+        let Some(conn) = self.conns.get_mut(client.conn()) else {
+            return;
+        };
+        debug_assert!(super::files_of(conn).contains(&id));
+        set_file(conn, client, None);
+        if let Client::H1(_) = client {
+            conn.close_after |= close_after;
+        }
+        let Some(answered) = answered else {
+            return;
+        };
+        if let Client::H2(..) = client {
+            // Streams interleave: the connection's request clock is this stream's.
+            conn.request_started = answered.started;
+        }
+        conn.log_note.route = Some(answered.route);
+        self.counters.count_response(answered.status);
+        let (head, status, sent) = (answered.head, answered.status, answered.sent);
+        log_request(
+            self.log,
+            conn,
+            Some(head),
+            status,
+            sent,
+            self.now,
+            self.counters,
+        );
+    }
+}

@@ -1,0 +1,108 @@
+//! The per-request slots of a client: which session, parked cache request, file transfer or
+//! password check a request has, kept in the HTTP/1.1 connection's one slot or its HTTP/2
+//! stream's entry. The rest of the worker goes through these functions and never asks which
+//! protocol a client speaks.
+
+use std::time::Instant;
+
+use super::super::cache::Parked;
+use super::super::conn::Conn;
+use super::super::files::FileId;
+use super::super::session::SessionId;
+use super::Client;
+
+/// Records that `id` answers `client` (or, with `None`, that it no longer does).
+pub(in crate::worker) fn set_session(conn: &mut Conn, client: Client, id: Option<SessionId>) {
+    match client {
+        Client::H1(_) => conn.exchange = id,
+        Client::H2(_, stream) => {
+            if let Some(h2) = conn.h2.as_mut() {
+                match id {
+                    Some(id) => h2.exchanges.insert(stream, id),
+                    None => h2.exchanges.remove(&stream),
+                };
+            }
+        }
+    }
+}
+
+/// Every session answering a client on this connection.
+pub(in crate::worker) fn sessions_of(conn: &Conn) -> Vec<SessionId> {
+    let streams = conn.h2.as_ref().map(|h2| h2.exchanges.values().copied());
+    conn.exchange
+        .into_iter()
+        .chain(streams.into_iter().flatten())
+        .collect()
+}
+
+pub(in crate::worker) fn park(conn: &mut Conn, client: Client, parked: Parked) {
+    match client {
+        Client::H1(_) => conn.parked = Some(Box::new(parked)),
+        Client::H2(_, stream) => {
+            if let Some(h2) = conn.h2.as_mut() {
+                h2.parked.insert(stream, Box::new(parked));
+            }
+        }
+    }
+}
+
+pub(in crate::worker) fn take_parked(conn: &mut Conn, client: Client) -> Option<Box<Parked>> {
+    match client {
+        Client::H1(_) => conn.parked.take(),
+        Client::H2(_, stream) => conn.h2.as_mut()?.parked.remove(&stream),
+    }
+}
+
+/// The requests on connection `index` whose wait on the cache ends by `now`.
+pub(in crate::worker) fn parked_due(conn: &Conn, index: usize, now: Instant) -> Vec<Client> {
+    let mut due = Vec::new();
+    if conn.parked.as_ref().is_some_and(|p| p.until <= now) {
+        due.push(Client::H1(index));
+    }
+    if let Some(h2) = &conn.h2 {
+        let streams = h2.parked.iter().filter(|(_, p)| p.until <= now);
+        due.extend(streams.map(|(stream, _)| Client::H2(index, *stream)));
+    }
+    due
+}
+
+/// Records that transfer `id` answers `client` (or, with `None`, that none does).
+pub(in crate::worker) fn set_file(conn: &mut Conn, client: Client, id: Option<FileId>) {
+    match client {
+        Client::H1(_) => conn.file = id,
+        Client::H2(_, stream) => {
+            if let Some(h2) = conn.h2.as_mut() {
+                match id {
+                    Some(id) => h2.files.insert(stream, id),
+                    None => h2.files.remove(&stream),
+                };
+            }
+        }
+    }
+}
+
+/// Every file transfer answering a client on this connection.
+pub(in crate::worker) fn files_of(conn: &Conn) -> Vec<FileId> {
+    let streams = conn.h2.as_ref().map(|h2| h2.files.values().copied());
+    conn.file
+        .into_iter()
+        .chain(streams.into_iter().flatten())
+        .collect()
+}
+
+/// Marks that `client`'s request waits for a password check (`on`), or no longer does. An
+/// HTTP/1.1 connection reads nothing more meanwhile; an HTTP/2 connection counts its waiting
+/// streams (it is not idle while one waits).
+pub(in crate::worker) fn set_verifying(conn: &mut Conn, client: Client, on: bool) {
+    match client {
+        Client::H1(_) => conn.verifying = on,
+        Client::H2(..) => {
+            if let Some(h2) = conn.h2.as_mut() {
+                h2.verifying = match on {
+                    true => h2.verifying + 1,
+                    false => h2.verifying.saturating_sub(1),
+                };
+            }
+        }
+    }
+}
