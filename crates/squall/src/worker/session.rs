@@ -314,7 +314,7 @@ impl Worker {
             }
             Action::ReleaseOrigin { reusable } => {
                 if let Some(index) = self.session_mut(id).and_then(|s| s.origin.take()) {
-                    if self.origins[index].h2.is_some() {
+                    if self.origins[index].mux.is_some() {
                         self.h2_release(id, index);
                     } else {
                         self.origins[index].session = None;
@@ -487,7 +487,7 @@ impl Worker {
             return;
         };
         let (origin, deadline) = (session.origin, session.ex.next_deadline());
-        if origin.is_some_and(|index| self.origins[index].h2.is_some()) {
+        if origin.is_some_and(|index| self.origins[index].mux.is_some()) {
             return self.arm_own_timer(id);
         }
         if let Some(index) = origin {
@@ -641,7 +641,7 @@ impl Worker {
             "a finished exchange holds no origin"
         );
         if let Some(index) = session.origin
-            && self.origins[index].h2.is_none()
+            && self.origins[index].mux.is_none()
         {
             self.origins[index].session = None;
             self.close_origin(index);

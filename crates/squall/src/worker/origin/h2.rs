@@ -153,7 +153,7 @@ impl Worker {
             let mut h2 = OriginH2::new(tls, self.upstream_events(upstream), now);
             h2.waiting.push_back(id);
             self.origins[index].session = None;
-            self.origins[index].h2 = Some(Box::new(h2));
+            self.origins[index].mux = Some(Box::new(h2));
             self.h2_origins.push(index);
             self.h2_deadline(index);
         }
@@ -173,7 +173,7 @@ impl Worker {
         let generation = self.upstreams.generation;
         let found = self.h2_origins.iter().copied().find(|&index| {
             let origin = &self.origins[index];
-            let Some(h2) = origin.h2.as_deref() else {
+            let Some(h2) = origin.mux.as_deref() else {
                 return false;
             };
             origin.upstream == upstream
@@ -188,7 +188,7 @@ impl Worker {
         };
         let origin = &mut self.origins[index];
         let h2 = origin
-            .h2
+            .mux
             .as_deref_mut()
             .expect("found among HTTP/2 origins");
         h2.idle_since = None;
@@ -215,13 +215,13 @@ impl Worker {
         let mut h2 = OriginH2::new(true, counters, now);
         h2.waiting.extend(origin.session.take());
         self.h2_pending.push(index);
-        origin.h2 = Some(Box::new(h2));
+        origin.mux = Some(Box::new(h2));
         self.h2_origins.push(index);
     }
 
     /// Connection `index`'s HTTP/2 state, if it is a shared HTTP/2 connection still in the slab.
     fn origin_h2_mut(&mut self, index: usize) -> Option<&mut OriginH2> {
-        self.origins.get_mut(index)?.h2.as_deref_mut()
+        self.origins.get_mut(index)?.mux.as_deref_mut()
     }
 
     /// While connecting, the connection's own deadline is its connect timeout.
@@ -237,7 +237,7 @@ impl Worker {
     pub(in crate::worker) fn h2_connected(&mut self, index: usize) {
         let origin = &mut self.origins[index];
         origin.deadline = None;
-        let Some(h2) = origin.h2.as_deref_mut() else {
+        let Some(h2) = origin.mux.as_deref_mut() else {
             return;
         };
         h2.ready = true;
@@ -398,14 +398,14 @@ impl Worker {
         let Some(origin) = self.origins.get_mut(index) else {
             return;
         };
-        if origin.state == OriginState::Closed || !origin.h2.as_ref().is_some_and(|h| h.ready) {
+        if origin.state == OriginState::Closed || !origin.mux.as_ref().is_some_and(|h| h.ready) {
             return;
         }
         let waiting = origin.out.len();
         let Some(budget) = OUT_HIGH_BYTES.checked_sub(waiting).filter(|b| *b > 0) else {
             return;
         };
-        let h2 = origin.h2.as_deref_mut().expect("checked above");
+        let h2 = origin.mux.as_deref_mut().expect("checked above");
         // The scratch list is the connection's, reused flush after flush.
         let mut pieces = std::mem::take(&mut h2.pieces);
         h2.conn.poll_output(budget, |piece| pieces.push(piece));
@@ -513,7 +513,7 @@ impl Worker {
                 self.h2_failed(index, UpstreamErrorClass::ConnectTimeout);
             }
             OriginState::Busy => {
-                if let Some(h2) = origin.h2.as_deref_mut() {
+                if let Some(h2) = origin.mux.as_deref_mut() {
                     h2.conn.on_timer(now);
                 }
                 self.h2_events(index);
@@ -531,7 +531,7 @@ impl Worker {
         let Some(origin) = self.origins.get_mut(index) else {
             return;
         };
-        let Some(h2) = origin.h2.as_deref_mut() else {
+        let Some(h2) = origin.mux.as_deref_mut() else {
             return;
         };
         if !h2.ready {
@@ -562,7 +562,7 @@ impl Worker {
             .filter(|&index| {
                 let origin = &self.origins[index];
                 origin
-                    .h2
+                    .mux
                     .as_deref()
                     .and_then(|h| h.idle_since)
                     .is_some_and(|since| {
@@ -571,7 +571,7 @@ impl Worker {
             })
             .collect();
         for index in expired {
-            if let Some(h2) = self.origins[index].h2.as_deref_mut() {
+            if let Some(h2) = self.origins[index].mux.as_deref_mut() {
                 h2.conn.go_away(ErrorCode::NoError);
             }
             self.h2_flush(index);

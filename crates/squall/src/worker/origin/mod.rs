@@ -81,7 +81,7 @@ pub struct Origin {
     pub header_unsent: usize,
     /// The HTTP/2 state of a connection shared by many exchanges (`h2.rs`); `session` is then
     /// `None`.
-    pub h2: Option<Box<OriginH2>>,
+    pub mux: Option<Box<OriginH2>>,
 }
 
 impl Origin {}
@@ -249,7 +249,7 @@ impl Worker {
             tls,
             proxied,
             header_unsent,
-            h2: None,
+            mux: None,
         });
         let token = Token::origin(index, generation);
         self.origins[index]
@@ -281,7 +281,7 @@ impl Worker {
                 // A PROXY protocol header waits in `out`; what the exchange writes goes after it.
                 self.flush_origin(index);
                 let origin = &mut self.origins[index];
-                if origin.h2.is_some() {
+                if origin.mux.is_some() {
                     return self.h2_connected(index);
                 }
                 match origin.session {
@@ -301,7 +301,7 @@ impl Worker {
     /// A connection's I/O failed: its exchange hears `event`, a probe fails; on a shared
     /// HTTP/2 connection every exchange on it hears of it (`h2.rs`).
     fn origin_failed(&mut self, index: usize, event: impl FnOnce(&mut squall_proxy::Exchange)) {
-        if self.origins[index].h2.is_some() {
+        if self.origins[index].mux.is_some() {
             return self.h2_failed(index, squall_upstream::UpstreamErrorClass::ConnectFailed);
         }
         match self.origins[index].session {
@@ -371,7 +371,7 @@ impl Worker {
                 } else {
                     self.flush_origin(index);
                 }
-                if self.origins[index].h2.is_some() {
+                if self.origins[index].mux.is_some() {
                     self.h2_sent(index);
                 } else if let Some(id) = self.origins[index].session {
                     self.origin_sent(id, written);
@@ -424,9 +424,9 @@ impl Worker {
                     self.arm_origin_recv(index);
                 }
             }
-            Ok(Some(buf)) if self.origins[index].h2.is_some() => {
+            Ok(Some(buf)) if self.origins[index].mux.is_some() => {
                 let bytes = self.ring.recv_bytes(&buf);
-                if let Some(h2) = self.origins[index].h2.as_deref_mut() {
+                if let Some(h2) = self.origins[index].mux.as_deref_mut() {
                     h2.take_input(bytes);
                 }
                 self.ring.recycle(buf);
@@ -491,7 +491,7 @@ impl Worker {
     /// The origin closed its side (a TCP FIN, or a TLS close_notify).
     fn origin_eof(&mut self, index: usize) {
         let now = self.now;
-        if self.origins[index].h2.is_some() && self.origins[index].state == OriginState::Busy {
+        if self.origins[index].mux.is_some() && self.origins[index].state == OriginState::Busy {
             let class = squall_upstream::UpstreamErrorClass::ClosedBeforeResponse;
             return self.h2_failed(index, class);
         }
@@ -513,7 +513,7 @@ impl Worker {
     pub(super) fn pause_origin(&mut self, index: usize) {
         let origin = &mut self.origins[index];
         // A shared HTTP/2 connection is never paused: its streams' windows hold them back.
-        if origin.paused || origin.state != OriginState::Busy || origin.h2.is_some() {
+        if origin.paused || origin.state != OriginState::Busy || origin.mux.is_some() {
             return;
         }
         debug!(worker = self.id, address = %origin.address, "client reads slowly: origin paused");
@@ -596,7 +596,7 @@ impl Worker {
         origin.state = OriginState::Closed;
         let token = Token::origin(index, origin.generation);
         origin.socket.close(&mut self.ring, token);
-        if origin.h2.is_some() {
+        if origin.mux.is_some() {
             self.forget_h2_origin(index);
         }
         self.origin_op_done(index);
@@ -655,7 +655,7 @@ impl Worker {
             self.arm_origin_timer(index);
             return;
         }
-        if origin.h2.is_some() {
+        if origin.mux.is_some() {
             return self.h2_timer(index);
         }
         if origin.state == OriginState::Handshaking {

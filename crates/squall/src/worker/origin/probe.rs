@@ -26,7 +26,7 @@ pub struct Probe {
     decoder: ResponseDecoder,
     pub rbuf: BytesMut,
     /// The probe speaks HTTP/2 (see the module documentation).
-    h2: Option<ClientConnection>,
+    mux: Option<ClientConnection>,
 }
 
 impl Probe {
@@ -34,7 +34,7 @@ impl Probe {
         Probe {
             decoder: ResponseDecoder::new(ResponseLimits::default(), method),
             rbuf: BytesMut::new(),
-            h2: None,
+            mux: None,
         }
     }
 }
@@ -139,7 +139,7 @@ impl Worker {
                 return self.end_probe(index, false);
             };
             if let Some(probe) = origin.probe.as_mut() {
-                probe.h2 = Some(conn);
+                probe.mux = Some(conn);
             }
             self.arm_origin_timer(index);
             return self.write_origin(index, bytes);
@@ -160,7 +160,7 @@ impl Worker {
         let Some(probe) = self.origins[index].probe.as_mut() else {
             return;
         };
-        if let Some(conn) = probe.h2.as_mut() {
+        if let Some(conn) = probe.mux.as_mut() {
             let now = self.now;
             let failed = conn.recv(&mut probe.rbuf, now).is_err();
             while let Some(event) = conn.poll_event() {

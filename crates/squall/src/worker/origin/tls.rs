@@ -170,10 +170,10 @@ impl Worker {
             tls.counters.handshake_done(resumed);
         }
         // An `auto` upstream's origin chose HTTP/2: the connection becomes a shared one.
-        if origin.h2.is_none() && origin.session.is_some() && alpn_h2 {
+        if origin.mux.is_none() && origin.session.is_some() && alpn_h2 {
             self.become_h2(index);
         }
-        if self.origins[index].h2.is_some() {
+        if self.origins[index].mux.is_some() {
             return self.h2_connected(index);
         }
         let origin = &mut self.origins[index];
@@ -187,7 +187,7 @@ impl Worker {
     fn origin_plain(&mut self, index: usize, plain: &[u8]) {
         let now = self.now;
         let origin = &mut self.origins[index];
-        if let Some(h2) = origin.h2.as_deref_mut() {
+        if let Some(h2) = origin.mux.as_deref_mut() {
             h2.take_input(plain);
             return self.h2_input(index);
         }

@@ -60,7 +60,7 @@ impl Worker {
                     if let Some(session) = self.session_mut(id) {
                         session.stream = None;
                     }
-                    if let Some(h2) = self.origins.get(index).and_then(|o| o.h2.as_deref()) {
+                    if let Some(h2) = self.origins.get(index).and_then(|o| o.mux.as_deref()) {
                         UpstreamEvents::inc(&h2.counters.h2_resets);
                     }
                     self.feed(id, |ex| ex.on_origin_reset(refused, now));
