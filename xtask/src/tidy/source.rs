@@ -33,6 +33,7 @@ const PROTOCOL_LAYER: &[&str] = &[
     "crates/squall/src/worker/downstream/",
     "crates/squall/src/worker/h1.rs",
     "crates/squall/src/worker/h2.rs",
+    "crates/squall/src/worker/h2/",
 ];
 
 /// The binary's source, where the protocol rule applies.
@@ -53,11 +54,6 @@ const LEGACY: &[Legacy] = &[
         protocol_branches: CLIENT_BRANCHES,
     },
     Legacy {
-        path: "crates/squall/src/worker/tunnel.rs",
-        lines: LINES_MAX,
-        protocol_branches: TUNNEL_BRANCHES,
-    },
-    Legacy {
         path: "crates/squall/src/worker/conn.rs",
         lines: LINES_MAX,
         protocol_branches: CONN_BRANCHES,
@@ -75,7 +71,6 @@ const LEGACY: &[Legacy] = &[
     },
 ];
 const CLIENT_BRANCHES: usize = 10;
-const TUNNEL_BRANCHES: usize = 7;
 const CONN_BRANCHES: usize = 3;
 const MOD_BRANCHES: usize = 2;
 

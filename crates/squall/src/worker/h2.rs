@@ -29,6 +29,8 @@ use super::entry::Admission;
 use super::session::SessionId;
 use super::{OUT_HIGH_BYTES, Worker, log_request};
 
+mod tunnel;
+
 /// The HTTP/2 side of a connection.
 pub struct H2 {
     pub conn: Connection,

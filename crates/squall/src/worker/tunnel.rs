@@ -22,7 +22,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use squall_h1::RequestHead;
-use squall_h2::{ErrorCode, StreamId};
 use squall_proxy::{Exchange, ProxyRoute, ToClient, TunnelRefusal};
 use tracing::{debug, info, warn};
 
@@ -30,8 +29,7 @@ use crate::upstream_events::UpstreamEvents;
 
 use super::Worker;
 use super::conn::Phase;
-use super::downstream::Client;
-use super::entry::Admission;
+use super::downstream::{self, Client};
 use super::session::SessionId;
 
 /// A fresh `Sec-WebSocket-Key` (RFC 6455 §4.1): 16 random bytes, base64. Random per process
@@ -54,7 +52,7 @@ pub fn is_h2_upgrade(head: &RequestHead) -> bool {
 }
 
 /// Whether `route` allows the protocol `head` asks to upgrade to.
-fn upgrade_allowed(route: &ProxyRoute, head: &RequestHead) -> bool {
+pub(super) fn upgrade_allowed(route: &ProxyRoute, head: &RequestHead) -> bool {
     let Some(upgrade) = route.upgrade.as_ref() else {
         return false;
     };
@@ -146,12 +144,8 @@ impl Worker {
             return;
         };
         let (tunnel, client) = (session.ex.is_tunnel(), session.client);
-        let early = match client {
-            Client::H2(index, stream) => (self.conns.get_mut(index))
-                .and_then(|c| c.h2.as_mut())
-                .and_then(|h2| h2.early.remove(&stream)),
-            Client::H1(_) => None,
-        };
+        let early =
+            (self.conns.get_mut(client.conn())).and_then(|c| downstream::take_early(c, client));
         if !tunnel {
             return;
         }
@@ -218,100 +212,10 @@ impl Worker {
         }
     }
 
-    /// What an HTTP/2 extended CONNECT's admission leads to: a session on a route that allows
-    /// its protocol (never the cache); a 501 on any other route (`None`: answered). Other
-    /// requests, and refusals, pass as they are.
-    pub(super) fn admit_tunnel_h2(
-        &mut self,
-        index: usize,
-        stream_id: StreamId,
-        head: &RequestHead,
-        admission: Admission,
-    ) -> Option<Admission> {
-        if !is_h2_upgrade(head) {
-            return Some(admission);
-        }
-        let route = match admission {
-            Admission::Forward { route, .. } | Admission::Cached(route) => route,
-            Admission::Answer { .. } => {
-                self.refuse_h2_tunnel(index, stream_id, head);
-                return None;
-            }
-            refused @ (Admission::Refused(..) | Admission::Verify(_)) => return Some(refused),
-        };
-        if !upgrade_allowed(&route, head) {
-            self.refuse_h2_tunnel(index, stream_id, head);
-            return None;
-        }
-        Some(Admission::Forward {
-            route,
-            invalidate: None,
-        })
-    }
-
-    /// 501 to an extended CONNECT whose protocol the route does not take (RFC 9220 §3 says
-    /// 501 for a `:protocol` the server does not support); the stream, which the client has
-    /// not ended, is then reset with NO_ERROR (RFC 9113 §8.1).
-    fn refuse_h2_tunnel(&mut self, index: usize, stream_id: StreamId, head: &RequestHead) {
-        let counters = self.runtime.metrics.worker(self.id);
-        counters.tunnel_refused[1].inc();
-        info!(
-            worker = self.id,
-            conn = index,
-            stream = stream_id,
-            "extended CONNECT on a route that does not allow its upgrade: 501"
-        );
-        let status = http::StatusCode::NOT_IMPLEMENTED;
-        (self.downstream()).refuse_h2(index, stream_id, status, Some(head));
-        if let Some(h2) = self.conns[index].h2.as_mut() {
-            h2.conn.reset_stream(stream_id, ErrorCode::NoError);
-        }
-    }
-
-    /// DATA on an HTTP/2 tunnel's stream: to the exchange (its window given back as it reaches
-    /// the origin), or kept until the tunnel begins. False when the stream is no tunnel's.
-    pub(super) fn tunnel_h2_data(
-        &mut self,
-        index: usize,
-        stream_id: StreamId,
-        data: &bytes::Bytes,
-        end_stream: bool,
-    ) -> bool {
-        let Some(h2) = self.conns[index].h2.as_mut() else {
-            return false;
-        };
-        let Some(&id) = h2.exchanges.get(&stream_id) else {
-            return false;
-        };
-        let Some(session) = self.session_mut(id) else {
-            return false;
-        };
-        if !is_h2_upgrade(session.ex.head()) {
-            return false;
-        }
-        if !session.ex.is_tunnel() {
-            if let Some(h2) = self.conns[index].h2.as_mut() {
-                let early = h2.early.entry(stream_id).or_default();
-                early.push((data.clone(), end_stream));
-            }
-            return true;
-        }
-        let now = self.now;
-        self.feed(id, |ex| {
-            ex.on_tunnel_client_data(data, now);
-            if end_stream {
-                ex.on_tunnel_client_eof(now);
-            }
-        });
-        true
-    }
-
     /// The session of connection `index`, if it is a tunnel.
     fn tunnel_of(&mut self, index: usize) -> Option<SessionId> {
         let conn = self.conns.get(index)?;
-        let id = conn
-            .exchange
-            .filter(|_| conn.phase == Phase::Open && conn.h2.is_none())?;
+        let id = downstream::h1_session(conn).filter(|_| conn.phase == Phase::Open)?;
         self.session_mut(id)
             .is_some_and(|s| s.ex.is_tunnel())
             .then_some(id)

@@ -106,3 +106,21 @@ pub(in crate::worker) fn set_verifying(conn: &mut Conn, client: Client, on: bool
         }
     }
 }
+
+/// The bytes an HTTP/2 tunnel's stream sent before its origin said yes (none on HTTP/1.1,
+/// whose early bytes wait in the connection's receive buffer).
+pub(in crate::worker) fn take_early(
+    conn: &mut Conn,
+    client: Client,
+) -> Option<Vec<(bytes::Bytes, bool)>> {
+    match client {
+        Client::H2(_, stream) => conn.h2.as_mut()?.early.remove(&stream),
+        Client::H1(_) => None,
+    }
+}
+
+/// The session of an HTTP/1.1 connection (whose received bytes may be its tunnel's); `None`
+/// for an HTTP/2 connection, whose tunnels are streams.
+pub(in crate::worker) fn h1_session(conn: &Conn) -> Option<SessionId> {
+    conn.exchange.filter(|_| conn.h2.is_none())
+}
