@@ -23,18 +23,20 @@ use squall_h1::RequestHead;
 use squall_h2::{ErrorCode, StreamId};
 use squall_proxy::{ClientFraming, ClientHead, ClientProtocol, ToClient};
 
+use super::Worker;
 use super::cache::Label;
 use super::conn::Conn;
 use super::session::Session;
 use super::token::Token;
-use super::{RequestLog, Worker, log_request};
 use crate::metrics::WorkerCounters;
 
 mod file;
 mod hit;
+mod log;
 mod slots;
 
 pub(super) use file::FileAnswered;
+pub(super) use log::{RequestLog, log_request};
 pub(super) use slots::{
     files_of, h1_session, park, parked_due, sessions_of, set_file, set_session, set_verifying,
     take_early, take_parked,

@@ -11,8 +11,9 @@ use tracing::debug;
 
 use super::conn::Phase;
 use super::downstream::Client;
+use super::downstream::log_request;
 use super::entry::Admission;
-use super::{OUT_HIGH_BYTES, RBUF_BLOCKED_MAX_BYTES, Worker, cache, h2, log_request, scheme};
+use super::{OUT_HIGH_BYTES, RBUF_BLOCKED_MAX_BYTES, Worker, cache, h2, scheme};
 use crate::cache::Cache;
 
 impl Worker {

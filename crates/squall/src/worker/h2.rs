@@ -25,9 +25,10 @@ use tracing::debug;
 
 use super::conn::{Conn, Phase};
 use super::downstream::Client;
+use super::downstream::log_request;
 use super::entry::Admission;
 use super::session::SessionId;
-use super::{OUT_HIGH_BYTES, Worker, log_request};
+use super::{OUT_HIGH_BYTES, Worker};
 
 mod tunnel;
 

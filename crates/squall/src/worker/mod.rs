@@ -37,12 +37,11 @@ use tracing::{debug, info, warn};
 use crate::access_log;
 use crate::clients::ClientTable;
 use crate::date::DateCache;
-use crate::metrics::WorkerCounters;
 use crate::server::{Control, Runtime};
 use crate::timer::{Entry, TimerWheel};
 use conn::{Conn, Phase};
-use downstream::Client;
 pub use downstream::ClientToken;
+use downstream::{Client, RequestLog};
 pub use h2::Protocols;
 use token::{Kind, Token};
 
@@ -495,13 +494,12 @@ impl Worker {
         // Every HTTP/2 connection gets a GOAWAY first (RFC 9113 §6.8), idle ones included, so
         // a client knows its requests were not lost; those with streams in progress finish
         // them. A connection closes once it is idle and its GOAWAY has left.
-        let h2: Vec<usize> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| c.phase == Phase::Open && c.h2.is_some())
+        let open: Vec<usize> = (self.conns.iter())
+            .filter(|(_, c)| c.phase == Phase::Open)
             .map(|(i, _)| i)
             .collect();
-        for index in h2 {
+        for index in open {
+            // Nothing for an HTTP/1.1 connection.
             self.go_away_h2(index);
         }
         self.close_idle();
@@ -563,61 +561,4 @@ fn test_stall(worker: usize) -> Option<(Instant, Duration)> {
 /// The scheme requests on `conn` arrived with.
 fn scheme(conn: &Conn) -> &'static str {
     if conn.tls.is_some() { "https" } else { "http" }
-}
-
-/// What every answered request is recorded in: the access log, if there is one, and the
-/// per-route counters of the config in force.
-pub(super) struct RequestLog {
-    access: Option<access_log::Batch>,
-    routes: Arc<crate::metrics::RouteCounters>,
-    worker: usize,
-    /// `server.real_ip` in force: the logged client of a request (see `real_ip.rs`).
-    real_ip: Option<Arc<squall_config::RealIp>>,
-}
-
-pub(super) fn log_request(
-    log: &mut RequestLog,
-    conn: &mut Conn,
-    head: Option<&squall_h1::RequestHead>,
-    status: http::StatusCode,
-    bytes: usize,
-    now: Instant,
-    counters: &WorkerCounters,
-) {
-    let started = if head.is_some() {
-        conn.request_started
-    } else {
-        conn.head_started.unwrap_or(now)
-    };
-    let elapsed = now.saturating_duration_since(started);
-    counters.request_duration.observe(elapsed);
-    if conn.h2.is_some() {
-        counters.requests_h2.inc();
-    } else {
-        counters.requests_h1.inc();
-    }
-    let note = std::mem::take(&mut conn.log_note);
-    if let Some(route) = note.route {
-        log.routes.count(log.worker, route, status);
-    }
-    let Some(access) = &mut log.access else {
-        return;
-    };
-    let peer = match (head, &log.real_ip) {
-        (Some(head), Some(real_ip)) => {
-            crate::real_ip::client(Some(real_ip), conn.peer, &head.headers)
-        }
-        _ => conn.peer,
-    };
-    let entry = access_log::Entry {
-        peer,
-        head,
-        status: status.as_u16(),
-        bytes,
-        elapsed,
-        upstream: note.upstream,
-        cache: note.cache,
-        request_id: note.request_id.unwrap_or_else(crate::request_id::next),
-    };
-    access.push(&entry, SystemTime::now(), counters);
 }

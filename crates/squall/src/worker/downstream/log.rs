@@ -1,0 +1,68 @@
+//! What every answered request leaves behind: its access log line, its response counters by
+//! protocol and route, and its time. Written from the downstream's answers (and, until every
+//! answer goes through one sink, from the protocol files' own refusals).
+
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use crate::access_log;
+use crate::metrics::WorkerCounters;
+
+use super::super::conn::Conn;
+
+/// What every answered request is recorded in: the access log, if there is one, and the
+/// per-route counters of the config in force.
+pub(in crate::worker) struct RequestLog {
+    pub access: Option<access_log::Batch>,
+    pub routes: Arc<crate::metrics::RouteCounters>,
+    pub worker: usize,
+    /// `server.real_ip` in force: the logged client of a request (see `real_ip.rs`).
+    pub real_ip: Option<Arc<squall_config::RealIp>>,
+}
+
+pub(in crate::worker) fn log_request(
+    log: &mut RequestLog,
+    conn: &mut Conn,
+    head: Option<&squall_h1::RequestHead>,
+    status: http::StatusCode,
+    bytes: usize,
+    now: Instant,
+    counters: &WorkerCounters,
+) {
+    let started = if head.is_some() {
+        conn.request_started
+    } else {
+        conn.head_started.unwrap_or(now)
+    };
+    let elapsed = now.saturating_duration_since(started);
+    counters.request_duration.observe(elapsed);
+    if conn.h2.is_some() {
+        counters.requests_h2.inc();
+    } else {
+        counters.requests_h1.inc();
+    }
+    let note = std::mem::take(&mut conn.log_note);
+    if let Some(route) = note.route {
+        log.routes.count(log.worker, route, status);
+    }
+    let Some(access) = &mut log.access else {
+        return;
+    };
+    let peer = match (head, &log.real_ip) {
+        (Some(head), Some(real_ip)) => {
+            crate::real_ip::client(Some(real_ip), conn.peer, &head.headers)
+        }
+        _ => conn.peer,
+    };
+    let entry = access_log::Entry {
+        peer,
+        head,
+        status: status.as_u16(),
+        bytes,
+        elapsed,
+        upstream: note.upstream,
+        cache: note.cache,
+        request_id: note.request_id.unwrap_or_else(crate::request_id::next),
+    };
+    access.push(&entry, SystemTime::now(), counters);
+}
