@@ -337,7 +337,6 @@ impl Downstream<'_> {
             conn.log_note.cache = Some(Label::Miss.as_str());
         }
         let status = session.ex.status();
-        self.counters.count_response(status);
         if let Client::H2(..) = session.client {
             // Streams interleave: the connection's request clock is this stream's.
             conn.request_started = started;
@@ -351,9 +350,7 @@ impl Downstream<'_> {
                 ..session.ex.head().clone()
             });
         let head = Some(relabeled.as_ref().unwrap_or(session.ex.head()));
-        let (log, counters) = (&mut *self.log, self.counters);
-        let sent = session.reply.sent;
-        log_request(log, conn, head, status, sent, self.now, counters);
+        self.log_answer(session.client.conn(), head, status, session.reply.sent);
     }
 
     /// Answers with a short text response generated here (PURGE results, 403, 502, 504), as
@@ -404,16 +401,7 @@ impl Downstream<'_> {
             false,
             date,
         );
-        self.counters.count_response(status);
-        log_request(
-            self.log,
-            conn,
-            Some(head),
-            status,
-            sent,
-            self.now,
-            self.counters,
-        );
+        self.log_answer(client.conn(), Some(head), status, sent);
     }
 
     /// A refusal with one field the answer needs (a 429's `Retry-After`, a 401's
@@ -506,16 +494,7 @@ impl Downstream<'_> {
                 conn.out.len() - before
             }
         };
-        self.counters.count_response(status);
-        log_request(
-            self.log,
-            conn,
-            Some(head),
-            status,
-            sent,
-            self.now,
-            self.counters,
-        );
+        self.log_answer(client.conn(), Some(head), status, sent);
     }
 
     /// An error response that ends the HTTP/1.x connection: the request was not read to its
@@ -596,8 +575,7 @@ impl Downstream<'_> {
         if status.is_client_error() && status != StatusCode::TOO_MANY_REQUESTS {
             self.counters.count_bad_request(status);
         }
-        self.counters.count_response(status);
-        log_request(self.log, conn, head, status, sent, self.now, self.counters);
+        self.log_answer(index, head, status, sent);
     }
 }
 

@@ -128,16 +128,7 @@ impl Downstream<'_> {
             conn.request_started = answered.started;
         }
         conn.log_note.route = Some(answered.route);
-        self.counters.count_response(answered.status);
         let (head, status, sent) = (answered.head, answered.status, answered.sent);
-        log_request(
-            self.log,
-            conn,
-            Some(head),
-            status,
-            sent,
-            self.now,
-            self.counters,
-        );
+        self.log_answer(client.conn(), Some(head), status, sent);
     }
 }

@@ -118,16 +118,7 @@ impl Downstream<'_> {
         };
         conn.log_note.cache = Some(logged);
         conn.log_note.route = Some(route);
-        self.counters.count_response(status);
-        log_request(
-            self.log,
-            conn,
-            Some(head),
-            status,
-            sent,
-            self.now,
-            self.counters,
-        );
+        self.log_answer(client.conn(), Some(head), status, sent);
     }
 }
 

@@ -66,3 +66,21 @@ pub(in crate::worker) fn log_request(
     };
     access.push(&entry, SystemTime::now(), counters);
 }
+
+impl super::Downstream<'_> {
+    /// Counts the answer to `head` on connection `index` by its status class and writes its
+    /// log line: how every answer written here ends.
+    pub fn log_answer(
+        &mut self,
+        index: usize,
+        head: Option<&squall_h1::RequestHead>,
+        status: http::StatusCode,
+        sent: usize,
+    ) {
+        let Some(conn) = self.conns.get_mut(index) else {
+            return;
+        };
+        self.counters.count_response(status);
+        log_request(self.log, conn, head, status, sent, self.now, self.counters);
+    }
+}
