@@ -271,6 +271,35 @@ fn reload_reports_applied_refused_and_restart_needed() {
 }
 
 #[test]
+fn reload_of_a_file_with_errors_asks_the_server_which_refuses_and_counts_it() {
+    let squall = Squall::start(&reloadable("one", ""));
+    let config = squall.config_path().to_owned();
+    let admin = admin_addr(&squall);
+    let failed = "squall_reloads_total{result=\"failed\"}";
+    assert_eq!(metric_sum(&admin_get(admin, "/metrics").1, failed), 0.0);
+    // A schema error: the file does not load, but its `control` is still where to ask.
+    let bad = reloadable("two", "").replace("workers = 1\n", "workers = 1\nworkerz = 2\n");
+    squall.rewrite_config(&bad);
+    let out = squall_timed(&["reload"], &config);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let line = 1 + text
+        .lines()
+        .position(|l| l == "workerz = 2")
+        .expect("the key");
+    let at = format!("{}:{line}:1: unknown key \"workerz\"", config.display());
+    assert!(
+        stderr.starts_with("reload refused, the running configuration stays:\n")
+            && stderr.lines().filter(|l| l.starts_with(&at)).count() == 1,
+        "the server's refusal, with the reason at {at}, once: {stderr}"
+    );
+    assert!(!stderr.contains("socket"), "{stderr}");
+    assert_eq!(metric_sum(&admin_get(admin, "/metrics").1, failed), 1.0);
+    assert_eq!(get_root(&squall), "one", "the running config stays");
+}
+
+#[test]
 fn reload_without_a_server_fails_and_says_where_it_looked() {
     let dir = TempDir::new();
     let config = write_config(&dir, &reloadable("one", "").replace("ADDR", "127.0.0.1:0"));
@@ -434,6 +463,8 @@ fn install_sh_puts_every_file_the_unit_names_where_it_names_it() {
     }
     // The access log lives where the unit lets the dynamic user write, and is rotated there.
     assert!(unit.contains("\nLogsDirectory=squall\n"), "{unit}");
+    // `squall reload` run by hand looks for the server's socket in /run/squall.
+    assert!(unit.contains("\nRuntimeDirectory=squall\n"), "{unit}");
     let logrotate = std::fs::read_to_string(dest.path().join("etc/logrotate.d/squall")).unwrap();
     assert!(logrotate.starts_with("#") && logrotate.contains("\n/var/log/squall/*.log {"));
     let operations = std::fs::read_to_string(root.join("docs/OPERATIONS.md")).unwrap();

@@ -472,7 +472,7 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
         "squall {} ready: all workers listening",
         env!("CARGO_PKG_VERSION")
     );
-    let control_socket = crate::control::socket_path(Some(&config));
+    let control_socket = crate::control::socket_path(&config);
     let control = match &control_socket {
         Some(socket) => Some(crate::control::start(socket)?),
         None => None,
