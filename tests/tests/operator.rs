@@ -471,6 +471,96 @@ fn install_sh_puts_every_file_the_unit_names_where_it_names_it() {
     assert!(operations.contains("access = \"/var/log/squall/access.log\""));
 }
 
+/// The files `systemd/install.sh` reads, copied into `dir` as a checkout would hold them,
+/// with the binary where `cargo build --release` puts it.
+fn checkout_copy(dir: &Path) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let files = [
+        "systemd/install.sh",
+        "systemd/squall.service",
+        "systemd/squall.logrotate",
+        "config/squall.toml",
+        "README.md",
+        "docs/OPERATIONS.md",
+        "docs/CONFIG.md",
+    ];
+    for file in files {
+        std::fs::create_dir_all(dir.join(file).parent().unwrap()).unwrap();
+        std::fs::copy(root.join(file), dir.join(file)).expect("copy a checkout file");
+    }
+    std::fs::create_dir_all(dir.join("target/release")).unwrap();
+    std::fs::copy(squall_bin(), dir.join("target/release/squall")).expect("copy the binary");
+}
+
+/// `sh -c COMMAND` in `cwd` with the environment Debian's sudo leaves (`env_reset`: HOME is
+/// root's, CARGO_TARGET_DIR and the rest dropped): `home` stands for root's home, where no
+/// rustup toolchain is, and `path` for the PATH the command gets.
+fn as_under_sudo(cwd: &Path, home: &Path, path: &str, dest: &Path, command: &str) -> Output {
+    tool("sh")
+        .args(["-c", command])
+        .current_dir(cwd)
+        .env_clear()
+        .env("HOME", home)
+        .env("PATH", path)
+        .env("DESTDIR", dest)
+        .output()
+        .expect("run sh")
+}
+
+#[test]
+fn install_sh_as_documented_works_under_sudo_for_a_user_built_binary() {
+    let checkout = TempDir::new();
+    checkout_copy(checkout.path());
+    let home = TempDir::new();
+    let operations = std::fs::read_to_string(checkout.path().join("docs/OPERATIONS.md")).unwrap();
+    let documented = operations
+        .lines()
+        .find_map(|l| l.strip_prefix("sudo systemd/install.sh"))
+        .expect("OPERATIONS.md runs systemd/install.sh under sudo");
+    // The documented line, its path expanded by the user's shell (no CARGO_TARGET_DIR here);
+    // then no path at all, with cargo (a rustup proxy in the user's PATH, as `sudo env
+    // "PATH=$PATH"` passes it) unable to find a toolchain in root's home.
+    let user_path = std::env::var("PATH").unwrap_or_default();
+    let secure_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+    let forms = [
+        (format!("systemd/install.sh{documented}"), secure_path),
+        ("systemd/install.sh".to_owned(), user_path.as_str()),
+    ];
+    for (command, path) in forms {
+        let dest = TempDir::new();
+        let out = as_under_sudo(checkout.path(), home.path(), path, dest.path(), &command);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.starts_with("installed squall "),
+            "{command}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let installed = dest.path().join("usr/local/bin/squall");
+        assert_eq!(
+            std::fs::read(&installed).expect("the binary is installed"),
+            std::fs::read(squall_bin()).unwrap(),
+            "{command}"
+        );
+        assert!(dest.path().join("etc/squall/squall.toml").exists());
+    }
+    // No binary where it looks: one line that says how to name it.
+    std::fs::remove_file(checkout.path().join("target/release/squall")).unwrap();
+    let dest = TempDir::new();
+    let out = as_under_sudo(
+        checkout.path(),
+        home.path(),
+        secure_path,
+        dest.path(),
+        "systemd/install.sh",
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("sudo systemd/install.sh PATH-TO-BINARY"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn a_bare_squall_says_it_runs_the_embedded_default_config() {
     let mut child = Command::new(squall_bin())
