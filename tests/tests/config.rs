@@ -106,3 +106,26 @@ fn version_names_the_commit() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("squall 0.1.0 (commit "), "{text}");
 }
+
+/// The first ```toml block after `marker` in the doc at `path` (relative to the workspace).
+fn doc_block(path: &str, marker: &str) -> String {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap();
+    let doc = std::fs::read_to_string(root.join(path)).unwrap();
+    let (_, after) = doc
+        .split_once(marker)
+        .unwrap_or_else(|| panic!("{path} has no {marker:?}"));
+    let (_, block) = after.split_once("```toml\n").expect("a toml block");
+    let (block, _) = block.split_once("\n```").expect("the block's end");
+    format!("{block}\n")
+}
+
+#[test]
+fn check_accepts_the_complete_example_of_config_md() {
+    let example = doc_block("docs/CONFIG.md", "<a id=\"example\"></a>");
+    assert!(example.contains("[[certificate]]"), "{example}");
+    let (ok, stdout, stderr, _) = check(&example);
+    assert!(ok, "{stderr}");
+    assert_eq!(stdout, "ok\n");
+}
