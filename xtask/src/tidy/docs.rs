@@ -4,6 +4,8 @@
 //! - Every bench scenario (`bench/scenarios/NAME.toml`) is named in bench/README.md's table as
 //!   `` `NAME` ``: `cargo xtask bench --scenario` takes any of them, and the README is where
 //!   an operator looks them up.
+//! - The `cargo xtask` alias (.cargo/config.toml) does not pass `--quiet`: the first run
+//!   compiles for minutes, and without cargo's progress it looks hung.
 
 use std::fs;
 use std::path::Path;
@@ -25,7 +27,24 @@ pub fn check(root: &Path) -> Result<Vec<String>> {
         }
     }
     scenarios.sort();
-    Ok(unnamed_scenarios(&readme, &scenarios))
+    let mut problems = unnamed_scenarios(&readme, &scenarios);
+    let cargo_config = fs::read_to_string(root.join(".cargo/config.toml"))
+        .context("reading .cargo/config.toml")?;
+    problems.extend(quiet_alias(&cargo_config));
+    Ok(problems)
+}
+
+/// A problem when the `xtask` alias of `cargo_config` hides cargo's build progress.
+pub fn quiet_alias(cargo_config: &str) -> Option<String> {
+    let alias = cargo_config
+        .lines()
+        .find(|l| l.trim_start().starts_with("xtask ="))?;
+    let quiet = alias
+        .split_whitespace()
+        .any(|w| matches!(w.trim_matches('"'), "--quiet" | "-q"));
+    quiet.then(|| {
+        ".cargo/config.toml: the xtask alias passes --quiet, so its first build shows nothing for minutes".to_owned()
+    })
 }
 
 /// The scenarios of `names` that `readme` has no table row for.
@@ -44,6 +63,16 @@ pub fn unnamed_scenarios(readme: &str, names: &[String]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_quiet_xtask_alias_is_reported() {
+        assert!(quiet_alias("[alias]\nxtask = \"run --quiet --package xtask --\"\n").is_some());
+        assert!(quiet_alias("[alias]\nxtask = \"run -q --package xtask --\"\n").is_some());
+        assert_eq!(
+            quiet_alias("[alias]\nxtask = \"run --package xtask --\"\n"),
+            None
+        );
+    }
 
     #[test]
     fn a_scenario_without_a_row_is_reported() {
