@@ -4,6 +4,7 @@
 //! - Every bench scenario (`bench/scenarios/NAME.toml`) is named in bench/README.md's table as
 //!   `` `NAME` ``: `cargo xtask bench --scenario` takes any of them, and the README is where
 //!   an operator looks them up.
+//! - README.md's requirements name the C compiler the build needs (aws-lc and zstd are C).
 //! - The `cargo xtask` alias (.cargo/config.toml) does not pass `--quiet`: the first run
 //!   compiles for minutes, and without cargo's progress it looks hung.
 
@@ -31,7 +32,19 @@ pub fn check(root: &Path) -> Result<Vec<String>> {
     let cargo_config = fs::read_to_string(root.join(".cargo/config.toml"))
         .context("reading .cargo/config.toml")?;
     problems.extend(quiet_alias(&cargo_config));
+    let readme = fs::read_to_string(root.join("README.md")).context("reading README.md")?;
+    if !requirements(&readme).contains("C compiler") {
+        problems.push("README.md: the requirements do not name a C compiler".to_owned());
+    }
     Ok(problems)
+}
+
+/// The paragraph of `readme` that starts with `Requirements:`, or "" without one.
+fn requirements(readme: &str) -> &str {
+    let Some((_, from)) = readme.split_once("\nRequirements:") else {
+        return "";
+    };
+    from.split("\n\n").next().unwrap_or("")
 }
 
 /// A problem when the `xtask` alias of `cargo_config` hides cargo's build progress.
