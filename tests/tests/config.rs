@@ -106,3 +106,54 @@ fn version_names_the_commit() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("squall 0.1.0 (commit "), "{text}");
 }
+
+/// The text of the doc at `path` (relative to the workspace).
+fn doc_text(path: &str) -> String {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent();
+    std::fs::read_to_string(root.unwrap().join(path)).unwrap()
+}
+
+/// The first ```toml block after `marker` in the doc at `path` (relative to the workspace).
+fn doc_block(path: &str, marker: &str) -> String {
+    let doc = doc_text(path);
+    let (_, after) = doc
+        .split_once(marker)
+        .unwrap_or_else(|| panic!("{path} has no {marker:?}"));
+    let (_, block) = after.split_once("```toml\n").expect("a toml block");
+    let (block, _) = block.split_once("\n```").expect("the block's end");
+    format!("{block}\n")
+}
+
+#[test]
+fn check_accepts_the_complete_example_of_config_md() {
+    let example = doc_block("docs/CONFIG.md", "<a id=\"example\"></a>");
+    assert!(example.contains("[[certificate]]"), "{example}");
+    let (ok, stdout, stderr, _) = check(&example);
+    assert!(ok, "{stderr}");
+    assert_eq!(stdout, "ok\n");
+}
+
+#[test]
+fn check_accepts_the_operations_config_before_the_first_start() {
+    // docs/OPERATIONS.md step 3, with its log directory under a temporary root where, as
+    // before the unit's first start, it does not exist yet.
+    let root = TempDir::new();
+    let logs = root.path().join("var/log/squall");
+    let operations = doc_text("docs/OPERATIONS.md");
+    let (_, step) = operations
+        .split_once("**3. Configure and start.**")
+        .unwrap();
+    let (_, step) = step.split_once("<<'TOML'\n").expect("a heredoc");
+    let (step, _) = step.split_once("\nTOML\n").expect("the heredoc's end");
+    assert!(step.contains("\"/var/log/squall/access.log\""), "{step}");
+    let text = step.replace("/var/log/squall/", &format!("{}/", logs.display()));
+    let (ok, stdout, stderr, _) = check(&text);
+    assert!(ok, "{stderr}");
+    assert_eq!(stdout, "ok\n");
+    let warning = format!(
+        "the access log's directory {} does not exist yet",
+        logs.display()
+    );
+    assert!(stderr.contains(&warning), "{stderr}");
+    assert!(!logs.exists(), "check makes nothing");
+}

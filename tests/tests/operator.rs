@@ -271,6 +271,35 @@ fn reload_reports_applied_refused_and_restart_needed() {
 }
 
 #[test]
+fn reload_of_a_file_with_errors_asks_the_server_which_refuses_and_counts_it() {
+    let squall = Squall::start(&reloadable("one", ""));
+    let config = squall.config_path().to_owned();
+    let admin = admin_addr(&squall);
+    let failed = "squall_reloads_total{result=\"failed\"}";
+    assert_eq!(metric_sum(&admin_get(admin, "/metrics").1, failed), 0.0);
+    // A schema error: the file does not load, but its `control` is still where to ask.
+    let bad = reloadable("two", "").replace("workers = 1\n", "workers = 1\nworkerz = 2\n");
+    squall.rewrite_config(&bad);
+    let out = squall_timed(&["reload"], &config);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let line = 1 + text
+        .lines()
+        .position(|l| l == "workerz = 2")
+        .expect("the key");
+    let at = format!("{}:{line}:1: unknown key \"workerz\"", config.display());
+    assert!(
+        stderr.starts_with("reload refused, the running configuration stays:\n")
+            && stderr.lines().filter(|l| l.starts_with(&at)).count() == 1,
+        "the server's refusal, with the reason at {at}, once: {stderr}"
+    );
+    assert!(!stderr.contains("socket"), "{stderr}");
+    assert_eq!(metric_sum(&admin_get(admin, "/metrics").1, failed), 1.0);
+    assert_eq!(get_root(&squall), "one", "the running config stays");
+}
+
+#[test]
 fn reload_without_a_server_fails_and_says_where_it_looked() {
     let dir = TempDir::new();
     let config = write_config(&dir, &reloadable("one", "").replace("ADDR", "127.0.0.1:0"));
@@ -434,10 +463,102 @@ fn install_sh_puts_every_file_the_unit_names_where_it_names_it() {
     }
     // The access log lives where the unit lets the dynamic user write, and is rotated there.
     assert!(unit.contains("\nLogsDirectory=squall\n"), "{unit}");
+    // `squall reload` run by hand looks for the server's socket in /run/squall.
+    assert!(unit.contains("\nRuntimeDirectory=squall\n"), "{unit}");
     let logrotate = std::fs::read_to_string(dest.path().join("etc/logrotate.d/squall")).unwrap();
     assert!(logrotate.starts_with("#") && logrotate.contains("\n/var/log/squall/*.log {"));
     let operations = std::fs::read_to_string(root.join("docs/OPERATIONS.md")).unwrap();
     assert!(operations.contains("access = \"/var/log/squall/access.log\""));
+}
+
+/// The files `systemd/install.sh` reads, copied into `dir` as a checkout would hold them,
+/// with the binary where `cargo build --release` puts it.
+fn checkout_copy(dir: &Path) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let files = [
+        "systemd/install.sh",
+        "systemd/squall.service",
+        "systemd/squall.logrotate",
+        "config/squall.toml",
+        "README.md",
+        "docs/OPERATIONS.md",
+        "docs/CONFIG.md",
+    ];
+    for file in files {
+        std::fs::create_dir_all(dir.join(file).parent().unwrap()).unwrap();
+        std::fs::copy(root.join(file), dir.join(file)).expect("copy a checkout file");
+    }
+    std::fs::create_dir_all(dir.join("target/release")).unwrap();
+    std::fs::copy(squall_bin(), dir.join("target/release/squall")).expect("copy the binary");
+}
+
+/// `sh -c COMMAND` in `cwd` with the environment Debian's sudo leaves (`env_reset`: HOME is
+/// root's, CARGO_TARGET_DIR and the rest dropped): `home` stands for root's home, where no
+/// rustup toolchain is, and `path` for the PATH the command gets.
+fn as_under_sudo(cwd: &Path, home: &Path, path: &str, dest: &Path, command: &str) -> Output {
+    tool("sh")
+        .args(["-c", command])
+        .current_dir(cwd)
+        .env_clear()
+        .env("HOME", home)
+        .env("PATH", path)
+        .env("DESTDIR", dest)
+        .output()
+        .expect("run sh")
+}
+
+#[test]
+fn install_sh_as_documented_works_under_sudo_for_a_user_built_binary() {
+    let checkout = TempDir::new();
+    checkout_copy(checkout.path());
+    let home = TempDir::new();
+    let operations = std::fs::read_to_string(checkout.path().join("docs/OPERATIONS.md")).unwrap();
+    let documented = operations
+        .lines()
+        .find_map(|l| l.strip_prefix("sudo systemd/install.sh"))
+        .expect("OPERATIONS.md runs systemd/install.sh under sudo");
+    // The documented line, its path expanded by the user's shell (no CARGO_TARGET_DIR here);
+    // then no path at all, with cargo (a rustup proxy in the user's PATH, as `sudo env
+    // "PATH=$PATH"` passes it) unable to find a toolchain in root's home.
+    let user_path = std::env::var("PATH").unwrap_or_default();
+    let secure_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+    let forms = [
+        (format!("systemd/install.sh{documented}"), secure_path),
+        ("systemd/install.sh".to_owned(), user_path.as_str()),
+    ];
+    for (command, path) in forms {
+        let dest = TempDir::new();
+        let out = as_under_sudo(checkout.path(), home.path(), path, dest.path(), &command);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.starts_with("installed squall "),
+            "{command}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let installed = dest.path().join("usr/local/bin/squall");
+        assert_eq!(
+            std::fs::read(&installed).expect("the binary is installed"),
+            std::fs::read(squall_bin()).unwrap(),
+            "{command}"
+        );
+        assert!(dest.path().join("etc/squall/squall.toml").exists());
+    }
+    // No binary where it looks: one line that says how to name it.
+    std::fs::remove_file(checkout.path().join("target/release/squall")).unwrap();
+    let dest = TempDir::new();
+    let out = as_under_sudo(
+        checkout.path(),
+        home.path(),
+        secure_path,
+        dest.path(),
+        "systemd/install.sh",
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("sudo systemd/install.sh PATH-TO-BINARY"),
+        "{stderr}"
+    );
 }
 
 #[test]

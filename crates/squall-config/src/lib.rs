@@ -90,6 +90,21 @@ pub fn load_with_sites(
     Ok((config, sites))
 }
 
+/// The `[server] control` socket written in the config file at `path`, resolved like
+/// [`load`] resolves it, read even when the rest of the file does not validate: `squall
+/// reload` needs the socket to ask the server, which then refuses the file with its reasons
+/// (and counts the refusal). `None` when the file cannot be read, is not TOML, or sets none.
+pub fn control_socket_written(path: &Path) -> Option<std::path::PathBuf> {
+    let text = read(path).ok()?;
+    let table: toml::Table = toml::from_str(&text).ok()?;
+    let control = table.get("server")?.as_table()?.get("control")?.as_str()?;
+    if control.is_empty() {
+        return None;
+    }
+    let dir = path.parent().unwrap_or(Path::new(""));
+    Some(dir.join(control))
+}
+
 fn read(path: &Path) -> std::io::Result<String> {
     let mut text = String::new();
     std::fs::File::open(path)?

@@ -57,7 +57,43 @@ fn reword(source: &Source, offset: usize, message: &str) -> String {
     if let Some(rest) = message.strip_prefix("missing field ") {
         return format!("missing key {rest}");
     }
-    in_toml_terms(&message)
+    let message = in_toml_terms(&message);
+    match message.strip_prefix("invalid type: ") {
+        Some(rest) => match value_key(source, offset) {
+            Some(key) => format!("invalid type for {key}: {rest}"),
+            None => message,
+        },
+        None => message,
+    }
+}
+
+/// The key whose value starts at `offset`, with its table as the text shows it: `"address" in
+/// [[listen]]` for `address = 21100` under `[[listen]]`. serde's type errors point at the value
+/// and name only the type, so `address = 21100` would otherwise not say which key wanted a
+/// string. `None` for a value that is not right after `key =` (an array's item).
+fn value_key(source: &Source, offset: usize) -> Option<String> {
+    let line_start = source.text[..offset].rfind('\n').map_or(0, |i| i + 1);
+    let before = source.text[line_start..offset].trim_end();
+    let before = before.strip_suffix('=')?.trim_end();
+    // A quoted key ends in a quote and starts at the one before; a bare one is a run of
+    // letters, digits, `_`, `-` (and `.` for a dotted key).
+    let key_start = match before.strip_suffix('"') {
+        Some(inner) => inner.rfind('"')?,
+        None => {
+            let bare = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+            before.trim_end_matches(bare).len()
+        }
+    };
+    let name = before[key_start..].trim_matches('"');
+    if name.is_empty() {
+        return None;
+    }
+    let place = match enclosing_table(source, line_start + key_start) {
+        Place::Table(header) => format!(" in {header}"),
+        Place::Top => " at the top level".to_owned(),
+        Place::Header(_) | Place::Unknown => String::new(),
+    };
+    Some(format!("{:?}{place}", name))
 }
 
 /// Names serde's data model types as TOML does: "struct RawServer" and "map" are tables,

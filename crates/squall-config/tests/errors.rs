@@ -105,27 +105,39 @@ fn type_errors_and_missing_keys() {
     check(&[
         (
             "[[listen]]\naddress = 8080\n",
-            "test.toml:2:11: invalid type: integer \"8080\", expected a string",
+            "test.toml:2:11: invalid type for \"address\" in [[listen]]: integer \"8080\", expected a string",
         ),
         (
             "[[listen]]\naddress = \"127.0.0.1:1\"\ntls = \"yes\"\n",
-            "test.toml:3:7: invalid type: string \"yes\", expected a boolean",
+            "test.toml:3:7: invalid type for \"tls\" in [[listen]]: string \"yes\", expected a boolean",
         ),
         (
             "server = 5\n",
-            "test.toml:1:10: invalid type: integer \"5\", expected a table",
+            "test.toml:1:10: invalid type for \"server\" at the top level: integer \"5\", expected a table",
         ),
         (
             "[[vhost]]\nroute = 3\n",
-            "test.toml:2:9: invalid type: integer \"3\", expected an array",
+            "test.toml:2:9: invalid type for \"route\" in [[vhost]]: integer \"3\", expected an array",
         ),
         (
             "[limits]\nrequest_rate = 1.5\n",
-            "test.toml:2:16: invalid type: float \"1.5\", expected an integer",
+            "test.toml:2:16: invalid type for \"request_rate\" in [limits]: float \"1.5\", expected an integer",
         ),
         (
             "[[listen]]\naddress = { ip = \"::1\" }\n",
-            "test.toml:2:11: invalid type: table, expected a string",
+            "test.toml:2:11: invalid type for \"address\" in [[listen]]: table, expected a string",
+        ),
+        (
+            "[[listen]]\naddress = 21100\n",
+            "test.toml:2:11: invalid type for \"address\" in [[listen]]: integer \"21100\", expected a string",
+        ),
+        (
+            "[[vhost]]\nhosts = [\"*\"]\n\n[[vhost.route]]\nexact = \"/\"\nheaders = { \"x y\" = 2 }\nblock = 403\n",
+            "test.toml:6:21: invalid type for \"x y\": integer \"2\", expected a string",
+        ),
+        (
+            "[[vhost]]\nhosts = [1]\n",
+            "test.toml:2:10: invalid type: integer \"1\", expected a string",
         ),
         (
             "[[listen]]\ntls = true\n",
@@ -137,7 +149,7 @@ fn type_errors_and_missing_keys() {
         ),
         (
             "[[vhost]]\nroute = [{ exact = \"/\", respond = { headers = { a = 1 } } }]\n",
-            "test.toml:2:53: invalid type: integer \"1\", expected a string",
+            "test.toml:2:53: invalid type for \"a\": integer \"1\", expected a string",
         ),
     ]);
 }
@@ -496,7 +508,7 @@ fn request_no_cache_values() {
         ),
         (
             "[cache]\nrequest_no_cache = true\n",
-            "test.toml:2:20: invalid type: boolean \"true\", expected a string",
+            "test.toml:2:20: invalid type for \"request_no_cache\" in [cache]: boolean \"true\", expected a string",
         ),
         ("[cache]\nrequest_no_cache = \"ignore\"\n", "(parsed)"),
         (

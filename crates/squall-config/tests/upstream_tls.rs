@@ -87,7 +87,7 @@ fn mistakes() {
         ),
         (
             "tls = \"yes\"\n",
-            "test.toml:4:7: invalid type: string \"yes\", expected a boolean",
+            "test.toml:4:7: invalid type for \"tls\" in [[upstream]]: string \"yes\", expected a boolean",
         ),
     ];
     let failures: Vec<String> = (cases.iter())

@@ -15,7 +15,8 @@ usage: squall [--config FILE]          run in the foreground (default: the embed
        squall reload [--config FILE] [--timeout 30s]
                                        make the running server reload its file and wait for
                                        the outcome (the server is found by FILE's [server]
-                                       control, or $RUNTIME_DIRECTORY/control.sock)
+                                       control, or $RUNTIME_DIRECTORY/control.sock, or
+                                       /run/squall/control.sock, the systemd unit's)
        squall version                  print the version and the commit it was built from
 
 environment: SQUALL_LOG=info|debug|squall=trace,...  (log filter; logs go to stderr)";

@@ -13,6 +13,7 @@
 //! one per line. The socket is mode 0600 in a directory only the service's user can enter:
 //! whoever can reach it may reload the server, and nothing else.
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -26,6 +27,8 @@ use tracing::{debug, info, warn};
 
 /// The socket's file name in `$RUNTIME_DIRECTORY` when `[server] control` is absent.
 pub const SOCKET_NAME: &str = "control.sock";
+/// The shipped unit's `RuntimeDirectory=squall`, where a server systemd started listens.
+pub const SYSTEMD_RUNTIME_DIRECTORY: &str = "/run/squall";
 /// How long `squall reload` waits for the outcome by default. A reload reads the file and
 /// every certificate; far less than this, unless a disk hangs.
 pub const RELOAD_TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
@@ -61,15 +64,12 @@ impl Outcome {
 /// A client waiting for the outcome of the next reload.
 pub type Waiter = Sender<Outcome>;
 
-/// The control socket's path for `config`: `[server] control`, else `$RUNTIME_DIRECTORY`'s
+/// The control socket the server listens on: `[server] control`, else `$RUNTIME_DIRECTORY`'s
 /// (the first, if systemd gave several), else none.
-pub fn socket_path(config: Option<&Config>) -> Option<PathBuf> {
-    let configured = config.and_then(|c| c.server.control.clone());
-    configured.or_else(|| {
-        let dirs = std::env::var_os("RUNTIME_DIRECTORY")?;
-        let first = dirs.to_str()?.split(':').next()?.to_owned();
-        (!first.is_empty()).then(|| Path::new(&first).join(SOCKET_NAME))
-    })
+pub fn socket_path(config: &Config) -> Option<PathBuf> {
+    let configured = config.server.control.clone();
+    let runtime_directory = std::env::var_os("RUNTIME_DIRECTORY");
+    configured.or_else(|| default_socket(runtime_directory.as_deref(), false))
 }
 
 /// The settings that differ between `running` (what the process started with) and `new` and
@@ -183,20 +183,34 @@ fn serve(stream: UnixStream, requests: &Sender<Waiter>) -> std::io::Result<()> {
 /// `squall reload [--config FILE]`: asks the server to reload, prints the outcome; 0 when the
 /// file is in force (even if some settings wait for a restart), 1 when it was refused, or no
 /// answer came within `timeout`.
+///
+/// A file with errors is still sent to the server when its socket can be found (the file's
+/// `[server] control` is read even then): the server refuses it with the same reasons, logs
+/// and counts the refusal, and the operator sees one answer, the server's.
 pub fn reload_command(config: Option<&Path>, timeout: Duration) -> ExitCode {
     let loaded = config.map(squall_config::load);
-    let path = match &loaded {
-        Some(Ok(config)) => socket_path(Some(config)),
-        _ => socket_path(None),
+    let configured = match (&loaded, config) {
+        (Some(Ok(config)), _) => config.server.control.clone(),
+        (Some(Err(_)), Some(file)) => squall_config::control_socket_written(file),
+        _ => None,
     };
-    let Some(path) = path else {
-        if let Some(Err(diagnostics)) = &loaded {
+    let runtime_directory = std::env::var_os("RUNTIME_DIRECTORY");
+    let systemd = Path::new(SYSTEMD_RUNTIME_DIRECTORY).is_dir();
+    let found = configured.or_else(|| default_socket(runtime_directory.as_deref(), systemd));
+    let errors = match &loaded {
+        Some(Err(diagnostics)) => Some(diagnostics),
+        _ => None,
+    };
+    let Some(path) = found else {
+        if let Some(diagnostics) = errors {
             eprintln!("{diagnostics}");
+            eprintln!("squall reload: the file has the errors above; no server was asked");
+        } else {
+            eprintln!(
+                "squall reload: no control socket to reach the server: set [server] control in \
+                 the file, or run the server under systemd (RuntimeDirectory=squall)"
+            );
         }
-        eprintln!(
-            "squall reload: no control socket to reach the server: set [server] control in the \
-             file, or run under systemd with RuntimeDirectory= (then use systemctl reload)"
-        );
         return ExitCode::FAILURE;
     };
     match ask(&path, "reload", timeout) {
@@ -214,6 +228,9 @@ pub fn reload_command(config: Option<&Path>, timeout: Duration) -> ExitCode {
             ExitCode::FAILURE
         }
         Err(e) => {
+            if let Some(diagnostics) = errors {
+                eprintln!("{diagnostics}");
+            }
             eprintln!(
                 "squall reload: cannot reach the server at {}: {e} (is squall running?)",
                 path.display()
@@ -221,6 +238,20 @@ pub fn reload_command(config: Option<&Path>, timeout: Duration) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The control socket `squall reload` looks for when the file sets none: the server's under
+/// systemd (`$RUNTIME_DIRECTORY/control.sock`, which the unit's `ExecReload=` sees), else the
+/// shipped unit's (`/run/squall/control.sock`) when that directory exists, which is how an
+/// operator's `sudo squall reload` finds a server systemd started.
+fn default_socket(runtime_directory: Option<&OsStr>, systemd_directory: bool) -> Option<PathBuf> {
+    let from_env = runtime_directory.and_then(|dirs| {
+        let first = dirs.to_str()?.split(':').next()?;
+        (!first.is_empty()).then(|| Path::new(first).join(SOCKET_NAME))
+    });
+    from_env.or_else(|| {
+        systemd_directory.then(|| Path::new(SYSTEMD_RUNTIME_DIRECTORY).join(SOCKET_NAME))
+    })
 }
 
 /// Sends `command` and reads the whole answer.
@@ -290,6 +321,22 @@ mod tests {
             restart_only_changes(&running, &squall_config::parse(&auto, "d").unwrap(), 2)
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn reload_finds_the_systemd_socket_by_default() {
+        let run = Path::new("/run/squall/control.sock");
+        let env = Some(OsStr::new("/run/x:/run/y"));
+        assert_eq!(
+            default_socket(env, true).as_deref(),
+            Some(Path::new("/run/x/control.sock"))
+        );
+        assert_eq!(default_socket(None, true).as_deref(), Some(run));
+        assert_eq!(
+            default_socket(Some(OsStr::new("")), true).as_deref(),
+            Some(run)
+        );
+        assert_eq!(default_socket(None, false), None);
     }
 
     #[test]

@@ -239,6 +239,17 @@ impl Budget {
 mod tests {
     use super::*;
 
+    #[test]
+    fn config_md_states_the_pool_size_the_binary_keeps() {
+        // The idle pool the reserve counts, as the operator reference states it.
+        let doc = include_str!("../../../docs/CONFIG.md");
+        let n = crate::server::POOL_IDLE_PER_SERVER_MAX;
+        assert!(doc.contains(&format!("(up to {n} per server and worker,")));
+        assert!(doc.contains(&format!(
+            "Σ(upstream servers × {n} pooled idle connections)"
+        )));
+    }
+
     const INPUTS: ReserveInputs = ReserveInputs {
         workers: 2,
         listeners: 1,

@@ -88,10 +88,20 @@ pub fn check(path: &Path) -> ExitCode {
         // An access log that check had to create is removed again: run as root (by hand), it
         // would leave a file the service's user may not be able to append to.
         let created = (config.log.access.as_ref()).filter(|path| !path.exists());
+        let missing = config.log.access.as_deref().and_then(missing_directory);
+        if let Some(dir) = missing {
+            tracing::warn!(
+                "the access log's directory {} does not exist yet: start-up fails unless it is \
+                 made first (the systemd unit's LogsDirectory=squall makes /var/log/squall when \
+                 the service starts)",
+                dir.display()
+            );
+        }
         // A server name that does not resolve fails the check, as it fails start-up.
         let resolver = resolve(&config, &sites, &metrics, None)?;
         let addresses = resolver.snapshot();
-        let prepared = compile(&config, &sites, metrics, None, true, &addresses);
+        let open_log = missing.is_none();
+        let prepared = compile(&config, &sites, metrics, None, open_log, &addresses);
         if let (
             Some(path),
             Ok(Prepared {
@@ -114,6 +124,18 @@ pub fn check(path: &Path) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The directory of the access log at `path` when it does not exist. `check` warns about it
+/// rather than refusing the file: under systemd the directory is the unit's `LogsDirectory=`,
+/// which exists only once the service has started, while an operator checks a new file before
+/// the first start. Any other failure to open the log (no permission, a file in the way) is
+/// still refused, as start-up refuses it.
+fn missing_directory(path: &Path) -> Option<&Path> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty())?;
+    let missing =
+        matches!(std::fs::metadata(dir), Err(e) if e.kind() == std::io::ErrorKind::NotFound);
+    missing.then_some(dir)
 }
 
 /// Resolves every server host name of `config` now (blocking; start-up, reload and `check`).

@@ -370,9 +370,13 @@ fn upstream_spec(
     // A worker needs one origin connection per request it has in flight to a server; keeping
     // fewer idle than that closes and reopens connections under steady load (measured: with
     // 32, 64 keep-alive clients through one worker cost 1.3× nginx's CPU per request).
-    spec.pool.idle_max = 256;
+    spec.pool.idle_max = POOL_IDLE_PER_SERVER_MAX;
     (spec, names)
 }
+
+/// Idle keep-alive origin connections a worker keeps per upstream server (docs/CONFIG.md,
+/// `[[upstream]]`, and the `descriptor_reserve` that counts them).
+pub const POOL_IDLE_PER_SERVER_MAX: u32 = 256;
 
 struct WorkerHandle {
     control: Sender<Control>,
@@ -472,7 +476,7 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
         "squall {} ready: all workers listening",
         env!("CARGO_PKG_VERSION")
     );
-    let control_socket = crate::control::socket_path(Some(&config));
+    let control_socket = crate::control::socket_path(&config);
     let control = match &control_socket {
         Some(socket) => Some(crate::control::start(socket)?),
         None => None,

@@ -8,6 +8,7 @@
 //! - Every crate root but `squall-uring`'s has `#![forbid(unsafe_code)]`.
 //! - The source-text rules of [`source`]: no file over 1,000 lines outside tests, and no branch
 //!   on the client's protocol outside the binary's downstream layer.
+//! - The docs rules of [`docs`]: every bench scenario is named in bench/README.md.
 //!
 //! Manifests are read as TOML rather than through `cargo metadata`, so the check needs no
 //! cargo lock and no network and runs in milliseconds.
@@ -20,6 +21,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use toml::{Table, Value};
 
+mod docs;
 mod source;
 
 /// The only crate without `forbid(unsafe_code)`, and the only one the binary alone may depend on.
@@ -84,6 +86,7 @@ pub fn check_repo(root: &Path) -> Result<Vec<String>> {
         }
     }
     problems.extend(source::check(root)?);
+    problems.extend(docs::check(root)?);
     Ok(problems)
 }
 
