@@ -211,6 +211,8 @@ fn files_come_with_validators_conditions_head_and_ranges_over_every_protocol() {
         assert_eq!(got.field("content-type"), Some("text/plain; charset=utf-8"));
         assert_eq!(got.field("content-length"), Some(len.as_str()), "{way:?}");
         assert_eq!(got.field("accept-ranges"), Some("bytes"), "{way:?}");
+        // As every other answer of Squall's own.
+        assert_eq!(got.field("server"), Some("squall"), "{way:?}");
         let etag = got.field("etag").expect("an etag").to_owned();
         let modified = got
             .field("last-modified")

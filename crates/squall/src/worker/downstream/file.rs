@@ -19,7 +19,7 @@ pub(in crate::worker) struct FileAnswered<'a> {
 }
 
 impl Downstream<'_> {
-    /// Writes a file's response head to `client`: `fields` then Date, and the length a GET's
+    /// Writes a file's response head to `client`: Server, `fields`, Date, and the length a GET's
     /// answer has (`no_body` for HEAD, 304 and an empty range). Returns the bytes queued and
     /// whether an HTTP/1.1 connection closes after the response; `None` when the client is
     /// gone.
@@ -38,6 +38,7 @@ impl Downstream<'_> {
         match client {
             Client::H1(_) => {
                 let mut raw = BytesMut::with_capacity(256);
+                put_line(&mut raw, b"server", b"squall");
                 for (name, value) in fields {
                     put_line(&mut raw, name, value);
                 }
@@ -56,7 +57,9 @@ impl Downstream<'_> {
             Client::H2(_, stream) => {
                 let h2 = conn.h2.as_mut()?;
                 let mut length = squall_proxy::digits::itoa_buf(length);
-                let fields = (fields.iter().copied())
+                let fields = [(&b"server"[..], &b"squall"[..])]
+                    .into_iter()
+                    .chain(fields.iter().copied())
                     .chain([(&b"date"[..], date), (b"content-length", length.as_bytes())]);
                 let before = h2.conn.encoded_bytes();
                 let _ = (h2.conn).send_headers(stream, status.as_u16(), fields, no_body);
