@@ -132,6 +132,7 @@ pub(crate) struct RawCache {
     pub request_no_cache: Option<Str>,
     pub target_header: Option<Str>,
     pub strip_cdn_cache_control: Option<Spanned<bool>>,
+    pub heuristic_freshness_max: Option<Val>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -504,6 +504,15 @@ fn request_no_cache_values() {
             "test.toml:2:16: hit_for_pass: duration without a unit: use ms, s, m or h, as in \"30s\"",
         ),
         ("[cache]\nhit_for_pass = \"0s\"\n", "(parsed)"),
+        (
+            "[cache]\nheuristic_freshness_max = 3600\n",
+            "test.toml:2:27: heuristic_freshness_max: duration without a unit: use ms, s, m or h, as in \"3600s\"",
+        ),
+        (
+            "[cache]\nheuristic_freshness_max = \"1d\"\n",
+            "test.toml:2:27: heuristic_freshness_max: unknown duration unit \"d\": use ms, s, m or h",
+        ),
+        ("[cache]\nheuristic_freshness_max = \"24h\"\n", "(parsed)"),
     ]);
 }
 
