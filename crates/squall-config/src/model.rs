@@ -639,6 +639,9 @@ pub struct Route {
     /// `upgrade = [..]`: the `Upgrade` protocols (lowercase tokens) this proxy route forwards
     /// to the origin, with `tunnel_idle_timeout`. `None`: upgrades are stripped.
     pub upgrade: Option<Upgrade>,
+    /// `strip_prefix`, `upstream_prefix` or `rewrite`: the path the origin is sent in place of
+    /// the normalised one. Only on proxy routes. `None`: the normalised path.
+    pub rewrite: Option<crate::PathRewrite>,
 }
 
 /// A route's `upgrade` and `tunnel_idle_timeout`: which HTTP/1.1 upgrades (RFC 9110 §7.8)

@@ -214,6 +214,9 @@ pub(crate) struct RawRoute {
     pub allow_trace: Option<Spanned<bool>>,
     pub upgrade: Option<List<String>>,
     pub tunnel_idle_timeout: Option<Val>,
+    pub strip_prefix: Option<Spanned<bool>>,
+    pub upstream_prefix: Option<Str>,
+    pub rewrite: Option<Str>,
 }
 
 /// A string, or a list of them (`index = "index.html"` or `index = ["index.html", "i.htm"]`).

@@ -45,6 +45,7 @@ fn route(matcher: RouteMatch, action: Action) -> Route {
         intercept_errors: false,
         allow_trace: false,
         upgrade: None,
+        rewrite: None,
     }
 }
 

@@ -10,6 +10,7 @@ mod client;
 mod cluster;
 mod compress;
 mod files;
+mod rewrite;
 mod route;
 mod upstream;
 mod upstream_tls;
