@@ -51,6 +51,7 @@ async fn handle(
         .get("accept-encoding")
         .map(|v| v.to_str().unwrap().to_owned())
         .unwrap_or_default();
+    let req_ims = req.headers().contains_key("if-modified-since");
     let method = req.method().clone();
     let _ = req.into_body().collect().await;
     let response = http::Response::builder();
@@ -164,6 +165,26 @@ async fn handle(
                 .header("age", "soon"),
             format!("age-bad {n}"),
         ),
+        // RFC 9111 §4.2.2: no stated freshness, last modified 1,000 s before its Date; the
+        // aged one arrives 200 s old, past the tenth of that, and answers a revalidation with
+        // a 304 of its own age.
+        "/c/modified" | "/c/modified-aged" => {
+            let now = std::time::SystemTime::now();
+            let response = response
+                .header("date", httpdate::fmt_http_date(now))
+                .header(
+                    "last-modified",
+                    httpdate::fmt_http_date(now - Duration::from_secs(1000)),
+                );
+            if path == "/c/modified" {
+                (response, format!("modified {n}"))
+            } else if req_ims {
+                let response = response.status(304);
+                return Ok(response.body(Full::new(Bytes::new())).unwrap());
+            } else {
+                (response.header("age", "200"), format!("aged {n}"))
+            }
+        }
         // RFC 9111 §3: statuses with no registered meaning, stored on explicit freshness.
         "/c/s299" => (
             response.status(299).header("cache-control", "max-age=60"),
@@ -538,6 +559,42 @@ fn age_lists_count_by_their_first_member_and_bad_ages_are_ignored() {
     let age: u64 = hit.header("age").unwrap().parse().unwrap();
     assert!(age < 10, "an ignored Age adds nothing: age {age}");
     assert_eq!(seen.requests.count("/c/age-bad"), 1);
+}
+
+/// RFC 9111 §4.2.2: a response with only `Last-Modified` is never stored by default; with
+/// `cache.heuristic_freshness_max` it is fresh for a tenth of the time since then (100 s
+/// here), a hit carries its `Age` and no `Warning`, and one that arrives with an `Age` past
+/// that lifetime is stored stale and revalidated with `If-Modified-Since`; the 304 makes it
+/// fresh again for a tenth of the time to the 304's Date.
+#[test]
+fn last_modified_gives_heuristic_freshness_when_configured() {
+    let (origin, seen) = start_origin();
+    let off = Squall::start(&config(origin, ""));
+    for _ in 0..2 {
+        assert_eq!(x_cache(&get(&off, "/c/modified", "")), "MISS");
+    }
+    assert_eq!(seen.requests.count("/c/modified"), 2, "off by default");
+    drop(off);
+    let on = Squall::start(&config(origin, "heuristic_freshness_max = \"1h\""));
+    assert_eq!(get(&on, "/c/modified", "").body_text(), "modified 3");
+    let hit = get(&on, "/c/modified", "");
+    assert_eq!(
+        (hit.body_text().as_str(), x_cache(&hit)),
+        ("modified 3", "HIT")
+    );
+    let age: u64 = hit.header("age").unwrap().parse().unwrap();
+    assert!(age < 10, "age {age}");
+    assert_eq!(hit.header("warning"), None);
+    assert_eq!(seen.requests.count("/c/modified"), 3);
+    assert_eq!(get(&on, "/c/modified-aged", "").body_text(), "aged 1");
+    let again = get(&on, "/c/modified-aged", "");
+    assert_eq!(
+        (again.body_text().as_str(), x_cache(&again)),
+        ("aged 1", "REVALIDATED")
+    );
+    let hit = get(&on, "/c/modified-aged", "");
+    assert_eq!((hit.body_text().as_str(), x_cache(&hit)), ("aged 1", "HIT"));
+    assert_eq!(seen.requests.count("/c/modified-aged"), 2);
 }
 
 /// RFC 9111 §3: a final status the cache knows only by its class (299, 499, 599) is stored and

@@ -30,10 +30,12 @@
 //!   class for both). 206 and 304 are never stored. A status without a registered meaning
 //!   (299, 499, 599) is understood as its class (RFC 9110 §15) and stored only with explicit
 //!   freshness (`max-age`, `s-maxage`, `Expires`), never from `cache_ttl` (§3).
-//! - Heuristic freshness (§4.2.2) only from the route's `cache_ttl` (`default_ttl`), and only
-//!   for heuristically cacheable statuses (200, 203, 204, 300, 301, 308, 404, 405, 410, 414,
-//!   501) or `public` responses. No Last-Modified 10% heuristic: CONFIG.md promises that
-//!   nothing is stored whose freshness cannot be established unless `cache_ttl` says so.
+//! - Heuristic freshness (§4.2.2) only for heuristically cacheable statuses (200, 203, 204,
+//!   300, 301, 308, 404, 405, 410, 414, 501) or `public` responses: the route's `cache_ttl`
+//!   (`default_ttl`) when it has one, else, when `cache.heuristic_freshness_max` is set, 10% of
+//!   the time since Last-Modified, capped by it ([`heuristic_lifetime`]). The Last-Modified
+//!   heuristic is off by default, so that nothing is stored whose freshness is not stated
+//!   unless the operator says so. No `Warning` is ever added: RFC 9111 obsoleted it.
 //! - `private` and `private="field"` both prevent storing (storing with the fields removed is
 //!   allowed but easy to get wrong). `no-cache` and `no-cache="field"` both mean "store, but
 //!   revalidate every time".
@@ -102,7 +104,7 @@ pub use inflight::{InFlight, Join, PASS_MARKS_PER_SHARD_MAX, Ticket, WAITERS_PER
 pub use key::CacheKey;
 pub use policy::{
     Freshness, Lookup, NotStorable, RequestCacheControl, ResponseRules, SetCookie,
-    corrected_initial_age, heuristically_cacheable, invalidates, lookup_policy,
+    corrected_initial_age, heuristic_lifetime, heuristically_cacheable, invalidates, lookup_policy,
     request_cache_control, storable, storable_with,
 };
 pub use range::{

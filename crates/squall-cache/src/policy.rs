@@ -227,6 +227,9 @@ pub struct ResponseRules {
     /// that fetched them got none. Off: they keep it, so that hits forward it as misses do
     /// (RFC 9213 §3: a CDN "will typically forward" it to the next one).
     pub strip_cdn_cache_control: bool,
+    /// `cache.heuristic_freshness_max`: the cap on the Last-Modified heuristic (RFC 9111
+    /// §4.2.2, [`heuristic_lifetime`]); zero turns the heuristic off.
+    pub heuristic_freshness_max: Duration,
 }
 
 /// The response's cache directives this cache acts on (RFC 9111 §5.2.2): from the selected
@@ -343,8 +346,8 @@ pub fn heuristically_cacheable(status: StatusCode) -> bool {
 /// RFC 9111 §3 for a shared cache: may this response be stored, and if so, how fresh is it.
 ///
 /// `default_ttl` is the route's `cache_ttl`: the heuristic lifetime of a response that has no
-/// explicit one. Without it nothing is stored whose freshness is not explicit (no Last-Modified
-/// heuristic). `request_time` is when the request was sent to the origin, `response_time` when
+/// explicit one. Without it nothing is stored whose freshness is not explicit (the Last-Modified
+/// heuristic is off under the default [`ResponseRules`]). `request_time` is when the request was sent to the origin, `response_time` when
 /// its response head arrived (§4.2.3).
 pub fn storable(
     request_method: &Method,
@@ -396,7 +399,11 @@ pub fn storable_with(
     if rules.set_cookie == SetCookie::Pass && response_headers.contains_key(SET_COOKIE) {
         return Err(NotStorable::SetCookie);
     }
-    let lifetime = lifetime(&cc, status, response_headers, default_ttl, response_time)?;
+    let heuristic = Heuristic {
+        default_ttl,
+        max: rules.heuristic_freshness_max,
+    };
+    let lifetime = lifetime(&cc, status, response_headers, heuristic, response_time)?;
     let freshness = Freshness {
         lifetime,
         corrected_initial_age: corrected_initial_age(response_headers, request_time, response_time),
@@ -445,12 +452,21 @@ fn refusal(
     Ok(())
 }
 
+/// Where a lifetime comes from when the response states none (RFC 9111 §4.2.2).
+#[derive(Clone, Copy, Debug)]
+struct Heuristic {
+    /// The route's `cache_ttl`: the operator's word for this route, so it goes first.
+    default_ttl: Option<Duration>,
+    /// The cap of the Last-Modified heuristic; zero: off.
+    max: Duration,
+}
+
 /// §4.2.1 freshness lifetime, or why there is none.
 fn lifetime(
     cc: &ResponseCacheControl,
     status: StatusCode,
     headers: &HeaderMap,
-    default_ttl: Option<Duration>,
+    heuristic: Heuristic,
     response_time: SystemTime,
 ) -> Result<Duration, NotStorable> {
     if let Some(n) = cc.s_maxage.or(cc.max_age) {
@@ -466,7 +482,38 @@ fn lifetime(
     if !registered || (!heuristically_cacheable(status) && !cc.public) {
         return Err(NotStorable::Status);
     }
-    default_ttl.ok_or(NotStorable::NoFreshness)
+    (heuristic.default_ttl)
+        .or_else(|| heuristic_lifetime(headers, response_time, heuristic.max))
+        .ok_or(NotStorable::NoFreshness)
+}
+
+/// The fraction of the time since Last-Modified that a response is taken to stay fresh:
+/// RFC 9111 §4.2.2's "typical setting of this fraction might be 10%", which browsers and
+/// Traffic Server use too.
+const HEURISTIC_PERCENT: u64 = 10;
+
+/// RFC 9111 §4.2.2: a tenth of the time between the response's `Last-Modified` and its `Date`
+/// (the arrival time when it has no valid Date), in whole seconds, at most `max`. `None` when
+/// `max` is zero (the heuristic is off), `Last-Modified` is absent or not a date, or the result
+/// is under a second (a Last-Modified less than 10 s before Date, or after it): such a
+/// response stays without freshness, as it was without the heuristic.
+///
+/// The interval ends at Date, not at the arrival time, so that the time a response spent in
+/// caches before this one (its `Age`) does not lengthen its lifetime: that time counts against
+/// the lifetime instead, through the corrected initial age (§4.2.3).
+pub fn heuristic_lifetime(
+    headers: &HeaderMap,
+    response_time: SystemTime,
+    max: Duration,
+) -> Option<Duration> {
+    if max.is_zero() {
+        return None;
+    }
+    let modified = date(headers, LAST_MODIFIED)?;
+    let date = date(headers, DATE).unwrap_or(response_time);
+    let unchanged = date.duration_since(modified).ok()?.as_secs();
+    let lifetime = secs(unchanged.saturating_mul(HEURISTIC_PERCENT) / 100).min(max);
+    (!lifetime.is_zero()).then_some(lifetime)
 }
 
 /// Expires − Date (§4.2.1). An invalid Expires, or several lines, means already expired

@@ -11,8 +11,9 @@ use bytes::Bytes;
 use common::{at, headers, secs, t0};
 use http::{HeaderMap, Method, StatusCode};
 use squall_cache::{
-    CacheKey, Entry, Fill, FillLimits, FillRequest, HeadAction, InFlight, Join, NotStorable,
-    OriginHead, Outcome, Served, Store, header_lines,
+    CacheKey, Entry, EntryState, Fill, FillLimits, FillRequest, HeadAction, InFlight, Join,
+    NotStorable, OriginHead, Outcome, RequestCacheControl, ResponseRules, Served, Store,
+    header_lines,
 };
 
 const LIMIT: usize = 16;
@@ -575,4 +576,59 @@ fn stale_if_error_serves_the_stale_entry_inside_its_window_only() {
     );
     let mut f = fill(&store, get(&[]), Some(strict));
     assert!(f.on_failed(at(100)).is_none());
+}
+
+/// RFC 9111 §4.2.2 through a fill with `heuristic_freshness_max`: a 200 with only
+/// Last-Modified, 1,000 s old by its Date and 30 s old by its Age, is stored fresh for 100 s
+/// of age, so it is a hit until 70 s after it arrived and stale from then; a matching 304 at
+/// 200 s with a later Date gives it a lifetime from the new interval. Without the setting the
+/// same response is not stored.
+#[test]
+fn a_response_with_only_last_modified_is_fresh_for_a_tenth_of_its_age() {
+    let d0 = common::http_date(t0());
+    let lm = common::http_date(t0() - secs(1000));
+    let fields: Fields = &[("date", &d0), ("last-modified", &lm), ("age", "30")];
+    let on = ResponseRules {
+        heuristic_freshness_max: secs(3600),
+        ..ResponseRules::default()
+    };
+    let store = new_store();
+    let mut f = fill(&store, get(&[]), None).with_rules(on.clone());
+    f.on_head(head(200, &headers(fields), None), t0());
+    f.on_body(b"x");
+    assert_eq!(f.on_end(), Some(Outcome::Stored));
+    let entry = store.lookup(&key(), &HeaderMap::new()).expect("stored");
+    assert_eq!(entry.freshness.lifetime, secs(100));
+    let any = RequestCacheControl::default();
+    let state = |entry: &Entry, now| entry.state(now, &any);
+    assert_eq!(entry.age(at(69)), secs(99));
+    assert_eq!(state(&entry, at(69)), EntryState::Fresh);
+    assert!(matches!(state(&entry, at(70)), EntryState::Stale { .. }));
+
+    // The 304 says Date = t0 + 200 and Last-Modified unchanged: 1,200 s, so 120 s.
+    let d200 = common::http_date(at(200));
+    let mut f = fill(&store, get(&[]), Some(entry)).with_rules(on);
+    assert!(f.revalidating());
+    let update = headers(&[("date", &d200), ("last-modified", &lm)]);
+    let HeadAction::Answer(entry, Served::Revalidated) =
+        f.on_head(head(304, &update, None), at(200))
+    else {
+        panic!("a matching 304 answers from the entry")
+    };
+    assert_eq!(f.outcome(), Some(Outcome::Freshened));
+    assert_eq!(entry.freshness.lifetime, secs(120));
+    assert_eq!(
+        entry.age(at(200)),
+        secs(200),
+        "request sent at t0, 304 at 200 s"
+    );
+
+    let store = new_store();
+    let mut f = fill(&store, get(&[]), None);
+    f.on_head(head(200, &headers(fields), None), t0());
+    f.on_body(b"x");
+    assert_eq!(
+        f.on_end(),
+        Some(Outcome::NotStorable(NotStorable::NoFreshness))
+    );
 }

@@ -8,8 +8,8 @@ use std::time::Duration;
 use common::{at, headers, http_date, secs, t0};
 use http::{Method, StatusCode};
 use squall_cache::{
-    Freshness, Lookup, NotStorable, RequestCacheControl, invalidates, lookup_policy,
-    request_cache_control, storable,
+    Freshness, Lookup, NotStorable, RequestCacheControl, ResponseRules, invalidates, lookup_policy,
+    request_cache_control, storable_with,
 };
 
 /// What a row expects.
@@ -29,6 +29,8 @@ struct Row<'a> {
     status: u16,
     response: Vec<(&'a str, &'a str)>,
     default_ttl: Option<u64>,
+    /// `cache.heuristic_freshness_max` in seconds; 0: the Last-Modified heuristic is off.
+    heuristic_max: u64,
     /// Seconds after t0 the response arrived (the request left at t0).
     delay: u64,
     expect: Expect,
@@ -42,6 +44,7 @@ fn row<'a>(name: &'a str, response: &[(&'a str, &'a str)], expect: Expect) -> Ro
         status: 200,
         response: response.to_vec(),
         default_ttl: None,
+        heuristic_max: 0,
         delay: 0,
         expect,
     }
@@ -58,6 +61,10 @@ impl<'a> Row<'a> {
     }
     fn ttl(mut self, ttl: u64) -> Self {
         self.default_ttl = Some(ttl);
+        self
+    }
+    fn heuristic(mut self, max: u64) -> Self {
+        self.heuristic_max = max;
         self
     }
     fn method(mut self, method: Method) -> Self {
@@ -107,6 +114,11 @@ fn storage_and_freshness_table() {
     let d_plus_100 = http_date(at(100));
     let d_plus_300 = http_date(at(300));
     let d_minus_100 = http_date(t0() - secs(100));
+    let d_minus_9 = http_date(t0() - secs(9));
+    let d_minus_1000 = http_date(t0() - secs(1000));
+    let d_minus_1009 = http_date(t0() - secs(1009));
+    let d_minus_1010 = http_date(t0() - secs(1010));
+    let d_minus_100_days = http_date(t0() - secs(100 * 86_400));
     let etag = ("etag", "\"v1\"");
     #[rustfmt::skip]
     let rows = vec![
@@ -203,16 +215,46 @@ fn storage_and_freshness_table() {
         row("age ignored: date counts", &[("cache-control", "max-age=600"), ("date", &d_minus_100), ("age", "7200.0")], Yes(600, 100, "")),
         row("stale on arrival, no validator", &[("cache-control", "max-age=60"), ("age", "100")], No(NotStorable::Expired)),
         row("stale on arrival, validator", &[("cache-control", "max-age=60"), ("age", "100"), etag], Yes(60, 100, "")),
+        // §4.2.2: with `heuristic_freshness_max`, a tenth of Date - Last-Modified, in whole
+        // seconds, capped; anything explicit, and the route's cache_ttl, go first.
+        row("heuristic: 10% of Date - LM", &[("date", &d0), ("last-modified", &d_minus_1000)], Yes(100, 0, "")).heuristic(3600),
+        row("heuristic off: nothing", &[("date", &d0), ("last-modified", &d_minus_1000)], No(NotStorable::NoFreshness)),
+        row("heuristic capped", &[("date", &d0), ("last-modified", &d_minus_100_days)], Yes(3600, 0, "")).heuristic(3600),
+        row("heuristic: whole seconds", &[("date", &d0), ("last-modified", &d_minus_1009)], Yes(100, 0, "")).heuristic(3600),
+        row("heuristic: LM 10s before Date", &[("date", &d0), ("last-modified", &d_minus_10)], Yes(1, 0, "")).heuristic(3600),
+        row("heuristic: LM 9s before Date", &[("date", &d0), ("last-modified", &d_minus_9)], No(NotStorable::NoFreshness)).heuristic(3600),
+        row("heuristic: LM = Date", &[("date", &d0), ("last-modified", &d0)], No(NotStorable::NoFreshness)).heuristic(3600),
+        row("heuristic: LM after Date", &[("date", &d0), ("last-modified", &d_plus_100)], No(NotStorable::NoFreshness)).heuristic(3600),
+        row("heuristic: LM invalid", &[("date", &d0), ("last-modified", "yesterday")], No(NotStorable::NoFreshness)).heuristic(3600),
+        row("heuristic: no Date, arrival", &[("last-modified", &d_minus_1000)], Yes(100, 2, "")).heuristic(3600).delay(2),
+        row("heuristic: old Date", &[("date", &d_minus_10), ("last-modified", &d_minus_1010)], Yes(100, 10, "")).heuristic(3600),
+        row("heuristic: Age counts against it", &[("date", &d0), ("last-modified", &d_minus_1000), ("age", "30")], Yes(100, 30, "")).heuristic(3600),
+        row("heuristic: stale on arrival, LM validates", &[("date", &d0), ("last-modified", &d_minus_1000), ("age", "200")], Yes(100, 200, "")).heuristic(3600),
+        row("heuristic: cache_ttl first", &[("date", &d0), ("last-modified", &d_minus_1000)], Yes(60, 0, "")).heuristic(3600).ttl(60),
+        row("heuristic: max-age first", &[("cache-control", "max-age=5"), ("date", &d0), ("last-modified", &d_minus_1000)], Yes(5, 0, "")).heuristic(3600),
+        row("heuristic: Expires first", &[("date", &d0), ("expires", &d_plus_300), ("last-modified", &d_minus_1000)], Yes(300, 0, "")).heuristic(3600),
+        row("heuristic: invalid Expires first", &[("date", &d0), ("expires", "0"), ("last-modified", &d_minus_1000)], Yes(0, 0, "")).heuristic(3600),
+        row("heuristic: targeted field without max-age", &[("cdn-cache-control", "public"), ("date", &d0), ("expires", &d_plus_300), ("last-modified", &d_minus_1000)], Yes(100, 0, "")).heuristic(3600),
+        row("heuristic: 404", &[("date", &d0), ("last-modified", &d_minus_1000)], Yes(100, 0, "")).heuristic(3600).status(404),
+        row("heuristic: not for 302", &[("date", &d0), ("last-modified", &d_minus_1000)], No(NotStorable::Status)).heuristic(3600).status(302),
+        row("heuristic: 302 public", &[("cache-control", "public"), ("date", &d0), ("last-modified", &d_minus_1000)], Yes(100, 0, "")).heuristic(3600).status(302),
+        row("heuristic: not for 299", &[("date", &d0), ("last-modified", &d_minus_1000)], No(NotStorable::Status)).heuristic(3600).status(299),
+        row("heuristic: private still refused", &[("cache-control", "private"), ("date", &d0), ("last-modified", &d_minus_1000)], No(NotStorable::Private)).heuristic(3600),
     ];
     let mut failures = Vec::new();
     for r in &rows {
         let response_time = at(r.delay);
-        let got = storable(
+        let rules = ResponseRules {
+            heuristic_freshness_max: secs(r.heuristic_max),
+            ..ResponseRules::default()
+        };
+        let got = storable_with(
             &r.method,
             &headers(&r.request),
             StatusCode::from_u16(r.status).unwrap(),
             &headers(&r.response),
             r.default_ttl.map(secs),
+            &rules,
             t0(),
             response_time,
         );

@@ -22,7 +22,7 @@ fn rules(target: bool, set_cookie: SetCookie) -> ResponseRules {
     ResponseRules {
         target_header: target.then(|| HeaderName::from_static(OURS)),
         set_cookie,
-        strip_cdn_cache_control: false,
+        ..ResponseRules::default()
     }
 }
 

@@ -488,6 +488,10 @@ pub struct Cache {
     /// "MAY remove it when configured to"). Off by default: the field is for every CDN on the
     /// path, and a second tier behind Squall reads it too.
     pub strip_cdn_cache_control: bool,
+    /// The cap on the Last-Modified heuristic (RFC 9111 §4.2.2): a response with no stated
+    /// freshness but a Last-Modified is fresh for 10% of the time since then, at most this.
+    /// Zero, the default: off, so only stated freshness (or a route's `cache_ttl`) stores.
+    pub heuristic_freshness_max: Duration,
 }
 
 /// The targeted cache-control fields every cached route reads (RFC 9213 `CDN-Cache-Control`,
@@ -550,6 +554,8 @@ pub const CACHE_OBJECT_BYTES_MAX_DEFAULT: u64 = 16 * 1024 * 1024;
 pub const CACHE_COALESCE_TIMEOUT_DEFAULT: Duration = Duration::from_secs(5);
 /// `cache.hit_for_pass` when absent: Varnish's built-in hit-for-miss time.
 pub const CACHE_HIT_FOR_PASS_DEFAULT: Duration = Duration::from_secs(120);
+/// `cache.heuristic_freshness_max` when absent: the Last-Modified heuristic is off.
+pub const CACHE_HEURISTIC_FRESHNESS_MAX_DEFAULT: Duration = Duration::ZERO;
 
 impl Cache {
     /// `cache.purge_allow` when absent: loopback only, so PURGE is never open by accident.
@@ -573,6 +579,7 @@ impl Default for Cache {
             request_no_cache: RequestNoCache::default(),
             target_header: None,
             strip_cdn_cache_control: false,
+            heuristic_freshness_max: CACHE_HEURISTIC_FRESHNESS_MAX_DEFAULT,
         }
     }
 }
@@ -632,6 +639,9 @@ pub struct Route {
     /// `upgrade = [..]`: the `Upgrade` protocols (lowercase tokens) this proxy route forwards
     /// to the origin, with `tunnel_idle_timeout`. `None`: upgrades are stripped.
     pub upgrade: Option<Upgrade>,
+    /// `strip_prefix`, `upstream_prefix` or `rewrite`: the path the origin is sent in place of
+    /// the normalised one. Only on proxy routes. `None`: the normalised path.
+    pub rewrite: Option<crate::PathRewrite>,
 }
 
 /// A route's `upgrade` and `tunnel_idle_timeout`: which HTTP/1.1 upgrades (RFC 9110 §7.8)

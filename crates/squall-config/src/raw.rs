@@ -132,6 +132,7 @@ pub(crate) struct RawCache {
     pub request_no_cache: Option<Str>,
     pub target_header: Option<Str>,
     pub strip_cdn_cache_control: Option<Spanned<bool>>,
+    pub heuristic_freshness_max: Option<Val>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -213,6 +214,9 @@ pub(crate) struct RawRoute {
     pub allow_trace: Option<Spanned<bool>>,
     pub upgrade: Option<List<String>>,
     pub tunnel_idle_timeout: Option<Val>,
+    pub strip_prefix: Option<Spanned<bool>>,
+    pub upstream_prefix: Option<Str>,
+    pub rewrite: Option<Str>,
 }
 
 /// A string, or a list of them (`index = "index.html"` or `index = ["index.html", "i.htm"]`).

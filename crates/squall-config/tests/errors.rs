@@ -83,7 +83,7 @@ fn unknown_keys() {
         ),
         (
             "[[vhost]]\n[[vhost.route]]\nexact = \"/\"\nrespnd = { status = 200 }\n",
-            "test.toml:4:1: unknown key \"respnd\" in [[vhost.route]]; expected one of \"exact\", \"prefix\", \"regex\", \"template\", \"methods\", \"headers\", \"respond\", \"redirect\", \"block\", \"proxy\", \"root\", \"index\", \"root_follow_symlinks\", \"cache\", \"cache_ttl\", \"request_no_cache\", \"cache_set_cookie\", \"allow\", \"deny\", \"auth_basic\", \"request_rate\", \"request_burst\", \"request_rate_key\", \"request_headers\", \"response_headers\", \"compress\", \"intercept_errors\", \"allow_trace\", \"upgrade\", \"tunnel_idle_timeout\"",
+            "test.toml:4:1: unknown key \"respnd\" in [[vhost.route]]; expected one of \"exact\", \"prefix\", \"regex\", \"template\", \"methods\", \"headers\", \"respond\", \"redirect\", \"block\", \"proxy\", \"root\", \"index\", \"root_follow_symlinks\", \"cache\", \"cache_ttl\", \"request_no_cache\", \"cache_set_cookie\", \"allow\", \"deny\", \"auth_basic\", \"request_rate\", \"request_burst\", \"request_rate_key\", \"request_headers\", \"response_headers\", \"compress\", \"intercept_errors\", \"allow_trace\", \"upgrade\", \"tunnel_idle_timeout\", \"strip_prefix\", \"upstream_prefix\", \"rewrite\"",
         ),
         (
             "[server.extra]\n",
@@ -516,6 +516,15 @@ fn request_no_cache_values() {
             "test.toml:2:16: hit_for_pass: duration without a unit: use ms, s, m or h, as in \"30s\"",
         ),
         ("[cache]\nhit_for_pass = \"0s\"\n", "(parsed)"),
+        (
+            "[cache]\nheuristic_freshness_max = 3600\n",
+            "test.toml:2:27: heuristic_freshness_max: duration without a unit: use ms, s, m or h, as in \"3600s\"",
+        ),
+        (
+            "[cache]\nheuristic_freshness_max = \"1d\"\n",
+            "test.toml:2:27: heuristic_freshness_max: unknown duration unit \"d\": use ms, s, m or h",
+        ),
+        ("[cache]\nheuristic_freshness_max = \"24h\"\n", "(parsed)"),
     ]);
 }
 
@@ -706,6 +715,97 @@ fn origin_protocols() {
         (format!("{up}protocol = \"h2\"\ntls = true\n"), "(parsed)"),
         (format!("{up}protocol = \"auto\"\ntls = true\n"), "(parsed)"),
         (format!("{up}protocol = \"http1\"\n"), "(parsed)"),
+    ];
+    let cases: Vec<(&str, &str)> = cases.iter().map(|(c, e)| (c.as_str(), *e)).collect();
+    check(&cases);
+}
+
+#[test]
+fn upstream_path_rewrites() {
+    // Line 1-3: an upstream; line 4 the vhost, 5 the route, 6 its match, 7 `proxy`, 8 the
+    // rewrite key under test.
+    let route = |matcher: &str, rewrite: &str| {
+        format!(
+            "[[upstream]]\nname = \"app\"\nservers = [{{ address = \"127.0.0.1:1\" }}]\n\
+             [[vhost]]\n[[vhost.route]]\n{matcher}\nproxy = \"app\"\n{rewrite}\n"
+        )
+    };
+    let cases = [
+        (
+            route("prefix = \"/app/\"", "strip_prefix = true"),
+            "(parsed)",
+        ),
+        (
+            route("prefix = \"/app/\"", "strip_prefix = false"),
+            "(parsed)",
+        ),
+        (
+            route("prefix = \"/old/\"", "upstream_prefix = \"/new/v2/\""),
+            "(parsed)",
+        ),
+        (
+            route(
+                "template = \"/u/{id}/{name}.json\"",
+                "rewrite = \"/users/{id}/{name}\"",
+            ),
+            "(parsed)",
+        ),
+        (
+            route(
+                "regex = \"^/v1/(?P<rest>[a-z]+)$\"",
+                "rewrite = \"/v2/{rest}\"",
+            ),
+            "(parsed)",
+        ),
+        (route("exact = \"/old\"", "rewrite = \"/new\""), "(parsed)"),
+        (
+            route("template = \"/u/{id}\"", "rewrite = \"/users/{name}\""),
+            "test.toml:8:11: rewrite: unknown capture {name}: the route captures {id}",
+        ),
+        (
+            route("regex = \"^/v1/(?P<rest>.+)$\"", "rewrite = \"/v2/{res}\""),
+            "test.toml:8:11: rewrite: unknown capture {res}: the route captures {rest}",
+        ),
+        (
+            route("exact = \"/old\"", "rewrite = \"/new/{id}\""),
+            "test.toml:8:11: rewrite: unknown capture {id}: the route captures nothing",
+        ),
+        (
+            route("template = \"/u/{id}\"", "rewrite = \"/users/../{id}\""),
+            "test.toml:8:11: rewrite: an upstream path has no . or .. segment",
+        ),
+        (
+            route("template = \"/u/{id}\"", "rewrite = \"/users/{id}?x=1\""),
+            "test.toml:8:11: rewrite: '?' is not allowed in an upstream path: visible ASCII without ?, # or \\, percent-encode the rest",
+        ),
+        (
+            route("prefix = \"/app/\"", "rewrite = \"/x\""),
+            "test.toml:8:11: rewrite: rewrite is for exact, template and regex routes: on a prefix route use strip_prefix or upstream_prefix",
+        ),
+        (
+            route("prefix = \"/app\"", "strip_prefix = true"),
+            "test.toml:8:16: strip_prefix: strip_prefix needs a prefix that ends with \"/\", so that what follows it is whole segments",
+        ),
+        (
+            route("prefix = \"/app/\"", "upstream_prefix = \"/v2\""),
+            "test.toml:8:19: upstream_prefix: an upstream prefix ends with \"/\"",
+        ),
+        (
+            route("template = \"/u/{id}\"", "strip_prefix = true"),
+            "test.toml:8:16: strip_prefix: strip_prefix only applies to prefix routes: use rewrite on exact, template and regex routes",
+        ),
+        (
+            route(
+                "prefix = \"/app/\"",
+                "strip_prefix = true\nupstream_prefix = \"/\"",
+            ),
+            "test.toml:9:19: route has both strip_prefix and upstream_prefix: give one upstream path",
+        ),
+        (
+            "[[vhost]]\n[[vhost.route]]\nprefix = \"/app/\"\nblock = 403\nstrip_prefix = true\n"
+                .to_owned(),
+            "test.toml:5:16: strip_prefix only applies to proxy routes",
+        ),
     ];
     let cases: Vec<(&str, &str)> = cases.iter().map(|(c, e)| (c.as_str(), *e)).collect();
     check(&cases);

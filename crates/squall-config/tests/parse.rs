@@ -45,6 +45,7 @@ fn route(matcher: RouteMatch, action: Action) -> Route {
         intercept_errors: false,
         allow_trace: false,
         upgrade: None,
+        rewrite: None,
     }
 }
 
@@ -190,6 +191,7 @@ fn defaults_of_a_minimal_file() {
             request_no_cache: RequestNoCache::Honor,
             target_header: None,
             strip_cdn_cache_control: false,
+            heuristic_freshness_max: Duration::ZERO,
         },
         upstream: Vec::new(),
         vhost: Vec::new(),
@@ -250,6 +252,7 @@ x_cache = false
 coalesce_timeout = "750ms"
 hit_for_pass = "0s"
 strip_cdn_cache_control = true
+heuristic_freshness_max = "1h"
 
 [[upstream]]
 name = "app"
@@ -365,13 +368,15 @@ fn every_option() {
             config.cache.coalesce_timeout,
             config.cache.hit_for_pass,
             config.cache.strip_cdn_cache_control,
+            config.cache.heuristic_freshness_max,
         ),
         (
             2 << 20,
             false,
             Duration::from_millis(750),
             Duration::ZERO,
-            true
+            true,
+            Duration::from_secs(3600),
         )
     );
     let purge: Vec<String> = config

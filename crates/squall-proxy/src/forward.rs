@@ -39,7 +39,10 @@ pub struct Peer {
 pub fn encode_request(head: &RequestHead, route: &ProxyRoute, peer: Peer, out: &mut BytesMut) {
     let host = request_authority(head, route, peer);
     let root = http::uri::PathAndQuery::from_static("/");
-    let target = head.uri.path_and_query().unwrap_or(&root);
+    let rewritten = rewritten_target(head, route);
+    let target = (rewritten.as_ref())
+        .or(head.uri.path_and_query())
+        .unwrap_or(&root);
     let no_fields = HeaderMap::new();
     let request = squall_h1::OutboundRequest {
         method: &head.method,
@@ -67,7 +70,8 @@ pub fn h2_request(head: &RequestHead, route: &ProxyRoute, peer: Peer, tls: bool)
         spans: Vec::with_capacity(head.headers.len() + 8),
     };
     let authority = request_authority(head, route, peer);
-    let path = match head.uri.path_and_query() {
+    let rewritten = rewritten_target(head, route);
+    let path = match rewritten.as_ref().or(head.uri.path_and_query()) {
         Some(pq) => pq.as_str(),
         None if head.method == http::Method::OPTIONS && head.uri == "*" => "*",
         None => "/",
@@ -83,6 +87,16 @@ pub fn h2_request(head: &RequestHead, route: &ProxyRoute, peer: Peer, tls: bool)
         fields.push(b"content-length", length.as_bytes());
     }
     fields
+}
+
+/// The route's rewrite of `head`'s target (`None` without one: the normalised target goes).
+/// A request whose captures cannot be rewritten was refused when it was admitted
+/// (`rewrite::origin_target` is asked there first), and its head does not change after.
+fn rewritten_target(head: &RequestHead, route: &ProxyRoute) -> Option<http::uri::PathAndQuery> {
+    route.rewrite.as_ref()?;
+    let target = crate::rewrite::origin_target(head, route.rewrite.as_ref());
+    debug_assert!(target.is_ok(), "admission refuses what cannot be rewritten");
+    target.ok().flatten()
 }
 
 /// The head an HTTP/2 origin's response stands for, as the HTTP/1.1 decoder would have given

@@ -62,6 +62,9 @@ pub struct ProxyRoute {
     /// `upgrade` and `tunnel_idle_timeout`: the upgrades forwarded, as tunnels (`None`:
     /// `Upgrade` is stripped).
     pub upgrade: Option<squall_config::Upgrade>,
+    /// `strip_prefix`, `upstream_prefix` or `rewrite`: the path the origin is sent (`None`:
+    /// the normalised one, at no cost).
+    pub rewrite: Option<crate::rewrite::Rewrite>,
 }
 
 /// A piece of a redirect target: literal text or a variable filled from the request.
@@ -275,6 +278,8 @@ fn handler(route: &Route, upstreams: &[Upstream], id: u32) -> Handler {
             cache_ttl: route.cache_ttl,
             compress: route.compress.clone(),
             upgrade: route.upgrade.clone(),
+            rewrite: (route.rewrite.as_ref())
+                .map(|r| crate::rewrite::Rewrite::new(r, &route.matcher)),
         })),
     }
 }

@@ -21,6 +21,7 @@ mod exchange;
 pub mod forward;
 mod handler;
 mod pages;
+pub mod rewrite;
 
 use bytes::BytesMut;
 use http::StatusCode;

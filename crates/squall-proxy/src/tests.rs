@@ -48,7 +48,7 @@ fn service() -> Service {
     Service::new(&config).expect("routes compile")
 }
 
-fn head(raw: &str) -> RequestHead {
+pub(crate) fn head(raw: &str) -> RequestHead {
     let mut decoder = RequestDecoder::new(Limits::default());
     let mut buf = BytesMut::from(raw.as_bytes());
     match decoder.decode(&mut buf) {

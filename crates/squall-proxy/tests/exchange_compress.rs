@@ -30,6 +30,7 @@ fn route(cache: bool) -> Arc<ProxyRoute> {
         cache_ttl: None,
         compress: Some(Compress::default()),
         upgrade: None,
+        rewrite: None,
     })
 }
 

@@ -48,6 +48,8 @@ pub struct Cache {
     target_header: Option<http::HeaderName>,
     /// `cache.strip_cdn_cache_control`.
     strip_cdn_cache_control: bool,
+    /// `cache.heuristic_freshness_max`.
+    heuristic_freshness_max: Duration,
     /// Per route id: `cache_set_cookie`.
     set_cookie: Vec<SetCookie>,
 }
@@ -95,6 +97,7 @@ impl Cache {
                 .collect(),
             target_header: config.target_header.clone(),
             strip_cdn_cache_control: config.strip_cdn_cache_control,
+            heuristic_freshness_max: config.heuristic_freshness_max,
             set_cookie: (vhosts.iter().flat_map(|v| &v.routes))
                 .map(|r| set_cookie(r.cache_set_cookie))
                 .collect(),
@@ -124,7 +127,8 @@ impl Cache {
     }
 
     /// How a fill on route `route` reads the response: the cache's targeted field, whether
-    /// entries keep `CDN-Cache-Control`, and the route's `cache_set_cookie`.
+    /// entries keep `CDN-Cache-Control`, the Last-Modified heuristic's cap, and the route's
+    /// `cache_set_cookie`.
     pub fn response_rules(&self, route: u32) -> ResponseRules {
         let set_cookie = usize::try_from(route)
             .ok()
@@ -133,6 +137,7 @@ impl Cache {
             target_header: self.target_header.clone(),
             set_cookie: set_cookie.unwrap_or_default(),
             strip_cdn_cache_control: self.strip_cdn_cache_control,
+            heuristic_freshness_max: self.heuristic_freshness_max,
         }
     }
 

@@ -10,6 +10,7 @@ mod client;
 mod cluster;
 mod compress;
 mod files;
+mod rewrite;
 mod route;
 mod upstream;
 mod upstream_tls;
@@ -586,6 +587,12 @@ fn cache(raw: &RawCache, r: &mut Report) -> Cache {
         .strip_cdn_cache_control
         .as_ref()
         .is_some_and(|v| *v.get_ref());
+    let heuristic_freshness_max = duration_or(
+        r,
+        "heuristic_freshness_max",
+        raw.heuristic_freshness_max.as_ref(),
+        CACHE_HEURISTIC_FRESHNESS_MAX_DEFAULT,
+    );
     let purge_allow = (raw.purge_allow.as_ref())
         .map_or_else(Cache::purge_allow_default, |list| networks(list, r));
     Cache {
@@ -598,6 +605,7 @@ fn cache(raw: &RawCache, r: &mut Report) -> Cache {
         request_no_cache,
         target_header,
         strip_cdn_cache_control,
+        heuristic_freshness_max,
     }
 }
 

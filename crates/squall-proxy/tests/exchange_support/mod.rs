@@ -95,6 +95,7 @@ pub fn route(cache: bool) -> Arc<ProxyRoute> {
         cache_ttl: None,
         compress: None,
         upgrade: None,
+        rewrite: None,
     })
 }
 

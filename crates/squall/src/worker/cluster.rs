@@ -133,6 +133,9 @@ impl Worker {
             // The owner compresses for the client; the copy passes through as it is.
             compress: None,
             upgrade: None,
+            // The owner rewrites the path, as it applies the other edits: the copy goes with
+            // the client's, which the owner routes again.
+            rewrite: None,
         }))
     }
 

@@ -116,6 +116,16 @@ impl Worker {
         let Handler::Proxy(route) = handler else {
             return Admission::Answer { route: id };
         };
+        // A capture that would not stay one segment of the origin's path (see
+        // `squall_proxy::rewrite`): refused here, before a cache lookup or an origin sees it.
+        if squall_proxy::rewrite::origin_target(head, route.rewrite.as_ref()).is_err() {
+            debug!(
+                worker = self.id,
+                target = %String::from_utf8_lossy(head.request_uri()),
+                "request refused: its captures cannot be rewritten into one segment each"
+            );
+            return self.refuse(StatusCode::BAD_REQUEST, None);
+        }
         // Only what the cache can answer goes to it (GET, HEAD, and PURGE); other methods go
         // to the origin, with the purge their success implies.
         if route.cache && bodiless && (head.method.is_safe() || is_purge(&head.method)) {
