@@ -3,7 +3,10 @@
 //! stream's entry. The rest of the worker goes through these functions and never asks which
 //! protocol a client speaks.
 
+use std::collections::HashMap;
 use std::time::Instant;
+
+use squall_h2::StreamId;
 
 use super::super::cache::Parked;
 use super::super::conn::Conn;
@@ -13,26 +16,13 @@ use super::Client;
 
 /// Records that `id` answers `client` (or, with `None`, that it no longer does).
 pub(in crate::worker) fn set_session(conn: &mut Conn, client: Client, id: Option<SessionId>) {
-    match client {
-        Client::H1(_) => conn.exchange = id,
-        Client::H2(_, stream) => {
-            if let Some(h2) = conn.h2.as_mut() {
-                match id {
-                    Some(id) => h2.exchanges.insert(stream, id),
-                    None => h2.exchanges.remove(&stream),
-                };
-            }
-        }
-    }
+    let streams = conn.h2.as_mut().map(|h2| &mut h2.exchanges);
+    set_slot(&mut conn.exchange, streams, client, id);
 }
 
 /// Every session answering a client on this connection.
 pub(in crate::worker) fn sessions_of(conn: &Conn) -> Vec<SessionId> {
-    let streams = conn.h2.as_ref().map(|h2| h2.exchanges.values().copied());
-    conn.exchange
-        .into_iter()
-        .chain(streams.into_iter().flatten())
-        .collect()
+    every(conn.exchange, conn.h2.as_ref().map(|h2| &h2.exchanges))
 }
 
 pub(in crate::worker) fn park(conn: &mut Conn, client: Client, parked: Parked) {
@@ -68,26 +58,13 @@ pub(in crate::worker) fn parked_due(conn: &Conn, index: usize, now: Instant) -> 
 
 /// Records that transfer `id` answers `client` (or, with `None`, that none does).
 pub(in crate::worker) fn set_file(conn: &mut Conn, client: Client, id: Option<FileId>) {
-    match client {
-        Client::H1(_) => conn.file = id,
-        Client::H2(_, stream) => {
-            if let Some(h2) = conn.h2.as_mut() {
-                match id {
-                    Some(id) => h2.files.insert(stream, id),
-                    None => h2.files.remove(&stream),
-                };
-            }
-        }
-    }
+    let streams = conn.h2.as_mut().map(|h2| &mut h2.files);
+    set_slot(&mut conn.file, streams, client, id);
 }
 
 /// Every file transfer answering a client on this connection.
 pub(in crate::worker) fn files_of(conn: &Conn) -> Vec<FileId> {
-    let streams = conn.h2.as_ref().map(|h2| h2.files.values().copied());
-    conn.file
-        .into_iter()
-        .chain(streams.into_iter().flatten())
-        .collect()
+    every(conn.file, conn.h2.as_ref().map(|h2| &h2.files))
 }
 
 /// Marks that `client`'s request waits for a password check (`on`), or no longer does. An
@@ -123,4 +100,32 @@ pub(in crate::worker) fn take_early(
 /// for an HTTP/2 connection, whose tunnels are streams.
 pub(in crate::worker) fn h1_session(conn: &Conn) -> Option<SessionId> {
     conn.exchange.filter(|_| conn.h2.is_none())
+}
+
+/// Sets (or, with `None`, clears) `client`'s entry: the HTTP/1.1 connection's one slot, or
+/// its stream's entry in the HTTP/2 connection's map.
+fn set_slot<T>(
+    one: &mut Option<T>,
+    streams: Option<&mut HashMap<StreamId, T>>,
+    client: Client,
+    value: Option<T>,
+) {
+    match (client, streams) {
+        (Client::H1(_), _) => *one = value,
+        (Client::H2(_, stream), Some(streams)) => {
+            match value {
+                Some(value) => streams.insert(stream, value),
+                None => streams.remove(&stream),
+            };
+        }
+        (Client::H2(..), None) => {}
+    }
+}
+
+/// The HTTP/1.1 slot's value and every stream's.
+fn every<T: Copy>(one: Option<T>, streams: Option<&HashMap<StreamId, T>>) -> Vec<T> {
+    let streams = streams.map(|s| s.values().copied());
+    one.into_iter()
+        .chain(streams.into_iter().flatten())
+        .collect()
 }
