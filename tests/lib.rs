@@ -449,6 +449,28 @@ cache = true
     )
 }
 
+/// One worker on a clear-text listener (HTTP/1.1 and h2c), an upstream `app` of `origin`, and
+/// the default vhost with `routes` (its `[[vhost.route]]` tables, written as in a config file).
+pub fn proxy_config(origin: SocketAddr, routes: &str) -> String {
+    format!(
+        r#"[server]
+workers = 1
+
+[[listen]]
+address = "ADDR"
+protocols = ["http1", "h2c"]
+
+[[upstream]]
+name = "app"
+servers = [{{ address = "{origin}" }}]
+
+[[vhost]]
+hosts = ["*"]
+
+{routes}"#
+    )
+}
+
 /// A minimal valid config with one listener and a 13-byte `respond` route on `/`, plus `extra`.
 pub fn hello_config(extra: &str) -> String {
     format!(

@@ -31,19 +31,11 @@ fn start_origin() -> (std::net::SocketAddr, Arc<Mutex<Vec<String>>>) {
 }
 
 fn config(origin: std::net::SocketAddr) -> String {
-    format!(
-        r#"[[listen]]
-address = "ADDR"
-protocols = ["http1", "h2c"]
+    squall_e2e::proxy_config(origin, ROUTES)
+}
 
-[[upstream]]
-name = "app"
-servers = [{{ address = "{origin}" }}]
-
-[[vhost]]
-hosts = ["*"]
-
-[[vhost.route]]
+/// One route for each kind of rewrite, and one without.
+const ROUTES: &str = r#"[[vhost.route]]
 prefix = "/app/"
 proxy = "app"
 strip_prefix = true
@@ -55,21 +47,19 @@ proxy = "app"
 upstream_prefix = "/new/v2/"
 
 [[vhost.route]]
-template = "/u/{{id}}/{{file}}.json"
+template = "/u/{id}/{file}.json"
 proxy = "app"
-rewrite = "/users/{{id}}/files/{{file}}"
+rewrite = "/users/{id}/files/{file}"
 
 [[vhost.route]]
 regex = "^/v1/(?P<item>[a-z0-9]+)$"
 proxy = "app"
-rewrite = "/v2/items/{{item}}"
+rewrite = "/v2/items/{item}"
 
 [[vhost.route]]
 prefix = "/plain/"
 proxy = "app"
-"#
-    )
-}
+"#;
 
 /// Client target, then what the origin must be sent for it.
 const CASES: [(&str, &str); 7] = [

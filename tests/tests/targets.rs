@@ -553,27 +553,17 @@ fn trace_is_refused_and_options_asterisk_answered() {
     drop(seen);
     let metrics = admin_get(admin_addr(&squall), "/metrics").1;
     assert_eq!(metric_sum(&metrics, "squall_trace_refused_total"), 4.0);
+    assert!(
+        metrics.contains("squall_refused_total{worker=\"0\",status=\"405\"} 4\n"),
+        "{metrics}"
+    );
 }
 
 /// `allow_trace = true` lets TRACE through to the origin.
 #[test]
 fn allow_trace_forwards_trace() {
     let (origin, seen) = lenient_origin();
-    let config = format!(
-        r#"[server]
-workers = 1
-
-[[listen]]
-address = "ADDR"
-protocols = ["http1", "h2c"]
-
-[[upstream]]
-name = "app"
-servers = [{{ address = "{origin}" }}]
-
-[[vhost]]
-hosts = ["*"]
-
+    let routes = r#"
 [[vhost.route]]
 prefix = "/debug/"
 proxy = "app"
@@ -582,8 +572,8 @@ allow_trace = true
 [[vhost.route]]
 prefix = "/"
 proxy = "app"
-"#
-    );
+"#;
+    let config = squall_e2e::proxy_config(origin, routes);
     let squall = Squall::start(&config);
     let mut stream = squall.connect();
     let response = roundtrip(&mut stream, "TRACE /debug/x HTTP/1.1\r\nHost: a\r\n\r\n");

@@ -21,16 +21,15 @@ use bytes::{Bytes, BytesMut};
 use http::{HeaderValue, Method, StatusCode, Uri, Version};
 use squall_h1::{BodyKind, RequestHead};
 use squall_h2::{Connection, ErrorCode, Event, Request, StreamId};
-use tracing::debug;
+use tracing::{debug, info};
 
 use super::conn::{Conn, Phase};
 use super::downstream::Client;
 use super::downstream::log_request;
 use super::entry::Admission;
 use super::session::SessionId;
+use super::tunnel::{is_h2_upgrade, upgrade_allowed};
 use super::{OUT_HIGH_BYTES, Worker};
-
-mod tunnel;
 
 /// The HTTP/2 side of a connection.
 pub struct H2 {
@@ -506,6 +505,96 @@ impl Worker {
             self.pump_h2(index);
         }
     }
+
+    // ---- an HTTP/2 client's tunnels (RFC 8441) ----
+
+    /// What an HTTP/2 extended CONNECT's admission leads to: a session on a route that allows
+    /// its protocol (never the cache); a 501 on any other route (`None`: answered). Other
+    /// requests, and refusals, pass as they are.
+    pub(super) fn admit_tunnel_h2(
+        &mut self,
+        index: usize,
+        stream_id: StreamId,
+        head: &RequestHead,
+        admission: Admission,
+    ) -> Option<Admission> {
+        if !is_h2_upgrade(head) {
+            return Some(admission);
+        }
+        let route = match admission {
+            Admission::Forward { route, .. } | Admission::Cached(route) => route,
+            Admission::Answer { .. } => {
+                self.refuse_h2_tunnel(index, stream_id, head);
+                return None;
+            }
+            refused @ (Admission::Refused(..) | Admission::Verify(_)) => return Some(refused),
+        };
+        if !upgrade_allowed(&route, head) {
+            self.refuse_h2_tunnel(index, stream_id, head);
+            return None;
+        }
+        Some(Admission::Forward {
+            route,
+            invalidate: None,
+        })
+    }
+
+    /// 501 to an extended CONNECT whose protocol the route does not take (RFC 9220 §3 says
+    /// 501 for a `:protocol` the server does not support); the stream, which the client has
+    /// not ended, is then reset with NO_ERROR (RFC 9113 §8.1).
+    fn refuse_h2_tunnel(&mut self, index: usize, stream_id: StreamId, head: &RequestHead) {
+        let counters = self.runtime.metrics.worker(self.id);
+        counters.tunnel_refused[1].inc();
+        info!(
+            worker = self.id,
+            conn = index,
+            stream = stream_id,
+            "extended CONNECT on a route that does not allow its upgrade: 501"
+        );
+        let status = http::StatusCode::NOT_IMPLEMENTED;
+        (self.downstream()).refuse_h2(index, stream_id, status, Some(head));
+        if let Some(h2) = self.conns[index].h2.as_mut() {
+            h2.conn.reset_stream(stream_id, ErrorCode::NoError);
+        }
+    }
+
+    /// DATA on an HTTP/2 tunnel's stream: to the exchange (its window given back as it reaches
+    /// the origin), or kept until the tunnel begins. False when the stream is no tunnel's.
+    pub(super) fn tunnel_h2_data(
+        &mut self,
+        index: usize,
+        stream_id: StreamId,
+        data: &bytes::Bytes,
+        end_stream: bool,
+    ) -> bool {
+        let Some(h2) = self.conns[index].h2.as_mut() else {
+            return false;
+        };
+        let Some(&id) = h2.exchanges.get(&stream_id) else {
+            return false;
+        };
+        let Some(session) = self.session_mut(id) else {
+            return false;
+        };
+        if !is_h2_upgrade(session.ex.head()) {
+            return false;
+        }
+        if !session.ex.is_tunnel() {
+            if let Some(h2) = self.conns[index].h2.as_mut() {
+                let early = h2.early.entry(stream_id).or_default();
+                early.push((data.clone(), end_stream));
+            }
+            return true;
+        }
+        let now = self.now;
+        self.feed(id, |ex| {
+            ex.on_tunnel_client_data(data, now);
+            if end_stream {
+                ex.on_tunnel_client_eof(now);
+            }
+        });
+        true
+    }
 }
 
 /// Adds what the connection counted since the last call to the worker's counters.
@@ -595,91 +684,4 @@ impl EncodedDate {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn request(authority: Option<&'static str>, path: &'static str, end_stream: bool) -> Request {
-        Request {
-            method: Method::GET,
-            scheme: Bytes::from_static(b"https"),
-            authority: authority.map(|a| Bytes::from_static(a.as_bytes())),
-            path: Bytes::from_static(path.as_bytes()),
-            headers: squall_h2::HeaderFields::default(),
-            content_length: None,
-            end_stream,
-            protocol: None,
-        }
-    }
-
-    #[test]
-    fn request_head_has_host_target_and_framing() {
-        let head = request_head(request(Some("ex.test:8443"), "/a?b=1", true)).unwrap();
-        assert_eq!(head.host(), Some("ex.test"));
-        assert_eq!(head.uri.path(), "/a");
-        assert_eq!(head.uri.query(), Some("b=1"));
-        assert_eq!(
-            head.headers.get(http::header::HOST).unwrap(),
-            "ex.test:8443"
-        );
-        assert_eq!(head.body, BodyKind::Empty);
-        assert_eq!(head.version, Version::HTTP_2);
-
-        let head = request_head(request(None, "/x", false)).unwrap();
-        assert_eq!(head.host(), None);
-        assert_eq!(head.body, BodyKind::Chunked);
-        let mut with_length = request(Some("a"), "/", false);
-        with_length.content_length = Some(5);
-        assert_eq!(request_head(with_length).unwrap().body, BodyKind::Length(5));
-    }
-
-    #[test]
-    fn request_head_refuses_a_target_or_authority_it_cannot_hold() {
-        assert!(request_head(request(Some("a\u{7f}b"), "/", true)).is_none());
-        assert!(request_head(request(Some("a"), "/\u{7f}", true)).is_none());
-        // A `:path` that cannot be normalised: above the root, NUL, a bad escape.
-        for path in ["/..", "/a/%2e%2e/..", "/a%00", "/%zz", "/%C0%AE"] {
-            assert!(
-                request_head(request(Some("a"), path, true)).is_none(),
-                "{path}"
-            );
-        }
-    }
-
-    /// `:path` is normalised as an HTTP/1.1 target is, the received one kept beside it.
-    #[test]
-    fn request_head_normalises_the_path() {
-        let head = request_head(request(Some("a"), "//x/./%79/../z?q=%2e", true)).unwrap();
-        assert_eq!(head.uri, "/x/z?q=%2e");
-        assert_eq!(head.request_uri(), b"//x/./%79/../z?q=%2e");
-        let head = request_head(request(Some("a"), "/x/z", true)).unwrap();
-        assert_eq!(head.received_target, None);
-        let head = request_head(request(Some("a"), "*", true)).unwrap();
-        assert_eq!(head.uri, "*");
-    }
-
-    #[test]
-    fn an_extended_connect_becomes_an_http1_upgrade_with_a_fresh_key() {
-        let mut connect = request(Some("o.test"), "/chat", false);
-        connect.method = Method::CONNECT;
-        connect.protocol = Some(Bytes::from_static(b"websocket"));
-        let head = request_head(connect.clone()).unwrap();
-        assert_eq!(head.method, Method::GET);
-        assert_eq!(head.body, BodyKind::Empty, "its DATA is the tunnel's");
-        assert_eq!(
-            head.headers.get(http::header::UPGRADE).unwrap(),
-            "websocket"
-        );
-        assert_eq!(
-            head.headers.get(http::header::CONNECTION).unwrap(),
-            "upgrade"
-        );
-        assert!(super::super::tunnel::is_h2_upgrade(&head));
-        let key = head.headers.get(http::header::SEC_WEBSOCKET_KEY).unwrap();
-        assert_eq!(key.as_bytes().len(), 24, "16 bytes, base64");
-        let again = request_head(connect).unwrap();
-        let other = again.headers.get(http::header::SEC_WEBSOCKET_KEY).unwrap();
-        assert_ne!(key.as_bytes(), other.as_bytes(), "a fresh key each time");
-        let plain = request_head(request(Some("o.test"), "/", true)).unwrap();
-        assert!(!super::super::tunnel::is_h2_upgrade(&plain));
-    }
-}
+mod tests;
