@@ -4,16 +4,15 @@
 //! parked-request timers).
 
 use std::io;
-use std::time::Instant;
 
 use bytes::Bytes;
 use squall_uring::RecvBuf;
 use tracing::debug;
 
 use super::conn::{Conn, Phase};
-use super::downstream;
+use super::downstream::{self, Due};
 use super::token::{self, Kind, Token};
-use super::{IDLE_GOAWAY_GRACE, LINGER, Worker};
+use super::{LINGER, Worker};
 use crate::metrics::WorkerCounters;
 
 impl Worker {
@@ -133,8 +132,7 @@ impl Worker {
         let held = conn.held_bytes();
         let before = std::mem::replace(&mut conn.charged, held);
         self.runtime.metrics.buffered.charge(before, held, true);
-        let responding =
-            conn.exchange.is_some() || conn.h2.as_ref().is_some_and(|h2| !h2.exchanges.is_empty());
+        let responding = conn.proto.has_sessions();
         if responding != std::mem::replace(&mut conn.responding, responding) {
             self.runtime.metrics.buffered.set_responding(responding);
         }
@@ -232,28 +230,6 @@ impl Worker {
         self.op_done_at(index);
     }
 
-    /// A send completed whole: produce and send more.
-    pub(super) fn sent(&mut self, index: usize) {
-        let conn = &mut self.conns[index];
-        conn.last_activity = self.now;
-        if conn.h2.is_some() {
-            self.pump_h2(index);
-        } else if conn.blocked {
-            conn.blocked = false;
-            self.process(index);
-        } else {
-            self.flush(index);
-            self.update_deadline(index);
-        }
-        // A proxied response paused for this client reads on once it has drained.
-        if let Some(id) = self.conns[index].exchange {
-            self.client_drained(id);
-        }
-        if let Some(id) = self.conns[index].file {
-            self.file_drained(id);
-        }
-    }
-
     // ---- closing ----
 
     /// Shuts our write side and reads until the client closes or `LINGER` passes.
@@ -281,13 +257,9 @@ impl Worker {
         conn.phase = Phase::Closed;
         let token = Token::client(index, conn.generation);
         conn.socket.close(&mut self.ring, token);
-        conn.request = None;
         conn.rbuf = bytes::BytesMut::new();
         // Requests parked on the cache go too: a later wake-up finds nothing to resume.
-        conn.parked = None;
-        if let Some(h2) = conn.h2.as_mut() {
-            h2.parked.clear();
-        }
+        conn.proto.forget_waiting();
     }
 
     pub(super) fn op_done(&mut self, token: Token) {
@@ -338,24 +310,9 @@ impl Worker {
                 if conn.is_idle() {
                     conn.shrink_idle();
                 }
-                let verifying = conn.h2.as_ref().is_some_and(|h2| h2.verifying > 0);
-                let idle = match conn.h2.as_ref().and_then(|h2| h2.idle_goaway) {
-                    Some(sent) => sent + IDLE_GOAWAY_GRACE,
-                    // Squall, not the client, is the one taking its time: a password check.
-                    None if verifying => self.now + limits.idle_timeout,
-                    None => conn.last_activity + limits.idle_timeout,
-                };
-                // HTTP/2's own timers (streams stalled on a zero window), and requests parked
-                // behind another's fetch.
-                let h2 = conn.h2.as_ref();
-                [
-                    h2.and_then(|h2| h2.conn.next_deadline()),
-                    conn.parked.as_ref().map(|p| p.until),
-                    h2.and_then(|h2| h2.parked.values().map(|p| p.until).min()),
-                ]
-                .into_iter()
-                .flatten()
-                .fold(idle, Instant::min)
+                // The idle limit (Squall's own wait, a password check, does not count), or
+                // sooner: HTTP/2's own timers, requests parked behind another's fetch.
+                (conn.proto).deadline(conn.last_activity, self.now, limits.idle_timeout)
             }
         };
         conn.deadline = deadline;
@@ -405,69 +362,51 @@ impl Worker {
         }
         let conn = &mut self.conns[index];
         let metrics = self.runtime.metrics.worker(self.id);
-        let goaway_sent = conn.h2.as_ref().and_then(|h2| h2.idle_goaway);
-        if conn.phase == Phase::Open
-            && goaway_sent.is_some_and(|t| t + IDLE_GOAWAY_GRACE <= self.now)
-        {
-            // The grace after an idle GOAWAY is over: what is still in flight is cut.
-            self.close_now(index);
-            return;
-        }
-        if conn.phase == Phase::Open
-            && (conn.parked.is_some() || conn.exchange.is_some())
-            && conn.last_activity + self.runtime.limits.idle_timeout > self.now
-        {
-            self.update_deadline(index);
-            return;
-        }
-        if let Some(h2) = conn.h2.as_mut()
-            && conn.phase == Phase::Open
-            && h2.verifying > 0
-        {
-            // A stream waits for its password check, not for the client: not idle. Its
-            // HTTP/2 timers (stalled streams) still run.
-            h2.conn.on_timer(self.now);
-            self.pump_h2(index);
-            self.update_deadline(index);
-            return;
-        }
-        if let Some(h2) = conn.h2.as_mut()
-            && conn.phase == Phase::Open
-            && conn.last_activity + self.runtime.limits.idle_timeout > self.now
-        {
-            // Not idle: an HTTP/2 timer (a stalled stream) is due.
-            h2.conn.on_timer(self.now);
-            self.pump_h2(index);
-            return;
-        }
-        if conn.phase == Phase::Open && !conn.socket.sending() && conn.head_in_progress() {
-            // Slowloris: part of a head arrived, the rest did not come in time.
-            debug!(worker = self.id, conn = index, "request header timeout");
-            metrics.count_bad_request(http::StatusCode::REQUEST_TIMEOUT);
-            conn.out.clear();
-            squall_h1::encode_error(
-                http::StatusCode::REQUEST_TIMEOUT,
-                self.date.get(),
-                &mut conn.out,
-            );
-            conn.close_after = true;
-            self.flush(index);
-            self.update_deadline(index);
-        } else if let Some(h2) = conn.h2.as_mut()
-            && conn.phase == Phase::Open
-            && goaway_sent.is_none()
-        {
-            // RFC 9113 §9.1: an idle HTTP/2 connection is ended with GOAWAY(NO_ERROR) and the
-            // last stream processed, not a bare close, so the client knows which of its
-            // requests were not seen and may send them again. The connection closes once the
-            // GOAWAY has left (then lingers), or after the grace.
-            metrics.timeouts.inc();
-            h2.idle_goaway = Some(self.now);
-            self.go_away_h2(index);
-        } else {
-            // Idle keep-alive, a client that stopped reading, or the end of a linger.
-            metrics.timeouts.inc();
-            self.close_now(index);
+        let active = conn.last_activity + self.runtime.limits.idle_timeout > self.now;
+        let due = match conn.phase {
+            Phase::Open => conn.proto.at_deadline(self.now, active),
+            Phase::Lingering | Phase::Closed => Due::Idle,
+        };
+        match due {
+            Due::Cut => self.close_now(index),
+            Due::Later => self.update_deadline(index),
+            Due::H2Timers { again } => {
+                self.h2_timers(index);
+                if again {
+                    self.update_deadline(index);
+                }
+            }
+            Due::Idle
+                if conn.phase == Phase::Open
+                    && !conn.socket.sending()
+                    && conn.head_in_progress() =>
+            {
+                // Slowloris: part of a head arrived, the rest did not come in time.
+                debug!(worker = self.id, conn = index, "request header timeout");
+                metrics.count_bad_request(http::StatusCode::REQUEST_TIMEOUT);
+                conn.out.clear();
+                squall_h1::encode_error(
+                    http::StatusCode::REQUEST_TIMEOUT,
+                    self.date.get(),
+                    &mut conn.out,
+                );
+                conn.close_after = true;
+                self.flush(index);
+                self.update_deadline(index);
+            }
+            Due::GoAway => {
+                // RFC 9113 §9.1: an idle HTTP/2 connection is ended with GOAWAY(NO_ERROR) and
+                // the last stream processed, not a bare close, so the client knows which of
+                // its requests were not seen and may send them again. The connection closes
+                // once the GOAWAY has left (then lingers), or after the grace.
+                metrics.timeouts.inc();
+                self.go_away_h2(index, true);
+            }
+            Due::Idle => {
+                // Idle keep-alive, a client that stopped reading, or the end of a linger.
+                metrics.timeouts.inc();
+                self.close_now(index);
+            }
         }
     }
 }

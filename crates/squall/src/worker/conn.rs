@@ -13,9 +13,9 @@ use std::time::Instant;
 use std::collections::VecDeque;
 
 use bytes::{Bytes, BytesMut};
-use squall_h1::{RequestDecoder, RequestHead};
 use squall_tls::TlsConn;
 
+use super::downstream::Proto;
 use super::socket::Socket;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,7 +30,6 @@ pub struct Conn {
     pub socket: Socket,
     pub generation: u32,
     pub phase: Phase,
-    pub decoder: RequestDecoder,
     /// Received bytes not yet decoded.
     pub rbuf: BytesMut,
     /// Encoded responses not yet handed to the ring (plaintext, for TLS connections).
@@ -53,28 +52,10 @@ pub struct Conn {
     /// Counted in the process's connections answered by proxied responses
     /// (`BufferedBytes::responders`): a session answers it.
     pub responding: bool,
-    /// The session of the proxied request in progress, if any (one at a time: later ones
-    /// wait in `rbuf`).
-    pub exchange: Option<super::session::SessionId>,
-    /// The request being decoded is a proxied one: its body and end go to its session (or
-    /// are dropped, if the session ended first).
-    pub forwarding: bool,
     /// Queued on the worker's ready list (see `Worker::schedule`).
     pub scheduled: bool,
-    /// A request head whose body is still arriving; answered at its end.
-    pub request: Option<RequestHead>,
-    /// The cached route of `request`, which goes to the cache at the request's end.
-    pub cached_route: Option<std::sync::Arc<squall_proxy::ProxyRoute>>,
-    /// The route that answers `request` at its end (routed once, at its head).
-    pub answer_route: Option<u32>,
-    /// A request waiting for another's origin fetch of the same object (see `cache.rs`).
-    pub parked: Option<Box<super::cache::Parked>>,
-    /// The static file being sent (see `files.rs`): later requests wait in `rbuf`.
-    pub file: Option<super::files::FileId>,
     /// Decoding stopped for good: close once `out` is sent (Connection: close, an error).
     pub close_after: bool,
-    /// An HTTP/1.x request waits for its Basic credentials to be checked: decoding waits.
-    pub verifying: bool,
     /// The last response was cut short: once what is queued has left, close at once (no
     /// linger, no TLS close_notify), so the client sees a truncated response, never a whole
     /// one.
@@ -88,11 +69,10 @@ pub struct Conn {
     pub head_started: Option<Instant>,
     /// True until the first request head has begun (a new connection's wait counts as a head).
     pub fresh: bool,
-    /// The protocols the listener serves, and whether this connection has chosen one.
+    /// The protocols the listener serves.
     pub protocols: super::h2::Protocols,
-    pub selected: bool,
-    /// The HTTP/2 connection, once the client chose HTTP/2; boxed, as HTTP/1.1 is common.
-    pub h2: Option<Box<super::h2::H2>>,
+    /// The protocol this connection speaks, once chosen, with its request state.
+    pub proto: Proto,
     /// The client's address, read at accept only when the access log needs it; on a PROXY
     /// protocol listener, the address the balancer's header carries.
     pub peer: Option<std::net::SocketAddr>,
@@ -117,18 +97,11 @@ pub struct Conn {
 }
 
 impl Conn {
-    pub fn new(
-        fd: OwnedFd,
-        generation: u32,
-        decoder: RequestDecoder,
-        tls: Option<Box<TlsConn>>,
-        now: Instant,
-    ) -> Conn {
+    pub fn new(fd: OwnedFd, generation: u32, tls: Option<Box<TlsConn>>, now: Instant) -> Conn {
         Conn {
             socket: Socket::new(fd),
             generation,
             phase: Phase::Open,
-            decoder,
             rbuf: BytesMut::new(),
             out: BytesMut::new(),
             chain: Chain::default(),
@@ -138,24 +111,15 @@ impl Conn {
             charged: 0,
             session_bytes: 0,
             responding: false,
-            request: None,
-            cached_route: None,
-            answer_route: None,
-            parked: None,
-            file: None,
-            exchange: None,
-            forwarding: false,
             scheduled: false,
             close_after: false,
-            verifying: false,
             cut: false,
             blocked: false,
             reads_paused: false,
             head_started: None,
             fresh: true,
             protocols: super::h2::Protocols::default(),
-            selected: false,
-            h2: None,
+            proto: Proto::default(),
             peer: None,
             proxy_header: None,
             counted_ip: None,
@@ -170,13 +134,7 @@ impl Conn {
 
     /// True when no request is in progress and nothing is left to send: safe to close at once.
     pub fn is_idle(&self) -> bool {
-        self.h2.as_ref().is_none_or(|h2| h2.is_idle())
-            && self.request.is_none()
-            && self.exchange.is_none()
-            && self.parked.is_none()
-            && self.file.is_none()
-            && self.rbuf.is_empty()
-            && self.decoder.is_between_messages()
+        self.proto.is_idle(self.rbuf.is_empty())
             && self.unsent_bytes() == 0
             && !self.socket.sending()
     }
@@ -208,18 +166,12 @@ impl Conn {
     /// Response bytes this connection holds for its client: unsent, in flight, and queued on
     /// its HTTP/2 streams under flow control.
     pub fn held_bytes(&self) -> usize {
-        let queued = self.h2.as_ref().map_or(0, |h2| h2.conn.queued_data_total());
-        self.unsent_bytes() + self.in_flight + queued
+        self.unsent_bytes() + self.in_flight + self.proto.queued_bytes()
     }
 
     /// True when part of a request head has arrived and the head is not complete.
     pub fn head_in_progress(&self) -> bool {
-        self.h2.is_none()
-            && self.request.is_none()
-            && self.exchange.is_none()
-            && self.parked.is_none()
-            && self.file.is_none()
-            && !(self.rbuf.is_empty() && self.decoder.is_between_messages())
+        self.proto.head_in_progress(self.rbuf.is_empty())
     }
 
     /// Checks the relations the worker relies on; called by tests and debug builds.

@@ -33,10 +33,12 @@ use crate::metrics::WorkerCounters;
 mod file;
 mod hit;
 mod log;
+mod proto;
 mod slots;
 
 pub(super) use file::FileAnswered;
 pub(super) use log::{RequestLog, log_request};
+pub(super) use proto::{Due, Proto};
 pub(super) use slots::{
     files_of, h1_session, park, parked_due, sessions_of, set_file, set_session, set_verifying,
     take_early, take_parked,
@@ -183,7 +185,7 @@ impl Worker {
             Client::H1(index) => self.resume_h1(index, head, admission),
             Client::H2(index, stream) => {
                 if let Some(conn) = self.conns.get_mut(index) {
-                    set_verifying(conn, client, false);
+                    set_verifying(conn, false);
                 }
                 self.resume_h2(index, stream, head, admission);
             }
@@ -198,7 +200,7 @@ impl Worker {
     /// client may send more; HTTP/1.x reads on by itself.
     pub(super) fn body_consumed(&mut self, client: Client, n: usize) {
         if let Client::H2(index, stream) = client
-            && let Some(h2) = self.conns.get_mut(index).and_then(|c| c.h2.as_mut())
+            && let Some(h2) = self.conns.get_mut(index).and_then(|c| c.proto.h2_mut())
         {
             h2.conn.release_capacity(stream, n);
         }
@@ -216,7 +218,7 @@ impl Worker {
                 budget_paused: false,
             };
         };
-        let held = match (client, conn.h2.as_ref()) {
+        let held = match (client, conn.proto.h2()) {
             (Client::H2(_, stream), Some(h2)) => Held {
                 own: h2.conn.queued_data(stream),
                 streams: h2.exchanges.len() + h2.files.len(),
@@ -292,7 +294,7 @@ impl Downstream<'_> {
                 false
             }
             (Client::H2(_, stream), ToClient::Abort) => {
-                if let Some(h2) = conn.h2.as_mut() {
+                if let Some(h2) = conn.proto.h2_mut() {
                     h2.conn.reset_stream(stream, ErrorCode::InternalError);
                 }
                 false
@@ -310,7 +312,7 @@ impl Downstream<'_> {
                 )
             }
             (Client::H2(_, stream), message) => {
-                let Some(h2) = conn.h2.as_mut() else {
+                let Some(h2) = conn.proto.h2_mut() else {
                     return Written::default();
                 };
                 write_h2(&mut h2.conn, stream, &mut session.reply, message, self.date)
@@ -382,7 +384,9 @@ impl Downstream<'_> {
         let Some(conn) = self.conns.get_mut(client.conn()) else {
             return;
         };
-        let Some(h2) = conn.h2.as_mut() else { return };
+        let Some(h2) = conn.proto.h2_mut() else {
+            return;
+        };
         let fields = [
             (&b"server"[..], &b"squall"[..]),
             (b"content-type", b"application/grpc"),
@@ -445,7 +449,9 @@ impl Downstream<'_> {
         };
         let sent = match client {
             Client::H2(_, stream) => {
-                let Some(h2) = conn.h2.as_mut() else { return };
+                let Some(h2) = conn.proto.h2_mut() else {
+                    return;
+                };
                 let fields = [
                     (&b"server"[..], &b"squall"[..]),
                     (&b"content-type"[..], content_type.as_bytes()),
@@ -554,7 +560,7 @@ impl Downstream<'_> {
         let Some(conn) = self.conns.get_mut(index) else {
             return;
         };
-        let Some(h2) = conn.h2.as_mut() else {
+        let Some(h2) = conn.proto.h2_mut() else {
             return;
         };
         let (content_type, body) = self.service.error_body(head, status);

@@ -298,7 +298,7 @@ impl Worker {
     /// Hands a parked request's credentials to the verifier threads; the verdict comes back
     /// on this worker's control channel as `Control::Verified`.
     pub(super) fn verify_parked(&mut self, client: Client, head: RequestHead, verify: Verify) {
-        super::downstream::set_verifying(&mut self.conns[client.conn()], client, true);
+        super::downstream::set_verifying(&mut self.conns[client.conn()], true);
         let token = self.client_token(client);
         let peer = self
             .peers

@@ -5,48 +5,131 @@
 use std::sync::Arc;
 
 use squall_cache::Invalidation;
-use squall_h1::{Event, RequestHead};
+use squall_h1::{Event, RequestDecoder, RequestHead};
 use squall_proxy::ProxyRoute;
 use tracing::debug;
 
 use super::conn::Phase;
-use super::downstream::Client;
 use super::downstream::log_request;
+use super::downstream::{Client, Proto};
 use super::entry::Admission;
 use super::{OUT_HIGH_BYTES, RBUF_BLOCKED_MAX_BYTES, Worker, cache, h2, scheme};
 use crate::cache::Cache;
 
+/// An HTTP/1.x connection's request state: its decoder and the one request it answers at a
+/// time (pipelined ones wait in the receive buffer). Its HTTP/2 counterpart is
+/// [`super::h2::H2`], with a map per slot.
+pub struct H1 {
+    pub decoder: RequestDecoder,
+    /// A request head whose body is still arriving; answered at its end.
+    pub request: Option<RequestHead>,
+    /// The cached route of `request`, which goes to the cache at the request's end.
+    pub cached_route: Option<Arc<ProxyRoute>>,
+    /// The route that answers `request` at its end (routed once, at its head).
+    pub answer_route: Option<u32>,
+    /// The session of the proxied request in progress, if any (one at a time: later ones
+    /// wait in the receive buffer).
+    pub exchange: Option<super::session::SessionId>,
+    /// The request being decoded is a proxied one: its body and end go to its session (or
+    /// are dropped, if the session ended first).
+    pub forwarding: bool,
+    /// A request waiting for another's origin fetch of the same object (see `cache.rs`).
+    pub parked: Option<Box<cache::Parked>>,
+    /// The static file being sent (see `files.rs`): later requests wait in the buffer.
+    pub file: Option<super::files::FileId>,
+    /// A request waits for its Basic credentials to be checked: decoding waits.
+    pub verifying: bool,
+}
+
+impl H1 {
+    pub fn new(decoder: RequestDecoder) -> H1 {
+        H1 {
+            decoder,
+            request: None,
+            cached_route: None,
+            answer_route: None,
+            exchange: None,
+            forwarding: false,
+            parked: None,
+            file: None,
+            verifying: false,
+        }
+    }
+
+    /// True when no request is in progress or waiting: `rbuf_empty` says whether the
+    /// connection holds received bytes not yet decoded.
+    pub fn is_idle(&self, rbuf_empty: bool) -> bool {
+        self.is_between_requests() && rbuf_empty && self.decoder.is_between_messages()
+    }
+
+    /// True when part of a request head has arrived and the head is not complete.
+    pub fn head_in_progress(&self, rbuf_empty: bool) -> bool {
+        self.is_between_requests() && !(rbuf_empty && self.decoder.is_between_messages())
+    }
+
+    fn is_between_requests(&self) -> bool {
+        self.request.is_none()
+            && self.exchange.is_none()
+            && self.parked.is_none()
+            && self.file.is_none()
+    }
+}
+
 impl Worker {
     /// Answers what the connection received, in the protocol it speaks.
     pub(super) fn process(&mut self, index: usize) {
-        if self.conns[index].h2.is_some() {
-            self.process_h2(index);
-            return;
+        match self.conns[index].proto {
+            Proto::H1(_) => return self.process_h1(index),
+            Proto::H2(_) => return self.process_h2(index),
+            Proto::Undecided => {}
         }
-        if !self.conns[index].selected {
-            match h2::select(&self.conns[index]) {
-                h2::Selection::Undecided => {
-                    // The TLS handshake's records, or nothing yet.
-                    self.flush(index);
-                    self.update_deadline(index);
-                    return;
-                }
-                h2::Selection::H2 => {
-                    self.conns[index].selected = true;
-                    self.start_h2(index);
-                    self.process_h2(index);
-                    return;
-                }
-                h2::Selection::Http1 => self.conns[index].selected = true,
-                h2::Selection::Refused => {
-                    debug!(worker = self.id, conn = index, "protocol not served here");
-                    self.runtime.metrics.worker(self.id).bad_requests.inc();
-                    self.close_now(index);
-                    return;
-                }
+        match h2::select(&self.conns[index]) {
+            h2::Selection::Undecided => {
+                // The TLS handshake's records, or nothing yet.
+                self.flush(index);
+                self.update_deadline(index);
+            }
+            h2::Selection::H2 => {
+                self.start_h2(index);
+                self.process_h2(index);
+            }
+            h2::Selection::Http1 => {
+                let decoder = RequestDecoder::new(self.runtime.h1_limits);
+                self.conns[index].proto = Proto::H1(Box::new(H1::new(decoder)));
+                self.process_h1(index);
+            }
+            h2::Selection::Refused => {
+                debug!(worker = self.id, conn = index, "protocol not served here");
+                self.runtime.metrics.worker(self.id).bad_requests.inc();
+                self.close_now(index);
             }
         }
-        self.process_h1(index);
+    }
+
+    /// A send completed whole: produce and send more, in the protocol the connection speaks,
+    /// and let a proxied response or a file paused for this client go on.
+    pub(super) fn sent(&mut self, index: usize) {
+        let conn = &mut self.conns[index];
+        conn.last_activity = self.now;
+        if matches!(conn.proto, Proto::H2(_)) {
+            self.pump_h2(index);
+        } else if conn.blocked {
+            conn.blocked = false;
+            self.process(index);
+        } else {
+            self.flush(index);
+            self.update_deadline(index);
+        }
+        let Some(h1) = self.conns[index].proto.h1() else {
+            return;
+        };
+        let (exchange, file) = (h1.exchange, h1.file);
+        if let Some(id) = exchange {
+            self.client_drained(id);
+        }
+        if let Some(id) = file {
+            self.file_drained(id);
+        }
     }
 
     /// Decodes and answers every complete HTTP/1.x request in the receive buffer, in order.
@@ -62,11 +145,12 @@ impl Worker {
                 break;
             }
         }
-        if let Some(id) = self.conns[index].exchange {
+        let exchange = self.conns[index].proto.h1().and_then(|h1| h1.exchange);
+        if let Some(id) = exchange {
             // Body bytes fed above wait in the exchange until they are written out.
             self.drive(id);
         }
-        let body_full = (self.conns[index].exchange)
+        let body_full = exchange
             .and_then(|id| self.sessions.get(id.index).filter(|s| s.is(id)))
             .is_some_and(|s| s.ex.request_body_room() == 0);
         let conn = &self.conns[index];
@@ -76,7 +160,8 @@ impl Worker {
         // A request body the exchange takes no more of: the socket is not read on until the
         // origin takes some (`origin_sent`), so what the client sends waits in its kernel
         // buffers, not in ours.
-        let pause = conn.blocked && conn.forwarding && body_full;
+        let forwarding = conn.proto.h1().is_some_and(|h1| h1.forwarding);
+        let pause = conn.blocked && forwarding && body_full;
         self.pause_reads(index, pause);
         let conn = &mut self.conns[index];
         if conn.blocked && conn.rbuf.len() > RBUF_BLOCKED_MAX_BYTES {
@@ -102,7 +187,9 @@ impl Worker {
                 begun == cache::Begun::Answered
             }
             Decoded::Forward(head, route, invalidate) => {
-                self.conns[index].forwarding = true;
+                if let Some(h1) = self.conns[index].proto.h1_mut() {
+                    h1.forwarding = true;
+                }
                 self.start_session(Client::H1(index), head, route, invalidate, None);
                 true
             }
@@ -114,10 +201,11 @@ impl Worker {
     /// resumes with its end (it had no body).
     pub(super) fn resume_h1(&mut self, index: usize, head: RequestHead, admission: Admission) {
         let conn = &mut self.conns[index];
-        if !conn.verifying || conn.phase != Phase::Open {
-            return;
+        let open = conn.phase == Phase::Open;
+        match conn.proto.h1_mut() {
+            Some(h1) if h1.verifying && open => h1.verifying = false,
+            _ => return,
         }
-        conn.verifying = false;
         if let Some(decoded) = self.admitted_h1(index, head, admission) {
             self.begin_decoded(index, decoded);
         }
@@ -163,15 +251,19 @@ impl Worker {
             Admission::Verify(verify) => self.verify_parked(Client::H1(index), head, *verify),
             // To the cache at the request's end (the next event).
             Admission::Cached(route) => {
-                conn.cached_route = Some(route);
-                conn.request = Some(head);
+                if let Some(h1) = conn.proto.h1_mut() {
+                    h1.cached_route = Some(route);
+                    h1.request = Some(head);
+                }
             }
             Admission::Forward { route, invalidate } => {
                 return Some(Decoded::Forward(head, route, invalidate));
             }
             Admission::Answer { route } => {
-                conn.answer_route = route;
-                conn.request = Some(head);
+                if let Some(h1) = conn.proto.h1_mut() {
+                    h1.answer_route = route;
+                    h1.request = Some(head);
+                }
             }
         }
         None
@@ -184,29 +276,29 @@ impl Worker {
         let draining = self.drain_deadline.is_some();
         loop {
             let conn = &mut self.conns[index];
-            if conn.close_after || conn.phase != Phase::Open || conn.verifying {
+            let unsent = conn.unsent_bytes();
+            let h1 = conn.proto.h1_mut()?;
+            if conn.close_after || conn.phase != Phase::Open || h1.verifying {
                 return None;
             }
             // A proxied request is answered before the next pipelined one is read.
-            if (conn.exchange.is_some() && !conn.forwarding)
-                || conn.parked.is_some()
-                || conn.file.is_some()
+            if (h1.exchange.is_some() && !h1.forwarding) || h1.parked.is_some() || h1.file.is_some()
             {
                 return None;
             }
-            if conn.unsent_bytes() >= OUT_HIGH_BYTES {
+            if unsent >= OUT_HIGH_BYTES {
                 conn.blocked = true;
                 return None;
             }
             if conn.head_started.is_none()
-                && conn.request.is_none()
-                && !conn.forwarding
+                && h1.request.is_none()
+                && !h1.forwarding
                 && !conn.rbuf.is_empty()
             {
                 conn.head_started = Some(self.now);
                 conn.fresh = false;
             }
-            match conn.decoder.decode(&mut conn.rbuf) {
+            match h1.decoder.decode(&mut conn.rbuf) {
                 Ok(Some(Event::Head(head))) => {
                     conn.request_started = conn.head_started.take().unwrap_or(self.now);
                     let bodiless = head.body == squall_h1::BodyKind::Empty;
@@ -218,10 +310,10 @@ impl Worker {
                 // A proxied request's body goes to its session, which frames it for the
                 // origin; `respond` routes do not read bodies, so the bytes are dropped.
                 Ok(Some(Event::Data(data))) => {
-                    let session = conn
+                    let session = h1
                         .exchange
                         .and_then(|id| self.sessions.get_mut(id.index).filter(|s| s.is(id)));
-                    if conn.forwarding
+                    if h1.forwarding
                         && let Some(session) = session
                     {
                         session.ex.on_client_body(&data);
@@ -233,9 +325,9 @@ impl Worker {
                 }
                 // The end of a proxied request (whose session may have ended already: then
                 // the connection closes after its answer).
-                Ok(Some(Event::End { trailers })) if conn.forwarding => {
-                    conn.forwarding = false;
-                    let session = conn
+                Ok(Some(Event::End { trailers })) if h1.forwarding => {
+                    h1.forwarding = false;
+                    let session = h1
                         .exchange
                         .and_then(|id| self.sessions.get_mut(id.index).filter(|s| s.is(id)));
                     if let Some(session) = session {
@@ -244,23 +336,22 @@ impl Worker {
                     }
                 }
                 Ok(Some(Event::End { .. })) => {
-                    let head = conn
+                    let head = h1
                         .request
                         .take()
                         .expect("the codec ends only a started request");
-                    if let Some(route) = conn.cached_route.take() {
+                    if let Some(route) = h1.cached_route.take() {
                         return Some(Decoded::Cached(head, route));
                     }
-                    let route = conn.answer_route;
+                    let route = h1.answer_route.take();
                     if let Some(root) = self.files_root(route) {
-                        self.conns[index].answer_route = None;
                         return Some(Decoded::File(head, root));
                     }
                     let conn = &mut self.conns[index];
                     let before = conn.out.len();
                     let (runtime, counters) = (&self.runtime, self.runtime.metrics.worker(self.id));
                     let outcome = runtime.service.respond_routed(
-                        conn.answer_route.take(),
+                        route,
                         &head,
                         scheme(conn),
                         self.date.get(),
@@ -295,7 +386,7 @@ impl Worker {
                     let counters = self.runtime.metrics.worker(self.id);
                     counters.count_bad_request(status);
                     let before = conn.out.len();
-                    let head = conn.request.take();
+                    let head = h1.request.take();
                     // A body over the limit comes after a head, whose vhost may have a page.
                     let page = (head.as_ref())
                         .and_then(|h| Some((h, self.runtime.service.error_page(h, status)?)));

@@ -24,8 +24,8 @@ use squall_h2::{Connection, ErrorCode, Event, Request, StreamId};
 use tracing::{debug, info};
 
 use super::conn::{Conn, Phase};
-use super::downstream::Client;
 use super::downstream::log_request;
+use super::downstream::{Client, Proto};
 use super::entry::Admission;
 use super::session::SessionId;
 use super::tunnel::{is_h2_upgrade, upgrade_allowed};
@@ -221,7 +221,7 @@ impl Worker {
         let config = self.runtime.h2.clone();
         let conn = &mut self.conns[index];
         conn.fresh = false;
-        conn.h2 = Some(Box::new(H2::new(Connection::new(config, self.now))));
+        conn.proto = Proto::H2(Box::new(H2::new(Connection::new(config, self.now))));
         self.runtime.metrics.worker(self.id).h2_connections.inc();
     }
 
@@ -234,8 +234,8 @@ impl Worker {
             return;
         }
         let h2 = conn
-            .h2
-            .as_mut()
+            .proto
+            .h2_mut()
             .expect("process_h2 runs on HTTP/2 connections");
         if !conn.rbuf.is_empty()
             && let Err(e) = h2.conn.recv(&mut conn.rbuf, self.now)
@@ -258,8 +258,8 @@ impl Worker {
             }
         }
         while let Some(event) = self.conns[index]
-            .h2
-            .as_mut()
+            .proto
+            .h2_mut()
             .and_then(|h2| h2.conn.poll_event())
         {
             self.on_h2_event(index, event);
@@ -402,7 +402,7 @@ impl Worker {
         admission: Admission,
     ) {
         let conn = &self.conns[index];
-        if conn.phase != Phase::Open || conn.h2.is_none() {
+        if conn.phase != Phase::Open || !matches!(conn.proto, Proto::H2(_)) {
             return;
         }
         self.admitted_h2(index, stream_id, head, true, admission);
@@ -411,8 +411,8 @@ impl Worker {
 
     fn h2_mut(&mut self, index: usize) -> &mut H2 {
         self.conns[index]
-            .h2
-            .as_mut()
+            .proto
+            .h2_mut()
             .expect("HTTP/2 events come from HTTP/2 connections")
     }
 
@@ -439,8 +439,8 @@ impl Worker {
         let date = self.date.get();
         let encoded_date = self.h2_date.get(date);
         let h2 = conn
-            .h2
-            .as_mut()
+            .proto
+            .h2_mut()
             .expect("answer_h2 runs on HTTP/2 connections");
         let sent = send_reply(
             &mut h2.conn,
@@ -469,7 +469,7 @@ impl Worker {
     pub(super) fn pump_h2(&mut self, index: usize) {
         let counters = self.runtime.metrics.worker(self.id);
         let conn = &mut self.conns[index];
-        let Some(h2) = conn.h2.as_mut() else {
+        let Some(h2) = conn.proto.h2_mut() else {
             return;
         };
         count_stats(counters, h2.conn.take_stats());
@@ -490,8 +490,8 @@ impl Worker {
             self.client_drained(id);
         }
         let files = self.conns[index]
-            .h2
-            .as_ref()
+            .proto
+            .h2()
             .map(|h2| h2.files.values().copied());
         for id in files.into_iter().flatten().collect::<Vec<_>>() {
             self.file_drained(id);
@@ -499,9 +499,24 @@ impl Worker {
     }
 
     /// Begins a graceful stop of an HTTP/2 connection: GOAWAY, finish the streams it has.
-    pub(super) fn go_away_h2(&mut self, index: usize) {
-        if let Some(h2) = self.conns[index].h2.as_mut() {
+    /// `idle`: the connection reached its idle limit, and is closed at the latest
+    /// `IDLE_GOAWAY_GRACE` after the GOAWAY.
+    pub(super) fn go_away_h2(&mut self, index: usize, idle: bool) {
+        let now = self.now;
+        if let Some(h2) = self.conns[index].proto.h2_mut() {
+            if idle {
+                h2.idle_goaway = Some(now);
+            }
             h2.conn.go_away(ErrorCode::NoError);
+            self.pump_h2(index);
+        }
+    }
+
+    /// Runs an HTTP/2 connection's own timers (a stream stalled on a zero window).
+    pub(super) fn h2_timers(&mut self, index: usize) {
+        let now = self.now;
+        if let Some(h2) = self.conns[index].proto.h2_mut() {
+            h2.conn.on_timer(now);
             self.pump_h2(index);
         }
     }
@@ -553,7 +568,7 @@ impl Worker {
         );
         let status = http::StatusCode::NOT_IMPLEMENTED;
         (self.downstream()).refuse_h2(index, stream_id, status, Some(head));
-        if let Some(h2) = self.conns[index].h2.as_mut() {
+        if let Some(h2) = self.conns[index].proto.h2_mut() {
             h2.conn.reset_stream(stream_id, ErrorCode::NoError);
         }
     }
@@ -567,7 +582,7 @@ impl Worker {
         data: &bytes::Bytes,
         end_stream: bool,
     ) -> bool {
-        let Some(h2) = self.conns[index].h2.as_mut() else {
+        let Some(h2) = self.conns[index].proto.h2_mut() else {
             return false;
         };
         let Some(&id) = h2.exchanges.get(&stream_id) else {
@@ -580,7 +595,7 @@ impl Worker {
             return false;
         }
         if !session.ex.is_tunnel() {
-            if let Some(h2) = self.conns[index].h2.as_mut() {
+            if let Some(h2) = self.conns[index].proto.h2_mut() {
                 let early = h2.early.entry(stream_id).or_default();
                 early.push((data.clone(), end_stream));
             }

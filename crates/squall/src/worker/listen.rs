@@ -15,7 +15,6 @@ use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use socket2::SockRef;
-use squall_h1::RequestDecoder;
 use squall_tls::TlsConn;
 use tracing::{debug, warn};
 
@@ -240,10 +239,9 @@ impl Worker {
         // 30 bits: the top two bits of a token say what it belongs to.
         self.next_generation = token::next_generation(self.next_generation);
         let generation = self.next_generation;
-        let decoder = RequestDecoder::new(self.runtime.h1_limits);
         let acceptor = self.runtime.tls.acceptor(self.listeners[listener].address);
         let tls = acceptor.map(|acceptor| Box::new(TlsConn::new(acceptor)));
-        let mut conn = Conn::new(fd, generation, decoder, tls, self.now);
+        let mut conn = Conn::new(fd, generation, tls, self.now);
         conn.protocols = self.listener_protocols(listener);
         let limits = self.runtime.client_limits;
         let runtime = &self.runtime;

@@ -500,7 +500,7 @@ impl Worker {
             .collect();
         for index in open {
             // Nothing for an HTTP/1.1 connection.
-            self.go_away_h2(index);
+            self.go_away_h2(index, false);
         }
         self.close_idle();
     }

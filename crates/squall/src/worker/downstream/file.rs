@@ -55,7 +55,7 @@ impl Downstream<'_> {
                 Some((conn.out.len() - before, !framing.keep_alive))
             }
             Client::H2(_, stream) => {
-                let h2 = conn.h2.as_mut()?;
+                let h2 = conn.proto.h2_mut()?;
                 let mut length = squall_proxy::digits::itoa_buf(length);
                 let fields = [(&b"server"[..], &b"squall"[..])]
                     .into_iter()
@@ -79,7 +79,7 @@ impl Downstream<'_> {
                 conn.chain.push(&mut conn.out, data, copy);
             }
             Client::H2(_, stream) => {
-                if let Some(h2) = conn.h2.as_mut() {
+                if let Some(h2) = conn.proto.h2_mut() {
                     let _ = h2.conn.send_data(stream, data, last);
                 }
             }
@@ -98,7 +98,7 @@ impl Downstream<'_> {
                 conn.cut = true;
             }
             Client::H2(_, stream) => {
-                if let Some(h2) = conn.h2.as_mut() {
+                if let Some(h2) = conn.proto.h2_mut() {
                     h2.conn.reset_stream(stream, ErrorCode::InternalError);
                 }
             }

@@ -38,7 +38,9 @@ impl Downstream<'_> {
         };
         let sent = match client {
             Client::H2(_, stream) => {
-                let Some(h2) = conn.h2.as_mut() else { return };
+                let Some(h2) = conn.proto.h2_mut() else {
+                    return;
+                };
                 let mut length = squall_proxy::digits::itoa_buf(body_len as u64);
                 let length = length.as_bytes();
                 let no_body = not_modified || head.method == Method::HEAD || body_len == 0;

@@ -9,6 +9,7 @@ use crate::access_log;
 use crate::metrics::WorkerCounters;
 
 use super::super::conn::Conn;
+use super::Proto;
 
 /// What every answered request is recorded in: the access log, if there is one, and the
 /// per-route counters of the config in force.
@@ -36,7 +37,7 @@ pub(in crate::worker) fn log_request(
     };
     let elapsed = now.saturating_duration_since(started);
     counters.request_duration.observe(elapsed);
-    if conn.h2.is_some() {
+    if matches!(conn.proto, Proto::H2(_)) {
         counters.requests_h2.inc();
     } else {
         counters.requests_h1.inc();

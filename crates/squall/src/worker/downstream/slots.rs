@@ -1,6 +1,6 @@
 //! The per-request slots of a client: which session, parked cache request, file transfer or
 //! password check a request has, kept in the HTTP/1.1 connection's one slot or its HTTP/2
-//! stream's entry. The rest of the worker goes through these functions and never asks which
+//! stream's entry ([`Proto`]). The rest of the worker goes through these functions and never asks which
 //! protocol a client speaks.
 
 use std::collections::HashMap;
@@ -12,75 +12,91 @@ use super::super::cache::Parked;
 use super::super::conn::Conn;
 use super::super::files::FileId;
 use super::super::session::SessionId;
-use super::Client;
+use super::{Client, Proto};
 
 /// Records that `id` answers `client` (or, with `None`, that it no longer does).
 pub(in crate::worker) fn set_session(conn: &mut Conn, client: Client, id: Option<SessionId>) {
-    let streams = conn.h2.as_mut().map(|h2| &mut h2.exchanges);
-    set_slot(&mut conn.exchange, streams, client, id);
+    match &mut conn.proto {
+        Proto::H1(h1) => h1.exchange = id,
+        Proto::H2(h2) => set_stream(&mut h2.exchanges, client, id),
+        Proto::Undecided => {}
+    }
 }
 
 /// Every session answering a client on this connection.
 pub(in crate::worker) fn sessions_of(conn: &Conn) -> Vec<SessionId> {
-    every(conn.exchange, conn.h2.as_ref().map(|h2| &h2.exchanges))
+    match &conn.proto {
+        Proto::H1(h1) => h1.exchange.into_iter().collect(),
+        Proto::H2(h2) => h2.exchanges.values().copied().collect(),
+        Proto::Undecided => Vec::new(),
+    }
 }
 
 pub(in crate::worker) fn park(conn: &mut Conn, client: Client, parked: Parked) {
-    match client {
-        Client::H1(_) => conn.parked = Some(Box::new(parked)),
-        Client::H2(_, stream) => {
-            if let Some(h2) = conn.h2.as_mut() {
-                h2.parked.insert(stream, Box::new(parked));
-            }
+    match (&mut conn.proto, client) {
+        (Proto::H1(h1), Client::H1(_)) => h1.parked = Some(Box::new(parked)),
+        (Proto::H2(h2), Client::H2(_, stream)) => {
+            h2.parked.insert(stream, Box::new(parked));
         }
+        _ => debug_assert!(false, "a client of another protocol than its connection's"),
     }
 }
 
 pub(in crate::worker) fn take_parked(conn: &mut Conn, client: Client) -> Option<Box<Parked>> {
-    match client {
-        Client::H1(_) => conn.parked.take(),
-        Client::H2(_, stream) => conn.h2.as_mut()?.parked.remove(&stream),
+    match (&mut conn.proto, client) {
+        (Proto::H1(h1), Client::H1(_)) => h1.parked.take(),
+        (Proto::H2(h2), Client::H2(_, stream)) => h2.parked.remove(&stream),
+        _ => None,
     }
 }
 
 /// The requests on connection `index` whose wait on the cache ends by `now`.
 pub(in crate::worker) fn parked_due(conn: &Conn, index: usize, now: Instant) -> Vec<Client> {
-    let mut due = Vec::new();
-    if conn.parked.as_ref().is_some_and(|p| p.until <= now) {
-        due.push(Client::H1(index));
+    match &conn.proto {
+        Proto::H1(h1) if h1.parked.as_ref().is_some_and(|p| p.until <= now) => {
+            vec![Client::H1(index)]
+        }
+        Proto::H2(h2) => {
+            let streams = h2.parked.iter().filter(|(_, p)| p.until <= now);
+            streams
+                .map(|(stream, _)| Client::H2(index, *stream))
+                .collect()
+        }
+        _ => Vec::new(),
     }
-    if let Some(h2) = &conn.h2 {
-        let streams = h2.parked.iter().filter(|(_, p)| p.until <= now);
-        due.extend(streams.map(|(stream, _)| Client::H2(index, *stream)));
-    }
-    due
 }
 
 /// Records that transfer `id` answers `client` (or, with `None`, that none does).
 pub(in crate::worker) fn set_file(conn: &mut Conn, client: Client, id: Option<FileId>) {
-    let streams = conn.h2.as_mut().map(|h2| &mut h2.files);
-    set_slot(&mut conn.file, streams, client, id);
+    match &mut conn.proto {
+        Proto::H1(h1) => h1.file = id,
+        Proto::H2(h2) => set_stream(&mut h2.files, client, id),
+        Proto::Undecided => {}
+    }
 }
 
 /// Every file transfer answering a client on this connection.
 pub(in crate::worker) fn files_of(conn: &Conn) -> Vec<FileId> {
-    every(conn.file, conn.h2.as_ref().map(|h2| &h2.files))
+    match &conn.proto {
+        Proto::H1(h1) => h1.file.into_iter().collect(),
+        Proto::H2(h2) => h2.files.values().copied().collect(),
+        Proto::Undecided => Vec::new(),
+    }
 }
 
 /// Marks that `client`'s request waits for a password check (`on`), or no longer does. An
 /// HTTP/1.1 connection reads nothing more meanwhile; an HTTP/2 connection counts its waiting
 /// streams (it is not idle while one waits).
-pub(in crate::worker) fn set_verifying(conn: &mut Conn, client: Client, on: bool) {
-    match client {
-        Client::H1(_) => conn.verifying = on,
-        Client::H2(..) => {
-            if let Some(h2) = conn.h2.as_mut() {
-                h2.verifying = match on {
-                    true => h2.verifying + 1,
-                    false => h2.verifying.saturating_sub(1),
-                };
-            }
+pub(in crate::worker) fn set_verifying(conn: &mut Conn, on: bool) {
+    match &mut conn.proto {
+        Proto::H1(h1) => h1.verifying = on,
+        Proto::H2(h2) => {
+            h2.verifying = match on {
+                true => h2.verifying + 1,
+                false => h2.verifying.saturating_sub(1),
+            };
         }
+        Proto::Undecided => {}
     }
 }
 
@@ -90,42 +106,26 @@ pub(in crate::worker) fn take_early(
     conn: &mut Conn,
     client: Client,
 ) -> Option<Vec<(bytes::Bytes, bool)>> {
-    match client {
-        Client::H2(_, stream) => conn.h2.as_mut()?.early.remove(&stream),
-        Client::H1(_) => None,
+    match (&mut conn.proto, client) {
+        (Proto::H2(h2), Client::H2(_, stream)) => h2.early.remove(&stream),
+        _ => None,
     }
 }
 
 /// The session of an HTTP/1.1 connection (whose received bytes may be its tunnel's); `None`
 /// for an HTTP/2 connection, whose tunnels are streams.
 pub(in crate::worker) fn h1_session(conn: &Conn) -> Option<SessionId> {
-    conn.exchange.filter(|_| conn.h2.is_none())
+    conn.proto.h1().and_then(|h1| h1.exchange)
 }
 
-/// Sets (or, with `None`, clears) `client`'s entry: the HTTP/1.1 connection's one slot, or
-/// its stream's entry in the HTTP/2 connection's map.
-fn set_slot<T>(
-    one: &mut Option<T>,
-    streams: Option<&mut HashMap<StreamId, T>>,
-    client: Client,
-    value: Option<T>,
-) {
-    match (client, streams) {
-        (Client::H1(_), _) => *one = value,
-        (Client::H2(_, stream), Some(streams)) => {
-            match value {
-                Some(value) => streams.insert(stream, value),
-                None => streams.remove(&stream),
-            };
-        }
-        (Client::H2(..), None) => {}
-    }
-}
-
-/// The HTTP/1.1 slot's value and every stream's.
-fn every<T: Copy>(one: Option<T>, streams: Option<&HashMap<StreamId, T>>) -> Vec<T> {
-    let streams = streams.map(|s| s.values().copied());
-    one.into_iter()
-        .chain(streams.into_iter().flatten())
-        .collect()
+/// Sets (or, with `None`, clears) `client`'s entry in an HTTP/2 connection's map.
+fn set_stream<T>(streams: &mut HashMap<StreamId, T>, client: Client, value: Option<T>) {
+    let Client::H2(_, stream) = client else {
+        debug_assert!(false, "an HTTP/1.1 client on an HTTP/2 connection");
+        return;
+    };
+    match value {
+        Some(value) => streams.insert(stream, value),
+        None => streams.remove(&stream),
+    };
 }
