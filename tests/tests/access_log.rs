@@ -8,6 +8,8 @@ use squall_e2e::{Squall, TempDir, hello_config, read_response, roundtrip, tiny_o
 
 #[path = "support/h2_client.rs"]
 mod h2_client;
+#[path = "support/origin.rs"]
+mod origin;
 
 /// Waits (bounded) until `path` holds `lines` lines, and returns them.
 fn wait_lines(path: &std::path::Path, lines: usize) -> Vec<String> {
@@ -190,4 +192,79 @@ async fn json_lines_parse_one_object_per_request() {
     let refused = &parsed[2];
     assert_eq!(refused["status"], 400);
     assert_eq!(refused["request"], serde_json::Value::Null);
+}
+
+/// A proxied request whose client leaves before the origin answers still gets its line, with
+/// status 499 as nginx logs it: an HTTP/1.1 connection reset, and an HTTP/2 stream cancelled,
+/// each once its request reached the origin. (Two runtime threads: the HTTP/2 client's
+/// connection task must send the reset while the test waits for the log.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_its_client_abandons_is_logged_499() {
+    use tokio::io::AsyncWriteExt;
+    let dir = TempDir::new();
+    let log = dir.path().join("access.log");
+    let (arrived, heads) = std::sync::mpsc::channel::<String>();
+    let arrived = std::sync::Mutex::new(arrived);
+    let origin = origin::raw_origin(move |head| {
+        let line = head.lines().next().unwrap_or_default().to_owned();
+        let _ = arrived.lock().unwrap().send(line);
+        // No answer: the client leaves first (bounded, so that the thread ends).
+        std::thread::sleep(Duration::from_secs(5));
+        Vec::new()
+    });
+    let extra = format!(
+        "[log]\naccess = {log:?}\n\n[[upstream]]\nname = \"app\"\n\
+         servers = [{{ address = \"{origin}\" }}]\n"
+    );
+    let mut config = hello_config(&extra).replace(
+        "address = \"ADDR\"",
+        "address = \"ADDR\"\nprotocols = [\"http1\", \"h2c\"]",
+    );
+    config.push_str("\n[[vhost.route]]\nprefix = \"/slow/\"\nproxy = \"app\"\n");
+    let squall = Squall::start(&config);
+
+    let mut tcp = tokio::net::TcpStream::connect(squall.addr).await.unwrap();
+    tcp.write_all(b"GET /slow/1 HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    assert_eq!(arrival(&heads).await, "GET /slow/1 HTTP/1.1");
+    // A reset, not a FIN (which may be a half-close that still waits for its answer).
+    #[allow(deprecated)]
+    tcp.set_linger(Some(Duration::ZERO)).unwrap();
+    drop(tcp);
+
+    let client = h2_client::h2c(squall.addr).await;
+    let mut sender = client.clone().ready().await.unwrap();
+    let request = http::Request::get("http://x/slow/2").body(()).unwrap();
+    let (response, send) = sender.send_request(request, true).unwrap();
+    assert_eq!(arrival(&heads).await, "GET /slow/2 HTTP/1.1");
+    // Dropping both halves of the stream cancels it (RST_STREAM(CANCEL)).
+    drop((response, send));
+
+    let lines = wait_lines(&log, 2);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    for request in [
+        "\"GET /slow/1 HTTP/1.1\" 499 0 ",
+        "\"GET /slow/2 HTTP/2.0\" 499 0 ",
+    ] {
+        assert!(
+            lines.iter().any(|l| l.contains(request)),
+            "{request} in {lines:?}"
+        );
+    }
+}
+
+/// The first line of the next request head the origin received (bounded wait, without
+/// blocking the runtime that drives the HTTP/2 client).
+async fn arrival(heads: &std::sync::mpsc::Receiver<String>) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match heads.try_recv() {
+            Ok(line) => return line,
+            Err(_) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Err(e) => panic!("no request reached the origin: {e}"),
+        }
+    }
 }

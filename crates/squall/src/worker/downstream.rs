@@ -37,11 +37,18 @@ mod proto;
 mod slots;
 
 pub(super) use file::FileAnswered;
-pub(super) use log::{RequestLog, log_request};
+pub(super) use log::RequestLog;
 pub(super) use proto::{Due, Proto};
 pub(super) use slots::{
     files_of, h1_session, park, parked_due, sessions_of, set_file, set_session, set_verifying,
     take_early, take_parked,
+};
+
+/// The status logged for a request whose client left before any response head was written to
+/// it (nginx's 499: not a status any client sees).
+const CLIENT_CLOSED_REQUEST: StatusCode = match StatusCode::from_u16(499) {
+    Ok(status) => status,
+    Err(_) => panic!("499 is a valid status code"),
 };
 
 /// Whom an answer goes to: an HTTP/1.x connection, or one stream of an HTTP/2 connection.
@@ -109,6 +116,8 @@ pub struct Reply {
     x_cache: bool,
     /// The origin's error response was replaced by an error page: its body is dropped.
     intercepted: bool,
+    /// The response's log line was written (it ended, was cut, or its client left).
+    logged: bool,
 }
 
 impl Reply {
@@ -281,6 +290,8 @@ impl Downstream<'_> {
         let Some(conn) = self.conns.get_mut(session.client.conn()) else {
             return Written::default();
         };
+        // Ended whole, or cut: either way the response is over and is logged (a cut one with
+        // the status it began with and the bytes the client got).
         let ended = match (session.client, message) {
             (_, ToClient::Error { .. }) => {
                 debug_assert!(false, "errors are answered by the session");
@@ -291,13 +302,13 @@ impl Downstream<'_> {
                 // once what it was sent so far has left.
                 conn.close_after = true;
                 conn.cut = true;
-                false
+                true
             }
             (Client::H2(_, stream), ToClient::Abort) => {
                 if let Some(h2) = conn.proto.h2_mut() {
                     h2.conn.reset_stream(stream, ErrorCode::InternalError);
                 }
-                false
+                true
             }
             (Client::H1(_), message) => {
                 let head = session.ex.head();
@@ -319,13 +330,27 @@ impl Downstream<'_> {
             }
         };
         if ended {
-            self.log_session(session);
+            self.log_session(session, false);
         }
         written
     }
 
-    /// Counts and logs a proxied response that ended whole.
-    fn log_session(&mut self, session: &Session) {
+    /// Logs a proxied request whose client went away before its response ended: with status
+    /// 499 (as nginx) when no response head had been written to it, else with the status it
+    /// began with and the bytes sent. Once per request: not if already logged, nor if it was
+    /// answered from the cache instead.
+    pub fn log_abandoned(&mut self, session: &mut Session) {
+        if !session.answered {
+            self.log_session(session, true);
+        }
+    }
+
+    /// Counts and logs a proxied response that ended (whole or cut), or whose client left
+    /// (`abandoned`), unless it was logged already.
+    fn log_session(&mut self, session: &mut Session, abandoned: bool) {
+        if std::mem::replace(&mut session.reply.logged, true) {
+            return;
+        }
         let Some(conn) = self.conns.get_mut(session.client.conn()) else {
             return;
         };
@@ -338,7 +363,10 @@ impl Downstream<'_> {
         if session.fill.is_some() {
             conn.log_note.cache = Some(Label::Miss.as_str());
         }
-        let status = session.ex.status();
+        let status = match session.reply.framing {
+            None if abandoned => CLIENT_CLOSED_REQUEST,
+            _ => session.ex.status(),
+        };
         if let Client::H2(..) = session.client {
             // Streams interleave: the connection's request clock is this stream's.
             conn.request_started = started;
@@ -518,7 +546,6 @@ impl Downstream<'_> {
         let Some(conn) = self.conns.get_mut(index) else {
             return;
         };
-        self.counters.count_response(status);
         let before = conn.out.len();
         match self.service.error_page(head, status) {
             Some(page) => {
@@ -537,15 +564,7 @@ impl Downstream<'_> {
         }
         let sent = conn.out.len() - before;
         conn.close_after = true;
-        log_request(
-            self.log,
-            conn,
-            Some(head),
-            status,
-            sent,
-            self.now,
-            self.counters,
-        );
+        self.log_answer(index, Some(head), status, sent);
     }
 
     /// Answers a request Squall refuses itself (400, 429, 502, ...) on an HTTP/2 stream, with a
@@ -579,9 +598,10 @@ impl Downstream<'_> {
             self.date,
         );
         if status.is_client_error() && status != StatusCode::TOO_MANY_REQUESTS {
-            self.counters.count_bad_request(status);
+            self.log_bad_request(index, head, status, sent);
+        } else {
+            self.log_answer(index, head, status, sent);
         }
-        self.log_answer(index, head, status, sent);
     }
 }
 

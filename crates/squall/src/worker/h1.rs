@@ -10,7 +10,6 @@ use squall_proxy::ProxyRoute;
 use tracing::debug;
 
 use super::conn::Phase;
-use super::downstream::log_request;
 use super::downstream::{Client, Proto};
 use super::entry::Admission;
 use super::{OUT_HIGH_BYTES, RBUF_BLOCKED_MAX_BYTES, Worker, cache, h2, scheme};
@@ -220,7 +219,6 @@ impl Worker {
         head: RequestHead,
         admission: Admission,
     ) -> Option<Decoded> {
-        let counters = self.runtime.metrics.worker(self.id);
         let date = self.date.get();
         let conn = &mut self.conns[index];
         // A proxied request's exchange says 100 Continue itself.
@@ -231,21 +229,13 @@ impl Worker {
         }
         match admission {
             Admission::Refused(status, field) => {
-                counters.count_response(status);
                 let before = conn.out.len();
                 let service = &self.runtime.service;
                 encode_refusal(service, &head, status, field, date, &mut conn.out);
                 let sent = conn.out.len() - before;
-                log_request(
-                    &mut self.log,
-                    conn,
-                    Some(&head),
-                    status,
-                    sent,
-                    self.now,
-                    counters,
-                );
                 conn.close_after = true;
+                self.downstream()
+                    .log_answer(index, Some(&head), status, sent);
             }
             // `verify_parked` marks the connection as waiting (it reads nothing meanwhile).
             Admission::Verify(verify) => self.verify_parked(Client::H1(index), head, *verify),
@@ -349,7 +339,7 @@ impl Worker {
                     }
                     let conn = &mut self.conns[index];
                     let before = conn.out.len();
-                    let (runtime, counters) = (&self.runtime, self.runtime.metrics.worker(self.id));
+                    let runtime = &self.runtime;
                     let outcome = runtime.service.respond_routed(
                         route,
                         &head,
@@ -358,21 +348,12 @@ impl Worker {
                         draining,
                         &mut conn.out,
                     );
-                    counters.count_response(outcome.status);
                     conn.log_note.route = outcome.route;
                     let sent = conn.out.len() - before;
-                    log_request(
-                        &mut self.log,
-                        conn,
-                        Some(&head),
-                        outcome.status,
-                        sent,
-                        self.now,
-                        counters,
-                    );
                     if !outcome.keep_alive {
                         conn.close_after = true;
                     }
+                    (self.downstream()).log_answer(index, Some(&head), outcome.status, sent);
                 }
                 Ok(None) => return None,
                 Err(e) => {
@@ -383,8 +364,6 @@ impl Worker {
                         status = status.as_u16(),
                         "bad request: {e}"
                     );
-                    let counters = self.runtime.metrics.worker(self.id);
-                    counters.count_bad_request(status);
                     let before = conn.out.len();
                     let head = h1.request.take();
                     // A body over the limit comes after a head, whose vhost may have a page.
@@ -408,15 +387,7 @@ impl Worker {
                     }
                     conn.close_after = true;
                     let sent = conn.out.len() - before;
-                    log_request(
-                        &mut self.log,
-                        conn,
-                        head.as_ref(),
-                        status,
-                        sent,
-                        self.now,
-                        counters,
-                    );
+                    (self.downstream()).log_bad_request(index, head.as_ref(), status, sent);
                 }
             }
         }

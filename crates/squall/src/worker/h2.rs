@@ -24,7 +24,6 @@ use squall_h2::{Connection, ErrorCode, Event, Request, StreamId};
 use tracing::{debug, info};
 
 use super::conn::{Conn, Phase};
-use super::downstream::log_request;
 use super::downstream::{Client, Proto};
 use super::entry::Admission;
 use super::session::SessionId;
@@ -430,7 +429,6 @@ impl Worker {
             return;
         }
         let runtime = &self.runtime;
-        let counters = runtime.metrics.worker(self.id);
         let conn = &mut self.conns[index];
         conn.log_note.route = route;
         let reply = (runtime.service)
@@ -452,16 +450,7 @@ impl Worker {
             head.method == Method::HEAD,
             date,
         );
-        counters.count_response(reply.status);
-        log_request(
-            &mut self.log,
-            conn,
-            Some(&head),
-            reply.status,
-            sent,
-            self.now,
-            counters,
-        );
+        (self.downstream()).log_answer(index, Some(&head), reply.status, sent);
     }
 
     /// Moves the HTTP/2 connection's output into the send path, up to the output bound, and

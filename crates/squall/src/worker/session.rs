@@ -65,7 +65,7 @@ pub struct Session {
     invalidate: Option<(Arc<Cache>, Invalidation)>,
     /// The client was answered from the cache after all (a revalidation's 304, a stale entry
     /// for an origin error): the exchange reads the origin's response to its end and drops it.
-    answered: bool,
+    pub answered: bool,
     /// Nothing the session does reaches `client`: it went away (the exchange is being wound
     /// down), or the session is a background revalidation and `client`, already served the
     /// stale entry, is only the request that started it.
@@ -678,6 +678,10 @@ impl Worker {
     /// go (not reusable) and the session ends without writing anything.
     pub(super) fn abort_session(&mut self, id: SessionId) {
         let now = self.now;
+        let (mut down, sessions) = self.split();
+        if let Some(session) = sessions.get_mut(id.index).filter(|s| s.is(id)) {
+            down.log_abandoned(session);
+        }
         let Some(session) = self.session_mut(id) else {
             return;
         };

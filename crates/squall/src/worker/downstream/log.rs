@@ -1,6 +1,7 @@
 //! What every answered request leaves behind: its access log line, its response counters by
-//! protocol and route, and its time. Written from the downstream's answers (and, until every
-//! answer goes through one sink, from the protocol files' own refusals).
+//! protocol and route, and its time. Written from one place, [`record`], which only the
+//! downstream's `log_answer` and `log_bad_request` call: every answer, the protocol files'
+//! own refusals too, ends through them.
 
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
@@ -21,7 +22,8 @@ pub(in crate::worker) struct RequestLog {
     pub real_ip: Option<Arc<squall_config::RealIp>>,
 }
 
-pub(in crate::worker) fn log_request(
+/// Records the answer to `head` (`None`: a request whose head could not be read) on `conn`.
+fn record(
     log: &mut RequestLog,
     conn: &mut Conn,
     head: Option<&squall_h1::RequestHead>,
@@ -70,7 +72,7 @@ pub(in crate::worker) fn log_request(
 
 impl super::Downstream<'_> {
     /// Counts the answer to `head` on connection `index` by its status class and writes its
-    /// log line: how every answer written here ends.
+    /// log line: how every answer ends.
     pub fn log_answer(
         &mut self,
         index: usize,
@@ -82,6 +84,22 @@ impl super::Downstream<'_> {
             return;
         };
         self.counters.count_response(status);
-        log_request(self.log, conn, head, status, sent, self.now, self.counters);
+        record(self.log, conn, head, status, sent, self.now, self.counters);
+    }
+
+    /// As [`Self::log_answer`], for a request refused as malformed or over a limit: counted
+    /// as a bad request and under its refusal status as well.
+    pub fn log_bad_request(
+        &mut self,
+        index: usize,
+        head: Option<&squall_h1::RequestHead>,
+        status: http::StatusCode,
+        sent: usize,
+    ) {
+        let Some(conn) = self.conns.get_mut(index) else {
+            return;
+        };
+        self.counters.count_bad_request(status);
+        record(self.log, conn, head, status, sent, self.now, self.counters);
     }
 }
