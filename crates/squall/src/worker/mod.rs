@@ -118,8 +118,6 @@ struct Worker {
     accept_retry_at: Option<Instant>,
     /// When running out of descriptors was last logged.
     pause_logged_at: Option<Instant>,
-    /// When an origin socket refused for want of a descriptor was last logged.
-    origin_fd_logged_at: Option<Instant>,
     /// When a gRPC call for an HTTP/1.1 upstream was last logged (`session.rs`).
     grpc_logged_at: Option<Instant>,
     /// This worker's batch of access log lines, when the access log is on.
@@ -134,15 +132,8 @@ struct Worker {
     upstream_gauges_due: Instant,
     /// Debug builds only: when worker 0 should freeze, and for how long (see `test_stall`).
     stall: Option<(Instant, Duration)>,
-    /// Connections to origin servers, busy or pooled.
-    origins: Slab<origin::Origin>,
-    /// The slots of `origins` that are shared HTTP/2 connections (`origin/h2.rs`).
-    h2_origins: Vec<usize>,
-    /// Of those, the ones whose queued exchanges may get a stream now (one was freed inside an
-    /// action, where no other session may be called): served at the end of the turn.
-    h2_pending: Vec<usize>,
-    /// This worker's balancing, health and pool state per upstream group.
-    upstreams: origin::Upstreams,
+    /// Connections to origin servers, their pools and this worker's upstream state.
+    origins: origin::Origins,
     /// Client connections with work to do that an event found while handling another (a
     /// failed exchange lets the next pipelined request go on): processed at the end of the
     /// loop's turn, never re-entrantly, so a thousand pipelined failures cost no stack.
@@ -195,7 +186,6 @@ pub fn run(setup: Setup) {
         drain_deadline: None,
         accept_retry_at: None,
         pause_logged_at: None,
-        origin_fd_logged_at: None,
         grpc_logged_at: None,
         log: RequestLog {
             access: setup
@@ -211,13 +201,7 @@ pub fn run(setup: Setup) {
         h2_date: h2::EncodedDate::default(),
         upstream_gauges_due: Instant::now(),
         scratch: bytes::BytesMut::new(),
-        origins: Slab::new(),
-        h2_origins: Vec::new(),
-        h2_pending: Vec::new(),
-        upstreams: origin::Upstreams {
-            groups: Vec::new(),
-            generation: 0,
-        },
+        origins: origin::Origins::default(),
         ready: std::collections::VecDeque::new(),
         sessions: Slab::new(),
         files: Slab::new(),
@@ -281,16 +265,17 @@ impl Worker {
             .map(|u| squall_upstream::Upstream::new(&u.spec, self.now, seed))
             .collect();
         // Validation makes an error here unreachable; if it happens, proxy routes answer 502.
-        self.upstreams.groups = groups.unwrap_or_else(|e| {
+        self.origins.upstreams.groups = groups.unwrap_or_else(|e| {
             warn!(
                 worker = self.id,
                 "upstreams: {e}; proxy routes will answer 502"
             );
             Vec::new()
         });
-        self.upstreams.generation += 1;
+        self.origins.upstreams.generation += 1;
         let idle: Vec<usize> = self
             .origins
+            .slab
             .iter()
             .filter(|(_, o)| o.state == origin::OriginState::Idle)
             .map(|(i, _)| i)
@@ -311,19 +296,25 @@ impl Worker {
             self.date.update(self.wall);
             while let Some(completion) = self.ring.next_completion() {
                 self.on_completion(completion);
+                self.deliver();
             }
             self.expire_timers();
+            self.deliver();
             self.retry_accept();
             self.expire_pools();
             self.start_due_probes();
             self.publish_upstream_state();
+            self.deliver();
             self.run_ready();
             // Streams freed on HTTP/2 origins go to the exchanges queued for them, which may
             // give their clients more to do.
             while self.run_h2_pending() {
+                self.deliver();
                 self.run_ready();
             }
             self.wake_abandoned();
+            self.deliver();
+            debug_assert!(self.origins.news.is_empty() && self.origins.rearm.is_empty());
             if let Some((at, length)) = self.stall
                 && self.now >= at
             {
@@ -339,6 +330,21 @@ impl Worker {
             );
             if let Some(log) = &mut self.log.access {
                 log.tick(self.now, counters);
+            }
+        }
+    }
+
+    /// Delivers what the origin side learned to the sessions it concerns, in order, until
+    /// none is left (what a session does may teach the origins more); then the connections
+    /// whose received bytes were delivered read on, unless their exchange paused or let go of
+    /// them. The one way from an origin connection to a session.
+    fn deliver(&mut self) {
+        while let Some((id, origin, news)) = self.origins.news.next() {
+            self.hear(id, origin, news);
+        }
+        for (index, generation) in std::mem::take(&mut self.origins.rearm) {
+            if (self.origins.slab.get(index)).is_some_and(|o| o.generation == generation) {
+                self.arm_origin_recv(index);
             }
         }
     }

@@ -24,7 +24,7 @@ use squall_upstream::{ConnId, RetryPolicy, ServerId, UpstreamErrorClass};
 
 use super::cache::{CacheFill, Label};
 use super::downstream::{self, Client, Reply};
-use super::origin::{self, OriginState, OriginTarget};
+use super::origin::{self, News, OriginState, OriginTarget};
 use super::token::{self, Token};
 use super::{OUT_HIGH_BYTES, Worker};
 use crate::cache::Cache;
@@ -34,7 +34,7 @@ use crate::cache::Cache;
 const FALLBACK_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A session's slot and the occupant of that slot.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SessionId {
     pub index: usize,
     pub generation: u32,
@@ -193,7 +193,7 @@ impl Worker {
             self.runtime.metrics.worker(self.id).cluster_forwarded.inc();
         }
         let upstream = route.upstream;
-        let group = self.upstreams.groups.get(upstream);
+        let group = self.origins.upstreams.groups.get(upstream);
         let config = ExchangeConfig {
             retry: group.map_or(RetryPolicy::new(1, 1, false), |g| g.retry),
             connect_timeout: group.map_or(FALLBACK_TIMEOUT, |g| g.connect_timeout),
@@ -215,7 +215,7 @@ impl Worker {
             stream: None,
             timer_due: None,
             upstream,
-            upstream_generation: self.upstreams.generation,
+            upstream_generation: self.origins.upstreams.generation,
             tunnel: None,
             peer: client_addr,
             reply: Reply::new(x_cache),
@@ -239,6 +239,54 @@ impl Worker {
         if let Some(session) = self.session_mut(id) {
             event(&mut session.ex);
             self.drive(id);
+        }
+    }
+
+    /// News from origin connection `origin` for session `id` (see `Worker::deliver`), heard
+    /// only while the session holds that connection: anything else is news of a connection it
+    /// let go of.
+    pub(super) fn hear(&mut self, id: SessionId, origin: usize, news: News) {
+        let now = self.now;
+        let session =
+            (self.sessions.get_mut(id.index)).filter(|s| s.is(id) && s.origin == Some(origin));
+        let Some(session) = session else {
+            if let News::Received(buf) = news {
+                self.ring.recycle(buf);
+            }
+            return;
+        };
+        match news {
+            News::Received(buf) => {
+                session.ex.on_origin_data(self.ring.recv_bytes(&buf), now);
+                self.ring.recycle(buf);
+            }
+            News::Requeue { upstream, server } => {
+                session.origin = None;
+                self.connect_h2(id, upstream, server, false);
+            }
+            News::Sent(n) => {
+                session.ex.on_origin_sent(n, now);
+                // A client paused on a full upload reads on.
+                self.upload_drained(id);
+            }
+            news => news.apply(&mut session.ex, now),
+        }
+        self.drive(id);
+    }
+
+    /// Request bytes reached the origin: the exchange may take more body, so a client paused
+    /// on a full upload reads on.
+    fn upload_drained(&mut self, id: SessionId) {
+        let Some(client) = self.session_mut(id).and_then(|s| s.listener()) else {
+            return;
+        };
+        if let Some(conn) = self.conns.get_mut(client.conn())
+            && conn.blocked
+        {
+            // Paused for its origin, not idle: its idle time starts again from here.
+            conn.blocked = false;
+            conn.last_activity = self.now;
+            self.schedule(client.conn());
         }
     }
 
@@ -314,10 +362,10 @@ impl Worker {
             }
             Action::ReleaseOrigin { reusable } => {
                 if let Some(index) = self.session_mut(id).and_then(|s| s.origin.take()) {
-                    if self.origins[index].mux.is_some() {
+                    if self.origins.slab[index].mux.is_some() {
                         self.h2_release(id, index);
                     } else {
-                        self.origins[index].session = None;
+                        self.origins.slab[index].session = None;
                         self.release_origin(index, reusable);
                     }
                 }
@@ -328,8 +376,8 @@ impl Worker {
                 let Some(session) = self.sessions.get(id.index) else {
                     return;
                 };
-                if session.upstream_generation == self.upstreams.generation
-                    && let Some(group) = self.upstreams.groups.get_mut(session.upstream)
+                if session.upstream_generation == self.origins.upstreams.generation
+                    && let Some(group) = self.origins.upstreams.groups.get_mut(session.upstream)
                 {
                     group.group.report(server, outcome, now);
                 }
@@ -381,7 +429,7 @@ impl Worker {
         let key = (self.runtime.upstreams.get(session.upstream)).map(|u| {
             squall_proxy::forward::balance_key(&u.hash_key, session.ex.head(), session.peer)
         });
-        let picked = (self.upstreams.groups.get_mut(session.upstream))
+        let picked = (self.origins.upstreams.groups.get_mut(session.upstream))
             .and_then(|u| u.group.pick(key, now, session.ex.tried()));
         session.ex.on_pick(picked, now);
     }
@@ -405,13 +453,13 @@ impl Worker {
         let pooled = pooled
             && (self.runtime.upstreams.get(upstream)).is_none_or(|u| u.proxy_protocol.is_none());
         while pooled
-            && let Some(ConnId(raw)) =
-                (self.upstreams.groups.get_mut(upstream)).and_then(|g| g.pool.checkout(server, now))
+            && let Some(ConnId(raw)) = (self.origins.upstreams.groups.get_mut(upstream))
+                .and_then(|g| g.pool.checkout(server, now))
         {
             let Some(index) = self.origin_index(Token::from_raw(raw)) else {
                 continue;
             };
-            let origin = &mut self.origins[index];
+            let origin = &mut self.origins.slab[index];
             if origin.state != OriginState::Idle {
                 continue;
             }
@@ -440,7 +488,8 @@ impl Worker {
     ) -> Option<usize> {
         let now = self.now;
         let proxy_header = self.origin_proxy_header(id, upstream);
-        let address = (self.upstreams.groups.get(upstream)).and_then(|g| g.group.address(server));
+        let address =
+            (self.origins.upstreams.groups.get(upstream)).and_then(|g| g.group.address(server));
         let fd = address.map(origin::origin_socket);
         let Some(Ok(fd)) = fd else {
             if let Some(Err(e)) = fd {
@@ -487,11 +536,11 @@ impl Worker {
             return;
         };
         let (origin, deadline) = (session.origin, session.ex.next_deadline());
-        if origin.is_some_and(|index| self.origins[index].mux.is_some()) {
+        if origin.is_some_and(|index| self.origins.slab[index].mux.is_some()) {
             return self.arm_own_timer(id);
         }
         if let Some(index) = origin {
-            self.origins[index].deadline = deadline;
+            self.origins.slab[index].deadline = deadline;
             self.arm_origin_timer(index);
         }
     }
@@ -641,9 +690,9 @@ impl Worker {
             "a finished exchange holds no origin"
         );
         if let Some(index) = session.origin
-            && self.origins[index].mux.is_none()
+            && self.origins.slab[index].mux.is_none()
         {
-            self.origins[index].session = None;
+            self.origins.slab[index].session = None;
             self.close_origin(index);
         }
         if let Some(conn) = self.conns.get_mut(session.client.conn())

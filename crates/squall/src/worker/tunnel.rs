@@ -129,7 +129,7 @@ impl Worker {
 
     /// `Action::ShutdownOrigin`.
     pub(super) fn shutdown_origin(&mut self, index: usize) {
-        if !self.origins[index].socket.shutdown_write() {
+        if !self.origins.slab[index].socket.shutdown_write() {
             debug!(worker = self.id, "tunnel: origin shutdown failed");
         }
     }
@@ -150,7 +150,7 @@ impl Worker {
             return;
         }
         self.runtime.metrics.worker(self.id).tunnels.inc();
-        let generation = self.upstreams.generation;
+        let generation = self.origins.upstreams.generation;
         let upstream = self.session_mut(id).and_then(|s| s.upstream(generation));
         let events = upstream.map(|upstream| self.upstream_events(upstream));
         if let Some(events) = &events {

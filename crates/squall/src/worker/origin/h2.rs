@@ -19,7 +19,7 @@
 //! Timers: an exchange on a shared connection has its own timer entry (a `Session` token),
 //! since the connection's one timer is for the connection (its connect, its stall detection).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -32,7 +32,7 @@ use squall_proxy::OriginMessage;
 use squall_upstream::{ServerId, UpstreamErrorClass};
 use tracing::debug;
 
-use super::OriginState;
+use super::{News, OriginState};
 use crate::upstream_events::UpstreamEvents;
 use crate::worker::Worker;
 use crate::worker::session::SessionId;
@@ -55,6 +55,9 @@ pub struct OriginH2 {
     /// Exchanges waiting for a stream, in order: until the connection is up and the origin's
     /// SETTINGS say how many streams it takes, and while it has none free.
     waiting: VecDeque<SessionId>,
+    /// Exchanges told a stream is free for them whose request head has not opened it yet
+    /// (the news reaches them after the origin side is done): those streams are spoken for.
+    granted: HashSet<SessionId>,
     /// The preface went out: streams may open.
     ready: bool,
     /// `:scheme` is `https`.
@@ -83,6 +86,7 @@ impl OriginH2 {
             conn: ClientConnection::new(config, now),
             streams: HashMap::new(),
             waiting: VecDeque::new(),
+            granted: HashSet::new(),
             ready: false,
             tls,
             rbuf: BytesMut::new(),
@@ -103,9 +107,9 @@ impl OriginH2 {
     /// it, as the origin's SETTINGS allow, or until they arrive a place among [`STREAMS_MAX`].
     fn has_room(&self) -> bool {
         if self.conn.peer_settings_received() {
-            self.waiting.len() < self.conn.available_streams()
+            self.waiting.len() < self.free_streams()
         } else {
-            self.streams.len() + self.waiting.len() < STREAMS_MAX
+            self.streams.len() + self.granted.len() + self.waiting.len() < STREAMS_MAX
         }
     }
 
@@ -114,7 +118,12 @@ impl OriginH2 {
         self.ready
             && self.conn.peer_settings_received()
             && self.waiting.is_empty()
-            && self.conn.available_streams() > 0
+            && self.free_streams() > 0
+    }
+
+    /// Streams the origin allows that are not spoken for.
+    fn free_streams(&self) -> usize {
+        (self.conn.available_streams()).saturating_sub(self.granted.len())
     }
 }
 
@@ -152,9 +161,9 @@ impl Worker {
         if let Some(index) = self.connect_new(id, upstream, server) {
             let mut h2 = OriginH2::new(tls, self.upstream_events(upstream), now);
             h2.waiting.push_back(id);
-            self.origins[index].session = None;
-            self.origins[index].mux = Some(Box::new(h2));
-            self.h2_origins.push(index);
+            self.origins.slab[index].session = None;
+            self.origins.slab[index].mux = Some(Box::new(h2));
+            self.origins.shared.push(index);
             self.h2_deadline(index);
         }
     }
@@ -170,9 +179,9 @@ impl Worker {
         pooled: bool,
     ) -> bool {
         let now = self.now;
-        let generation = self.upstreams.generation;
-        let found = self.h2_origins.iter().copied().find(|&index| {
-            let origin = &self.origins[index];
+        let generation = self.origins.upstreams.generation;
+        let found = self.origins.shared.iter().copied().find(|&index| {
+            let origin = &self.origins.slab[index];
             let Some(h2) = origin.mux.as_deref() else {
                 return false;
             };
@@ -186,14 +195,16 @@ impl Worker {
         let Some(index) = found else {
             return false;
         };
-        let origin = &mut self.origins[index];
+        let origin = &mut self.origins.slab[index];
         let h2 = origin
             .mux
             .as_deref_mut()
             .expect("found among HTTP/2 origins");
         h2.idle_since = None;
         let (free, tls) = (h2.stream_free(), h2.tls);
-        if !free {
+        if free {
+            h2.granted.insert(id);
+        } else {
             h2.waiting.push_back(id);
         }
         self.runtime.metrics.worker(self.id).upstream_reuses.inc();
@@ -210,32 +221,33 @@ impl Worker {
     /// exchange becomes the first stream of a shared connection.
     pub(in crate::worker) fn become_h2(&mut self, index: usize) {
         let now = self.now;
-        let counters = self.upstream_events(self.origins[index].upstream);
-        let origin = &mut self.origins[index];
+        let counters = self.upstream_events(self.origins.slab[index].upstream);
+        let origin = &mut self.origins.slab[index];
         let mut h2 = OriginH2::new(true, counters, now);
         h2.waiting.extend(origin.session.take());
-        self.h2_pending.push(index);
+        self.origins.h2_pending.push(index);
         origin.mux = Some(Box::new(h2));
-        self.h2_origins.push(index);
+        self.origins.shared.push(index);
     }
 
     /// Connection `index`'s HTTP/2 state, if it is a shared HTTP/2 connection still in the slab.
     fn origin_h2_mut(&mut self, index: usize) -> Option<&mut OriginH2> {
-        self.origins.get_mut(index)?.mux.as_deref_mut()
+        self.origins.slab.get_mut(index)?.mux.as_deref_mut()
     }
 
     /// While connecting, the connection's own deadline is its connect timeout.
     fn h2_deadline(&mut self, index: usize) {
-        let origin = &self.origins[index];
-        let timeout = (self.upstreams.groups.get(origin.upstream)).map(|g| g.connect_timeout);
-        self.origins[index].deadline = timeout.map(|t| self.now + t);
+        let origin = &self.origins.slab[index];
+        let timeout =
+            (self.origins.upstreams.groups.get(origin.upstream)).map(|g| g.connect_timeout);
+        self.origins.slab[index].deadline = timeout.map(|t| self.now + t);
         self.arm_origin_timer(index);
     }
 
     /// The connection is up (TCP for `h2c`, the handshake for TLS): the preface goes out; the
     /// waiting exchanges get their streams once the origin's SETTINGS are in.
     pub(in crate::worker) fn h2_connected(&mut self, index: usize) {
-        let origin = &mut self.origins[index];
+        let origin = &mut self.origins.slab[index];
         origin.deadline = None;
         let Some(h2) = origin.mux.as_deref_mut() else {
             return;
@@ -248,34 +260,30 @@ impl Worker {
     /// Gives the exchanges waiting on connection `index` the streams it has free, in order.
     /// Only where sessions may be called (not from inside an action: see `h2_pending`).
     fn h2_dispatch(&mut self, index: usize) {
-        let now = self.now;
         loop {
             let Some(h2) = self.origin_h2_mut(index) else {
                 return;
             };
-            if !h2.ready || !h2.conn.peer_settings_received() || h2.conn.available_streams() == 0 {
+            if !h2.ready || !h2.conn.peer_settings_received() || h2.free_streams() == 0 {
                 return;
             }
             let tls = h2.tls;
             let Some(id) = h2.waiting.pop_front() else {
                 return;
             };
-            if self
-                .session_mut(id)
-                .is_some_and(|s| s.origin == Some(index))
-            {
-                self.feed(id, |ex| ex.on_origin_stream(false, tls, now));
-            }
+            h2.granted.insert(id);
+            let news = News::Stream { reused: false, tls };
+            self.origins.news.tell(id, index, news);
         }
     }
 
     /// Serves the connections whose waiting exchanges may have a stream now (see
     /// `Worker::h2_pending`); true when there were any.
     pub(in crate::worker) fn run_h2_pending(&mut self) -> bool {
-        if self.h2_pending.is_empty() {
+        if self.origins.h2_pending.is_empty() {
             return false;
         }
-        let mut pending = std::mem::take(&mut self.h2_pending);
+        let mut pending = std::mem::take(&mut self.origins.h2_pending);
         pending.sort_unstable();
         pending.dedup();
         for index in pending {
@@ -292,18 +300,12 @@ impl Worker {
             return;
         };
         let waiting = std::mem::take(&mut h2.waiting);
-        let (upstream, server) = (self.origins[index].upstream, self.origins[index].server);
+        let (upstream, server) = (
+            self.origins.slab[index].upstream,
+            self.origins.slab[index].server,
+        );
         for id in waiting {
-            if self
-                .session_mut(id)
-                .is_some_and(|s| s.origin == Some(index))
-            {
-                if let Some(session) = self.session_mut(id) {
-                    session.origin = None;
-                }
-                self.connect_h2(id, upstream, server, false);
-                self.drive(id);
-            }
+            (self.origins.news).tell(id, index, News::Requeue { upstream, server });
         }
     }
 
@@ -321,6 +323,7 @@ impl Worker {
         };
         match (message, stream) {
             (OriginMessage::Head { fields, end_stream }, None) => {
+                h2.granted.remove(&id);
                 match h2.conn.send_request(fields.iter(), end_stream) {
                     Ok(stream) => {
                         h2.streams.insert(stream, id);
@@ -379,6 +382,7 @@ impl Worker {
             return;
         };
         h2.waiting.retain(|w| *w != id);
+        h2.granted.remove(&id);
         if let Some(stream) = stream {
             h2.unsent.remove(&stream);
             if h2.streams.remove(&stream).is_some() {
@@ -386,7 +390,7 @@ impl Worker {
             }
         }
         if !h2.waiting.is_empty() {
-            self.h2_pending.push(index);
+            self.origins.h2_pending.push(index);
         }
         self.h2_flush(index);
         self.h2_settle(index);
@@ -395,7 +399,7 @@ impl Worker {
     /// Moves frames from the HTTP/2 state to the connection's output, while it holds less
     /// than `OUT_HIGH_BYTES`, and notes which exchanges' body bytes went with them.
     pub(in crate::worker) fn h2_flush(&mut self, index: usize) {
-        let Some(origin) = self.origins.get_mut(index) else {
+        let Some(origin) = self.origins.slab.get_mut(index) else {
             return;
         };
         if origin.state == OriginState::Closed || !origin.mux.as_ref().is_some_and(|h| h.ready) {
@@ -442,7 +446,7 @@ impl Worker {
             return;
         };
         for (id, n) in std::mem::take(&mut h2.left) {
-            self.origin_sent(id, n);
+            self.origins.news.tell(id, index, News::Sent(n));
         }
     }
 
@@ -460,7 +464,7 @@ impl Worker {
         } = h2;
         if let Err(e) = conn.recv(rbuf, now) {
             UpstreamEvents::inc(&counters.h2_errors);
-            let address = self.origins[index].address;
+            let address = self.origins.slab[index].address;
             debug!(worker = self.id, %address, "origin HTTP/2: {e}");
         }
         self.h2_events(index);
@@ -473,19 +477,16 @@ impl Worker {
     /// connect does, those on a stream hear the stream reset (refused when nothing of the
     /// request left); then it closes.
     pub(in crate::worker) fn h2_failed(&mut self, index: usize, class: UpstreamErrorClass) {
-        let now = self.now;
         let Some(h2) = self.origin_h2_mut(index) else {
             return;
         };
         let waiting = std::mem::take(&mut h2.waiting);
+        h2.granted.clear();
         h2.conn.fail();
         for id in waiting {
-            if self
-                .session_mut(id)
-                .is_some_and(|s| s.origin == Some(index))
-            {
-                self.feed(id, |ex| ex.on_connect_failed(class, now));
-            }
+            self.origins
+                .news
+                .tell(id, index, News::ConnectFailed(class));
         }
         self.h2_events(index);
         if let Some(h2) = self.origin_h2_mut(index) {
@@ -495,7 +496,7 @@ impl Worker {
                 if let Some(session) = self.session_mut(id) {
                     session.stream = None;
                 }
-                self.feed(id, |ex| ex.on_origin_reset(false, now));
+                (self.origins.news).tell(id, index, News::Reset { refused: false });
             }
         }
         self.close_origin(index);
@@ -504,7 +505,7 @@ impl Worker {
     /// The connection's timer: its connect timeout, or the HTTP/2 state's own (stalls).
     pub(in crate::worker) fn h2_timer(&mut self, index: usize) {
         let now = self.now;
-        let origin = &mut self.origins[index];
+        let origin = &mut self.origins.slab[index];
         match origin.state {
             OriginState::Connecting | OriginState::Handshaking => {
                 if origin.state == OriginState::Handshaking {
@@ -528,7 +529,7 @@ impl Worker {
     /// notes when it went idle, and files the HTTP/2 state's next deadline.
     fn h2_settle(&mut self, index: usize) {
         let now = self.now;
-        let Some(origin) = self.origins.get_mut(index) else {
+        let Some(origin) = self.origins.slab.get_mut(index) else {
             return;
         };
         let Some(h2) = origin.mux.as_deref_mut() else {
@@ -540,7 +541,7 @@ impl Worker {
         if h2.conn.is_finished() && h2.streams.is_empty() && !h2.conn.has_output() {
             return self.close_origin(index);
         }
-        let idle = h2.streams.is_empty() && h2.waiting.is_empty();
+        let idle = h2.streams.is_empty() && h2.waiting.is_empty() && h2.granted.is_empty();
         match (idle, h2.idle_since) {
             (true, None) => h2.idle_since = Some(now),
             (false, Some(_)) => h2.idle_since = None,
@@ -557,10 +558,10 @@ impl Worker {
     /// generation a reload replaced (once per loop turn, with the pools).
     pub(in crate::worker) fn expire_h2_origins(&mut self) {
         let now = self.now;
-        let generation = self.upstreams.generation;
-        let expired: Vec<usize> = (self.h2_origins.iter().copied())
+        let generation = self.origins.upstreams.generation;
+        let expired: Vec<usize> = (self.origins.shared.iter().copied())
             .filter(|&index| {
-                let origin = &self.origins[index];
+                let origin = &self.origins.slab[index];
                 origin
                     .mux
                     .as_deref()
@@ -571,7 +572,7 @@ impl Worker {
             })
             .collect();
         for index in expired {
-            if let Some(h2) = self.origins[index].mux.as_deref_mut() {
+            if let Some(h2) = self.origins.slab[index].mux.as_deref_mut() {
                 h2.conn.go_away(ErrorCode::NoError);
             }
             self.h2_flush(index);
@@ -623,6 +624,6 @@ impl Worker {
 
     /// Forgets a closed connection.
     pub(in crate::worker) fn forget_h2_origin(&mut self, index: usize) {
-        self.h2_origins.retain(|&i| i != index);
+        self.origins.shared.retain(|&i| i != index);
     }
 }

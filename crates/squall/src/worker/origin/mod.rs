@@ -13,10 +13,12 @@
 //! behind the one send in flight, and the exchange stops taking request body while they do.
 
 mod h2;
+mod news;
 mod probe;
 mod tls;
 
 pub use h2::OriginH2;
+pub use news::{News, Outbox};
 
 use std::io;
 use std::net::SocketAddr;
@@ -24,6 +26,7 @@ use std::os::fd::OwnedFd;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
+use slab::Slab;
 use socket2::{Domain, Protocol, Type};
 use squall_upstream::{Checkin, ConnId, ServerId, Upstream};
 use squall_uring::RecvBuf;
@@ -129,6 +132,30 @@ pub struct OriginTarget {
 }
 
 /// One worker's upstream groups, rebuilt on reload (a generation tells old connections apart).
+/// The worker's origin side: connections to origin servers (busy, pooled, shared HTTP/2 ones,
+/// health probes) and this worker's balancing, health and pool state per upstream group.
+#[derive(Default)]
+pub struct Origins {
+    /// Connections to origin servers, busy or pooled.
+    pub slab: Slab<Origin>,
+    /// The slots of `slab` that are shared HTTP/2 connections (`h2.rs`).
+    pub shared: Vec<usize>,
+    /// Of those, the ones whose queued exchanges may get a stream now (one was freed inside an
+    /// action, where no other session may be called): served at the end of the turn.
+    pub h2_pending: Vec<usize>,
+    /// This worker's balancing, health and pool state per upstream group.
+    pub upstreams: Upstreams,
+    /// When an origin socket refused for want of a descriptor was last logged.
+    pub fd_logged_at: Option<Instant>,
+    /// What the connections learned for their exchanges, for the loop to deliver.
+    pub news: Outbox,
+    /// Connections whose receive ended with a completion whose bytes went into `news`: armed
+    /// again once the news was delivered, unless the exchange paused or let go of them
+    /// (slot and generation).
+    pub rearm: Vec<(usize, u32)>,
+}
+
+#[derive(Default)]
 pub struct Upstreams {
     pub groups: Vec<Upstream>,
     pub generation: u64,
@@ -160,7 +187,8 @@ impl Worker {
         {
             Some(events) => events.clone(),
             None => {
-                let name = (self.upstreams.groups.get(upstream)).map_or("", |g| g.group.name());
+                let name =
+                    (self.origins.upstreams.groups.get(upstream)).map_or("", |g| g.group.name());
                 self.runtime.metrics.upstream_events.counters(name)
             }
         }
@@ -178,7 +206,8 @@ impl Worker {
         let counters = self.runtime.metrics.worker(self.id);
         counters.upstream_descriptor_failures.inc();
         if self
-            .origin_fd_logged_at
+            .origins
+            .fd_logged_at
             .is_none_or(|at| self.now >= at + super::PAUSE_LOG_INTERVAL)
         {
             tracing::warn!(
@@ -187,14 +216,14 @@ impl Worker {
                 "origin connection refused for want of a descriptor: {e}; retried as a connect \
                  failure (raise RLIMIT_NOFILE or limits.descriptor_reserve)"
             );
-            self.origin_fd_logged_at = Some(self.now);
+            self.origins.fd_logged_at = Some(self.now);
         }
     }
 
     pub(super) fn origin_index(&self, token: Token) -> Option<usize> {
         debug_assert_eq!(token.kind(), token::Kind::Origin);
         let index = token.index();
-        let origin = self.origins.get(index)?;
+        let origin = self.origins.slab.get(index)?;
         token.names(origin.generation).then_some(index)
     }
 
@@ -232,11 +261,11 @@ impl Worker {
             (None, Some(header)) => header.bytes.len(),
             _ => 0,
         };
-        let index = self.origins.insert(Origin {
+        let index = self.origins.slab.insert(Origin {
             socket,
             generation,
             upstream: target.upstream,
-            upstream_generation: self.upstreams.generation,
+            upstream_generation: self.origins.upstreams.generation,
             server: target.server,
             address: target.address,
             state: OriginState::Connecting,
@@ -252,7 +281,7 @@ impl Worker {
             mux: None,
         });
         let token = Token::origin(index, generation);
-        self.origins[index]
+        self.origins.slab[index]
             .socket
             .connect(&mut self.ring, target.address, token);
         index
@@ -262,13 +291,12 @@ impl Worker {
         let Some(index) = self.origin_index(token) else {
             return;
         };
-        self.origins[index].socket.on_connect();
-        if self.origins[index].state != OriginState::Connecting {
+        self.origins.slab[index].socket.on_connect();
+        if self.origins.slab[index].state != OriginState::Connecting {
             self.origin_op_done(index);
             return;
         }
-        let now = self.now;
-        let origin = &mut self.origins[index];
+        let origin = &mut self.origins.slab[index];
         match result {
             Ok(()) if origin.tls.is_some() => {
                 origin.state = OriginState::Handshaking;
@@ -280,40 +308,41 @@ impl Worker {
                 origin.socket.arm_recv(&mut self.ring, token);
                 // A PROXY protocol header waits in `out`; what the exchange writes goes after it.
                 self.flush_origin(index);
-                let origin = &mut self.origins[index];
+                let origin = &mut self.origins.slab[index];
                 if origin.mux.is_some() {
                     return self.h2_connected(index);
                 }
                 match origin.session {
-                    Some(id) => self.feed(id, |ex| ex.on_origin_connected(false, now)),
+                    Some(id) => {
+                        (self.origins.news).tell(id, index, News::Connected { reused: false })
+                    }
                     None => self.write_probe(index),
                 }
             }
             Err(e) => {
                 debug!(worker = self.id, address = %origin.address, "connect: {e}");
-                self.origin_failed(index, |ex| {
-                    ex.on_connect_failed(squall_upstream::UpstreamErrorClass::ConnectFailed, now);
-                });
+                let class = squall_upstream::UpstreamErrorClass::ConnectFailed;
+                self.origin_failed(index, News::ConnectFailed(class));
             }
         }
     }
 
-    /// A connection's I/O failed: its exchange hears `event`, a probe fails; on a shared
+    /// A connection's I/O failed: its exchange hears `news`, a probe fails; on a shared
     /// HTTP/2 connection every exchange on it hears of it (`h2.rs`).
-    fn origin_failed(&mut self, index: usize, event: impl FnOnce(&mut squall_proxy::Exchange)) {
-        if self.origins[index].mux.is_some() {
+    fn origin_failed(&mut self, index: usize, news: News) {
+        if self.origins.slab[index].mux.is_some() {
             return self.h2_failed(index, squall_upstream::UpstreamErrorClass::ConnectFailed);
         }
-        match self.origins[index].session {
-            Some(id) => self.feed(id, event),
-            None if self.origins[index].probe.is_some() => self.end_probe(index, false),
+        match self.origins.slab[index].session {
+            Some(id) => self.origins.news.tell(id, index, news),
+            None if self.origins.slab[index].probe.is_some() => self.end_probe(index, false),
             None => self.close_origin(index),
         }
     }
 
     /// Sends `bytes` after whatever the connection has not sent yet (encrypted first, on TLS).
     pub(super) fn write_origin(&mut self, index: usize, bytes: Bytes) {
-        let origin = &mut self.origins[index];
+        let origin = &mut self.origins.slab[index];
         if origin.state == OriginState::Closed {
             return;
         }
@@ -334,7 +363,7 @@ impl Worker {
     }
 
     pub(super) fn flush_origin(&mut self, index: usize) {
-        let origin = &mut self.origins[index];
+        let origin = &mut self.origins.slab[index];
         if origin.socket.sending() || origin.out.is_empty() || origin.state == OriginState::Closed {
             return;
         }
@@ -350,8 +379,7 @@ impl Worker {
         let Some(index) = self.origin_index(token) else {
             return;
         };
-        let now = self.now;
-        let origin = &mut self.origins[index];
+        let origin = &mut self.origins.slab[index];
         origin.socket.on_send();
         match result {
             _ if origin.state == OriginState::Closed => {}
@@ -371,36 +399,18 @@ impl Worker {
                 } else {
                     self.flush_origin(index);
                 }
-                if self.origins[index].mux.is_some() {
+                if self.origins.slab[index].mux.is_some() {
                     self.h2_sent(index);
-                } else if let Some(id) = self.origins[index].session {
-                    self.origin_sent(id, written);
+                } else if let Some(id) = self.origins.slab[index].session {
+                    self.origins.news.tell(id, index, News::Sent(written));
                 }
             }
             Err(e) => {
                 debug!(worker = self.id, "origin send: {e}");
-                self.origin_failed(index, |ex| ex.on_origin_error(now));
+                self.origin_failed(index, News::Failed);
             }
         }
         self.origin_op_done(index);
-    }
-
-    /// Request bytes reached the origin: the exchange may take more body, so a client paused
-    /// on a full upload reads on.
-    fn origin_sent(&mut self, id: SessionId, sent: usize) {
-        let now = self.now;
-        self.feed(id, |ex| ex.on_origin_sent(sent, now));
-        let Some(client) = self.session_mut(id).and_then(|s| s.listener()) else {
-            return;
-        };
-        if let Some(conn) = self.conns.get_mut(client.conn())
-            && conn.blocked
-        {
-            // Paused for its origin, not idle: its idle time starts again from here.
-            conn.blocked = false;
-            conn.last_activity = self.now;
-            self.schedule(client.conn());
-        }
     }
 
     pub(super) fn on_origin_recv(
@@ -415,40 +425,40 @@ impl Worker {
             }
             return;
         };
-        let now = self.now;
-        self.origins[index].socket.on_recv(more);
+        self.origins.slab[index].socket.on_recv(more);
         match result {
-            Ok(Some(buf)) if self.origins[index].tls.is_some() => {
+            Ok(Some(buf)) if self.origins.slab[index].tls.is_some() => {
                 self.on_origin_cipher(index, buf);
-                if !more && self.origins.contains(index) {
+                if !more && self.origins.slab.contains(index) {
                     self.arm_origin_recv(index);
                 }
             }
-            Ok(Some(buf)) if self.origins[index].mux.is_some() => {
+            Ok(Some(buf)) if self.origins.slab[index].mux.is_some() => {
                 let bytes = self.ring.recv_bytes(&buf);
-                if let Some(h2) = self.origins[index].mux.as_deref_mut() {
+                if let Some(h2) = self.origins.slab[index].mux.as_deref_mut() {
                     h2.take_input(bytes);
                 }
                 self.ring.recycle(buf);
                 self.h2_input(index);
-                if !more && self.origins.contains(index) {
+                if !more && self.origins.slab.contains(index) {
                     self.arm_origin_recv(index);
                 }
             }
             Ok(Some(buf)) => {
-                let origin = &mut self.origins[index];
+                let origin = &mut self.origins.slab[index];
                 let bytes = self.ring.recv_bytes(&buf);
                 match (origin.state, origin.session, origin.probe.as_mut()) {
                     // A paused origin's bytes already in flight still go to the exchange,
                     // which holds them undecoded until the client has room.
                     (OriginState::Busy, Some(id), _) => {
-                        if let Some(session) = self.sessions.get_mut(id.index)
-                            && session.is(id)
-                        {
-                            session.ex.on_origin_data(bytes, now);
+                        self.origins.news.tell(id, index, News::Received(buf));
+                        // Read on once the exchange took the bytes (and did not pause it).
+                        if !more {
+                            let generation = self.origins.slab[index].generation;
+                            self.origins.rearm.push((index, generation));
                         }
-                        self.ring.recycle(buf);
-                        self.drive(id);
+                        self.origin_op_done(index);
+                        return;
                     }
                     (OriginState::Busy, None, Some(probe)) => {
                         probe.rbuf.extend_from_slice(bytes);
@@ -463,7 +473,7 @@ impl Worker {
                 }
                 // Read on once the bytes were taken: a receive that ended (a single one always
                 // does) is armed again unless they paused the origin or ended the exchange.
-                if !more && self.origins.contains(index) {
+                if !more && self.origins.slab.contains(index) {
                     self.arm_origin_recv(index);
                 }
             }
@@ -475,8 +485,8 @@ impl Worker {
             }
             Err(e) => {
                 debug!(worker = self.id, "origin recv: {e}");
-                match self.origins[index].state {
-                    OriginState::Busy => self.origin_failed(index, |ex| ex.on_origin_error(now)),
+                match self.origins.slab[index].state {
+                    OriginState::Busy => self.origin_failed(index, News::Failed),
                     OriginState::Handshaking => {
                         let why = format!("receive failed during the handshake: {e}");
                         self.handshake_failed(index, tls::HandshakeFailure::Closed, &why);
@@ -490,15 +500,16 @@ impl Worker {
 
     /// The origin closed its side (a TCP FIN, or a TLS close_notify).
     fn origin_eof(&mut self, index: usize) {
-        let now = self.now;
-        if self.origins[index].mux.is_some() && self.origins[index].state == OriginState::Busy {
+        if self.origins.slab[index].mux.is_some()
+            && self.origins.slab[index].state == OriginState::Busy
+        {
             let class = squall_upstream::UpstreamErrorClass::ClosedBeforeResponse;
             return self.h2_failed(index, class);
         }
-        match self.origins[index].state {
-            OriginState::Busy => match self.origins[index].session {
-                Some(id) => self.feed(id, |ex| ex.on_origin_eof(now)),
-                None if self.origins[index].probe.is_some() => self.read_probe(index, true),
+        match self.origins.slab[index].state {
+            OriginState::Busy => match self.origins.slab[index].session {
+                Some(id) => self.origins.news.tell(id, index, News::Eof),
+                None if self.origins.slab[index].probe.is_some() => self.read_probe(index, true),
                 None => self.close_origin(index),
             },
             OriginState::Handshaking => {
@@ -511,7 +522,7 @@ impl Worker {
 
     /// Stops reading the origin while its client is slow to read.
     pub(super) fn pause_origin(&mut self, index: usize) {
-        let origin = &mut self.origins[index];
+        let origin = &mut self.origins.slab[index];
         // A shared HTTP/2 connection is never paused: its streams' windows hold them back.
         if origin.paused || origin.state != OriginState::Busy || origin.mux.is_some() {
             return;
@@ -525,7 +536,7 @@ impl Worker {
 
     /// Reads a paused origin again.
     pub(super) fn resume_origin(&mut self, index: usize) {
-        let origin = &mut self.origins[index];
+        let origin = &mut self.origins.slab[index];
         if !origin.paused || origin.state != OriginState::Busy {
             return;
         }
@@ -537,7 +548,7 @@ impl Worker {
     /// notice a close), unless one is armed or still reporting its cancellation (whose final
     /// completion arms it again).
     pub(super) fn arm_origin_recv(&mut self, index: usize) {
-        let origin = &mut self.origins[index];
+        let origin = &mut self.origins.slab[index];
         let reading = match origin.state {
             OriginState::Busy => !origin.paused,
             OriginState::Idle | OriginState::Handshaking => true,
@@ -553,8 +564,8 @@ impl Worker {
     /// current upstream generation (and its receive armed, so a close is noticed), else closed.
     pub(super) fn release_origin(&mut self, index: usize, reusable: bool) {
         let now = self.now;
-        let origin = &mut self.origins[index];
-        let current = origin.upstream_generation == self.upstreams.generation;
+        let origin = &mut self.origins.slab[index];
+        let current = origin.upstream_generation == self.origins.upstreams.generation;
         // A receive need not be armed now (origins receive one buffer at a time): a pooled
         // connection gets one below, to notice its origin closing.
         let keep = reusable
@@ -564,7 +575,7 @@ impl Worker {
             && origin.socket.is_open()
             && !origin.paused;
         if keep {
-            let group = &mut self.upstreams.groups[origin.upstream];
+            let group = &mut self.origins.upstreams.groups[origin.upstream];
             let id = ConnId(Token::origin(index, origin.generation).raw());
             if group.pool.checkin(origin.server, id, now) == Checkin::Keep {
                 origin.state = OriginState::Idle;
@@ -577,15 +588,17 @@ impl Worker {
     }
 
     pub(super) fn close_origin(&mut self, index: usize) {
-        let origin = &mut self.origins[index];
+        let origin = &mut self.origins.slab[index];
         if origin.state == OriginState::Closed {
             return;
         }
         if origin.state == OriginState::Idle
-            && origin.upstream_generation == self.upstreams.generation
+            && origin.upstream_generation == self.origins.upstreams.generation
         {
             let id = ConnId(Token::origin(index, origin.generation).raw());
-            self.upstreams.groups[origin.upstream].pool.remove(id);
+            self.origins.upstreams.groups[origin.upstream]
+                .pool
+                .remove(id);
         }
         // A sound TLS connection says goodbye (an ended or failed one has nothing to say to).
         if matches!(origin.state, OriginState::Idle | OriginState::Busy)
@@ -604,23 +617,23 @@ impl Worker {
 
     pub(super) fn on_origin_close(&mut self, token: Token) {
         if let Some(index) = self.origin_index(token) {
-            self.origins[index].socket.on_close();
+            self.origins.slab[index].socket.on_close();
             self.origin_op_done(index);
         }
     }
 
     /// Frees a closed origin's slot once every operation has reported.
     fn origin_op_done(&mut self, index: usize) {
-        let Some(origin) = self.origins.get(index) else {
+        let Some(origin) = self.origins.slab.get(index) else {
             return;
         };
         if origin.state == OriginState::Closed && origin.socket.drained() {
-            self.origins.remove(index);
+            self.origins.slab.remove(index);
         }
     }
 
     pub(super) fn arm_origin_timer(&mut self, index: usize) {
-        let origin = &mut self.origins[index];
+        let origin = &mut self.origins.slab[index];
         let Some(deadline) = origin.deadline else {
             return;
         };
@@ -638,7 +651,7 @@ impl Worker {
             return;
         };
         let now = self.now;
-        let origin = &mut self.origins[index];
+        let origin = &mut self.origins.slab[index];
         if origin.timer_due == Some(due) {
             origin.timer_due = None;
         }
@@ -662,9 +675,9 @@ impl Worker {
             // The exchange's connect timeout, or the probe's, passed during the handshake.
             self.handshake_timed_out(index);
         }
-        let origin = &mut self.origins[index];
+        let origin = &mut self.origins.slab[index];
         match origin.session {
-            Some(id) => self.feed(id, |ex| ex.on_timer(now)),
+            Some(id) => self.origins.news.tell(id, index, News::Timer),
             None => {
                 debug!(worker = self.id, address = %origin.address, "probe timeout");
                 self.end_probe(index, false);
@@ -676,7 +689,7 @@ impl Worker {
     pub(super) fn expire_pools(&mut self) {
         let now = self.now;
         let mut expired = Vec::new();
-        for group in &mut self.upstreams.groups {
+        for group in &mut self.origins.upstreams.groups {
             if group.pool.next_expiry().is_some_and(|at| at <= now) {
                 expired.extend(group.pool.expire(now));
             }
@@ -684,7 +697,7 @@ impl Worker {
         for ConnId(raw) in expired {
             if let Some(index) = self.origin_index(Token::from_raw(raw)) {
                 // Already forgotten by the pool: mark busy-less and close.
-                self.origins[index].state = OriginState::Busy;
+                self.origins.slab[index].state = OriginState::Busy;
                 self.close_origin(index);
             }
         }

@@ -44,7 +44,7 @@ impl Worker {
     pub(in crate::worker) fn start_due_probes(&mut self) {
         let now = self.now;
         let mut due = Vec::new();
-        for (upstream, group) in self.upstreams.groups.iter_mut().enumerate() {
+        for (upstream, group) in self.origins.upstreams.groups.iter_mut().enumerate() {
             if group.group.next_check_at().is_some_and(|at| at <= now) {
                 due.extend(group.group.due_checks(now).map(|server| (upstream, server)));
             }
@@ -64,7 +64,7 @@ impl Worker {
         }
         self.upstream_gauges_due = self.now + UPSTREAM_GAUGES_PERIOD;
         let gauges = self.runtime.upstream_gauges.clone();
-        for (group, published) in self.upstreams.groups.iter().zip(gauges.iter()) {
+        for (group, published) in self.origins.upstreams.groups.iter().zip(gauges.iter()) {
             for (id, server) in group.group.ids().zip(published.servers.iter()) {
                 let up =
                     group.group.state(id, self.now) != Some(squall_upstream::HealthState::Down);
@@ -84,13 +84,13 @@ impl Worker {
 
     /// When the next probe of any group is due, for the loop's wait.
     pub(in crate::worker) fn next_probe_at(&self) -> Option<std::time::Instant> {
-        (self.upstreams.groups.iter())
+        (self.origins.upstreams.groups.iter())
             .filter_map(|g| g.group.next_check_at())
             .min()
     }
 
     fn start_probe(&mut self, upstream: usize, server: ServerId) {
-        let group = &self.upstreams.groups[upstream];
+        let group = &self.origins.upstreams.groups[upstream];
         let Some(address) = group.group.address(server) else {
             return;
         };
@@ -98,7 +98,7 @@ impl Worker {
             Ok(fd) => fd,
             Err(e) => {
                 self.origin_socket_failed(Some(address), &e);
-                self.upstreams.groups[upstream]
+                self.origins.upstreams.groups[upstream]
                     .group
                     .record_check(server, false, self.now);
                 return;
@@ -109,19 +109,19 @@ impl Worker {
             server,
             address,
         };
-        let connect_timeout = self.upstreams.groups[upstream].connect_timeout;
+        let connect_timeout = self.origins.upstreams.groups[upstream].connect_timeout;
         let header = (self.runtime.upstreams.get(upstream))
             .and_then(|u| u.proxy_protocol)
             .map(|version| super::ProxyHeader::new(version, None));
         let index = self.open_origin(fd, target, &http::Method::GET, None, header);
-        self.origins[index].deadline = Some(self.now + connect_timeout);
+        self.origins.slab[index].deadline = Some(self.now + connect_timeout);
         self.arm_origin_timer(index);
     }
 
     /// The probe's connection is up: send the request.
     pub(in crate::worker) fn write_probe(&mut self, index: usize) {
-        let origin = &mut self.origins[index];
-        let Some(upstream) = self.upstreams.groups.get(origin.upstream) else {
+        let origin = &mut self.origins.slab[index];
+        let Some(upstream) = self.origins.upstreams.groups.get(origin.upstream) else {
             self.close_origin(index);
             return;
         };
@@ -157,7 +157,7 @@ impl Worker {
 
     /// Reads the probe's answer: its status decides; the body is not waited for.
     pub(in crate::worker) fn read_probe(&mut self, index: usize, eof: bool) {
-        let Some(probe) = self.origins[index].probe.as_mut() else {
+        let Some(probe) = self.origins.slab[index].probe.as_mut() else {
             return;
         };
         if let Some(conn) = probe.mux.as_mut() {
@@ -196,9 +196,9 @@ impl Worker {
 
     /// Records the probe's result and closes its connection.
     pub(in crate::worker) fn end_probe(&mut self, index: usize, ok: bool) {
-        let origin = &self.origins[index];
-        if origin.upstream_generation == self.upstreams.generation
-            && let Some(group) = self.upstreams.groups.get_mut(origin.upstream)
+        let origin = &self.origins.slab[index];
+        if origin.upstream_generation == self.origins.upstreams.generation
+            && let Some(group) = self.origins.upstreams.groups.get_mut(origin.upstream)
         {
             if !ok {
                 debug!(worker = self.id, address = %origin.address, "health check failed");

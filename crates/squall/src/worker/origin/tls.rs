@@ -26,7 +26,7 @@ use squall_upstream::UpstreamErrorClass;
 use squall_uring::RecvBuf;
 use tracing::{debug, warn};
 
-use super::{OriginState, OriginTarget};
+use super::{News, OriginState, OriginTarget};
 use crate::origin_tls::TlsCounters;
 use crate::worker::Worker;
 
@@ -126,7 +126,7 @@ impl Worker {
 
     /// Ciphertext arrived on a TLS origin connection: decrypt it and hand on what it holds.
     pub(super) fn on_origin_cipher(&mut self, index: usize, buf: RecvBuf) {
-        let origin = &mut self.origins[index];
+        let origin = &mut self.origins.slab[index];
         let Some(tls) = origin.tls.as_mut() else {
             self.ring.recycle(buf);
             return;
@@ -150,17 +150,16 @@ impl Worker {
             self.handshake_done(index, resumed);
         }
         if !plain.is_empty() {
-            self.origin_plain(index, &plain);
+            self.origin_plain(index, plain);
         }
-        if closed && self.origins.contains(index) {
+        if closed && self.origins.slab.contains(index) {
             self.origin_eof(index);
         }
     }
 
     /// The handshake is done: the exchange (or probe) hears "connected" now.
     fn handshake_done(&mut self, index: usize, resumed: bool) {
-        let now = self.now;
-        let origin = &mut self.origins[index];
+        let origin = &mut self.origins.slab[index];
         if origin.state != OriginState::Handshaking {
             return;
         }
@@ -173,35 +172,29 @@ impl Worker {
         if origin.mux.is_none() && origin.session.is_some() && alpn_h2 {
             self.become_h2(index);
         }
-        if self.origins[index].mux.is_some() {
+        if self.origins.slab[index].mux.is_some() {
             return self.h2_connected(index);
         }
-        let origin = &mut self.origins[index];
+        let origin = &mut self.origins.slab[index];
         match origin.session {
-            Some(id) => self.feed(id, |ex| ex.on_origin_connected(false, now)),
+            Some(id) => (self.origins.news).tell(id, index, News::Connected { reused: false }),
             None => self.write_probe(index),
         }
     }
 
     /// Decrypted bytes, as a cleartext origin's are taken in `on_origin_recv`.
-    fn origin_plain(&mut self, index: usize, plain: &[u8]) {
-        let now = self.now;
-        let origin = &mut self.origins[index];
+    fn origin_plain(&mut self, index: usize, plain: BytesMut) {
+        let origin = &mut self.origins.slab[index];
         if let Some(h2) = origin.mux.as_deref_mut() {
-            h2.take_input(plain);
+            h2.take_input(&plain);
             return self.h2_input(index);
         }
         match (origin.state, origin.session, origin.probe.as_mut()) {
             (OriginState::Busy, Some(id), _) => {
-                if let Some(session) = self.sessions.get_mut(id.index)
-                    && session.is(id)
-                {
-                    session.ex.on_origin_data(plain, now);
-                }
-                self.drive(id);
+                (self.origins.news).tell(id, index, News::Plain(plain.freeze()));
             }
             (OriginState::Busy, None, Some(probe)) => {
-                probe.rbuf.extend_from_slice(plain);
+                probe.rbuf.extend_from_slice(&plain);
                 self.read_probe(index, false);
             }
             // An idle origin has nothing to say (a session ticket is no plaintext).
@@ -215,11 +208,10 @@ impl Worker {
             let why = HandshakeFailure::of(error);
             return self.handshake_failed(index, why, &error.to_string());
         }
-        let now = self.now;
-        let origin = &self.origins[index];
+        let origin = &self.origins.slab[index];
         debug!(worker = self.id, address = %origin.address, "origin tls: {error}");
         match origin.state {
-            OriginState::Busy => self.origin_failed(index, |ex| ex.on_origin_error(now)),
+            OriginState::Busy => self.origin_failed(index, News::Failed),
             _ => self.close_origin(index),
         }
     }
@@ -227,12 +219,13 @@ impl Worker {
     /// The handshake failed: counted, logged, and a failed connect for the exchange.
     pub(super) fn handshake_failed(&mut self, index: usize, why: HandshakeFailure, detail: &str) {
         let now = self.now;
-        let origin = &self.origins[index];
+        let origin = &self.origins.slab[index];
         let Some(tls) = &origin.tls else {
             return;
         };
         tls.counters.handshake_failed(why);
-        let upstream = (self.upstreams.groups.get(origin.upstream)).map_or("", |g| g.group.name());
+        let upstream =
+            (self.origins.upstreams.groups.get(origin.upstream)).map_or("", |g| g.group.name());
         if tls.counters.should_log(now, FAILURE_LOG_INTERVAL) {
             warn!(
                 worker = self.id,
@@ -247,15 +240,16 @@ impl Worker {
         } else {
             debug!(worker = self.id, upstream, server = %origin.address, "origin handshake: {detail}");
         }
-        self.origin_failed(index, |ex| {
-            ex.on_connect_failed(UpstreamErrorClass::ConnectFailed, now);
-        });
+        self.origin_failed(
+            index,
+            News::ConnectFailed(UpstreamErrorClass::ConnectFailed),
+        );
     }
 
     /// The connect timeout passed during the handshake: counted (the exchange's timer or the
     /// probe's does the rest).
     pub(super) fn handshake_timed_out(&mut self, index: usize) {
-        if let Some(tls) = &self.origins[index].tls {
+        if let Some(tls) = &self.origins.slab[index].tls {
             tls.counters.handshake_failed(HandshakeFailure::Timeout);
             debug!(worker = self.id, name = %tls.name, "origin handshake timed out");
         }

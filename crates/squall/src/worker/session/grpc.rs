@@ -26,7 +26,7 @@ impl Worker {
             return None;
         }
         let upstream = session.upstream;
-        let name = (self.upstreams.groups.get(upstream)).map_or("", |g| g.group.name());
+        let name = (self.origins.upstreams.groups.get(upstream)).map_or("", |g| g.group.name());
         Some(match self.origin_protocol(upstream) {
             OriginProtocol::Http1 => format!(
                 "squall: upstream {name:?} is spoken to in HTTP/1.1, which cannot carry gRPC \
@@ -58,7 +58,7 @@ impl Worker {
             .is_none_or(|at| self.now >= at + Duration::from_secs(60))
         {
             self.grpc_logged_at = Some(self.now);
-            let name = (self.upstreams.groups.get(upstream)).map_or("", |g| g.group.name());
+            let name = (self.origins.upstreams.groups.get(upstream)).map_or("", |g| g.group.name());
             tracing::warn!(
                 worker = self.id,
                 upstream = name,

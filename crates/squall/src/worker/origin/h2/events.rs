@@ -6,7 +6,6 @@ use super::*;
 impl Worker {
     /// Hands every event the connection has to the exchange of its stream.
     pub(super) fn h2_events(&mut self, index: usize) {
-        let now = self.now;
         loop {
             let Some(h2) = self.origin_h2_mut(index) else {
                 return;
@@ -16,7 +15,7 @@ impl Worker {
             };
             let Some(stream) = event.stream_id() else {
                 UpstreamEvents::inc(&h2.counters.h2_goaways);
-                debug!(worker = self.id, address = %self.origins[index].address, ?event, "origin GOAWAY");
+                debug!(worker = self.id, address = %self.origins.slab[index].address, ?event, "origin GOAWAY");
                 self.h2_requeue(index);
                 continue;
             };
@@ -60,18 +59,18 @@ impl Worker {
                     if let Some(session) = self.session_mut(id) {
                         session.stream = None;
                     }
-                    if let Some(h2) = self.origins.get(index).and_then(|o| o.mux.as_deref()) {
+                    if let Some(h2) = self.origins.slab.get(index).and_then(|o| o.mux.as_deref()) {
                         UpstreamEvents::inc(&h2.counters.h2_resets);
                     }
-                    self.feed(id, |ex| ex.on_origin_reset(refused, now));
+                    (self.origins.news).tell(id, index, News::Reset { refused });
                 }
                 ClientEvent::Interim {
                     status, fields: f, ..
                 } => {
                     if let Some(head) = response_head(status, f, None, false, method) {
-                        self.feed(id, |ex| {
-                            ex.on_origin_response(ResponseEvent::Interim(head), now)
-                        });
+                        let event = Some(ResponseEvent::Interim(head));
+                        let news = News::Response { event, end: false };
+                        self.origins.news.tell(id, index, news);
                     }
                 }
                 ClientEvent::Response {
@@ -86,28 +85,28 @@ impl Worker {
                         self.h2_stream_failed(index, id, stream);
                         continue;
                     };
-                    self.feed(id, |ex| {
-                        ex.on_origin_response(ResponseEvent::Head(head), now);
-                        if end_stream {
-                            ex.on_origin_response(ResponseEvent::End { trailers: None }, now);
-                        }
-                    });
+                    let event = Some(ResponseEvent::Head(head));
+                    let news = News::Response {
+                        event,
+                        end: end_stream,
+                    };
+                    self.origins.news.tell(id, index, news);
                 }
                 ClientEvent::Data {
                     data, end_stream, ..
-                } => self.feed(id, |ex| {
-                    if !data.is_empty() {
-                        ex.on_origin_response(ResponseEvent::Data(data), now);
-                    }
-                    if end_stream {
-                        ex.on_origin_response(ResponseEvent::End { trailers: None }, now);
-                    }
-                }),
+                } => {
+                    let event = (!data.is_empty()).then_some(ResponseEvent::Data(data));
+                    let news = News::Response {
+                        event,
+                        end: end_stream,
+                    };
+                    self.origins.news.tell(id, index, news);
+                }
                 ClientEvent::Trailers { fields: f, .. } => {
                     let trailers = Some(f.to_header_map());
-                    self.feed(id, |ex| {
-                        ex.on_origin_response(ResponseEvent::End { trailers }, now)
-                    });
+                    let event = Some(ResponseEvent::End { trailers });
+                    let news = News::Response { event, end: false };
+                    self.origins.news.tell(id, index, news);
                 }
                 ClientEvent::GoAway { .. } => {}
             }
@@ -117,7 +116,6 @@ impl Worker {
     /// A response the proxy cannot take (a field list it cannot hold): the stream is reset
     /// and its exchange fails as for a malformed response.
     fn h2_stream_failed(&mut self, index: usize, id: SessionId, stream: StreamId) {
-        let now = self.now;
         if let Some(h2) = self.origin_h2_mut(index) {
             h2.streams.remove(&stream);
             h2.conn.reset_stream(stream, ErrorCode::ProtocolError);
@@ -125,7 +123,7 @@ impl Worker {
         if let Some(session) = self.session_mut(id) {
             session.stream = None;
         }
-        self.feed(id, |ex| ex.on_origin_reset(false, now));
+        (self.origins.news).tell(id, index, News::Reset { refused: false });
     }
 }
 
