@@ -13,6 +13,11 @@
 //! A transfer's descriptor is closed through the ring when it ends, whether whole, failed, or
 //! because its client went away; while an operation is in flight the ring owns its buffers,
 //! so a transfer whose client is gone waits for that completion before it is removed.
+//!
+//! Content codings (`static_files/encoding.rs` decides): on a route with `precompressed`, the
+//! file's accepted siblings are opened and `statx`ed in turn, the file's descriptor held
+//! meanwhile, and the first fresh one is answered instead; else a file that the route's
+//! `compress` plans compressed goes through a `Compressor` one read at a time.
 
 use std::ffi::CString;
 use std::io;
@@ -22,9 +27,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::{Method, StatusCode};
 use squall_h1::RequestHead;
-use squall_uring::FileStat;
-
 use squall_proxy::compress::{Coding, CompressError, Compressor, Stats};
+use squall_uring::FileStat;
 
 use super::Worker;
 use super::downstream::{self, Client, FileAnswered};
