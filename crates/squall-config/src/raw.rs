@@ -197,6 +197,7 @@ pub(crate) struct RawRoute {
     pub root: Option<Str>,
     pub index: Option<Spanned<OneOrMany>>,
     pub root_follow_symlinks: Option<Spanned<bool>>,
+    pub precompressed: Option<List<String>>,
     pub cache: Option<Spanned<bool>>,
     pub cache_ttl: Option<Val>,
     pub request_no_cache: Option<Str>,

@@ -335,6 +335,31 @@ fn static_files() {
             "test.toml:5:9: cache = true only applies to proxy routes",
         ),
         (
+            "[[vhost.route]]\nprefix = \"/\"\nproxy = \"app\"\nprecompressed = [\"gzip\"]\n",
+            "test.toml:5:17: precompressed needs root",
+        ),
+        (
+            "[[vhost.route]]\nprefix = \"/\"\nroot = \"/srv\"\nprecompressed = []\n",
+            "test.toml:5:17: precompressed is empty: leave it out",
+        ),
+        (
+            "[[vhost.route]]\nprefix = \"/\"\nroot = \"/srv\"\nprecompressed = [\"br\", \"deflate\"]\n",
+            "test.toml:5:24: unknown coding \"deflate\" in precompressed: use \"br\", \"zstd\" or \"gzip\"",
+        ),
+        (
+            "[[vhost.route]]\nprefix = \"/\"\nroot = \"/srv\"\nprecompressed = [\"gzip\", \"GZIP\"]\n",
+            "test.toml:5:26: precompressed names \"gzip\" twice",
+        ),
+        (
+            "[[vhost.route]]\nprefix = \"/\"\nblock = 403\ncompress = {}\n",
+            "test.toml:5:12: compress only applies to proxy and root routes",
+        ),
+        (
+            "[[vhost.route]]\nprefix = \"/\"\nroot = \"/srv\"\ncompress = {}\n\
+             precompressed = [\"br\", \"zstd\", \"gzip\"]\n",
+            "(parsed)",
+        ),
+        (
             "[[vhost.route]]\nprefix = \"/\"\nroot = \"/srv\"\nindex = [\"i.html\", \"i.htm\"]\n\
              root_follow_symlinks = true\n",
             "(parsed)",

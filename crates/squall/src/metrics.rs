@@ -427,6 +427,13 @@ impl WorkerCounters {
             .store(heartbeat_now_ms(), Ordering::Relaxed);
     }
 
+    /// Counts a compressed response (a proxied one, or a static file's) by what it did.
+    pub fn count_compression(&self, stats: squall_proxy::compress::Stats) {
+        self.compressed[stats.coding as usize].inc();
+        self.compress_bytes_in.add(stats.bytes_in);
+        self.compress_bytes_out.add(stats.bytes_out);
+    }
+
     pub fn count_response(&self, status: http::StatusCode) {
         match status.as_u16() {
             200..=299 => self.responses_2xx.inc(),

@@ -11,6 +11,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::sync::Arc;
 
 use squall_config::{Action, Config, Diagnostic, Site, Sites};
+use squall_proxy::compress::Coding;
 
 /// One `root` route's directory and settings.
 #[derive(Debug)]
@@ -23,6 +24,11 @@ pub struct Root {
     pub index: Vec<CString>,
     /// `openat2` resolve flags for every open beneath `dir`.
     pub resolve: u64,
+    /// The route's `compress`: files of its types compressed as they are sent.
+    pub compress: Option<squall_config::Compress>,
+    /// The route's `precompressed`: the codings whose sibling files are looked for, ties
+    /// between a client's weights going in this order.
+    pub precompressed: Vec<Coding>,
 }
 
 /// Per route id: its root, for `root` routes.
@@ -43,6 +49,11 @@ pub fn open(config: &Config, sites: &Sites) -> Result<Vec<Option<Arc<Root>>>, Ve
                         .filter_map(|n| CString::new(n.as_bytes()).ok())
                         .collect(),
                     resolve: resolve_flags(files.follow_symlinks),
+                    compress: route.compress.clone(),
+                    // Validation let only the three tokens through.
+                    precompressed: (files.precompressed.iter())
+                        .filter_map(|t| Coding::from_token(t.as_bytes()))
+                        .collect(),
                 })),
                 Err(message) => {
                     problems.push(sites.diagnostic(Site::Root(id), message));

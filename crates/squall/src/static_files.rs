@@ -16,6 +16,8 @@ use squall_cache::{ByteRange, RangeAnswer};
 use squall_h1::RequestHead;
 use squall_uring::FileStat;
 
+pub mod encoding;
+
 /// The most bytes a decoded request path may have (Linux's PATH_MAX).
 pub const PATH_BYTES_MAX: usize = 4096;
 

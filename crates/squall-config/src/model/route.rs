@@ -47,8 +47,8 @@ pub struct Route {
     /// `cache.target_header` and `Surrogate-Control` always, `CDN-Cache-Control` only with
     /// `cache.strip_cdn_cache_control` (RFC 9213 §3: CDNs typically forward it).
     pub response_headers: HeaderEdits,
-    /// `compress = { ... }`: responses compressed for clients that accept it; only on proxy
-    /// routes. `None`: never compressed.
+    /// `compress = { ... }`: responses compressed for clients that accept it; on proxy and
+    /// `root` routes. `None`: never compressed.
     pub compress: Option<Compress>,
     /// `intercept_errors`: an origin's 4xx/5xx response with a configured error page is
     /// answered with the page instead (its status kept). Only on proxy routes.
@@ -199,7 +199,14 @@ pub struct Files {
     pub index: Vec<String>,
     /// Whether symlinks are followed; even then, never out of `root`.
     pub follow_symlinks: bool,
+    /// `precompressed`: the content codings (`"br"`, `"zstd"`, `"gzip"`, each once) whose
+    /// sibling files (`NAME.br`, `NAME.zst`, `NAME.gz`) are served to clients that accept them,
+    /// ties between the client's weights going in this order. Empty: none (the default).
+    pub precompressed: Vec<String>,
 }
+
+/// The content codings `precompressed` may name.
+pub const PRECOMPRESSED_CODINGS: [&str; 3] = ["br", "zstd", "gzip"];
 
 /// `index` when absent.
 pub const INDEX_DEFAULT: &str = "index.html";

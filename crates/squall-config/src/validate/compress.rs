@@ -12,14 +12,21 @@ use crate::diagnostics::Report;
 use crate::model::{Action, Compress};
 use crate::raw::{RawCompress, RawCompressLevels};
 
-/// Validates `raw`; `action` is the route's (compression applies to proxied responses only).
+/// Validates `raw`; `action` is the route's (compression applies to proxied responses and
+/// static files, not to the answers a route gives itself).
 pub(super) fn compress(
     raw: &Spanned<RawCompress>,
     action: &Option<Action>,
     r: &mut Report,
 ) -> Compress {
-    if action.as_ref().is_some_and(|a| !a.is_proxy()) {
-        r.error(&raw.span(), "compress only applies to proxy routes");
+    if action
+        .as_ref()
+        .is_some_and(|a| !a.is_proxy() && !matches!(a, Action::Files(_)))
+    {
+        r.error(
+            &raw.span(),
+            "compress only applies to proxy and root routes",
+        );
     }
     let defaults = Compress::default();
     let raw = raw.get_ref();

@@ -1,12 +1,13 @@
-//! A route's static files: `root`, `index` and `root_follow_symlinks`. Whether `root` exists
-//! and is a directory is the binary's question (it opens the directory at start-up, on reload
-//! and in `squall check`); here the values are checked for what they are.
+//! A route's static files: `root`, `index`, `root_follow_symlinks` and `precompressed`.
+//! Whether `root` exists and is a directory is the binary's question (it opens the directory
+//! at start-up, on reload and in `squall check`); here the values are checked for what they
+//! are.
 
 use toml::Spanned;
 
 use crate::diagnostics::Report;
-use crate::model::{Action, Files, INDEX_DEFAULT};
-use crate::raw::{OneOrMany, RawRoute, Str};
+use crate::model::{Action, Files, INDEX_DEFAULT, PRECOMPRESSED_CODINGS};
+use crate::raw::{List, OneOrMany, RawRoute, Str};
 
 /// The `Files` action of a route with `root`.
 pub(super) fn files(root: &Str, raw: &RawRoute, r: &mut Report) -> Option<Action> {
@@ -22,14 +23,44 @@ pub(super) fn files(root: &Str, raw: &RawRoute, r: &mut Report) -> Option<Action
         .root_follow_symlinks
         .as_ref()
         .is_some_and(|f| *f.get_ref());
+    let precompressed = match &raw.precompressed {
+        None => Vec::new(),
+        Some(list) => precompressed(list, r)?,
+    };
     Some(Action::Files(Files {
         root: root.get_ref().into(),
         index,
         follow_symlinks,
+        precompressed,
     }))
 }
 
-/// `index` and `root_follow_symlinks` on a route without `root` are mistakes.
+/// `precompressed`: coding tokens Squall knows (lowercased), each once, at least one.
+fn precompressed(list: &List<String>, r: &mut Report) -> Option<Vec<String>> {
+    if list.get_ref().is_empty() {
+        r.error(&list.span(), "precompressed is empty: leave it out");
+        return None;
+    }
+    let mut codings: Vec<String> = Vec::new();
+    for item in list.get_ref() {
+        let token = item.get_ref().trim().to_ascii_lowercase();
+        if !PRECOMPRESSED_CODINGS.contains(&token.as_str()) {
+            let message = format!(
+                "unknown coding {token:?} in precompressed: use \"br\", \"zstd\" or \"gzip\""
+            );
+            r.error(&item.span(), message);
+            return None;
+        }
+        if codings.contains(&token) {
+            r.error(&item.span(), format!("precompressed names {token:?} twice"));
+            return None;
+        }
+        codings.push(token);
+    }
+    Some(codings)
+}
+
+/// `index`, `root_follow_symlinks` and `precompressed` on a route without `root` are mistakes.
 pub(super) fn orphans(raw: &RawRoute, r: &mut Report) {
     if raw.root.is_some() {
         return;
@@ -39,6 +70,9 @@ pub(super) fn orphans(raw: &RawRoute, r: &mut Report) {
     }
     if let Some(follow) = &raw.root_follow_symlinks {
         r.error(&follow.span(), "root_follow_symlinks needs root");
+    }
+    if let Some(list) = &raw.precompressed {
+        r.error(&list.span(), "precompressed needs root");
     }
 }
 

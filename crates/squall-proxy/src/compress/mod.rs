@@ -22,7 +22,7 @@ use std::io::Write;
 use bytes::Bytes;
 use squall_config::Compress;
 
-pub use negotiate::{Plan, edit_headers, negotiate, plan};
+pub use negotiate::{Plan, Weights, edit_headers, negotiate, plan, plan_file};
 
 /// The codings Squall compresses with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -64,6 +64,32 @@ pub fn plan(
     }
 }
 
+/// The plan for a static file (a `root` route's `compress`) of `content_type` and `len`
+/// bytes, answered whole (200): [`plan`]'s rules for a file, but a HEAD is planned as its GET
+/// would be, since a file's HEAD gets the GET's head. A request with `Range` gets the
+/// identity bytes (its range of them), with `Vary`.
+pub fn plan_file(
+    rules: &Compress,
+    request: &RequestHead,
+    content_type: &str,
+    len: u64,
+    can_stream: bool,
+) -> Plan {
+    let compressible =
+        len > 0 && len >= rules.min_bytes && essence_matches(&rules.types, content_type.as_bytes());
+    if !compressible {
+        return Plan::Leave;
+    }
+    if !can_stream || request.headers.contains_key(RANGE) {
+        return Plan::Vary;
+    }
+    let lines = request.headers.get_all(ACCEPT_ENCODING);
+    match negotiate(lines.map(|v| v.as_bytes())) {
+        Some(coding) => Plan::Encode(coding),
+        None => Plan::Vary,
+    }
+}
+
 /// Whether the response could be compressed for some request.
 fn compressible(
     rules: &Compress,
@@ -100,7 +126,12 @@ fn type_matches(types: &[String], headers: &HeaderMap) -> bool {
     let (Some(value), None) = (lines.next(), lines.next()) else {
         return false;
     };
-    let essence = value.as_bytes().split(|&b| b == b';').next().unwrap_or(b"");
+    essence_matches(types, value.as_bytes())
+}
+
+/// Whether a `Content-Type` value's media type (without parameters) is one of `types`.
+fn essence_matches(types: &[String], value: &[u8]) -> bool {
+    let essence = value.split(|&b| b == b';').next().unwrap_or(b"");
     let essence = essence.trim_ascii();
     types.iter().any(|t| match t.strip_suffix('*') {
         Some(prefix) => {
@@ -116,44 +147,77 @@ fn type_matches(types: &[String], headers: &HeaderMap) -> bool {
 /// Linear in the value's length, without allocating: a value of a thousand codings costs one
 /// pass over its bytes.
 pub fn negotiate<'a>(lines: impl Iterator<Item = &'a [u8]>) -> Option<Coding> {
-    // Per coding in `Coding::PREFERENCE` order, and for `*`: the highest weight listed, in
-    // thousandths, or `REFUSED` once listed with q=0.
-    const UNLISTED: i32 = -1;
-    const REFUSED: i32 = -2;
-    let mut weights = [UNLISTED; Coding::PREFERENCE.len()];
-    let mut star = UNLISTED;
-    for member in lines.flat_map(|l| l.split(|&b| b == b',')) {
-        let mut parts = member.split(|&b| b == b';');
-        let name = parts.next().unwrap_or_default().trim_ascii();
-        if name.is_empty() {
-            continue;
-        }
-        let Some(weight) = weight(parts) else {
-            continue;
-        };
-        let slot = if name == b"*" {
-            &mut star
-        } else if let Some(coding) = Coding::from_token(name) {
-            &mut weights[coding as usize]
-        } else {
-            continue;
-        };
-        *slot = match (*slot, weight) {
-            (REFUSED, _) | (_, 0) => REFUSED,
-            (old, new) => old.max(i32::from(new)),
-        };
-    }
-    let mut best: Option<(Coding, i32)> = None;
+    let weights = Weights::of(lines);
+    let mut best: Option<(Coding, u16)> = None;
     for coding in Coding::PREFERENCE {
-        let weight = match weights[coding as usize] {
-            UNLISTED => star,
-            listed => listed,
-        };
-        if weight > 0 && best.is_none_or(|(_, w)| weight > w) {
+        if let Some(weight) = weights.get(coding)
+            && best.is_none_or(|(_, w)| weight > w)
+        {
             best = Some((coding, weight));
         }
     }
     best.map(|(coding, _)| coding)
+}
+
+/// What an `Accept-Encoding` value says of each coding Squall knows: its weight, or that it
+/// is not acceptable (listed with `q=0`, or neither listed nor covered by `*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Weights {
+    /// Per coding in `Coding::PREFERENCE` order, in thousandths; 0 when not acceptable.
+    weights: [u16; Coding::PREFERENCE.len()],
+}
+
+impl Weights {
+    /// Reads every line of the value in one pass (the rules of [`negotiate`]).
+    pub fn of<'a>(lines: impl Iterator<Item = &'a [u8]>) -> Weights {
+        // Per coding, and for `*`: the highest weight listed, in thousandths, or `REFUSED`
+        // once listed with q=0.
+        const UNLISTED: i32 = -1;
+        const REFUSED: i32 = -2;
+        let mut listed = [UNLISTED; Coding::PREFERENCE.len()];
+        let mut star = UNLISTED;
+        for member in lines.flat_map(|l| l.split(|&b| b == b',')) {
+            let mut parts = member.split(|&b| b == b';');
+            let name = parts.next().unwrap_or_default().trim_ascii();
+            if name.is_empty() {
+                continue;
+            }
+            let Some(weight) = weight(parts) else {
+                continue;
+            };
+            let slot = if name == b"*" {
+                &mut star
+            } else if let Some(coding) = Coding::from_token(name) {
+                &mut listed[coding as usize]
+            } else {
+                continue;
+            };
+            *slot = match (*slot, weight) {
+                (REFUSED, _) | (_, 0) => REFUSED,
+                (old, new) => old.max(i32::from(new)),
+            };
+        }
+        let weights = listed.map(|w| {
+            let w = if w == UNLISTED { star } else { w };
+            u16::try_from(w.max(0)).unwrap_or(0)
+        });
+        Weights { weights }
+    }
+
+    /// The weight of `coding` in thousandths (1 to 1000), or `None` when it is not acceptable.
+    pub fn get(&self, coding: Coding) -> Option<u16> {
+        Some(self.weights[coding as usize]).filter(|&w| w > 0)
+    }
+
+    /// The acceptable codings among `offered`, the heaviest first; ties keep `offered`'s
+    /// order (a `root` route's `precompressed` list).
+    pub fn rank(&self, offered: &[Coding]) -> Vec<Coding> {
+        let mut ranked: Vec<Coding> = (offered.iter().copied())
+            .filter(|&c| self.get(c).is_some())
+            .collect();
+        ranked.sort_by_key(|&c| std::cmp::Reverse(self.get(c)));
+        ranked
+    }
 }
 
 /// A member's weight in thousandths (RFC 9110 §12.4.2; no `q` is 1000, the last `q` counts);
@@ -280,6 +344,58 @@ mod tests {
         assert_eq!(negotiate(std::iter::empty()), None);
         let lines: [&[u8]; 2] = [b"gzip;q=0.5", b"br;q=0.6"];
         assert_eq!(negotiate(lines.into_iter()), Some(Brotli), "across lines");
+    }
+
+    #[test]
+    fn weights_rank_the_offered_codings_ties_in_the_offered_order() {
+        use Coding::*;
+        let rank = |value: &str, offered: &[Coding]| {
+            Weights::of(std::iter::once(value.as_bytes())).rank(offered)
+        };
+        assert_eq!(
+            rank("gzip, br, zstd", &[Gzip, Zstd, Brotli]),
+            [Gzip, Zstd, Brotli]
+        );
+        assert_eq!(
+            rank("gzip;q=0.2, br;q=0.9, zstd;q=0.5", &[Gzip, Zstd, Brotli]),
+            [Brotli, Zstd, Gzip]
+        );
+        assert_eq!(rank("*;q=0.5, gzip", &[Brotli, Gzip]), [Gzip, Brotli]);
+        assert_eq!(rank("*, br;q=0", &[Brotli, Gzip]), [Gzip]);
+        assert_eq!(rank("gzip", &[Brotli, Zstd]), []);
+        assert_eq!(rank("", &[Brotli, Zstd, Gzip]), []);
+        let weights = Weights::of(std::iter::once(&b"br;q=0.25, gzip;q=0"[..]));
+        assert_eq!(
+            (weights.get(Brotli), weights.get(Gzip), weights.get(Zstd)),
+            (Some(250), None, None)
+        );
+    }
+
+    #[test]
+    fn a_file_is_planned_by_its_type_and_length_and_its_head_as_its_get() {
+        let rules = Compress::default();
+        let html = "text/html; charset=utf-8";
+        let gzip = [("accept-encoding", "gzip")];
+        let encode = Plan::Encode(Coding::Gzip);
+        let get = head(Method::GET, &gzip);
+        assert_eq!(plan_file(&rules, &get, html, 256, true), encode);
+        assert_eq!(
+            plan_file(&rules, &head(Method::HEAD, &gzip), html, 256, true),
+            encode
+        );
+        assert_eq!(plan_file(&rules, &get, html, 255, true), Plan::Leave);
+        assert_eq!(
+            plan_file(&rules, &get, "image/png", 9000, true),
+            Plan::Leave
+        );
+        assert_eq!(plan_file(&rules, &get, html, 9000, false), Plan::Vary);
+        let ranged = head(
+            Method::GET,
+            &[("accept-encoding", "gzip"), ("range", "bytes=0-1")],
+        );
+        assert_eq!(plan_file(&rules, &ranged, html, 9000, true), Plan::Vary);
+        let refused = head(Method::GET, &[("accept-encoding", "gzip;q=0, identity")]);
+        assert_eq!(plan_file(&rules, &refused, html, 9000, true), Plan::Vary);
     }
 
     #[test]

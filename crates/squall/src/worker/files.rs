@@ -13,6 +13,11 @@
 //! A transfer's descriptor is closed through the ring when it ends, whether whole, failed, or
 //! because its client went away; while an operation is in flight the ring owns its buffers,
 //! so a transfer whose client is gone waits for that completion before it is removed.
+//!
+//! Content codings (`static_files/encoding.rs` decides): on a route with `precompressed`, the
+//! file's accepted siblings are opened and `statx`ed in turn, the file's descriptor held
+//! meanwhile, and the first fresh one is answered instead; else a file that the route's
+//! `compress` plans compressed goes through a `Compressor` one read at a time.
 
 use std::ffi::CString;
 use std::io;
@@ -22,12 +27,14 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::{Method, StatusCode};
 use squall_h1::RequestHead;
+use squall_proxy::compress::{Coding, CompressError, Compressor, Stats};
 use squall_uring::FileStat;
 
 use super::Worker;
 use super::downstream::{self, Client, FileAnswered};
 use super::token::{self, Token};
 use crate::roots::Root;
+use crate::static_files::encoding::{self, Encoding};
 use crate::static_files::{self, Extent, Precondition, Target, Validators};
 
 /// The most bytes one read asks for. 64 KiB reads keep a 1 MiB file to 16 trips through the
@@ -74,6 +81,17 @@ pub struct Transfer {
     close_after: bool,
     /// When the request's head arrived (the access log's duration).
     started: std::time::Instant,
+    /// While precompressed siblings are tried: the file's own descriptor and metadata, which
+    /// are served if no sibling is.
+    original: Option<(OwnedFd, FileStat)>,
+    /// The siblings still to try, the next one last.
+    siblings: Vec<Coding>,
+    /// The sibling being tried, then served.
+    sibling: Option<Coding>,
+    /// The body is compressed as it is read (the route's `compress`), until its last piece.
+    compressor: Option<Box<Compressor>>,
+    /// The head gave no length (compressed as it is read): chunked on HTTP/1.1.
+    streamed: bool,
 }
 
 impl Worker {
@@ -124,6 +142,11 @@ impl Worker {
             answered: false,
             close_after: false,
             started: self.now,
+            original: None,
+            siblings: Vec::new(),
+            sibling: None,
+            compressor: None,
+            streamed: false,
         });
         let id = FileId { index, generation };
         downstream::set_file(&mut self.conns[client.conn()], client, Some(id));
@@ -187,6 +210,8 @@ impl Worker {
                 self.ring.statx(fd.as_raw_fd(), token);
                 transfer.fd = Some(fd);
             }
+            // A sibling that cannot be opened (none, not readable) is no answer of its own.
+            Err(_) if transfer.sibling.is_some() => self.next_sibling(id),
             Err(e)
                 if squall_uring::is_not_found(&e)
                     && transfer.target.directory
@@ -215,6 +240,9 @@ impl Worker {
             return;
         };
         let transfer = &self.files[id.index];
+        if transfer.sibling.is_some() {
+            return self.on_sibling_stat(id, token, result);
+        }
         match result {
             Ok(stat) if stat.is_dir() && !transfer.target.directory => {
                 // A directory named without its slash: where it is (nginx's answer), with the
@@ -228,7 +256,7 @@ impl Worker {
                 let field = Some(("location", location.as_bytes()));
                 self.fail_file(id, StatusCode::MOVED_PERMANENTLY, field);
             }
-            Ok(stat) if stat.is_file() => self.respond_file(id, &stat),
+            Ok(stat) if stat.is_file() => self.try_siblings(id, stat),
             // An index that is a directory, a device, a socket: nothing to serve.
             Ok(_) => self.fail_file(id, StatusCode::NOT_FOUND, None),
             Err(e) => {
@@ -238,50 +266,106 @@ impl Worker {
         }
     }
 
+    /// The file is open and regular: its precompressed siblings the request accepts are
+    /// tried in turn (`encoding::siblings`), else the file is answered.
+    fn try_siblings(&mut self, id: FileId, stat: FileStat) {
+        let transfer = &mut self.files[id.index];
+        transfer.siblings = encoding::siblings(&transfer.root, &transfer.head);
+        if transfer.siblings.is_empty() {
+            return self.respond_file(id, &stat);
+        }
+        debug_assert!(transfer.original.is_none() && transfer.fd.is_some());
+        transfer.original = transfer.fd.take().map(|fd| (fd, stat));
+        self.next_sibling(id);
+    }
+
+    /// Opens the next sibling beneath the root, with the file's own confinement (the same
+    /// directory descriptor and resolve flags); with none left, answers with the file.
+    fn next_sibling(&mut self, id: FileId) {
+        let transfer = &mut self.files[id.index];
+        let token = Token::file(id.index, id.generation).raw();
+        if let Some(fd) = transfer.fd.take() {
+            self.ring.close(fd, token);
+        }
+        let Some(coding) = transfer.siblings.pop() else {
+            transfer.sibling = None;
+            let Some((fd, stat)) = transfer.original.take() else {
+                debug_assert!(false, "siblings are tried with the file open");
+                return self.fail_file(id, StatusCode::INTERNAL_SERVER_ERROR, None);
+            };
+            transfer.fd = Some(fd);
+            return self.respond_file(id, &stat);
+        };
+        transfer.sibling = Some(coding);
+        let mut name = transfer.name.clone();
+        name.push(b'.');
+        name.extend_from_slice(encoding::extension(coding));
+        // The file's name has no NUL byte, nor has an extension.
+        let path = CString::new(name).unwrap_or_default();
+        transfer.busy = true;
+        let (dir, resolve) = (transfer.root.dir.as_raw_fd(), transfer.root.resolve);
+        self.ring.openat2(dir, path, resolve, token);
+    }
+
+    /// A sibling's metadata: a fresh regular file is answered in place of the file (whose
+    /// descriptor closes); anything else is passed over for the next.
+    fn on_sibling_stat(&mut self, id: FileId, token: u64, result: io::Result<FileStat>) {
+        let transfer = &mut self.files[id.index];
+        let file = transfer.original.as_ref().map(|(_, stat)| stat);
+        match result {
+            Ok(stat) if file.is_some_and(|file| encoding::fresh(&stat, file)) => {
+                if let Some((fd, _)) = transfer.original.take() {
+                    self.ring.close(fd, token);
+                }
+                self.respond_file(id, &stat);
+            }
+            _ => self.next_sibling(id),
+        }
+    }
+
     /// Answers from the open file's metadata: 304, 412, 416, or the head of a 200 or 206
     /// whose body the reads then send.
     fn respond_file(&mut self, id: FileId, stat: &FileStat) {
-        let transfer = &self.files[id.index];
-        let v = Validators::of(stat);
-        let extent = match static_files::precondition(&transfer.head, &v) {
-            Precondition::Failed => {
-                return self.fail_file(id, StatusCode::PRECONDITION_FAILED, None);
-            }
-            Precondition::NotModified => None,
-            Precondition::Proceed => Some(static_files::extent(&transfer.head, &v, stat.size)),
+        let mut v = Validators::of(stat);
+        let Some((status, first, end)) = self.file_extent(id, &v, stat.size) else {
+            return;
         };
-        let (status, first, end) = match extent {
-            None => (StatusCode::NOT_MODIFIED, 0, 0),
-            Some(Extent::Whole) => (StatusCode::OK, 0, stat.size),
-            Some(Extent::Part(range)) => (StatusCode::PARTIAL_CONTENT, range.first, range.last + 1),
-            Some(Extent::Unsatisfiable) => {
-                let range = format!("bytes */{}", stat.size);
-                let field = Some(("content-range", range.as_bytes()));
-                return self.fail_file(id, StatusCode::RANGE_NOT_SATISFIABLE, field);
-            }
-        };
-        let content_range = (status == StatusCode::PARTIAL_CONTENT)
-            .then(|| format!("bytes {first}-{}/{}", end - 1, stat.size));
         let transfer = &mut self.files[id.index];
         let content_type = static_files::content_type(&transfer.name);
+        let is_head = transfer.head.method == Method::HEAD;
+        let no_body = is_head || status == StatusCode::NOT_MODIFIED || end == first;
+        let encoding = file_encoding(transfer, status, stat.size, content_type, no_body);
+        if let Encoding::Compressed(_) = encoding {
+            // Another representation of the file, equivalent but not byte-equal (RFC 9110
+            // §8.8.1), as nginx's gzip gives.
+            v.etag.insert_str(0, "W/");
+        }
+        let content_range = (status == StatusCode::PARTIAL_CONTENT)
+            .then(|| format!("bytes {first}-{}/{}", end - 1, stat.size));
         let mut fields: Vec<(&[u8], &[u8])> = vec![
             (b"etag", v.etag.as_bytes()),
             (b"last-modified", v.last_modified.as_bytes()),
         ];
+        if encoding.varies() {
+            fields.push((b"vary", b"Accept-Encoding"));
+        }
         if status != StatusCode::NOT_MODIFIED {
             fields.push((b"content-type", content_type.as_bytes()));
-            fields.push((b"accept-ranges", b"bytes"));
+            match encoding.coding() {
+                Some(coding) => fields.push((b"content-encoding", coding.token().as_bytes())),
+                None => fields.push((b"accept-ranges", b"bytes")),
+            }
         }
         if let Some(range) = &content_range {
             fields.push((b"content-range", range.as_bytes()));
         }
-        let is_head = transfer.head.method == Method::HEAD;
-        // A 304 and a HEAD carry the length a GET's 200 would have (RFC 9110 §8.6).
-        let length = match status {
-            StatusCode::NOT_MODIFIED => stat.size,
-            _ => end - first,
+        // A 304 and a HEAD carry the length a GET's 200 would have (RFC 9110 §8.6): none
+        // when it is compressed as it is sent.
+        let length = match (status, encoding) {
+            (_, Encoding::Compressed(_)) => None,
+            (StatusCode::NOT_MODIFIED, _) => Some(stat.size),
+            _ => Some(end - first),
         };
-        let no_body = is_head || status == StatusCode::NOT_MODIFIED || end == first;
         (transfer.status, transfer.offset, transfer.end) = (status, first, end);
         if no_body {
             transfer.end = first;
@@ -298,6 +382,38 @@ impl Worker {
         transfer.sent += written;
         transfer.answered = true;
         self.pump_file(id);
+    }
+
+    /// The status and the bytes (first, end exclusive) a file of `len` bytes with validators
+    /// `v` answers with: 200, 206 or 304; `None` once it was answered 412 or 416.
+    fn file_extent(
+        &mut self,
+        id: FileId,
+        v: &Validators,
+        len: u64,
+    ) -> Option<(StatusCode, u64, u64)> {
+        let transfer = &self.files[id.index];
+        let extent = match static_files::precondition(&transfer.head, v) {
+            Precondition::Failed => {
+                self.fail_file(id, StatusCode::PRECONDITION_FAILED, None);
+                return None;
+            }
+            Precondition::NotModified => None,
+            Precondition::Proceed => Some(static_files::extent(&transfer.head, v, len)),
+        };
+        match extent {
+            None => Some((StatusCode::NOT_MODIFIED, 0, 0)),
+            Some(Extent::Whole) => Some((StatusCode::OK, 0, len)),
+            Some(Extent::Part(range)) => {
+                Some((StatusCode::PARTIAL_CONTENT, range.first, range.last + 1))
+            }
+            Some(Extent::Unsatisfiable) => {
+                let range = format!("bytes */{len}");
+                let field = Some(("content-range", range.as_bytes()));
+                self.fail_file(id, StatusCode::RANGE_NOT_SATISFIABLE, field);
+                None
+            }
+        }
     }
 
     /// Queues the next read if the client has room for it, or ends a transfer with nothing
@@ -359,13 +475,27 @@ impl Worker {
         let transfer = &mut self.files[id.index];
         let n = n.min(usize::try_from(transfer.end - transfer.offset).unwrap_or(usize::MAX));
         transfer.offset += n as u64;
-        transfer.sent += n;
         let last = transfer.offset == transfer.end;
         let mut data = Bytes::from(buf);
         data.truncate(n);
-        let client = transfer.client;
-        self.downstream().file_data(client, data, last);
-        self.resume_client(client);
+        let (data, stats) = match encode_piece(transfer, data, last) {
+            Ok(encoded) => encoded,
+            Err(e) => {
+                tracing::warn!(worker = self.id, "static file: {e}");
+                self.cut_file(id);
+                return;
+            }
+        };
+        transfer.sent += data.len();
+        let (client, streamed) = (transfer.client, transfer.streamed);
+        if let Some(stats) = stats {
+            (self.runtime.metrics.worker(self.id)).count_compression(stats);
+        }
+        // A compressor may hold a piece back whole: nothing to send until it gives some.
+        if !data.is_empty() || last {
+            self.downstream().file_data(client, data, last, streamed);
+            self.resume_client(client);
+        }
         self.pump_file(id);
     }
 
@@ -428,9 +558,12 @@ impl Worker {
     fn end_file(&mut self, id: FileId) {
         let transfer = self.files.remove(id.index);
         debug_assert!(!transfer.busy, "the ring owns a busy transfer's buffers");
-        if let Some(fd) = transfer.fd {
-            self.ring
-                .close(fd, Token::file(id.index, id.generation).raw());
+        let token = Token::file(id.index, id.generation).raw();
+        for fd in [transfer.fd, transfer.original.map(|(fd, _)| fd)]
+            .into_iter()
+            .flatten()
+        {
+            self.ring.close(fd, token);
         }
         // A client that went away is not written to or logged for (as an aborted session):
         // its connection's slot may even have a new occupant by the time an operation of the
@@ -456,4 +589,66 @@ impl Worker {
             self.file_gone(id);
         }
     }
+}
+
+/// How `transfer`'s answer with `status` to a file of `len` bytes and `content_type` is coded:
+/// its sibling's coding, else the route's plan for the file. A compressed answer with a body
+/// (`no_body` false) gets its compressor here; one that cannot be made leaves the file as it
+/// is (only zstd can refuse, never for valid levels).
+fn file_encoding(
+    transfer: &mut Transfer,
+    status: StatusCode,
+    len: u64,
+    content_type: &str,
+    no_body: bool,
+) -> Encoding {
+    if let Some(coding) = transfer.sibling {
+        return Encoding::Sibling(coding);
+    }
+    let protocol = transfer.client.protocol(&transfer.head);
+    let encoding = encoding::plan(&transfer.root, &transfer.head, protocol, content_type, len);
+    debug_assert!(
+        status != StatusCode::PARTIAL_CONTENT || encoding.coding().is_none(),
+        "a range is of the file's own bytes"
+    );
+    let (Encoding::Compressed(coding), false, Some(rules)) =
+        (encoding, no_body, transfer.root.compress.as_ref())
+    else {
+        return encoding;
+    };
+    match Compressor::new(coding, rules.into()) {
+        Ok(compressor) => {
+            transfer.compressor = Some(Box::new(compressor));
+            transfer.streamed = true;
+            encoding
+        }
+        Err(e) => {
+            tracing::warn!("static file: {e}");
+            Encoding::Vary
+        }
+    }
+}
+
+/// `data` through the transfer's compressor, if it has one; at the `last` piece the stream
+/// ends, its last bytes going with the piece, and what it did comes back.
+fn encode_piece(
+    transfer: &mut Transfer,
+    data: Bytes,
+    last: bool,
+) -> Result<(Bytes, Option<Stats>), CompressError> {
+    let Some(compressor) = transfer.compressor.as_mut() else {
+        return Ok((data, None));
+    };
+    let piece = compressor.push(&data)?;
+    if !last {
+        return Ok((piece, None));
+    }
+    let Some(compressor) = transfer.compressor.take() else {
+        return Ok((piece, None));
+    };
+    let (rest, stats) = compressor.finish()?;
+    let mut out = Vec::with_capacity(piece.len() + rest.len());
+    out.extend_from_slice(&piece);
+    out.extend_from_slice(&rest);
+    Ok((Bytes::from(out), Some(stats)))
 }

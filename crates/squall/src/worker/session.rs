@@ -702,10 +702,7 @@ impl Worker {
             self.account(session.client.conn());
         }
         if let Some(stats) = session.ex.compression() {
-            let counters = self.runtime.metrics.worker(self.id);
-            counters.compressed[stats.coding as usize].inc();
-            counters.compress_bytes_in.add(stats.bytes_in);
-            counters.compress_bytes_out.add(stats.bytes_out);
+            (self.runtime.metrics.worker(self.id)).count_compression(stats);
         }
         if session.answered {
             let started = session.ex.started();

@@ -20,9 +20,10 @@ pub(in crate::worker) struct FileAnswered<'a> {
 
 impl Downstream<'_> {
     /// Writes a file's response head to `client`: Server, `fields`, Date, and the length a GET's
-    /// answer has (`no_body` for HEAD, 304 and an empty range). Returns the bytes queued and
-    /// whether an HTTP/1.1 connection closes after the response; `None` when the client is
-    /// gone.
+    /// answer has (`no_body` for HEAD, 304 and an empty range); without a `length` (a file
+    /// compressed as it is sent) the body is chunked on HTTP/1.1, and HTTP/2 DATA frames end
+    /// it. Returns the bytes queued and whether an HTTP/1.1 connection closes after the
+    /// response; `None` when the client is gone.
     #[allow(clippy::too_many_arguments)]
     pub fn file_head(
         &mut self,
@@ -30,7 +31,7 @@ impl Downstream<'_> {
         framing: RequestFraming,
         status: StatusCode,
         fields: &[(&[u8], &[u8])],
-        length: u64,
+        length: Option<u64>,
         no_body: bool,
     ) -> Option<(usize, bool)> {
         let (date, draining) = (self.date, self.draining);
@@ -46,7 +47,7 @@ impl Downstream<'_> {
                     status,
                     headers: &HeaderMap::new(),
                     raw_headers: &raw,
-                    body_len: Some(length),
+                    body_len: length,
                 };
                 let mut framing = framing;
                 framing.keep_alive &= !draining;
@@ -56,11 +57,15 @@ impl Downstream<'_> {
             }
             Client::H2(_, stream) => {
                 let h2 = conn.proto.h2_mut()?;
-                let mut length = squall_proxy::digits::itoa_buf(length);
+                let mut length = length.map(squall_proxy::digits::itoa_buf);
+                let length = length
+                    .as_mut()
+                    .map(|l| (&b"content-length"[..], l.as_bytes()));
                 let fields = [(&b"server"[..], &b"squall"[..])]
                     .into_iter()
                     .chain(fields.iter().copied())
-                    .chain([(&b"date"[..], date), (b"content-length", length.as_bytes())]);
+                    .chain([(&b"date"[..], date)])
+                    .chain(length);
                 let before = h2.conn.encoded_bytes();
                 let _ = (h2.conn).send_headers(stream, status.as_u16(), fields, no_body);
                 Some((h2.conn.encoded_bytes().saturating_sub(before), false))
@@ -68,12 +73,19 @@ impl Downstream<'_> {
         }
     }
 
-    /// Queues a piece of the file's body; `last` ends an HTTP/2 stream.
-    pub fn file_data(&mut self, client: Client, data: Bytes, last: bool) {
+    /// Queues a piece of the file's body; `last` ends an HTTP/2 stream, and the chunked body
+    /// of a `streamed` answer (one whose head gave no length) on HTTP/1.1.
+    pub fn file_data(&mut self, client: Client, data: Bytes, last: bool, streamed: bool) {
         let Some(conn) = self.conns.get_mut(client.conn()) else {
             return;
         };
         match client {
+            Client::H1(_) if streamed => {
+                squall_h1::encode_chunk(&data, &mut conn.out);
+                if last {
+                    squall_h1::encode_last_chunk(None, &mut conn.out);
+                }
+            }
             Client::H1(_) => {
                 let copy = conn.tls.is_some();
                 conn.chain.push(&mut conn.out, data, copy);
