@@ -12,7 +12,7 @@
 mod grpc;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use squall_cache::{HeadAction, Invalidation, OriginHead, Outcome};
 use squall_config::OriginProtocol;
@@ -47,9 +47,6 @@ pub struct Session {
     pub client: Client,
     /// The origin connection the exchange holds (between `Connect` and `ReleaseOrigin`).
     pub origin: Option<usize>,
-    /// On a shared HTTP/2 origin connection: the exchange's stream, from its opening to
-    /// `ReleaseOrigin` (kept after the response ended: window is still given back for it).
-    pub stream: Option<squall_h2::StreamId>,
     /// Due time of the session's own timer entry (exchanges on HTTP/2 origins), if filed.
     pub timer_due: Option<std::time::Instant>,
     /// The route's group, and the worker's upstream generation it was chosen under.
@@ -212,7 +209,6 @@ impl Worker {
             ex: Exchange::new(head, route, info, config, self.now),
             client,
             origin: None,
-            stream: None,
             timer_due: None,
             upstream,
             upstream_generation: self.origins.upstreams.generation,
@@ -336,8 +332,12 @@ impl Worker {
                 }
             }
             Action::SendOrigin(message) => {
-                if let Some(index) = self.session_mut(id).and_then(|s| s.origin) {
-                    self.h2_send(id, index, message);
+                let Some(session) = self.session_mut(id) else {
+                    return;
+                };
+                let head_request = session.ex.head().method == http::Method::HEAD;
+                if let Some(index) = session.origin {
+                    self.h2_send(id, index, message, head_request);
                 }
             }
             Action::OriginBodyConsumed(n) => {
@@ -446,7 +446,14 @@ impl Worker {
                 return self.connect_h2(id, upstream, server, pooled);
             }
             // A connection that chose HTTP/2 with ALPN, else one of HTTP/1.1 as below.
-            OriginProtocol::Auto if pooled && self.join_h2(id, upstream, server, true) => return,
+            OriginProtocol::Auto if pooled => {
+                if let Some(index) = self.join_h2(id, upstream, server, true) {
+                    if let Some(session) = self.session_mut(id) {
+                        session.origin = Some(index);
+                    }
+                    return;
+                }
+            }
             _ => {}
         }
         // A `proxy_protocol` upstream's connection names one client: never shared.
@@ -476,6 +483,21 @@ impl Worker {
             return;
         }
         self.connect_new(id, upstream, server);
+    }
+
+    /// `Action::Connect` for an upstream spoken to in HTTP/2 (`h2`, `h2c`): a stream on a
+    /// connection to `server` with room, else a place on one still connecting, else a new
+    /// connection (see `origin/h2.rs`).
+    fn connect_h2(&mut self, id: SessionId, upstream: usize, server: ServerId, pooled: bool) {
+        if let Some(index) = self.join_h2(id, upstream, server, pooled) {
+            if let Some(session) = self.session_mut(id) {
+                session.origin = Some(index);
+            }
+            return;
+        }
+        if let Some(index) = self.connect_new(id, upstream, server) {
+            self.share(index, id);
+        }
     }
 
     /// A new connection to `server` for session `id` (its exchange hears "connected" or the
@@ -542,6 +564,48 @@ impl Worker {
         if let Some(index) = origin {
             self.origins.slab[index].deadline = deadline;
             self.arm_origin_timer(index);
+        }
+    }
+
+    /// A timer of a session on a shared HTTP/2 connection came due.
+    pub(in crate::worker) fn on_session_timer(&mut self, token: Token, due: Instant) {
+        let now = self.now;
+        let id = SessionId {
+            index: token.index(),
+            generation: token.generation(),
+        };
+        let Some(session) = self.sessions.get_mut(id.index) else {
+            return;
+        };
+        if !token.names(session.generation()) {
+            return;
+        }
+        let id = SessionId {
+            index: id.index,
+            generation: session.generation(),
+        };
+        if session.timer_due == Some(due) {
+            session.timer_due = None;
+        }
+        match session.ex.next_deadline() {
+            Some(deadline) if deadline <= now => self.feed(id, |ex| ex.on_timer(now)),
+            Some(_) => self.arm_own_timer(id),
+            None => {}
+        }
+    }
+
+    /// Files the exchange's next deadline under the session's own timer.
+    pub(in crate::worker) fn arm_own_timer(&mut self, id: SessionId) {
+        let Some(session) = self.session_mut(id) else {
+            return;
+        };
+        let Some(deadline) = session.ex.next_deadline() else {
+            return;
+        };
+        if session.timer_due.is_none_or(|due| deadline < due) {
+            session.timer_due = Some(deadline);
+            let key = Token::session(id.index, id.generation).raw();
+            self.timers.insert(key, deadline);
         }
     }
 

@@ -36,7 +36,6 @@ use super::{News, OriginState};
 use crate::upstream_events::UpstreamEvents;
 use crate::worker::Worker;
 use crate::worker::session::SessionId;
-use crate::worker::token::Token;
 
 mod events;
 
@@ -52,6 +51,11 @@ pub struct OriginH2 {
     pub conn: ClientConnection,
     /// The exchange on each open stream.
     streams: HashMap<StreamId, SessionId>,
+    /// Each exchange's stream, from its request head until it lets the connection go (an
+    /// ended stream's id is kept, for the window its exchange gives back; a reset one's not).
+    stream_of: HashMap<SessionId, StreamId>,
+    /// The streams of HEAD requests, whose responses have no body whatever they say.
+    heads: HashSet<StreamId>,
     /// Exchanges waiting for a stream, in order: until the connection is up and the origin's
     /// SETTINGS say how many streams it takes, and while it has none free.
     waiting: VecDeque<SessionId>,
@@ -85,6 +89,8 @@ impl OriginH2 {
         OriginH2 {
             conn: ClientConnection::new(config, now),
             streams: HashMap::new(),
+            stream_of: HashMap::new(),
+            heads: HashSet::new(),
             waiting: VecDeque::new(),
             granted: HashSet::new(),
             ready: false,
@@ -142,43 +148,32 @@ impl Worker {
         (self.runtime.upstreams.get(upstream)).map_or_else(Default::default, |u| u.protocol)
     }
 
-    /// `Action::Connect` for an upstream spoken to in HTTP/2 (`h2`, `h2c`): a stream on a
-    /// connection to `server` with room, else a place on one still connecting, else a new
-    /// connection. `pooled = false` (a retry after a stale or refused stream) takes only a
-    /// connection not yet connected, which cannot be the one that failed.
-    pub(in crate::worker) fn connect_h2(
-        &mut self,
-        id: SessionId,
-        upstream: usize,
-        server: ServerId,
-        pooled: bool,
-    ) {
-        if self.join_h2(id, upstream, server, pooled) {
-            return;
-        }
+    /// Makes the new connection `index` (to an upstream spoken to in HTTP/2) a shared one,
+    /// with session `id` waiting for its first stream.
+    pub(in crate::worker) fn share(&mut self, index: usize, id: SessionId) {
         let now = self.now;
+        let upstream = self.origins.slab[index].upstream;
         let tls = (self.runtime.upstreams.get(upstream)).is_some_and(|u| u.tls.is_some());
-        if let Some(index) = self.connect_new(id, upstream, server) {
-            let mut h2 = OriginH2::new(tls, self.upstream_events(upstream), now);
-            h2.waiting.push_back(id);
-            self.origins.slab[index].session = None;
-            self.origins.slab[index].mux = Some(Box::new(h2));
-            self.origins.shared.push(index);
-            self.h2_deadline(index);
-        }
+        let mut h2 = OriginH2::new(tls, self.upstream_events(upstream), now);
+        h2.waiting.push_back(id);
+        self.origins.slab[index].session = None;
+        self.origins.slab[index].mux = Some(Box::new(h2));
+        self.origins.shared.push(index);
+        self.h2_deadline(index);
     }
 
-    /// A stream for session `id` on a connection to `server` that has room (see
-    /// [`Worker::connect_h2`]); false when there is none. An `auto` upstream's connections
-    /// that became HTTP/2 are found here too.
+    /// A stream for session `id` on a connection to `server` that has room: the connection,
+    /// which tells the session when its stream is free; `None` when there is none. An `auto`
+    /// upstream's connections that became HTTP/2 are found here too. `pooled = false` (a
+    /// retry after a stale or refused stream) takes only a connection not yet connected,
+    /// which cannot be the one that failed.
     pub(in crate::worker) fn join_h2(
         &mut self,
         id: SessionId,
         upstream: usize,
         server: ServerId,
         pooled: bool,
-    ) -> bool {
-        let now = self.now;
+    ) -> Option<usize> {
         let generation = self.origins.upstreams.generation;
         let found = self.origins.shared.iter().copied().find(|&index| {
             let origin = &self.origins.slab[index];
@@ -192,9 +187,7 @@ impl Worker {
                 && (pooled || !h2.ready)
                 && h2.has_room()
         });
-        let Some(index) = found else {
-            return false;
-        };
+        let index = found?;
         let origin = &mut self.origins.slab[index];
         let h2 = origin
             .mux
@@ -208,13 +201,11 @@ impl Worker {
             h2.waiting.push_back(id);
         }
         self.runtime.metrics.worker(self.id).upstream_reuses.inc();
-        if let Some(session) = self.session_mut(id) {
-            session.origin = Some(index);
-            if free {
-                session.ex.on_origin_stream(true, tls, now);
-            }
+        if free {
+            let news = News::Stream { reused: true, tls };
+            self.origins.news.tell(id, index, news);
         }
-        true
+        Some(index)
     }
 
     /// A new connection made for an `auto` upstream whose origin chose `h2` with ALPN: its
@@ -309,35 +300,37 @@ impl Worker {
         }
     }
 
-    /// `Action::SendOrigin` of session `id`, whose exchange holds connection `index`.
+    /// `Action::SendOrigin` of session `id`, whose exchange holds connection `index`;
+    /// `head_request`: its request is a HEAD.
     pub(in crate::worker) fn h2_send(
         &mut self,
         id: SessionId,
         index: usize,
         message: OriginMessage,
+        head_request: bool,
     ) {
-        let (now, worker) = (self.now, self.id);
-        let stream = self.sessions.get(id.index).and_then(|s| s.stream);
+        let worker = self.id;
         let Some(h2) = self.origin_h2_mut(index) else {
             return;
         };
+        let stream = h2.stream_of.get(&id).copied();
         match (message, stream) {
             (OriginMessage::Head { fields, end_stream }, None) => {
                 h2.granted.remove(&id);
                 match h2.conn.send_request(fields.iter(), end_stream) {
                     Ok(stream) => {
                         h2.streams.insert(stream, id);
-                        h2.counters.h2_streams.inc(worker);
-                        if let Some(session) = self.session_mut(id) {
-                            session.stream = Some(stream);
+                        h2.stream_of.insert(id, stream);
+                        if head_request {
+                            h2.heads.insert(stream);
                         }
+                        h2.counters.h2_streams.inc(worker);
                     }
                     Err(e) => {
-                        debug!(worker = self.id, "origin stream refused: {e}");
+                        debug!(worker, "origin stream refused: {e}");
                         // Not sent: the exchange goes again on another connection.
-                        if let Some(session) = self.session_mut(id) {
-                            session.ex.on_origin_reset(true, now);
-                        }
+                        let news = News::Reset { refused: true };
+                        self.origins.news.tell(id, index, news);
                         return;
                     }
                 }
@@ -362,10 +355,10 @@ impl Worker {
 
     /// `Action::OriginBodyConsumed`: the stream's window (and the connection's) is given back.
     pub(in crate::worker) fn h2_consumed(&mut self, id: SessionId, index: usize, n: usize) {
-        let stream = self.sessions.get(id.index).and_then(|s| s.stream);
         let Some(h2) = self.origin_h2_mut(index) else {
             return;
         };
+        let stream = h2.stream_of.get(&id).copied();
         // A stream that ended (its id is kept until `ReleaseOrigin`) still gives the connection
         // its window back; a reset one gave it back when it was reset.
         if let Some(stream) = stream {
@@ -377,13 +370,13 @@ impl Worker {
     /// `Action::ReleaseOrigin` of a session on connection `index`: its stream, if still open,
     /// is reset; the connection stays for the others.
     pub(in crate::worker) fn h2_release(&mut self, id: SessionId, index: usize) {
-        let stream = self.session_mut(id).and_then(|s| s.stream.take());
         let Some(h2) = self.origin_h2_mut(index) else {
             return;
         };
         h2.waiting.retain(|w| *w != id);
         h2.granted.remove(&id);
-        if let Some(stream) = stream {
+        if let Some(stream) = h2.stream_of.remove(&id) {
+            h2.heads.remove(&stream);
             h2.unsent.remove(&stream);
             if h2.streams.remove(&stream).is_some() {
                 h2.conn.reset_stream(stream, ErrorCode::Cancel);
@@ -492,10 +485,10 @@ impl Worker {
         if let Some(h2) = self.origin_h2_mut(index) {
             // Anything still mapped heard nothing: fail it as a reset.
             let left: Vec<SessionId> = h2.streams.drain().map(|(_, id)| id).collect();
+            for id in &left {
+                h2.stream_of.remove(id);
+            }
             for id in left {
-                if let Some(session) = self.session_mut(id) {
-                    session.stream = None;
-                }
                 (self.origins.news).tell(id, index, News::Reset { refused: false });
             }
         }
@@ -577,48 +570,6 @@ impl Worker {
             }
             self.h2_flush(index);
             self.close_origin(index);
-        }
-    }
-
-    /// A timer of a session on a shared HTTP/2 connection came due.
-    pub(in crate::worker) fn on_session_timer(&mut self, token: Token, due: Instant) {
-        let now = self.now;
-        let id = SessionId {
-            index: token.index(),
-            generation: token.generation(),
-        };
-        let Some(session) = self.sessions.get_mut(id.index) else {
-            return;
-        };
-        if !token.names(session.generation()) {
-            return;
-        }
-        let id = SessionId {
-            index: id.index,
-            generation: session.generation(),
-        };
-        if session.timer_due == Some(due) {
-            session.timer_due = None;
-        }
-        match session.ex.next_deadline() {
-            Some(deadline) if deadline <= now => self.feed(id, |ex| ex.on_timer(now)),
-            Some(_) => self.arm_own_timer(id),
-            None => {}
-        }
-    }
-
-    /// Files the exchange's next deadline under the session's own timer.
-    pub(in crate::worker) fn arm_own_timer(&mut self, id: SessionId) {
-        let Some(session) = self.session_mut(id) else {
-            return;
-        };
-        let Some(deadline) = session.ex.next_deadline() else {
-            return;
-        };
-        if session.timer_due.is_none_or(|due| deadline < due) {
-            session.timer_due = Some(deadline);
-            let key = Token::session(id.index, id.generation).raw();
-            self.timers.insert(key, deadline);
         }
     }
 

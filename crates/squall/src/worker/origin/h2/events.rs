@@ -40,12 +40,9 @@ impl Worker {
                 h2.unsent.remove(&stream);
             }
             // Only HEAD changes how a response head reads (no body, whatever it says).
-            let method = match self.session_mut(id) {
-                Some(session) if session.ex.head().method == http::Method::HEAD => {
-                    &http::Method::HEAD
-                }
-                Some(_) => &http::Method::GET,
-                None => continue,
+            let method = match h2.heads.contains(&stream) {
+                true => &http::Method::HEAD,
+                false => &http::Method::GET,
             };
             match event {
                 ClientEvent::Reset { refused, code, .. } => {
@@ -56,10 +53,8 @@ impl Worker {
                         refused,
                         "origin stream reset"
                     );
-                    if let Some(session) = self.session_mut(id) {
-                        session.stream = None;
-                    }
-                    if let Some(h2) = self.origins.slab.get(index).and_then(|o| o.mux.as_deref()) {
+                    if let Some(h2) = self.origin_h2_mut(index) {
+                        h2.stream_of.remove(&id);
                         UpstreamEvents::inc(&h2.counters.h2_resets);
                     }
                     (self.origins.news).tell(id, index, News::Reset { refused });
@@ -118,10 +113,8 @@ impl Worker {
     fn h2_stream_failed(&mut self, index: usize, id: SessionId, stream: StreamId) {
         if let Some(h2) = self.origin_h2_mut(index) {
             h2.streams.remove(&stream);
+            h2.stream_of.remove(&id);
             h2.conn.reset_stream(stream, ErrorCode::ProtocolError);
-        }
-        if let Some(session) = self.session_mut(id) {
-            session.stream = None;
         }
         (self.origins.news).tell(id, index, News::Reset { refused: false });
     }
