@@ -76,7 +76,11 @@ pub enum Answer {
     GatewayTimeout(RequestHead),
     /// Park behind the key's fetch until woken, then [`after_wait`]; `fetched` when that
     /// fetch is this request's own (a ranged miss).
-    Park { head: RequestHead, fetched: bool },
+    Park {
+        head: RequestHead,
+        key: CacheKey,
+        fetched: bool,
+    },
     /// Go to the origin.
     Fetch(Box<Fetch>),
 }
@@ -225,30 +229,17 @@ pub fn begin<W: Clone + Send + 'static>(
         Admission::Wait => {
             let answer = Answer::Park {
                 head,
+                key,
                 fetched: false,
             };
             Begun::only(answer, Count::Coalesced)
         }
-        // A range of an object not stored: the whole object is fetched once, in the
-        // background, and the range served from the entry (RFC 9110 §14.2 lets the cache
-        // choose); one too large to store is asked for by range after all, on wake-up.
         Admission::Fetch {
             stale,
             ticket: Some(ticket),
         } if is_ranged(&head) => {
             let background = route.background(&head, key.clone(), stale, ticket, wall);
-            let answer = match inflight.join(&key, waiter, wall) {
-                Join::Follower => Answer::Park {
-                    head,
-                    fetched: true,
-                },
-                _ => Answer::Fetch(route.fetch(head, key, None, None, wall)),
-            };
-            Begun {
-                answer,
-                background: Some(background),
-                count: Count::Miss,
-            }
+            ranged_miss(route, inflight, head, key, background, waiter, wall)
         }
         Admission::Fetch { stale, ticket } => {
             let fetch = route.fetch(head, key, stale, ticket, wall);
@@ -273,6 +264,35 @@ pub fn begin<W: Clone + Send + 'static>(
                 count: Count::Stale,
             }
         }
+    }
+}
+
+/// A range of an object not stored: the whole object is fetched once, in the `background`
+/// (RFC 9110 §14.2 lets the cache choose), and the request parks behind that fetch as its
+/// own follower, to be served from the entry; one too large to store is asked for by range
+/// after all, on wake-up. If it cannot follow (the key has all the followers it may, or
+/// passes), it goes to the origin with its range now.
+fn ranged_miss<W: Clone + Send + 'static>(
+    route: &CachedRoute,
+    inflight: &InFlight<W>,
+    head: RequestHead,
+    key: CacheKey,
+    background: Box<Fetch>,
+    waiter: W,
+    wall: SystemTime,
+) -> Begun {
+    let answer = match inflight.join(&key, waiter, wall) {
+        Join::Follower => Answer::Park {
+            head,
+            key,
+            fetched: true,
+        },
+        _ => Answer::Fetch(route.fetch(head, key, None, None, wall)),
+    };
+    Begun {
+        answer,
+        background: Some(background),
+        count: Count::Miss,
     }
 }
 
