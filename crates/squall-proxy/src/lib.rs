@@ -8,13 +8,17 @@
 //!
 //! A proxied request is an [`Exchange`]: the sans-IO state machine of its life with an origin
 //! (pick, connect, forward, retry, re-frame, end), which the worker drives with events and whose
-//! actions it runs. [`forward`] holds the request and response rewriting it applies.
+//! actions it runs. [`forward`] holds the request and response rewriting it applies. On a
+//! cached route it is a [`CachedExchange`] (`cached/`): the exchange joined to the cache's fill
+//! and invalidation, one action stream, and the lookup that decides whether a request fetches
+//! at all ([`cached::begin`]).
 //!
-//! This crate knows the codec's request and response types, the router and the upstream
-//! decisions; it knows nothing of sockets, rings or clocks (the worker passes `now` and the
-//! current Date header in).
+//! This crate knows the codec's request and response types, the router, the cache and the
+//! upstream decisions; it knows nothing of sockets, rings or clocks (the worker passes `now`
+//! and the current Date header in).
 #![forbid(unsafe_code)]
 
+pub mod cached;
 pub mod compress;
 pub mod digits;
 mod exchange;
@@ -29,6 +33,7 @@ use squall_config::Config;
 use squall_h1::RequestHead;
 use squall_router::{RouteRequest, Router};
 
+pub use cached::{CachedAction, CachedExchange};
 pub use exchange::{
     Action, ClientFraming, ClientHead, ClientInfo, ClientProtocol, Exchange, ExchangeConfig,
     FillHook, OriginMessage, ToClient, TunnelRefusal, TunnelStats,

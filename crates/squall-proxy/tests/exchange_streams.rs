@@ -214,7 +214,7 @@ fn a_cached_route_shows_the_fill_the_response_and_its_clean_end() {
     pair.ex
         .on_origin_data(b"HTTP/1.1 304 Not Modified\r\n\r\n", pair.now);
     assert!(matches!(
-        pair.ex.poll_action(),
+        squall_proxy::Exchange::poll_action(&mut pair.ex),
         Some(squall_proxy::Action::Fill(_))
     ));
     pair.ex.on_answered_elsewhere();
@@ -234,7 +234,7 @@ fn a_refetch_resends_the_request_with_other_fields_and_drops_the_first_response(
         pair.ex.on_origin_data(not_modified, pair.now);
         // The fill sees the 304's head first, before the client would.
         assert!(matches!(
-            pair.ex.poll_action(),
+            squall_proxy::Exchange::poll_action(&mut pair.ex),
             Some(squall_proxy::Action::Fill(
                 squall_proxy::FillHook::Head { .. }
             ))

@@ -9,8 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
-use squall_cache::{FillLimits, InFlight, RequestCacheControl, ResponseRules, SetCookie, Store};
+use squall_cache::{FillLimits, InFlight, ResponseRules, SetCookie, Store};
 use squall_config::IpNet;
+use squall_proxy::cached::CachedRoute;
 use squall_uring::Waker;
 
 use crate::server::Control;
@@ -104,21 +105,24 @@ impl Cache {
         })
     }
 
-    /// The request directives a lookup on route `route` goes by: without the reload ones
-    /// (`no-cache`, `max-age`) where `request_no_cache = "ignore"`.
-    pub fn request_control(&self, route: u32, control: RequestCacheControl) -> RequestCacheControl {
-        let ignore = usize::try_from(route)
+    /// What requests on `route` are looked up and filled under (`squall_proxy::cached`):
+    /// the store, the fill's limits and rules, `request_no_cache = "ignore"` (the route's,
+    /// else `[cache]`'s) and `hit_for_pass`.
+    pub fn route(&self, route: &squall_proxy::ProxyRoute) -> CachedRoute {
+        let ignore_reload = usize::try_from(route.id)
             .ok()
             .and_then(|id| self.ignore_reload.get(id));
-        if ignore == Some(&true) {
-            control.without_reload()
-        } else {
-            control
+        CachedRoute {
+            store: self.store.clone(),
+            limits: self.fill_limits(route.cache_ttl),
+            rules: self.response_rules(route.id),
+            ignore_reload: ignore_reload == Some(&true),
+            hit_for_pass: self.hit_for_pass,
         }
     }
 
     /// What bounds a fill on a route whose `cache_ttl` is `default_ttl`.
-    pub fn fill_limits(&self, default_ttl: Option<Duration>) -> FillLimits {
+    fn fill_limits(&self, default_ttl: Option<Duration>) -> FillLimits {
         FillLimits {
             object_bytes_max: self.object_bytes_max,
             default_ttl,
@@ -129,7 +133,7 @@ impl Cache {
     /// How a fill on route `route` reads the response: the cache's targeted field, whether
     /// entries keep `CDN-Cache-Control`, the Last-Modified heuristic's cap, and the route's
     /// `cache_set_cookie`.
-    pub fn response_rules(&self, route: u32) -> ResponseRules {
+    fn response_rules(&self, route: u32) -> ResponseRules {
         let set_cookie = usize::try_from(route)
             .ok()
             .and_then(|id| self.set_cookie.get(id).copied());

@@ -8,18 +8,25 @@
 //! connect, writes recorded byte for byte), and calls `check_invariants` after every step.
 //! Inputs are fed whole and split at every byte boundary ([`splits`]); what the client saw is
 //! kept with adjacent data pieces merged, so that every split must give the same record.
+//!
+//! The exchange is held as the driver holds it, a [`CachedExchange`]: on a plain route its
+//! actions pass through; `cache.rs` adds a real store and in-flight table (a [`cache::World`])
+//! and records what the cache decides.
 #![allow(dead_code)]
+
+pub mod cache;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::BytesMut;
+use squall_cache::InFlight;
 use squall_config::HeaderEdits;
 use squall_h1::{Event, Limits, RequestDecoder, RequestHead, ResponseLimits};
 use squall_proxy::{
-    Action, ClientInfo, ClientProtocol, Exchange, ExchangeConfig, FillHook, OriginMessage,
-    ProxyRoute, ToClient,
+    Action, CachedAction, CachedExchange, ClientInfo, ClientProtocol, Exchange, ExchangeConfig,
+    FillHook, OriginMessage, ProxyRoute, ToClient,
 };
 use squall_upstream::{Outcome, RetryPolicy, ServerId, UpstreamErrorClass};
 
@@ -51,8 +58,10 @@ pub struct Conn {
 }
 
 pub struct Pair {
-    pub ex: Exchange,
+    pub ex: CachedExchange,
     pub now: Instant,
+    /// The wall clock the cache reads, moved on with `now`.
+    pub wall: SystemTime,
     pub servers: Vec<Server>,
     /// Idle pooled connections, by server.
     pub pool: Vec<u32>,
@@ -73,6 +82,12 @@ pub struct Pair {
     pub h2: bool,
     /// Window given back to HTTP/2 origins (`OriginBodyConsumed`).
     pub origin_consumed: usize,
+    /// What the cache decided, in order: `serve LABEL STATUS BODY [failed]`, `publish`
+    /// (`pass` when it marks the key), `stored`, `invalidated N`.
+    pub cache: Vec<String>,
+    /// The in-flight table tickets are published to, and the waiters that woke.
+    pub inflight: Option<Arc<InFlight<u32>>>,
+    pub woken: Vec<u32>,
 }
 
 /// A request head as the client codec would decode it.
@@ -140,9 +155,20 @@ impl Pair {
             config(servers.len()),
             now,
         );
+        Pair::around(
+            CachedExchange::new(ex, None, None),
+            now,
+            SystemTime::now(),
+            servers,
+        )
+    }
+
+    /// A pair around `ex`, made at `now` and `wall`.
+    pub fn around(ex: CachedExchange, now: Instant, wall: SystemTime, servers: &[Server]) -> Pair {
         Pair {
             ex,
             now,
+            wall,
             servers: servers.to_vec(),
             pool: Vec::new(),
             conns: Vec::new(),
@@ -156,16 +182,56 @@ impl Pair {
             unacked: 0,
             h2: false,
             origin_consumed: 0,
+            cache: Vec::new(),
+            inflight: None,
+            woken: Vec::new(),
         }
     }
 
     /// Runs every queued action, checking the invariants after each.
     pub fn run(&mut self) {
         self.ex.check_invariants();
-        while let Some(action) = self.ex.poll_action() {
-            self.perform(action);
+        while let Some(action) = self.ex.poll_action(self.now, self.wall) {
+            match action {
+                CachedAction::Run(action) => self.perform(action),
+                action => self.cache_action(action),
+            }
             self.ex.check_invariants();
         }
+    }
+
+    fn cache_action(&mut self, action: CachedAction) {
+        let line = match action {
+            CachedAction::Run(_) => unreachable!("performed"),
+            CachedAction::Serve {
+                entry,
+                served,
+                request: _,
+                origin_failed,
+            } => {
+                let failed = if origin_failed { " failed" } else { "" };
+                let body = String::from_utf8_lossy(&entry.body);
+                let status = entry.status.as_u16();
+                format!("serve {} {status} {body}{failed}", served.as_str())
+            }
+            CachedAction::Publish { ticket, pass_for } => {
+                let inflight = self.inflight.as_ref().expect("a leader has its table");
+                let woken = match pass_for {
+                    Some(hold) => inflight.finish_passing(ticket, self.wall, hold),
+                    None => inflight.finish(ticket),
+                };
+                self.woken.extend(woken);
+                if pass_for.is_some() {
+                    "publish pass"
+                } else {
+                    "publish"
+                }
+                .to_owned()
+            }
+            CachedAction::Stored => "stored".to_owned(),
+            CachedAction::Invalidated(n) => format!("invalidated {n}"),
+        };
+        self.cache.push(line);
     }
 
     fn perform(&mut self, action: Action) {
@@ -323,6 +389,7 @@ impl Pair {
     /// Moves the virtual clock on by `by` and fires the timer if it is due.
     pub fn advance(&mut self, by: Duration) {
         self.now += by;
+        self.wall += by;
         if self.ex.next_deadline().is_some_and(|d| d <= self.now) {
             self.ex.on_timer(self.now);
         }

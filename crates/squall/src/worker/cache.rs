@@ -20,15 +20,20 @@
 //! it (on any worker: the in-flight table is process-wide) also starts the revalidation, as a
 //! background session that answers nobody and whose fill stores or freshens the entry. `stale-if-error` answers with the stale entry when
 //! the revalidation fails (an error status, or no response).
+//!
+//! The decisions are `squall_proxy::cached`'s (`begin`, `after_wait`, and the
+//! `CachedExchange` of each fetch); this file runs them: answers, parks, starts sessions,
+//! counts.
 
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use http::header;
 use http::{Method, StatusCode};
-use squall_cache::{Admission, CacheKey, Entry, Fill, FillRequest, Join, Lookup, Served};
+use squall_cache::{CacheKey, Served};
 use squall_h1::RequestHead;
 use squall_proxy::ProxyRoute;
+use squall_proxy::cached::{self, Answer, Count, Fetch, FillPlan};
 use tracing::debug;
 
 use super::Worker;
@@ -36,14 +41,16 @@ use super::downstream::{self, Client};
 use super::purge::Purged;
 use crate::cache::{Cache, Waiter};
 
+pub(crate) use squall_proxy::cached::CacheFields;
+
 /// The `X-Cache` label of a response (the access log's cache field).
 pub type Label = Served;
 
-/// The cache side of a session: the fill, and the cache whose store and in-flight table it
-/// fills (a reload may have replaced the worker's since).
+/// The cache side of a session's fetch: its fill's plan, and the cache whose store and
+/// in-flight table it fills (a reload may have replaced the worker's since).
 pub struct CacheFill {
     pub cache: Arc<Cache>,
-    pub fill: Fill,
+    pub plan: FillPlan,
     /// The method the client sent, when the fill forwards another: a PURGE refetched as a GET
     /// is logged as the PURGE it was.
     pub logged_method: Option<Method>,
@@ -102,35 +109,6 @@ pub fn key_of(head: &RequestHead, scheme: &str) -> CacheKey {
     CacheKey::new(scheme, host, target.as_bytes())
 }
 
-/// A request head's fields as the cache reads them, without building a map.
-pub(crate) struct CacheFields<'a>(pub &'a squall_h1::Fields);
-
-impl squall_cache::RequestFields for CacheFields<'_> {
-    fn values<'a>(&'a self, name: &'a http::HeaderName) -> impl Iterator<Item = &'a [u8]> + 'a {
-        self.0.get_all(name).map(|v| v.as_bytes())
-    }
-}
-
-/// The fill's rewrite of the conditionals of the request to the origin
-/// ([`squall_cache::Fill::origin_request_headers`]), applied to the head's fields.
-fn origin_conditionals(fill: &squall_cache::Fill, headers: &mut squall_h1::Fields) {
-    let Some(validators) = fill.origin_conditionals() else {
-        return;
-    };
-    for name in squall_cache::CLIENT_CONDITIONALS {
-        headers.remove(name);
-    }
-    for (name, value) in validators {
-        headers.insert(name, value);
-    }
-}
-
-/// A GET with a Range: on a miss, the whole object is fetched for the store and the range
-/// served from it.
-fn is_ranged(head: &RequestHead) -> bool {
-    head.method == Method::GET && head.headers.contains_key(header::RANGE)
-}
-
 /// The PURGE method (Varnish, Squid, Tempesta); not in the `http` crate's constants.
 pub(super) fn is_purge(method: &Method) -> bool {
     method.as_str() == "PURGE"
@@ -173,7 +151,8 @@ impl Worker {
 
     /// [`Worker::begin_cached`] once the node is chosen: `borrowed` is the `local_ttl` of a
     /// key another node owns, whose fetches go to that owner (`route` is already its peer's)
-    /// and whose local copy is used only that long after it arrived.
+    /// and whose local copy is used only that long after it arrived. The way is decided in
+    /// `squall_proxy::cached::begin`; this runs it.
     pub(super) fn begin_here(
         &mut self,
         client: Client,
@@ -183,97 +162,79 @@ impl Worker {
         key: CacheKey,
         borrowed: Option<std::time::Duration>,
     ) -> Begun {
-        let control = match squall_cache::lookup_policy(&head.method, &CacheFields(&head.headers)) {
-            Lookup::Use(control) => cache.request_control(route.id, control),
-            Lookup::Bypass => {
-                self.start_session(client, head, route, None, None);
-                return Begun::Forwarded;
-            }
-        };
-        let entry = cache.store.lookup(&key, &CacheFields(&head.headers));
-        let entry = entry.filter(|e| borrowed.is_none_or(|ttl| self.borrowed_fresh(e, ttl)));
-        let decision = squall_cache::decide(entry, &control, self.wall);
         let waiter = Waiter {
             worker: self.id,
             client: self.client_token(client),
         };
-        let counters = self.runtime.metrics.worker(self.id);
-        match squall_cache::admit(&cache.inflight, &key, decision, waiter, self.wall) {
-            Admission::Serve(entry, served) => {
-                match served {
-                    Served::Stale => counters.cache_stale.inc(),
-                    _ => counters.cache_hits.inc(),
-                }
-                self.downstream().serve_entry(
-                    client,
-                    &head,
-                    &entry,
-                    served,
-                    cache.x_cache,
-                    route.id,
-                );
+        let cached = cache.route(&route);
+        let inflight = &cache.inflight;
+        let begun = cached::begin(&cached, inflight, head, key, borrowed, waiter, self.wall);
+        self.run_begun(client, route, cache, begun)
+    }
+
+    /// Carries out the way a request on a cached route was found: counts it, answers, parks
+    /// or fetches, and starts the background fetch that goes beside it.
+    fn run_begun(
+        &mut self,
+        client: Client,
+        route: Arc<ProxyRoute>,
+        cache: Arc<Cache>,
+        begun: cached::Begun,
+    ) -> Begun {
+        self.count_cache(begun.count);
+        let way = match begun.answer {
+            Answer::Bypass(head) => {
+                self.start_session(client, head, route.clone(), None, None);
+                Begun::Forwarded
+            }
+            Answer::Serve {
+                head,
+                entry,
+                served,
+            } => {
+                let x_cache = cache.x_cache;
+                (self.downstream()).serve_entry(client, &head, &entry, served, x_cache, route.id);
                 Begun::Answered
             }
             // RFC 9111 §5.2.1.7: nothing the client accepts is stored, so 504 without asking
             // the origin.
-            Admission::GatewayTimeout => {
+            Answer::GatewayTimeout(head) => {
                 self.downstream()
                     .answer_status(client, &head, StatusCode::GATEWAY_TIMEOUT);
                 Begun::Answered
             }
-            Admission::Wait => {
-                counters.cache_coalesced.inc();
-                self.park(client, head, route, key, &cache, false)
+            Answer::Park { head, key, fetched } => {
+                self.park(client, head, route.clone(), key, &cache, fetched)
             }
-            // A range of an object not stored: the whole object is fetched once, in the
-            // background, and the range served from the entry (RFC 9110 §14.2 lets the cache
-            // choose); one too large to store is asked for by range after all, on wake-up.
-            Admission::Fetch {
-                stale,
-                ticket: Some(ticket),
-            } if is_ranged(&head) => {
-                counters.cache_misses.inc();
-                let (head2, route2, key2) = (head.clone(), route.clone(), key.clone());
-                self.fetch_in_background(client, head2, route2, cache.clone(), key2, stale, ticket);
-                let waiter = Waiter {
-                    worker: self.id,
-                    client: self.client_token(client),
-                };
-                match cache.inflight.join(&key, waiter, self.wall) {
-                    Join::Follower => self.park(client, head, route, key, &cache, true),
-                    _ => {
-                        self.start_fill(client, head, route, cache, key, None, None, None);
-                        Begun::Forwarded
-                    }
-                }
-            }
-            Admission::Fetch { stale, ticket } => {
-                counters.cache_misses.inc();
-                self.start_fill(client, head, route, cache, key, stale, ticket, None);
+            Answer::Fetch(fetch) => {
+                self.start_fill(client, fetch, route.clone(), cache.clone(), None);
                 Begun::Forwarded
             }
-            // The key's last response was not storable: straight to the origin, coalescing
-            // with nobody (what comes back may still be stored).
-            Admission::Pass { stale } => {
+        };
+        if let Some(fetch) = begun.background {
+            let Fetch { head, plan } = *fetch;
+            let fill = Box::new(CacheFill {
+                cache,
+                plan,
+                logged_method: None,
+            });
+            self.start_background_session(client, head, route, fill);
+        }
+        way
+    }
+
+    fn count_cache(&self, count: Count) {
+        let counters = self.runtime.metrics.worker(self.id);
+        match count {
+            Count::Nothing => {}
+            Count::Hit => counters.cache_hits.inc(),
+            Count::Stale => counters.cache_stale.inc(),
+            Count::Miss => counters.cache_misses.inc(),
+            Count::Pass => {
                 counters.cache_misses.inc();
                 counters.cache_passes.inc();
-                self.start_fill(client, head, route, cache, key, stale, None, None);
-                Begun::Forwarded
             }
-            Admission::ServeAndRevalidate { entry, ticket } => {
-                counters.cache_stale.inc();
-                self.downstream().serve_entry(
-                    client,
-                    &head,
-                    &entry,
-                    Served::Stale,
-                    cache.x_cache,
-                    route.id,
-                );
-                let stale = Some(entry);
-                self.fetch_in_background(client, head, route, cache, key, stale, ticket);
-                Begun::Answered
-            }
+            Count::Coalesced => counters.cache_coalesced.inc(),
         }
     }
 
@@ -302,85 +263,22 @@ impl Worker {
         Begun::Parked
     }
 
-    /// Fetches `key` for the store with a session of its own that answers nobody, leading the
-    /// key with `ticket`: the revalidation of `stale` just served to `client` (RFC 5861 §3), or
-    /// the whole object a range was asked of. It asks as a plain GET, with the stale entry's
-    /// validators if any: the client's conditionals and range concern its own answer, and a
-    /// HEAD would bring no body to store.
-    #[allow(clippy::too_many_arguments)]
-    fn fetch_in_background(
-        &mut self,
-        client: Client,
-        mut head: RequestHead,
-        route: Arc<ProxyRoute>,
-        cache: Arc<Cache>,
-        key: CacheKey,
-        stale: Option<Arc<Entry>>,
-        ticket: squall_cache::Ticket,
-    ) {
-        head.method = Method::GET;
-        for name in [
-            header::IF_NONE_MATCH,
-            header::IF_MODIFIED_SINCE,
-            header::IF_MATCH,
-            header::IF_UNMODIFIED_SINCE,
-            header::IF_RANGE,
-            header::RANGE,
-        ] {
-            head.headers.remove(name);
-        }
-        head.expect_continue = false;
-        let fill = self.cache_fill(&head, &route, cache, key, stale, Some(ticket), None);
-        origin_conditionals(&fill.fill, &mut head.headers);
-        self.start_background_session(client, head, route, fill);
-    }
-
-    /// Sends `head` to the origin through a fill of `key` (revalidating `stale` when it has
-    /// validators, leading the key when it has a `ticket`).
-    #[allow(clippy::too_many_arguments)]
+    /// Sends `fetch` to the origin in a session answering `client`.
     fn start_fill(
         &mut self,
         client: Client,
-        head: RequestHead,
+        fetch: Box<Fetch>,
         route: Arc<ProxyRoute>,
         cache: Arc<Cache>,
-        key: CacheKey,
-        stale: Option<Arc<Entry>>,
-        ticket: Option<squall_cache::Ticket>,
         logged_method: Option<Method>,
     ) {
-        let mut head = head;
-        let fill = self.cache_fill(&head, &route, cache, key, stale, ticket, logged_method);
-        origin_conditionals(&fill.fill, &mut head.headers);
-        self.start_session(client, head, route, None, Some(fill));
-    }
-
-    /// The fill of `key` for the request `head` (see [`Fill::new`]).
-    #[allow(clippy::too_many_arguments)]
-    fn cache_fill(
-        &self,
-        head: &RequestHead,
-        route: &ProxyRoute,
-        cache: Arc<Cache>,
-        key: CacheKey,
-        stale: Option<Arc<Entry>>,
-        ticket: Option<squall_cache::Ticket>,
-        logged_method: Option<Method>,
-    ) -> Box<CacheFill> {
-        let request = FillRequest {
-            key,
-            method: head.method.clone(),
-            headers: head.headers.to_header_map(),
-        };
-        let limits = cache.fill_limits(route.cache_ttl);
-        let store = cache.store.clone();
-        let fill = Fill::new(store, limits, request, stale, ticket, self.wall)
-            .with_rules(cache.response_rules(route.id));
-        Box::new(CacheFill {
+        let Fetch { head, plan } = *fetch;
+        let fill = Box::new(CacheFill {
             cache,
-            fill,
+            plan,
             logged_method,
-        })
+        });
+        self.start_session(client, head, route, None, Some(fill));
     }
 
     /// A fetch this client waited for has ended (or its wait timed out): look again, then
@@ -408,30 +306,9 @@ impl Worker {
             ..
         } = parked;
         let cache = self.runtime.cache.clone();
-        let headers = CacheFields(&head.headers);
-        let control = squall_cache::request_cache_control(&headers);
-        let control = cache.request_control(route.id, control);
-        let entry = cache.store.lookup(&key, &headers);
-        // The fetch it waited for was made after it arrived: what it stored answers a
-        // `no-cache` request too, so a reload storm makes one origin request, not one each.
-        match squall_cache::decide_after_wait(entry, &control, self.wall, since) {
-            squall_cache::Decision::Hit(entry) => {
-                // A range whose fetch was its own was counted a miss when it began.
-                let label = if fetched { Served::Miss } else { Served::Hit };
-                if !fetched {
-                    self.runtime.metrics.worker(self.id).cache_hits.inc();
-                }
-                (self.downstream()).serve_entry(
-                    client,
-                    &head,
-                    &entry,
-                    label,
-                    cache.x_cache,
-                    route.id,
-                );
-            }
-            _ => self.start_fill(client, head, route, cache, key, None, None, None),
-        }
+        let cached = cache.route(&route);
+        let begun = cached::after_wait(&cached, head, key, since, fetched, self.wall);
+        let _: Begun = self.run_begun(client, route, cache, begun);
         self.resume_client(client);
     }
 
@@ -444,20 +321,6 @@ impl Worker {
                 "coalesce_timeout: to the origin"
             );
             self.unpark(client);
-        }
-    }
-
-    /// Finishes a fill's ticket once its fate is known, and wakes the requests it led; a
-    /// response that could never be stored marks its URL for hit-for-pass.
-    pub(super) fn release_fill(&mut self, fill: &mut CacheFill) {
-        if let Some(ticket) = fill.fill.release() {
-            let (inflight, hold) = (&fill.cache.inflight, fill.cache.hit_for_pass);
-            let waiters = if !hold.is_zero() && squall_cache::passes_after(fill.fill.outcome()) {
-                inflight.finish_passing(ticket, self.wall, hold)
-            } else {
-                inflight.finish(ticket)
-            };
-            crate::cache::wake(&self.peers, waiters);
         }
     }
 
@@ -524,14 +387,8 @@ impl Worker {
         let purge = std::mem::replace(&mut head.method, Method::GET);
         head.headers.remove(PURGE_HEADER);
         head.headers.remove(crate::cluster::HOP);
-        self.start_fill(client, head, route, cache, key, None, None, Some(purge));
+        let fetch = cache.route(&route).fetch(head, key, None, None, self.wall);
+        self.start_fill(client, fetch, route, cache, Some(purge));
         Begun::Forwarded
-    }
-
-    /// Whether a copy of another node's object, which arrived at `entry`'s response time, is
-    /// still within `local_ttl`.
-    fn borrowed_fresh(&self, entry: &Entry, local_ttl: std::time::Duration) -> bool {
-        let age = self.wall.duration_since(entry.freshness.response_time);
-        age.is_ok_and(|age| age <= local_ttl)
     }
 }

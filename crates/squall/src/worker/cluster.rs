@@ -156,8 +156,8 @@ impl Worker {
             return false;
         }
         let mut head = session.ex.head().clone();
-        if let Some(fill) = &session.fill {
-            head.headers = squall_h1::Fields::from_header_map(fill.fill.client_headers());
+        if let Some(fields) = session.ex.client_fields() {
+            head.headers = squall_h1::Fields::from_header_map(fields);
         }
         head.headers.remove(HOP);
         let Some(route) = self.runtime.service.proxy_route(&head).cloned() else {

@@ -340,7 +340,7 @@ impl Downstream<'_> {
     /// began with and the bytes sent. Once per request: not if already logged, nor if it was
     /// answered from the cache instead.
     pub fn log_abandoned(&mut self, session: &mut Session) {
-        if !session.answered {
+        if !session.ex.answered() {
             self.log_session(session, true);
         }
     }
@@ -360,7 +360,7 @@ impl Downstream<'_> {
         conn.log_note.route = Some(session.ex.route().id);
         conn.log_note.request_id = Some(session.ex.request_id());
         conn.log_note.upstream = Some(upstream);
-        if session.fill.is_some() {
+        if session.ex.filling() {
             conn.log_note.cache = Some(Label::Miss.as_str());
         }
         let status = match session.reply.framing {
@@ -373,12 +373,10 @@ impl Downstream<'_> {
         }
         // A PURGE refetched as a GET is logged as the PURGE the client sent (a copy of the
         // head, on that rare path only).
-        let relabeled = (session.fill.as_ref())
-            .and_then(|f| f.logged_method.clone())
-            .map(|method| RequestHead {
-                method,
-                ..session.ex.head().clone()
-            });
+        let relabeled = (session.logged_method.clone()).map(|method| RequestHead {
+            method,
+            ..session.ex.head().clone()
+        });
         let head = Some(relabeled.as_ref().unwrap_or(session.ex.head()));
         self.log_answer(session.client.conn(), head, status, session.reply.sent);
     }

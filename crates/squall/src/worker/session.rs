@@ -1,7 +1,8 @@
 //! Sessions: the worker's side of a proxied request. A session owns one
-//! [`squall_proxy::Exchange`] (the decisions) and, on a cached route, the cache fill that
-//! watches it; the worker feeds the exchange events (origin connected, bytes, EOF, failure,
-//! sent; client body, end, room, gone; the timer) and runs the actions it queues.
+//! [`squall_proxy::CachedExchange`] (the decisions: the exchange and, on a cached route, the
+//! cache fill that watches it and the invalidation it implies); the worker feeds the exchange
+//! events (origin connected, bytes, EOF, failure, sent; client body, end, room, gone; the
+//! timer) and runs the actions it queues, the cache's outcomes among them.
 //!
 //! The driver keeps only I/O: picking from the worker's balancer and pool, the origin
 //! sockets (`origin.rs`), and the client through the downstream (`downstream.rs`). Actions are
@@ -14,15 +15,16 @@ mod grpc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use squall_cache::{HeadAction, Invalidation, OriginHead, Outcome};
+use squall_cache::{Entry, Invalidation, Served, Ticket};
 use squall_config::OriginProtocol;
 use squall_h1::{RequestHead, ResponseLimits};
 use squall_proxy::{
-    Action, ClientInfo, ClientProtocol, Exchange, ExchangeConfig, FillHook, ProxyRoute, ToClient,
+    Action, CachedAction, CachedExchange, ClientInfo, ClientProtocol, Exchange, ExchangeConfig,
+    ProxyRoute, ToClient,
 };
 use squall_upstream::{ConnId, RetryPolicy, ServerId, UpstreamErrorClass};
 
-use super::cache::{CacheFill, Label};
+use super::cache::CacheFill;
 use super::downstream::{self, Client, Reply};
 use super::origin::{self, News, OriginState, OriginTarget};
 use super::token::{self, Token};
@@ -43,7 +45,7 @@ pub struct SessionId {
 /// One proxied request.
 pub struct Session {
     generation: u32,
-    pub ex: Exchange,
+    pub ex: CachedExchange,
     pub client: Client,
     /// The origin connection the exchange holds (between `Connect` and `ReleaseOrigin`).
     pub origin: Option<usize>,
@@ -56,17 +58,12 @@ pub struct Session {
     pub tunnel: Option<Arc<crate::upstream_events::UpstreamEvents>>,
     peer: Option<std::net::SocketAddr>,
     pub reply: Reply,
-    /// On a cached route: the fill that may store the response (see `cache.rs`).
-    pub fill: Option<Box<CacheFill>>,
-    /// For a method that is not safe on a cached route: the URL its success purges.
-    invalidate: Option<(Arc<Cache>, Invalidation)>,
-    /// The client was answered from the cache after all (a revalidation's 304, a stale entry
-    /// for an origin error): the exchange reads the origin's response to its end and drops it.
-    pub answered: bool,
-    /// Nothing the session does reaches `client`: it went away (the exchange is being wound
-    /// down), or the session is a background revalidation and `client`, already served the
-    /// stale entry, is only the request that started it.
-    detached: bool,
+    /// On a cached route with a fill: the cache whose in-flight table the fill's ticket is
+    /// published to.
+    cache: Option<Arc<Cache>>,
+    /// The method the client sent, when the fill forwards another (a PURGE refetched as a
+    /// GET is logged as the PURGE it was).
+    pub logged_method: Option<http::Method>,
     /// The origin bytes held undecoded (`Exchange::buffered_bytes`) as last charged to the
     /// process's count of buffered response bytes.
     charged: usize,
@@ -103,7 +100,7 @@ impl Session {
 
     /// The client the session writes to; `None` once detached (gone, or a background fill).
     pub fn listener(&self) -> Option<Client> {
-        (!self.detached).then_some(self.client)
+        (!self.ex.detached()).then_some(self.client)
     }
 }
 
@@ -149,12 +146,8 @@ impl Worker {
             protocol: ClientProtocol::Http11,
             ..self.client_info(client, &head)
         };
+        debug_assert!(fill.plan.background(), "a fetch that answers nobody");
         let id = self.open_session(client, head, route, info, None, Some(fill));
-        if let Some(session) = self.session_mut(id) {
-            session.detached = true;
-            session.answered = true;
-            session.ex.on_answered_elsewhere();
-        }
         self.runtime
             .metrics
             .worker(self.id)
@@ -199,14 +192,27 @@ impl Worker {
             response_limits: ResponseLimits::default(),
         };
         let x_cache = fill.as_ref().is_some_and(|f| f.cache.x_cache);
+        let owner_fallback = (self.runtime.cluster.as_ref())
+            .is_some_and(|cluster| cluster.is_peer_upstream(upstream));
         // The balancing key's client is the request's (`real_ip`); `info.peer` stays the
         // connection's, the hop X-Forwarded-For appends.
         let client_addr = self.runtime.client_addr(info.peer, &head);
         self.next_generation = token::next_generation(self.next_generation);
         let generation = self.next_generation;
+        let ex = Exchange::new(head, route, info, config, self.now);
+        let (cache, plan, logged_method) = match fill {
+            Some(fill) => (Some(fill.cache), Some(fill.plan), fill.logged_method),
+            None => (None, None, None),
+        };
+        let invalidate =
+            invalidate.map(|(cache, invalidation)| (cache.store.clone(), invalidation));
+        let mut ex = CachedExchange::new(ex, plan, invalidate);
+        if owner_fallback {
+            ex = ex.with_owner_fallback();
+        }
         let index = self.sessions.insert(Session {
             generation,
-            ex: Exchange::new(head, route, info, config, self.now),
+            ex,
             client,
             origin: None,
             timer_due: None,
@@ -215,10 +221,8 @@ impl Worker {
             tunnel: None,
             peer: client_addr,
             reply: Reply::new(x_cache),
-            fill,
-            invalidate,
-            answered: false,
-            detached: false,
+            cache,
+            logged_method,
             charged: 0,
             budget_paused: false,
             waiting: false,
@@ -300,15 +304,19 @@ impl Worker {
             return;
         }
         let mut effects = Effects::default();
-        while let Some(action) = self.session_mut(id).and_then(|s| s.ex.poll_action()) {
-            self.run_action(id, action, &mut effects);
+        let (now, wall) = (self.now, self.wall);
+        while let Some(action) = self
+            .session_mut(id)
+            .and_then(|s| s.ex.poll_action(now, wall))
+        {
+            self.run_cached(id, action, &mut effects);
         }
         let Some(session) = self.session_mut(id) else {
             return;
         };
         let held = session.ex.buffered_bytes();
         let before = std::mem::replace(&mut session.charged, held);
-        let (client, detached) = (session.client, session.detached);
+        let (client, detached) = (session.client, session.ex.detached());
         self.charge_session(client, before, held);
         if self.session_mut(id).is_some_and(|s| s.ex.is_finished()) {
             self.end_session(id);
@@ -318,6 +326,27 @@ impl Worker {
         }
         if effects.kick && !detached {
             self.resume_client(client);
+        }
+    }
+
+    /// Runs one action of session `id`'s: the exchange's, or what the cache decided.
+    fn run_cached(&mut self, id: SessionId, action: CachedAction, effects: &mut Effects) {
+        match action {
+            CachedAction::Run(action) => self.run_action(id, action, effects),
+            CachedAction::Serve {
+                entry,
+                served,
+                request,
+                origin_failed,
+            } => {
+                self.serve_from_cache(id, &entry, served, &request, origin_failed);
+                effects.kick |= origin_failed;
+            }
+            CachedAction::Publish { ticket, pass_for } => self.publish(id, ticket, pass_for),
+            CachedAction::Stored => {
+                self.runtime.metrics.worker(self.id).cache_stores.inc();
+            }
+            CachedAction::Invalidated(_) => {}
         }
     }
 
@@ -383,7 +412,7 @@ impl Worker {
                 }
             }
             Action::ClientBodyConsumed(n) => {
-                if let Some(session) = self.session_mut(id).filter(|s| !s.detached) {
+                if let Some(session) = self.session_mut(id) {
                     let client = session.client;
                     self.body_consumed(client, n);
                     effects.kick = true;
@@ -399,7 +428,7 @@ impl Worker {
             Action::Client(message) => {
                 self.on_tunnel_head(id, &message);
                 let (mut down, sessions) = self.split();
-                let Some(session) = sessions.get_mut(id.index).filter(|s| !s.detached) else {
+                let Some(session) = sessions.get_mut(id.index).filter(|s| s.is(id)) else {
                     return;
                 };
                 let data = matches!(message, ToClient::Data(_));
@@ -413,7 +442,8 @@ impl Worker {
                     self.give_room(id, client);
                 }
             }
-            Action::Fill(hook) => self.fill_hook(id, hook),
+            // A fill hook of a route with no fill: nothing watches.
+            Action::Fill(_) => {}
         }
     }
 
@@ -544,7 +574,7 @@ impl Worker {
         let version = self.runtime.upstreams.get(upstream)?.proxy_protocol?;
         let session = self.sessions.get(id.index).filter(|s| s.is(id))?;
         let destination = (self.conns.get(session.client.conn()))
-            .filter(|_| !session.detached)
+            .filter(|_| !session.ex.detached())
             .and_then(|conn| conn.socket.fd())
             .and_then(|fd| socket2::SockRef::from(fd).local_addr().ok())
             .and_then(|addr| addr.as_socket());
@@ -609,23 +639,18 @@ impl Worker {
         }
     }
 
-    /// The exchange gave up before the response started: stale-if-error may answer with the
-    /// stored entry, else the client gets the error status.
+    /// The exchange gave up before the response started (and the cache had no stale entry to
+    /// answer with): the client gets the error status.
     fn session_error(&mut self, id: SessionId, status: http::StatusCode, request_unfinished: bool) {
         // A forward to a cluster peer that failed is served here instead (`cluster.rs`).
         if self.owner_failed(id, request_unfinished) {
             return;
         }
-        let stale_served = self.serve_stale_on_error(id);
         let grpc = self.grpc_error_message(id, status);
         let (mut down, sessions) = self.split();
-        let Some(session) = sessions.get_mut(id.index).filter(|s| !s.detached) else {
+        let Some(session) = sessions.get_mut(id.index).filter(|s| s.is(id)) else {
             return;
         };
-        if stale_served {
-            session.answered = true;
-            return;
-        }
         let head = session.ex.head();
         // The log names the id the origin was sent, if it was reached.
         if let Some(conn) = down.conns.get_mut(session.client.conn()) {
@@ -642,110 +667,45 @@ impl Worker {
         }
     }
 
-    /// Serves the fill's stale entry in place of an origin error, if `stale-if-error` allows.
-    fn serve_stale_on_error(&mut self, id: SessionId) -> bool {
+    /// Answers session `id`'s client from `entry` as `request` (the client's own head) asks:
+    /// a revalidated entry, or a stale one in place of an origin error.
+    fn serve_from_cache(
+        &mut self,
+        id: SessionId,
+        entry: &Entry,
+        served: Served,
+        request: &RequestHead,
+        origin_failed: bool,
+    ) {
         let (mut down, sessions) = self.split();
-        let Some(session) = sessions.get_mut(id.index).filter(|s| !s.detached) else {
-            return false;
-        };
-        let Some(fill) = session.fill.as_deref_mut() else {
-            return false;
-        };
-        let Some(stale) = fill.fill.on_failed(down.wall) else {
-            return false;
-        };
-        let mut request = session.ex.head().clone();
-        request.headers = squall_h1::Fields::from_header_map(fill.fill.client_headers());
-        down.counters.cache_stale.inc();
-        let (x_cache, route) = (fill.cache.x_cache, session.ex.route().id);
-        down.serve_entry(
-            session.client,
-            &request,
-            &stale,
-            Label::Stale,
-            x_cache,
-            route,
-        );
-        true
-    }
-
-    /// What the cache fill sees of the response; a leader's ticket is finished as soon as the
-    /// fill's fate is known.
-    fn fill_hook(&mut self, id: SessionId, hook: FillHook) {
-        let now = self.wall;
-        let Some(session) = self.sessions.get_mut(id.index).filter(|s| s.is(id)) else {
+        let Some(session) = sessions.get_mut(id.index).filter(|s| s.is(id)) else {
             return;
         };
-        let Some(mut fill) = session.fill.take() else {
-            return;
-        };
-        match hook {
-            FillHook::Head {
-                status,
-                headers,
-                client_headers,
-                body_len,
-            } => {
-                let route = session.ex.route();
-                // What the client gets (compressed, on a compressed response) is what is
-                // stored: a hit is never compressed again.
-                let head = OriginHead {
-                    status,
-                    origin_headers: &headers,
-                    client_headers: &client_headers,
-                    content_length: body_len,
-                };
-                match fill.fill.on_head(head, now) {
-                    HeadAction::Forward => {}
-                    HeadAction::Answer(entry, served) => {
-                        let mut request = session.ex.head().clone();
-                        request.headers =
-                            squall_h1::Fields::from_header_map(fill.fill.client_headers());
-                        let (x_cache, route) = (fill.cache.x_cache, route.id);
-                        let client = session.client;
-                        session.ex.on_answered_elsewhere();
-                        session.answered = true;
-                        if !session.detached {
-                            self.downstream()
-                                .serve_entry(client, &request, &entry, served, x_cache, route);
-                        }
-                    }
-                    // A 304 for another validator than the entry's must not reach a client
-                    // that did not ask for it (RFC 9111 §4.3.4): ask again, unconditionally,
-                    // with the client's own fields.
-                    HeadAction::Refetch => {
-                        let headers = fill.fill.client_headers().clone();
-                        session.ex.refetch(headers, self.now);
-                    }
-                }
-            }
-            FillHook::Data(data) => fill.fill.on_body(&data),
-            FillHook::End { .. } => {
-                if fill.fill.on_end() == Some(Outcome::Stored) {
-                    self.runtime.metrics.worker(self.id).cache_stores.inc();
-                }
-            }
+        if origin_failed {
+            down.counters.cache_stale.inc();
         }
-        self.release_fill(&mut fill);
-        let now = self.now;
-        if let Some(session) = self.session_mut(id) {
-            // A background fill that will store nothing has no reason to read on (a large
-            // object's body, say): its origin connection is let go.
-            if session.detached
-                && matches!(
-                    fill.fill.outcome(),
-                    Some(Outcome::NotStorable(_) | Outcome::TooLarge)
-                )
-            {
-                session.ex.on_client_gone(now);
-            }
-            session.fill = Some(fill);
-        }
+        let x_cache = session.cache.as_ref().is_some_and(|c| c.x_cache);
+        let route = session.ex.route().id;
+        down.serve_entry(session.client, request, entry, served, x_cache, route);
     }
 
-    /// Removes a finished session: detaches it from its client and origin, settles the purge
-    /// the success of a method that is not safe implies, and drops the fill (whose leadership, dropped,
-    /// wakes the requests parked behind it).
+    /// Finishes a fill's ticket once its fate is known and wakes the requests it led; a
+    /// response that could never be stored marks its URL for hit-for-pass (`pass_for`).
+    fn publish(&mut self, id: SessionId, ticket: Ticket, pass_for: Option<Duration>) {
+        let Some(cache) = self.session_mut(id).and_then(|s| s.cache.clone()) else {
+            debug_assert!(false, "a ticket without its cache");
+            return;
+        };
+        let waiters = match pass_for {
+            Some(hold) => cache.inflight.finish_passing(ticket, self.wall, hold),
+            None => cache.inflight.finish(ticket),
+        };
+        crate::cache::wake(&self.peers, waiters);
+    }
+
+    /// Removes a finished session: detaches it from its client and origin, and drops its
+    /// exchange (a fill whose fate is still open, the response cut, drops its ticket with it:
+    /// its followers are woken from the abandoned queue this turn).
     fn end_session(&mut self, id: SessionId) {
         let session = self.sessions.remove(id.index);
         self.charge_session(session.client, session.charged, 0);
@@ -760,7 +720,7 @@ impl Worker {
             self.close_origin(index);
         }
         if let Some(conn) = self.conns.get_mut(session.client.conn())
-            && !session.detached
+            && !session.ex.detached()
         {
             downstream::set_session(conn, session.client, None);
             self.account(session.client.conn());
@@ -768,20 +728,12 @@ impl Worker {
         if let Some(stats) = session.ex.compression() {
             (self.runtime.metrics.worker(self.id)).count_compression(stats);
         }
-        if session.answered {
+        if session.ex.answered() {
             let started = session.ex.started();
             (self.runtime.metrics.worker(self.id).upstream_duration)
                 .observe(self.now.saturating_duration_since(started));
         }
         self.count_tunnel_end(&session.ex, session.client, session.tunnel);
-        if let Some((cache, invalidation)) = session.invalidate {
-            invalidation.on_response(session.ex.status(), &cache.store);
-        }
-        if let Some(mut fill) = session.fill {
-            // A fill whose fate is still open (the response was cut) is dropped with its
-            // ticket: its followers are woken from the abandoned queue this turn.
-            self.release_fill(&mut fill);
-        }
     }
 
     /// The client (or its HTTP/2 stream) went away mid-exchange: the exchange lets its origin
@@ -796,7 +748,6 @@ impl Worker {
             return;
         };
         let client = session.client;
-        session.detached = true;
         session.ex.on_client_gone(now);
         if let Some(conn) = self.conns.get_mut(client.conn()) {
             downstream::set_session(conn, client, None);

@@ -21,7 +21,7 @@ impl Worker {
         let session = self
             .sessions
             .get(id.index)
-            .filter(|s| s.is(id) && !s.detached)?;
+            .filter(|s| s.is(id) && !s.ex.detached())?;
         if !matches!(session.client, Client::H2(..)) || !is_grpc(session.ex.head()) {
             return None;
         }
