@@ -214,6 +214,8 @@ pub(crate) struct RawRoute {
     pub allow_trace: Option<Spanned<bool>>,
     pub upgrade: Option<List<String>>,
     pub tunnel_idle_timeout: Option<Val>,
+    pub response_timeout: Option<Val>,
+    pub read_timeout: Option<Val>,
     pub strip_prefix: Option<Spanned<bool>>,
     pub upstream_prefix: Option<Str>,
     pub rewrite: Option<Str>,

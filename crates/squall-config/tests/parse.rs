@@ -46,6 +46,7 @@ fn route(matcher: RouteMatch, action: Action) -> Route {
         allow_trace: false,
         upgrade: None,
         rewrite: None,
+        timeouts: ProxyTimeouts::default(),
     }
 }
 

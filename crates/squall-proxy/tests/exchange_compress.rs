@@ -31,6 +31,7 @@ fn route(cache: bool) -> Arc<ProxyRoute> {
         compress: Some(Compress::default()),
         upgrade: None,
         rewrite: None,
+        timeouts: Default::default(),
     })
 }
 

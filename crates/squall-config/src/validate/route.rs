@@ -140,6 +140,7 @@ fn route(item: &Spanned<RawRoute>, upstreams: &[Upstream], r: &mut Report) -> Op
     let allow_trace = raw.allow_trace.as_ref().is_some_and(|t| *t.get_ref());
     let upgrade = upgrade(raw, &action, upstreams, r);
     let rewrite = super::rewrite::path_rewrite(raw, matcher.as_ref(), &action, r);
+    let timeouts = super::timeouts::proxy_timeouts(raw, &action, r);
     Some(Route {
         matcher: matcher?,
         methods,
@@ -159,6 +160,7 @@ fn route(item: &Spanned<RawRoute>, upstreams: &[Upstream], r: &mut Report) -> Op
         allow_trace,
         upgrade,
         rewrite,
+        timeouts,
     })
 }
 

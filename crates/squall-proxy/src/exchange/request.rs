@@ -72,7 +72,7 @@ impl Exchange {
         self.request_sent = true;
         self.write_origin(out);
         self.pump_body();
-        self.arm_response_timeout(now);
+        self.arm_origin_timer(now);
     }
 
     /// As [`on_origin_connected`](Exchange::on_origin_connected), for an HTTP/2 origin: the
@@ -102,7 +102,7 @@ impl Exchange {
             }));
         self.request_sent = true;
         self.pump_body();
-        self.arm_response_timeout(now);
+        self.arm_origin_timer(now);
     }
 
     /// The HTTP/2 origin reset the exchange's stream, or its connection failed, before the
@@ -161,7 +161,7 @@ impl Exchange {
         debug_assert!(n <= self.origin_unsent, "more sent than written");
         self.origin_unsent = self.origin_unsent.saturating_sub(n);
         if self.phase == Phase::Exchanging && n > 0 {
-            self.arm_response_timeout(now);
+            self.arm_origin_timer(now);
             self.release_client_body();
         }
         self.shut_origin_when_sent(now);
@@ -300,6 +300,7 @@ impl Exchange {
         }
         self.decoder = None;
         self.paused = false;
+        self.failure = Some(class);
         let failure = AttemptFailure {
             error: class,
             method_idempotent: forward::replayable(&self.head),

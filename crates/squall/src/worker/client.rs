@@ -323,6 +323,7 @@ impl Worker {
 
     /// Recomputes when this connection must next be looked at, and files a timer if needed.
     pub(super) fn update_deadline(&mut self, index: usize) {
+        let origin_wait = self.awaits_origin(index);
         let limits = &self.runtime.limits;
         let conn = &mut self.conns[index];
         let deadline = match conn.phase {
@@ -341,8 +342,9 @@ impl Worker {
                 let verifying = conn.h2.as_ref().is_some_and(|h2| h2.verifying > 0);
                 let idle = match conn.h2.as_ref().and_then(|h2| h2.idle_goaway) {
                     Some(sent) => sent + IDLE_GOAWAY_GRACE,
-                    // Squall, not the client, is the one taking its time: a password check.
-                    None if verifying => self.now + limits.idle_timeout,
+                    // Squall, not the client, is the one taking its time: a password check, or
+                    // a proxied request waiting on its origin (whose own timers bound it).
+                    None if verifying || origin_wait => self.now + limits.idle_timeout,
                     None => conn.last_activity + limits.idle_timeout,
                 };
                 // HTTP/2's own timers (streams stalled on a zero window), and requests parked
@@ -364,6 +366,15 @@ impl Worker {
             self.timers
                 .insert(Token::client(index, conn.generation).raw(), deadline);
         }
+    }
+
+    /// A request on connection `index` waits on its origin, and the connection has nothing
+    /// unsent for its client (a client that stops reading is idle, whatever it waits for).
+    fn awaits_origin(&self, index: usize) -> bool {
+        let conn = &self.conns[index];
+        conn.unsent_bytes() == 0
+            && !conn.socket.sending()
+            && downstream::awaits_origin(conn, &self.sessions)
     }
 
     pub(super) fn expire_timers(&mut self) {
@@ -403,6 +414,7 @@ impl Worker {
         if self.conns[index].phase == Phase::Open {
             self.unpark_expired(index);
         }
+        let origin_wait = self.awaits_origin(index);
         let conn = &mut self.conns[index];
         let metrics = self.runtime.metrics.worker(self.id);
         let goaway_sent = conn.h2.as_ref().and_then(|h2| h2.idle_goaway);
@@ -415,17 +427,17 @@ impl Worker {
         }
         if conn.phase == Phase::Open
             && (conn.parked.is_some() || conn.exchange.is_some())
-            && conn.last_activity + self.runtime.limits.idle_timeout > self.now
+            && (origin_wait || conn.last_activity + self.runtime.limits.idle_timeout > self.now)
         {
             self.update_deadline(index);
             return;
         }
         if let Some(h2) = conn.h2.as_mut()
             && conn.phase == Phase::Open
-            && h2.verifying > 0
+            && (h2.verifying > 0 || origin_wait)
         {
-            // A stream waits for its password check, not for the client: not idle. Its
-            // HTTP/2 timers (stalled streams) still run.
+            // A stream waits for its password check or its origin, not for the client: not
+            // idle. Its HTTP/2 timers (stalled streams) still run.
             h2.conn.on_timer(self.now);
             self.pump_h2(index);
             self.update_deadline(index);

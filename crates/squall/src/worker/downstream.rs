@@ -38,8 +38,8 @@ mod slots;
 pub(super) use file::FileAnswered;
 pub(super) use log::{RequestLog, log_request};
 pub(super) use slots::{
-    files_of, h1_session, park, parked_due, sessions_of, set_file, set_session, set_verifying,
-    take_early, take_parked,
+    awaits_origin, files_of, h1_session, park, parked_due, sessions_of, set_file, set_session,
+    set_verifying, take_early, take_parked,
 };
 
 /// Whom an answer goes to: an HTTP/1.x connection, or one stream of an HTTP/2 connection.

@@ -194,10 +194,14 @@ impl Worker {
         }
         let upstream = route.upstream;
         let group = self.upstreams.groups.get(upstream);
+        // The route's timers over its group's; the read timeout is the head's by default.
+        let response_timeout = (route.timeouts.response)
+            .unwrap_or_else(|| group.map_or(FALLBACK_TIMEOUT, |g| g.response_timeout));
         let config = ExchangeConfig {
             retry: group.map_or(RetryPolicy::new(1, 1, false), |g| g.retry),
             connect_timeout: group.map_or(FALLBACK_TIMEOUT, |g| g.connect_timeout),
-            response_timeout: group.map_or(FALLBACK_TIMEOUT, |g| g.response_timeout),
+            response_timeout,
+            read_timeout: route.timeouts.read.unwrap_or(response_timeout),
             high_water_bytes: OUT_HIGH_BYTES,
             response_limits: ResponseLimits::default(),
         };

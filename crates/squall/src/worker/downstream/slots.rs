@@ -6,12 +6,13 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
+use slab::Slab;
 use squall_h2::StreamId;
 
 use super::super::cache::Parked;
 use super::super::conn::Conn;
 use super::super::files::FileId;
-use super::super::session::SessionId;
+use super::super::session::{Session, SessionId};
 use super::Client;
 
 /// Records that `id` answers `client` (or, with `None`, that it no longer does).
@@ -23,6 +24,14 @@ pub(in crate::worker) fn set_session(conn: &mut Conn, client: Client, id: Option
 /// Every session answering a client on this connection.
 pub(in crate::worker) fn sessions_of(conn: &Conn) -> Vec<SessionId> {
     every(conn.exchange, conn.h2.as_ref().map(|h2| &h2.exchanges))
+}
+
+/// Whether a request on this connection waits on its origin (`Exchange::awaits_origin`): the
+/// connection is then not idle, whatever its protocol.
+pub(in crate::worker) fn awaits_origin(conn: &Conn, sessions: &Slab<Session>) -> bool {
+    let streams = conn.h2.as_ref().map(|h2| h2.exchanges.values());
+    let mut ids = conn.exchange.iter().chain(streams.into_iter().flatten());
+    ids.any(|id| (sessions.get(id.index)).is_some_and(|s| s.is(*id) && s.ex.awaits_origin()))
 }
 
 pub(in crate::worker) fn park(conn: &mut Conn, client: Client, parked: Parked) {
