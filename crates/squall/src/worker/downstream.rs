@@ -31,6 +31,7 @@ use super::token::Token;
 use crate::metrics::WorkerCounters;
 
 mod file;
+mod grpc;
 mod hit;
 mod log;
 mod slots;

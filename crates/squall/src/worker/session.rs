@@ -352,6 +352,10 @@ impl Worker {
                 self.session_error(id, status, request_unfinished);
                 effects.kick = true;
             }
+            Action::Client(ToClient::Abort) if self.grpc_cut(id).is_some() => {
+                self.cut_grpc_call(id);
+                effects.kick = true;
+            }
             Action::Client(message) => {
                 self.on_tunnel_head(id, &message);
                 let (mut down, sessions) = self.split();

@@ -1,10 +1,12 @@
 //! gRPC calls in a session: refused for an upstream spoken to in HTTP/1.1 (no trailers, no
-//! streaming both ways), and the `grpc-message` a failed call from an HTTP/2 client gets.
+//! streaming both ways), the `grpc-message` a failed call from an HTTP/2 client gets, and the
+//! `grpc-status` a call cut after its head ends with.
 
 use std::time::Duration;
 
 use squall_config::OriginProtocol;
 use squall_h1::RequestHead;
+use squall_upstream::UpstreamErrorClass;
 
 use super::super::Worker;
 use super::super::downstream::Client;
@@ -34,6 +36,37 @@ impl Worker {
             ),
             _ => format!("squall: upstream {name:?} failed: {status}"),
         })
+    }
+
+    /// For a gRPC call whose response is cut after its head (`ToClient::Abort`): the
+    /// `grpc-status` and `grpc-message` of the trailers that end it. A silent origin (the
+    /// route's `read_timeout`) is 4, DEADLINE_EXCEEDED; an origin that failed mid-stream
+    /// (reset, closed, malformed) is 14, UNAVAILABLE.
+    pub(super) fn grpc_cut(&self, id: SessionId) -> Option<(&'static str, String)> {
+        let session = (self.sessions.get(id.index)).filter(|s| s.is(id) && !s.detached)?;
+        if !is_grpc(session.ex.head()) {
+            return None;
+        }
+        let upstream = session.upstream;
+        let name = (self.upstreams.groups.get(upstream)).map_or("", |g| g.group.name());
+        Some(match session.ex.failure() {
+            Some(UpstreamErrorClass::ResponseTimeout) => (
+                "4",
+                format!("squall: upstream {name:?} sent nothing for the route's read_timeout"),
+            ),
+            _ => ("14", format!("squall: upstream {name:?} failed mid-stream")),
+        })
+    }
+
+    /// Ends a gRPC call cut after its head with the trailers `grpc_cut` gives.
+    pub(super) fn cut_grpc_call(&mut self, id: SessionId) {
+        let Some((status, message)) = self.grpc_cut(id) else {
+            return;
+        };
+        let (mut down, sessions) = self.split();
+        if let Some(session) = sessions.get_mut(id.index).filter(|s| s.is(id)) {
+            down.cut_grpc(session, status, &message);
+        }
     }
 
     /// A gRPC call (`content-type: application/grpc...`) for an upstream spoken to in HTTP/1.1,
