@@ -653,35 +653,11 @@ async fn unary_call_over_tls_with_alpn_h2() {
 
 // ---- Long-lived streams and their timers. ----
 
-/// Squall with one h2c upstream `grpc` of `origin` (`upstream` lines added) and one route to
-/// it (`route` lines added), `limits` lines in `[limits]`.
+/// Squall with one h2c upstream of `origin` (`upstream` lines added) and one route to it
+/// (`route` lines added), `limits` lines in `[limits]`.
 fn timers_config(origin: SocketAddr, limits: &str, upstream: &str, route: &str) -> String {
-    format!(
-        r#"[server]
-workers = 1
-
-[limits]
-{limits}
-
-[[listen]]
-address = "ADDR"
-protocols = ["http1", "h2c"]
-
-[[upstream]]
-name = "grpc"
-protocol = "h2c"
-servers = [{{ address = "{origin}" }}]
-{upstream}
-
-[[vhost]]
-hosts = ["*"]
-
-[[vhost.route]]
-prefix = "/"
-proxy = "grpc"
-{route}
-"#
-    )
+    let upstream = format!("protocol = \"h2c\"\n{upstream}");
+    squall_e2e::proxy_route_config(origin, limits, &upstream, route)
 }
 
 /// A server stream silent for 2.5 s between its messages, past the head's timeout (1 s) and
@@ -738,7 +714,7 @@ async fn a_stream_silent_past_the_read_timeout_ends_with_deadline_exceeded() {
         let status = replies.message().await.expect_err("the call is cut");
         let took = started.elapsed();
         assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
-        assert!(status.message().contains("\"grpc\""), "{status:?}");
+        assert!(status.message().contains("\"app\""), "{status:?}");
         let bounds = Duration::from_millis(900)..Duration::from_secs(8);
         assert!(bounds.contains(&took), "cut after {took:?}");
     })

@@ -12,7 +12,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use squall_e2e::{Squall, read_response_head};
+use squall_e2e::{Squall, proxy_route_config, read_response_head};
 
 #[path = "support/h2_client.rs"]
 mod h2_client;
@@ -31,36 +31,6 @@ fn paced_origin(script: &'static [(u64, &'static [u8])]) -> SocketAddr {
             stream.write_all(piece).is_ok()
         })
     })
-}
-
-/// One worker, a clear-text listener (HTTP/1.1 and h2c), `limits` and `upstream` lines added to
-/// their tables, and one proxy route with `route` lines.
-fn config(origin: SocketAddr, limits: &str, upstream: &str, route: &str) -> String {
-    format!(
-        r#"[server]
-workers = 1
-
-[limits]
-{limits}
-
-[[listen]]
-address = "ADDR"
-protocols = ["http1", "h2c"]
-
-[[upstream]]
-name = "app"
-servers = [{{ address = "{origin}" }}]
-{upstream}
-
-[[vhost]]
-hosts = ["*"]
-
-[[vhost.route]]
-prefix = "/"
-proxy = "app"
-{route}
-"#
-    )
 }
 
 /// GET `/` over HTTP/1.1, returning the status and as much of the body as arrives before the
@@ -88,7 +58,7 @@ fn h1_get(squall: &Squall) -> (TcpStream, u16, Vec<u8>) {
 async fn a_body_may_pause_past_the_head_timeout_within_the_read_timeout() {
     static SCRIPT: &[(u64, &[u8])] = &[(0, HEAD), (0, b"first"), (2_500, b"second")];
     let origin = paced_origin(SCRIPT);
-    let squall = Squall::start(&config(
+    let squall = Squall::start(&proxy_route_config(
         origin,
         "",
         "response_timeout = \"1s\"",
@@ -112,7 +82,7 @@ async fn a_body_may_pause_past_the_head_timeout_within_the_read_timeout() {
 async fn a_silent_origin_is_cut_at_the_read_timeout() {
     static SCRIPT: &[(u64, &[u8])] = &[(0, HEAD), (0, b"first"), (20_000, b"second")];
     let origin = paced_origin(SCRIPT);
-    let squall = Squall::start(&config(
+    let squall = Squall::start(&proxy_route_config(
         origin,
         "",
         "response_timeout = \"10s\"",
@@ -154,7 +124,7 @@ async fn a_silent_origin_is_cut_at_the_read_timeout() {
 async fn idle_timeout_spares_a_connection_waiting_on_its_origin() {
     static SCRIPT: &[(u64, &[u8])] = &[(2_500, HEAD), (0, b"firstsecond")];
     let origin = paced_origin(SCRIPT);
-    let squall = Squall::start(&config(
+    let squall = Squall::start(&proxy_route_config(
         origin,
         "idle_timeout = \"1s\"",
         "response_timeout = \"10s\"",
