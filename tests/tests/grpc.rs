@@ -764,3 +764,36 @@ async fn an_origin_dying_mid_stream_ends_the_call_unavailable() {
     .await
     .expect("within the time limit");
 }
+
+// ---- Request bodies over `body_bytes_max`. ----
+
+/// A call whose request is over `limits.body_bytes_max` (2 MiB, a 3 MiB message) gets a
+/// trailers-only `grpc-status: 8` (RESOURCE_EXHAUSTED), not an HTTP 413 that gRPC clients read
+/// as a protocol error; a route with its own `body_bytes_max` (8 MiB) lifts the limit for
+/// its calls, so the same message goes through.
+#[tokio::test]
+async fn a_body_over_body_bytes_max_is_resource_exhausted_unless_the_route_lifts_it() {
+    let limits = "body_bytes_max = \"2MiB\"";
+    let big = || Request::new(msg(5, pattern(5, 3 << 20), "big"));
+    let squall = Squall::start(&timers_config(grpc_origin(), limits, "", ""));
+    let lifted = Squall::start(&timers_config(
+        grpc_origin(),
+        limits,
+        "",
+        "body_bytes_max = \"8MiB\"",
+    ));
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let mut client = EchoClient::connect(squall.addr).await;
+        let status =
+            (client.unary("/squall.test.Echo/Unary", big()).await).expect_err("over the limit");
+        assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+        assert!(status.message().contains("body_bytes_max"), "{status:?}");
+
+        let mut client = EchoClient::connect(lifted.addr).await;
+        let reply = (client.unary("/squall.test.Echo/Unary", big()).await)
+            .expect("the route's own limit lets it through");
+        assert_eq!(reply.into_inner().data.len(), 3 << 20);
+    })
+    .await
+    .expect("within the time limit");
+}

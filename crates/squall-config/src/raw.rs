@@ -216,6 +216,7 @@ pub(crate) struct RawRoute {
     pub tunnel_idle_timeout: Option<Val>,
     pub response_timeout: Option<Val>,
     pub read_timeout: Option<Val>,
+    pub body_bytes_max: Option<Val>,
     pub strip_prefix: Option<Spanned<bool>>,
     pub upstream_prefix: Option<Str>,
     pub rewrite: Option<Str>,

@@ -47,6 +47,7 @@ fn route(matcher: RouteMatch, action: Action) -> Route {
         upgrade: None,
         rewrite: None,
         timeouts: ProxyTimeouts::default(),
+        body_bytes_max: None,
     }
 }
 

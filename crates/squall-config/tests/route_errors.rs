@@ -359,6 +359,10 @@ fn proxy_timeouts() {
             "[[vhost.route]]\nprefix = \"/\"\nproxy = \"app\"\nread_timeout = 5\n",
             "test.toml:5:16: read_timeout: duration without a unit: use ms, s, m or h, as in \"5s\"",
         ),
+        (
+            "[[vhost.route]]\nprefix = \"/\"\nblock = 403\nbody_bytes_max = \"1GiB\"\n",
+            "test.toml:5:18: body_bytes_max only applies to proxy routes",
+        ),
     ]);
     let routes = "[[vhost.route]]\nprefix = \"/\"\nproxy = \"app\"\nread_timeout = \"10m\"\n";
     let upstream = "\n[[upstream]]\nname = \"app\"\nservers = [{ address = \"127.0.0.1:9000\" }]\n";

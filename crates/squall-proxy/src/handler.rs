@@ -67,6 +67,8 @@ pub struct ProxyRoute {
     pub rewrite: Option<crate::rewrite::Rewrite>,
     /// `response_timeout` and `read_timeout` on the route (`None`: the upstream's).
     pub timeouts: squall_config::ProxyTimeouts,
+    /// `body_bytes_max` on the route (`None`: `limits.body_bytes_max`).
+    pub body_bytes_max: Option<u64>,
 }
 
 /// A piece of a redirect target: literal text or a variable filled from the request.
@@ -283,6 +285,7 @@ fn handler(route: &Route, upstreams: &[Upstream], id: u32) -> Handler {
             rewrite: (route.rewrite.as_ref())
                 .map(|r| crate::rewrite::Rewrite::new(r, &route.matcher)),
             timeouts: route.timeouts,
+            body_bytes_max: route.body_bytes_max,
         })),
     }
 }

@@ -32,6 +32,7 @@ fn route(cache: bool) -> Arc<ProxyRoute> {
         upgrade: None,
         rewrite: None,
         timeouts: Default::default(),
+        body_bytes_max: None,
     })
 }
 

@@ -66,6 +66,9 @@ pub struct Route {
     /// `response_timeout` and `read_timeout`: how long the origin may take on this route.
     /// Only on proxy routes.
     pub timeouts: ProxyTimeouts,
+    /// `body_bytes_max` on a proxy route: the largest request body, over
+    /// `limits.body_bytes_max` (HTTP/2 requests; HTTP/1.1 ones keep that as their ceiling).
+    pub body_bytes_max: Option<u64>,
 }
 
 /// A proxy route's `response_timeout` and `read_timeout`. `None` takes the default: the

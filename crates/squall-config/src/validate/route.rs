@@ -141,6 +141,7 @@ fn route(item: &Spanned<RawRoute>, upstreams: &[Upstream], r: &mut Report) -> Op
     let upgrade = upgrade(raw, &action, upstreams, r);
     let rewrite = super::rewrite::path_rewrite(raw, matcher.as_ref(), &action, r);
     let timeouts = super::timeouts::proxy_timeouts(raw, &action, r);
+    let body_bytes_max = super::timeouts::body_bytes_max(raw, &action, r);
     Some(Route {
         matcher: matcher?,
         methods,
@@ -161,6 +162,7 @@ fn route(item: &Spanned<RawRoute>, upstreams: &[Upstream], r: &mut Report) -> Op
         upgrade,
         rewrite,
         timeouts,
+        body_bytes_max,
     })
 }
 

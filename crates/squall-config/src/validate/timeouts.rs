@@ -1,12 +1,13 @@
-//! A proxy route's own timers: `response_timeout` (the wait for the origin's response head,
-//! over its upstream's) and `read_timeout` (the longest silence once the head arrived).
+//! A proxy route's own timers and bounds: `response_timeout` (the wait for the origin's
+//! response head, over its upstream's), `read_timeout` (the longest silence once the head
+//! arrived) and `body_bytes_max` (the largest request body, over `limits.body_bytes_max`).
 //!
 //! Why per route: one upstream often serves both short calls and long streams (a gRPC
 //! service's unary calls and its server streams), and only the route knows which it is.
 
 use std::time::Duration;
 
-use super::value::duration_or;
+use super::value::{duration_or, size_or};
 use crate::diagnostics::Report;
 use crate::model::{Action, ProxyTimeouts};
 use crate::raw::{RawRoute, Val};
@@ -34,4 +35,18 @@ pub(super) fn proxy_timeouts(
         response: one("response_timeout", raw.response_timeout.as_ref()),
         read: one("read_timeout", raw.read_timeout.as_ref()),
     }
+}
+
+/// The route's `body_bytes_max`: a size, on proxy routes only (a long gRPC or upload stream's
+/// total, which `limits.body_bytes_max` would cap).
+pub(super) fn body_bytes_max(
+    raw: &RawRoute,
+    action: &Option<Action>,
+    r: &mut Report,
+) -> Option<u64> {
+    let value = raw.body_bytes_max.as_ref()?;
+    if action.as_ref().is_some_and(|a| !a.is_proxy()) {
+        r.error(&value.span(), "body_bytes_max only applies to proxy routes");
+    }
+    Some(size_or(r, "body_bytes_max", Some(value), u64::MAX))
 }

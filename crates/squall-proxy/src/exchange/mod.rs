@@ -93,6 +93,10 @@ pub struct ExchangeConfig {
     /// past it, the attempt fails with `ResponseTimeout` and the response is cut
     /// ([`Exchange::failure`] tells the cut's cause).
     pub read_timeout: Duration,
+    /// The most request body the exchange takes (`u64::MAX`: the client's codec bounds it).
+    /// Past it the request ends: a 413 before the response head, a cut after, and
+    /// [`Exchange::body_over_limit`] says why.
+    pub body_bytes_max: u64,
     /// The high-water mark both ways: the origin is paused while the client has this much
     /// unsent (room 0), resumed once half has drained; request body is taken from the client
     /// only while less than this waits for the origin.
@@ -313,6 +317,10 @@ pub struct Exchange {
     h2_unreleased: usize,
     /// Why the last failed attempt failed (see [`Exchange::failure`]).
     failure: Option<UpstreamErrorClass>,
+    /// Request body bytes taken from the client, against `config.body_bytes_max`.
+    body_received: u64,
+    /// The request body went over `config.body_bytes_max`.
+    over_limit: bool,
     /// HTTP/2 streams of this exchange the origin refused (`on_origin_reset`).
     refusals: u8,
     /// On an HTTP/2 origin: the body (and trailers) sent in this attempt, kept while it stays
@@ -385,6 +393,8 @@ impl Exchange {
             h2_held: 0,
             h2_unreleased: 0,
             failure: None,
+            body_received: 0,
+            over_limit: false,
             refusals: 0,
             replay: None,
             body_unreleased: 0,
@@ -447,6 +457,11 @@ impl Exchange {
     /// cut (`ResponseTimeout`: the origin was silent for the read timeout, others: it failed).
     pub fn failure(&self) -> Option<UpstreamErrorClass> {
         self.failure
+    }
+
+    /// The request ended because its body went over `ExchangeConfig::body_bytes_max`.
+    pub fn body_over_limit(&self) -> bool {
+        self.over_limit
     }
 
     /// When the exchange began (upstream latency, log lines).

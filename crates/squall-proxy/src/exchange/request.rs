@@ -174,6 +174,10 @@ impl Exchange {
         if self.phase == Phase::Done || self.request_complete || data.is_empty() {
             return;
         }
+        self.body_received = self.body_received.saturating_add(data.len() as u64);
+        if self.body_received > self.config.body_bytes_max {
+            return self.refuse_body();
+        }
         self.body.extend_from_slice(data);
         self.body_unreleased += data.len();
         self.pump_body();
@@ -330,6 +334,27 @@ impl Exchange {
                     StatusCode::from_u16(class.status()).unwrap_or(StatusCode::BAD_GATEWAY);
                 self.give_up(status);
             }
+        }
+    }
+
+    /// The request body went over `body_bytes_max`: the origin is let go (not reusable, its
+    /// request unfinished; the server is not at fault), and the client gets a 413, or its
+    /// response is cut when it had begun.
+    fn refuse_body(&mut self) {
+        self.over_limit = true;
+        if self.holding_origin {
+            self.release_origin(false);
+        }
+        // No clock here: the report's elapsed time is not what a neutral one is read for.
+        self.report(squall_upstream::Outcome::Neutral, None, self.started);
+        self.decoder = None;
+        self.paused = false;
+        self.body.clear();
+        if self.response_started {
+            self.tell_client(ToClient::Abort);
+            self.phase = Phase::Done;
+        } else {
+            self.give_up(StatusCode::PAYLOAD_TOO_LARGE);
         }
     }
 

@@ -99,6 +99,7 @@ pub fn route(cache: bool) -> Arc<ProxyRoute> {
         upgrade: None,
         rewrite: None,
         timeouts: Default::default(),
+        body_bytes_max: None,
     })
 }
 
@@ -108,6 +109,7 @@ pub fn config(servers: usize) -> ExchangeConfig {
         connect_timeout: CONNECT_TIMEOUT,
         response_timeout: RESPONSE_TIMEOUT,
         read_timeout: READ_TIMEOUT,
+        body_bytes_max: u64::MAX,
         high_water_bytes: HIGH,
         response_limits: ResponseLimits::default(),
     }

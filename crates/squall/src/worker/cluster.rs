@@ -142,6 +142,7 @@ impl Worker {
                 response: None,
                 read: route.timeouts.read,
             },
+            body_bytes_max: route.body_bytes_max,
         }))
     }
 

@@ -121,6 +121,10 @@ impl Worker {
         fill: Option<Box<CacheFill>>,
     ) {
         let info = self.client_info(client, &head);
+        if route.body_bytes_max.is_some() || grpc::is_grpc(&head) {
+            // The exchange bounds the body: the route's limit, or a gRPC status past it.
+            downstream::lift_body_limit(&mut self.conns[client.conn()], client);
+        }
         let id = self.open_session(client, head, route, info, invalidate, fill);
         downstream::set_session(&mut self.conns[client.conn()], client, Some(id));
         self.account(client.conn());
@@ -202,6 +206,7 @@ impl Worker {
             connect_timeout: group.map_or(FALLBACK_TIMEOUT, |g| g.connect_timeout),
             response_timeout,
             read_timeout: route.timeouts.read.unwrap_or(response_timeout),
+            body_bytes_max: (route.body_bytes_max).unwrap_or(self.runtime.h1_limits.body_bytes_max),
             high_water_bytes: OUT_HIGH_BYTES,
             response_limits: ResponseLimits::default(),
         };

@@ -34,6 +34,14 @@ pub(in crate::worker) fn awaits_origin(conn: &Conn, sessions: &Slab<Session>) ->
     ids.any(|id| (sessions.get(id.index)).is_some_and(|s| s.is(*id) && s.ex.awaits_origin()))
 }
 
+/// Takes the connection's body limit off `client`'s request, which its session bounds instead:
+/// an HTTP/2 stream's; an HTTP/1.1 connection's decoder keeps `limits.body_bytes_max`.
+pub(in crate::worker) fn lift_body_limit(conn: &mut Conn, client: Client) {
+    if let (Client::H2(_, stream), Some(h2)) = (client, conn.h2.as_mut()) {
+        h2.conn.lift_body_limit(stream);
+    }
+}
+
 pub(in crate::worker) fn park(conn: &mut Conn, client: Client, parked: Parked) {
     match client {
         Client::H1(_) => conn.parked = Some(Box::new(parked)),

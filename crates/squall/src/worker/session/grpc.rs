@@ -12,6 +12,9 @@ use super::super::Worker;
 use super::super::downstream::Client;
 use super::SessionId;
 
+/// The `grpc-message` of a call whose request went over its body limit.
+const OVER_LIMIT: &str = "squall: the request is over body_bytes_max";
+
 impl Worker {
     /// For a gRPC call from an HTTP/2 client that failed with `status`: the `grpc-message` it
     /// is answered with (`Downstream::answer_grpc_error`).
@@ -29,6 +32,9 @@ impl Worker {
         }
         let upstream = session.upstream;
         let name = (self.upstreams.groups.get(upstream)).map_or("", |g| g.group.name());
+        if status == http::StatusCode::PAYLOAD_TOO_LARGE {
+            return Some(OVER_LIMIT.to_owned());
+        }
         Some(match self.origin_protocol(upstream) {
             OriginProtocol::Http1 => format!(
                 "squall: upstream {name:?} is spoken to in HTTP/1.1, which cannot carry gRPC \
@@ -46,6 +52,9 @@ impl Worker {
         let session = (self.sessions.get(id.index)).filter(|s| s.is(id) && !s.detached)?;
         if !is_grpc(session.ex.head()) {
             return None;
+        }
+        if session.ex.body_over_limit() {
+            return Some(("8", OVER_LIMIT.to_owned()));
         }
         let upstream = session.upstream;
         let name = (self.upstreams.groups.get(upstream)).map_or("", |g| g.group.name());
@@ -108,7 +117,7 @@ impl Worker {
 }
 
 /// A gRPC request: its content type is `application/grpc` or one of its `+format` forms.
-fn is_grpc(head: &RequestHead) -> bool {
+pub(super) fn is_grpc(head: &RequestHead) -> bool {
     (head.headers.get(http::header::CONTENT_TYPE))
         .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
 }
