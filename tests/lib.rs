@@ -471,6 +471,37 @@ hosts = ["*"]
     )
 }
 
+/// One worker on a clear-text listener (HTTP/1.1 and h2c), `limits` lines in `[limits]`, an
+/// upstream `app` of `origin` with `upstream` lines added, and one proxy route on `/` with
+/// `route` lines added: for tests of a proxied request's timers and limits.
+pub fn proxy_route_config(origin: SocketAddr, limits: &str, upstream: &str, route: &str) -> String {
+    format!(
+        r#"[server]
+workers = 1
+
+[limits]
+{limits}
+
+[[listen]]
+address = "ADDR"
+protocols = ["http1", "h2c"]
+
+[[upstream]]
+name = "app"
+servers = [{{ address = "{origin}" }}]
+{upstream}
+
+[[vhost]]
+hosts = ["*"]
+
+[[vhost.route]]
+prefix = "/"
+proxy = "app"
+{route}
+"#
+    )
+}
+
 /// A minimal valid config with one listener and a 13-byte `respond` route on `/`, plus `extra`.
 pub fn hello_config(extra: &str) -> String {
     format!(

@@ -17,6 +17,7 @@
 //!   rpc Unary(Msg) returns (Msg);               // echoes with seq + 1, the data reversed
 //!   rpc Fail(Msg) returns (Msg);                // always NOT_FOUND
 //!   rpc Chat(stream Msg) returns (stream Msg);  // echoes each message with a counter
+//!   rpc Watch(Msg) returns (stream Msg);        // two messages, `seq` milliseconds apart
 //! }
 //! ```
 
@@ -99,6 +100,7 @@ impl Service<http::Request<Body>> for EchoServer {
                 "/squall.test.Echo/Unary" => grpc.server_streaming(UnaryEcho, request).await,
                 "/squall.test.Echo/Fail" => grpc.unary(Fail, request).await,
                 "/squall.test.Echo/Chat" => grpc.streaming(Chat, request).await,
+                "/squall.test.Echo/Watch" => grpc.server_streaming(Watch, request).await,
                 path => Status::unimplemented(path.to_owned()).into_http(),
             })
         })
@@ -198,6 +200,28 @@ impl StreamingService<Msg> for Chat {
     }
 }
 
+/// `Watch`: a server stream of two messages `seq` milliseconds apart (a stream silent between
+/// its events), then `grpc-status: 0`.
+struct Watch;
+
+impl ServerStreamingService<Msg> for Watch {
+    type Response = Msg;
+    type ResponseStream = BoxStream<Msg>;
+    type Future = BoxFuture<Response<BoxStream<Msg>>, Status>;
+
+    fn call(&mut self, request: Request<Msg>) -> Self::Future {
+        let pause = Duration::from_millis(request.into_inner().seq.into());
+        let (replies, inbox) = mpsc::channel(2);
+        tokio::spawn(async move {
+            let _ = replies.send(Ok(msg(0, vec![], "watch"))).await;
+            tokio::time::sleep(pause).await;
+            let _ = replies.send(Ok(msg(1, vec![], "watch"))).await;
+        });
+        let stream: BoxStream<Msg> = Box::pin(Inbox(inbox));
+        Box::pin(async move { Ok(Response::new(stream)) })
+    }
+}
+
 fn count_trailer(count: u32) -> MetadataMap {
     let mut metadata = MetadataMap::new();
     metadata.insert("x-count", count.to_string().parse().unwrap());
@@ -269,6 +293,16 @@ impl EchoClient {
         let path = PathAndQuery::from_static("/squall.test.Echo/Chat");
         (self.grpc)
             .streaming(Request::new(messages), path, ProstCodec::default())
+            .await
+    }
+
+    /// `Watch` with a pause of `pause_ms` between its two messages.
+    async fn watch(&mut self, pause_ms: u32) -> Result<Response<Streaming<Msg>>, Status> {
+        self.ready().await?;
+        let path = PathAndQuery::from_static("/squall.test.Echo/Watch");
+        let request = Request::new(msg(pause_ms, vec![], ""));
+        (self.grpc)
+            .server_streaming(request, path, ProstCodec::default())
             .await
     }
 
@@ -612,6 +646,153 @@ async fn unary_call_over_tls_with_alpn_h2() {
         assert!(reply.data.iter().eq(pattern(1, 100_000).iter().rev()));
         assert_eq!(metadata(&meta, "grpc-status"), "0");
         assert_eq!(metadata(&meta, "x-origin-trailer"), "unary");
+    })
+    .await
+    .expect("within the time limit");
+}
+
+// ---- Long-lived streams and their timers. ----
+
+/// Squall with one h2c upstream of `origin` (`upstream` lines added) and one route to it
+/// (`route` lines added), `limits` lines in `[limits]`.
+fn timers_config(origin: SocketAddr, limits: &str, upstream: &str, route: &str) -> String {
+    let upstream = format!("protocol = \"h2c\"\n{upstream}");
+    squall_e2e::proxy_route_config(origin, limits, &upstream, route)
+}
+
+/// A server stream silent for 2.5 s between its messages, past the head's timeout (1 s) and
+/// the client connection's `idle_timeout` (1 s), ends whole within the route's `read_timeout`
+/// (6 s): the tester's 75 s stream at 60 s timers, scaled down.
+#[tokio::test]
+async fn a_server_stream_silent_past_the_head_and_idle_timeouts_ends_whole() {
+    let squall = Squall::start(&timers_config(
+        grpc_origin(),
+        "idle_timeout = \"1s\"",
+        "response_timeout = \"1s\"",
+        "read_timeout = \"6s\"",
+    ));
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let mut client = EchoClient::connect(squall.addr).await;
+        let mut replies = client
+            .watch(2_500)
+            .await
+            .expect("the call starts")
+            .into_inner();
+        for seq in 0..2 {
+            let reply = replies.message().await.expect("a message, not a cut");
+            assert_eq!(reply.map(|m| m.seq), Some(seq));
+        }
+        assert!(replies.message().await.expect("a clean end").is_none());
+        let trailers = replies.trailers().await.expect("trailers").expect("some");
+        assert_eq!(metadata(&trailers, "grpc-status"), "0");
+    })
+    .await
+    .expect("within the time limit");
+}
+
+/// A server stream whose origin stays silent past the route's `read_timeout` (1 s) ends with
+/// trailers `grpc-status: 4` (DEADLINE_EXCEEDED) and a message naming the upstream, not an
+/// RST_STREAM: not before 1 s, and well before the origin's 20 s pause.
+#[tokio::test]
+async fn a_stream_silent_past_the_read_timeout_ends_with_deadline_exceeded() {
+    let squall = Squall::start(&timers_config(
+        grpc_origin(),
+        "",
+        "",
+        "read_timeout = \"1s\"",
+    ));
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let mut client = EchoClient::connect(squall.addr).await;
+        let mut replies = client
+            .watch(20_000)
+            .await
+            .expect("the call starts")
+            .into_inner();
+        let first = replies.message().await.expect("the first message");
+        assert_eq!(first.map(|m| m.seq), Some(0));
+        let started = Instant::now();
+        let status = replies.message().await.expect_err("the call is cut");
+        let took = started.elapsed();
+        assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+        assert!(status.message().contains("\"app\""), "{status:?}");
+        let bounds = Duration::from_millis(900)..Duration::from_secs(8);
+        assert!(bounds.contains(&took), "cut after {took:?}");
+    })
+    .await
+    .expect("within the time limit");
+}
+
+/// A gRPC origin (the `h2` crate) that answers a call's head and one message, then dies: its
+/// connection closes mid-stream.
+fn dying_grpc_origin() -> SocketAddr {
+    origin::tokio_origin(|stream| async move {
+        let Ok(mut conn) = h2::server::handshake(stream).await else {
+            return;
+        };
+        let Some(Ok((_, mut respond))) = conn.accept().await else {
+            return;
+        };
+        let head = http::Response::builder()
+            .header("content-type", "application/grpc")
+            .body(())
+            .unwrap();
+        let mut body = respond.send_response(head, false).unwrap();
+        let encoded = prost::Message::encode_to_vec(&msg(0, vec![], "last words"));
+        let mut framed = vec![0u8];
+        framed.extend_from_slice(&(encoded.len() as u32).to_be_bytes());
+        framed.extend_from_slice(&encoded);
+        body.send_data(framed.into(), false).unwrap();
+        // Driven until the frames are out, then dropped with the stream: the origin dies.
+        let _ = tokio::time::timeout(Duration::from_millis(300), conn.accept()).await;
+    })
+}
+
+/// An origin that dies after the head and a message: the call ends with trailers
+/// `grpc-status: 14` (UNAVAILABLE), which clients may retry, not an RST_STREAM.
+#[tokio::test]
+async fn an_origin_dying_mid_stream_ends_the_call_unavailable() {
+    let squall = Squall::start(&timers_config(dying_grpc_origin(), "", "", ""));
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let mut client = EchoClient::connect(squall.addr).await;
+        let mut replies = client.watch(0).await.expect("the call starts").into_inner();
+        let first = replies.message().await.expect("the first message");
+        assert_eq!(first.map(|m| m.note), Some("last words".to_owned()));
+        let status = replies.message().await.expect_err("the call is cut");
+        assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+        assert!(status.message().contains("mid-stream"), "{status:?}");
+    })
+    .await
+    .expect("within the time limit");
+}
+
+// ---- Request bodies over `body_bytes_max`. ----
+
+/// A call whose request is over `limits.body_bytes_max` (2 MiB, a 3 MiB message) gets a
+/// trailers-only `grpc-status: 8` (RESOURCE_EXHAUSTED), not an HTTP 413 that gRPC clients read
+/// as a protocol error; a route with its own `body_bytes_max` (8 MiB) lifts the limit for
+/// its calls, so the same message goes through.
+#[tokio::test]
+async fn a_body_over_body_bytes_max_is_resource_exhausted_unless_the_route_lifts_it() {
+    let limits = "body_bytes_max = \"2MiB\"";
+    let big = || Request::new(msg(5, pattern(5, 3 << 20), "big"));
+    let squall = Squall::start(&timers_config(grpc_origin(), limits, "", ""));
+    let lifted = Squall::start(&timers_config(
+        grpc_origin(),
+        limits,
+        "",
+        "body_bytes_max = \"8MiB\"",
+    ));
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let mut client = EchoClient::connect(squall.addr).await;
+        let status =
+            (client.unary("/squall.test.Echo/Unary", big()).await).expect_err("over the limit");
+        assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+        assert!(status.message().contains("body_bytes_max"), "{status:?}");
+
+        let mut client = EchoClient::connect(lifted.addr).await;
+        let reply = (client.unary("/squall.test.Echo/Unary", big()).await)
+            .expect("the route's own limit lets it through");
+        assert_eq!(reply.into_inner().data.len(), 3 << 20);
     })
     .await
     .expect("within the time limit");

@@ -83,7 +83,7 @@ fn unknown_keys() {
         ),
         (
             "[[vhost]]\n[[vhost.route]]\nexact = \"/\"\nrespnd = { status = 200 }\n",
-            "test.toml:4:1: unknown key \"respnd\" in [[vhost.route]]; expected one of \"exact\", \"prefix\", \"regex\", \"template\", \"methods\", \"headers\", \"respond\", \"redirect\", \"block\", \"proxy\", \"root\", \"index\", \"root_follow_symlinks\", \"precompressed\", \"cache\", \"cache_ttl\", \"request_no_cache\", \"cache_set_cookie\", \"allow\", \"deny\", \"auth_basic\", \"request_rate\", \"request_burst\", \"request_rate_key\", \"request_headers\", \"response_headers\", \"compress\", \"intercept_errors\", \"allow_trace\", \"upgrade\", \"tunnel_idle_timeout\", \"strip_prefix\", \"upstream_prefix\", \"rewrite\"",
+            "test.toml:4:1: unknown key \"respnd\" in [[vhost.route]]; expected one of \"exact\", \"prefix\", \"regex\", \"template\", \"methods\", \"headers\", \"respond\", \"redirect\", \"block\", \"proxy\", \"root\", \"index\", \"root_follow_symlinks\", \"precompressed\", \"cache\", \"cache_ttl\", \"request_no_cache\", \"cache_set_cookie\", \"allow\", \"deny\", \"auth_basic\", \"request_rate\", \"request_burst\", \"request_rate_key\", \"request_headers\", \"response_headers\", \"compress\", \"intercept_errors\", \"allow_trace\", \"upgrade\", \"tunnel_idle_timeout\", \"response_timeout\", \"read_timeout\", \"body_bytes_max\", \"strip_prefix\", \"upstream_prefix\", \"rewrite\"",
         ),
         (
             "[server.extra]\n",

@@ -46,6 +46,8 @@ fn route(matcher: RouteMatch, action: Action) -> Route {
         allow_trace: false,
         upgrade: None,
         rewrite: None,
+        timeouts: ProxyTimeouts::default(),
+        body_bytes_max: None,
     }
 }
 

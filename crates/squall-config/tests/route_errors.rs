@@ -366,3 +366,37 @@ fn static_files() {
         ),
     ]);
 }
+
+/// A route's `response_timeout` and `read_timeout`: proxy routes only, longer than 0; parsed
+/// into the route, absent ones left to the upstream's.
+#[test]
+fn proxy_timeouts() {
+    check(&[
+        (
+            "[[vhost.route]]\nprefix = \"/\"\nblock = 403\nread_timeout = \"5s\"\n",
+            "test.toml:5:16: read_timeout only applies to proxy routes",
+        ),
+        (
+            "[[vhost.route]]\nprefix = \"/\"\nproxy = \"app\"\nresponse_timeout = \"0s\"\n",
+            "test.toml:5:20: response_timeout must be longer than 0",
+        ),
+        (
+            "[[vhost.route]]\nprefix = \"/\"\nproxy = \"app\"\nread_timeout = 5\n",
+            "test.toml:5:16: read_timeout: duration without a unit: use ms, s, m or h, as in \"5s\"",
+        ),
+        (
+            "[[vhost.route]]\nprefix = \"/\"\nblock = 403\nbody_bytes_max = \"1GiB\"\n",
+            "test.toml:5:18: body_bytes_max only applies to proxy routes",
+        ),
+    ]);
+    let routes = "[[vhost.route]]\nprefix = \"/\"\nproxy = \"app\"\nread_timeout = \"10m\"\n";
+    let upstream = "\n[[upstream]]\nname = \"app\"\nservers = [{ address = \"127.0.0.1:9000\" }]\n";
+    let config = parse(
+        &format!("[[vhost]]\n{routes}{upstream}{LISTEN}"),
+        "test.toml",
+    )
+    .unwrap();
+    let timeouts = config.vhost[0].routes[0].timeouts;
+    assert_eq!(timeouts.read, Some(std::time::Duration::from_secs(600)));
+    assert_eq!(timeouts.response, None, "the upstream's");
+}

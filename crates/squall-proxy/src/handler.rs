@@ -65,6 +65,10 @@ pub struct ProxyRoute {
     /// `strip_prefix`, `upstream_prefix` or `rewrite`: the path the origin is sent (`None`:
     /// the normalised one, at no cost).
     pub rewrite: Option<crate::rewrite::Rewrite>,
+    /// `response_timeout` and `read_timeout` on the route (`None`: the upstream's).
+    pub timeouts: squall_config::ProxyTimeouts,
+    /// `body_bytes_max` on the route (`None`: `limits.body_bytes_max`).
+    pub body_bytes_max: Option<u64>,
 }
 
 /// A piece of a redirect target: literal text or a variable filled from the request.
@@ -280,6 +284,8 @@ fn handler(route: &Route, upstreams: &[Upstream], id: u32) -> Handler {
             upgrade: route.upgrade.clone(),
             rewrite: (route.rewrite.as_ref())
                 .map(|r| crate::rewrite::Rewrite::new(r, &route.matcher)),
+            timeouts: route.timeouts,
+            body_bytes_max: route.body_bytes_max,
         })),
     }
 }

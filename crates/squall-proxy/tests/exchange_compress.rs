@@ -31,6 +31,8 @@ fn route(cache: bool) -> Arc<ProxyRoute> {
         compress: Some(Compress::default()),
         upgrade: None,
         rewrite: None,
+        timeouts: Default::default(),
+        body_bytes_max: None,
     })
 }
 

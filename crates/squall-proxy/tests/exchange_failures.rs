@@ -5,7 +5,7 @@ mod exchange_support;
 
 use std::time::Duration;
 
-use exchange_support::{CONNECT_TIMEOUT, Pair, RESPONSE_TIMEOUT, Server, splits};
+use exchange_support::{CONNECT_TIMEOUT, Pair, READ_TIMEOUT, RESPONSE_TIMEOUT, Server, splits};
 use squall_upstream::{Outcome, UpstreamErrorClass as E};
 
 const GET: &str = "GET /p/x HTTP/1.1\r\nHost: x\r\n\r\n";
@@ -125,6 +125,35 @@ fn a_slow_origin_is_answered_504_after_the_response_timeout() {
         [(0, Outcome::Failure, Some(E::ResponseTimeout))]
     );
     assert_eq!((pair.conns.len(), pair.conns[0].released), (1, Some(false)));
+}
+
+/// The head's timeout covers the wait for the head; once it arrived, the origin's silence is
+/// bounded by the read timeout (the route's `read_timeout`), here longer: a stream that pauses
+/// between messages longer than the head may take is not cut.
+#[test]
+fn after_the_head_the_read_timeout_bounds_the_origins_silence() {
+    let mut pair = Pair::new(GET, &[Server::Accept]);
+    pair.run();
+    pair.origin_sends(&[b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhel"]);
+    assert_eq!(pair.ex.next_deadline(), Some(pair.now + READ_TIMEOUT));
+    pair.advance(READ_TIMEOUT - Duration::from_millis(1));
+    assert_eq!(pair.client.len(), 2, "not cut at the head's timeout");
+    // A body byte is life: the silence starts again.
+    pair.origin_sends(&[b"lo"]);
+    pair.advance(READ_TIMEOUT - Duration::from_millis(1));
+    assert_eq!(pair.client.len(), 2);
+    pair.advance(Duration::from_millis(1));
+    assert_eq!(pair.client.last().map(String::as_str), Some("abort"));
+    assert_eq!(
+        pair.reports,
+        [(0, Outcome::Failure, Some(E::ResponseTimeout))]
+    );
+    assert_eq!(
+        pair.ex.failure(),
+        Some(E::ResponseTimeout),
+        "the cut's cause"
+    );
+    assert_eq!(pair.conns[0].released, Some(false));
 }
 
 #[test]

@@ -45,7 +45,8 @@ pub enum UpstreamErrorClass {
     ResetBeforeResponse,
     /// The origin closed the connection cleanly before any response byte arrived.
     ClosedBeforeResponse,
-    /// `response_timeout` passed before the response head arrived.
+    /// `response_timeout` passed before the response head arrived (or, after it, the route's
+    /// read timeout: the response is cut then, never retried).
     ResponseTimeout,
     /// The response could not be parsed (the client codec rejected it).
     InvalidResponse,

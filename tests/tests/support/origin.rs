@@ -107,6 +107,17 @@ where
 /// blank line; bodies are not read, so only for bodiless requests) is answered with the bytes
 /// `answer` returns for it, in order, on a kept-alive connection; an empty answer closes it.
 pub fn raw_origin(answer: impl Fn(&str) -> Vec<u8> + Send + Sync + 'static) -> SocketAddr {
+    raw_origin_writing(move |head, stream| {
+        let response = answer(head);
+        !response.is_empty() && stream.write_all(&response).is_ok()
+    })
+}
+
+/// As [`raw_origin`], with each answer written by `answer` itself, which may pause between
+/// pieces; `false` closes the connection.
+pub fn raw_origin_writing(
+    answer: impl Fn(&str, &mut TcpStream) -> bool + Send + Sync + 'static,
+) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind an origin");
     let addr = listener.local_addr().unwrap();
     let answer = Arc::new(answer);
@@ -120,7 +131,7 @@ pub fn raw_origin(answer: impl Fn(&str) -> Vec<u8> + Send + Sync + 'static) -> S
     addr
 }
 
-fn serve_heads(mut stream: TcpStream, answer: &dyn Fn(&str) -> Vec<u8>) {
+fn serve_heads(mut stream: TcpStream, answer: &dyn Fn(&str, &mut TcpStream) -> bool) {
     let mut pending = Vec::new();
     let mut buf = [0u8; 4096];
     while let Ok(n) = stream.read(&mut buf) {
@@ -131,8 +142,7 @@ fn serve_heads(mut stream: TcpStream, answer: &dyn Fn(&str) -> Vec<u8>) {
         while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
             let head = String::from_utf8_lossy(&pending[..end]).into_owned();
             pending.drain(..end + 4);
-            let response = answer(&head);
-            if response.is_empty() || stream.write_all(&response).is_err() {
+            if !answer(&head, &mut stream) {
                 return;
             }
         }

@@ -63,6 +63,23 @@ pub struct Route {
     /// `strip_prefix`, `upstream_prefix` or `rewrite`: the path the origin is sent in place of
     /// the normalised one. Only on proxy routes. `None`: the normalised path.
     pub rewrite: Option<crate::PathRewrite>,
+    /// `response_timeout` and `read_timeout`: how long the origin may take on this route.
+    /// Only on proxy routes.
+    pub timeouts: ProxyTimeouts,
+    /// `body_bytes_max` on a proxy route: the largest request body, over
+    /// `limits.body_bytes_max` (HTTP/2 requests; HTTP/1.1 ones keep that as their ceiling).
+    pub body_bytes_max: Option<u64>,
+}
+
+/// A proxy route's `response_timeout` and `read_timeout`. `None` takes the default: the
+/// upstream's `response_timeout` for the first, the route's head timeout for the second.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProxyTimeouts {
+    /// The wait for the origin's response head, from the request's last byte sent.
+    pub response: Option<Duration>,
+    /// Once the head arrived: the longest time with no body byte from the origin (nor to
+    /// it), as nginx's `proxy_read_timeout` and `grpc_read_timeout`.
+    pub read: Option<Duration>,
 }
 
 /// A route's `upgrade` and `tunnel_idle_timeout`: which HTTP/1.1 upgrades (RFC 9110 §7.8)

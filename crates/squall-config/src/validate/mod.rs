@@ -12,6 +12,7 @@ mod compress;
 mod files;
 mod rewrite;
 mod route;
+mod timeouts;
 mod upstream;
 mod upstream_tls;
 mod value;

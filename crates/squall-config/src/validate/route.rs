@@ -140,6 +140,8 @@ fn route(item: &Spanned<RawRoute>, upstreams: &[Upstream], r: &mut Report) -> Op
     let allow_trace = raw.allow_trace.as_ref().is_some_and(|t| *t.get_ref());
     let upgrade = upgrade(raw, &action, upstreams, r);
     let rewrite = super::rewrite::path_rewrite(raw, matcher.as_ref(), &action, r);
+    let timeouts = super::timeouts::proxy_timeouts(raw, &action, r);
+    let body_bytes_max = super::timeouts::body_bytes_max(raw, &action, r);
     Some(Route {
         matcher: matcher?,
         methods,
@@ -159,6 +161,8 @@ fn route(item: &Spanned<RawRoute>, upstreams: &[Upstream], r: &mut Report) -> Op
         allow_trace,
         upgrade,
         rewrite,
+        timeouts,
+        body_bytes_max,
     })
 }
 

@@ -27,6 +27,16 @@ impl Connection {
         self.credit_connection(n);
     }
 
+    /// Takes `max_body_bytes` off stream `stream_id`'s DATA: the application bounds its body
+    /// itself from here (a route's own limit, or an answer the connection cannot give, such
+    /// as a gRPC status). Flow control still applies. A request whose content-length was over
+    /// the limit was answered before the application saw it.
+    pub fn lift_body_limit(&mut self, stream_id: StreamId) {
+        if let Some(stream) = self.streams.get_mut(&stream_id) {
+            stream.body_limit_lifted = true;
+        }
+    }
+
     /// §6.1, §6.9. Flow control counts the whole payload, padding included, on every DATA
     /// frame, whatever the stream's state.
     pub(super) fn on_data(&mut self, id: StreamId, data: Bytes, end: bool, flow_len: u32) -> Step {
@@ -74,7 +84,7 @@ impl Connection {
         stream.recv_window -= i64::from(flow_len);
         let length_wrong = stream.length.add(len, end);
         let body = stream.length.received;
-        let tunnel = stream.tunnel;
+        let unbounded = stream.tunnel || stream.body_limit_lifted;
         // Padding is nobody's to release: it goes back at once.
         let padding = flow - len;
         self.credit_stream(id, padding);
@@ -83,7 +93,7 @@ impl Connection {
             self.credit_connection(len);
             return self.malformed(id);
         }
-        if body > self.config.max_body_bytes && !tunnel {
+        if body > self.config.max_body_bytes && !unbounded {
             self.credit_connection(len);
             return self.reject_started(id, 413);
         }

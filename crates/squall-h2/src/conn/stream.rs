@@ -37,6 +37,8 @@ pub(crate) struct Stream {
     /// An extended CONNECT's stream (RFC 8441): its DATA is a tunnel's, not a body, so the
     /// body limit does not apply (flow control still does).
     pub tunnel: bool,
+    /// The application bounds this stream's body itself (`Connection::lift_body_limit`).
+    pub body_limit_lifted: bool,
     pub app: AppState,
     /// The response going out.
     pub send: SendHalf,
@@ -57,6 +59,7 @@ impl Stream {
             unreleased: 0,
             length: BodyLength::default(),
             tunnel: false,
+            body_limit_lifted: false,
             app: AppState::Queued,
             send: SendHalf::new(SendState::Idle, send_window),
             slot: Slot::Out,

@@ -86,9 +86,17 @@ pub struct ExchangeConfig {
     pub retry: RetryPolicy,
     /// From the connect to its completion: past it, the attempt fails with `ConnectTimeout`.
     pub connect_timeout: Duration,
-    /// Longest silence from the origin while a response is awaited or streams; past it, the
-    /// attempt fails with `ResponseTimeout` (504 before the head, a cut after).
+    /// The wait for the response head: from the request's last byte sent (or the head's last
+    /// byte received); past it, the attempt fails with `ResponseTimeout` (a 504).
     pub response_timeout: Duration,
+    /// Once the head arrived, the longest time with no body byte from the origin (nor to it);
+    /// past it, the attempt fails with `ResponseTimeout` and the response is cut
+    /// ([`Exchange::failure`] tells the cut's cause).
+    pub read_timeout: Duration,
+    /// The most request body the exchange takes (`u64::MAX`: the client's codec bounds it).
+    /// Past it the request ends: a 413 before the response head, a cut after, and
+    /// [`Exchange::body_over_limit`] says why.
+    pub body_bytes_max: u64,
     /// The high-water mark both ways: the origin is paused while the client has this much
     /// unsent (room 0), resumed once half has drained; request body is taken from the client
     /// only while less than this waits for the origin.
@@ -307,6 +315,12 @@ pub struct Exchange {
     h2_held: usize,
     /// Body bytes of those taken and not yet reported as `OriginBodyConsumed`.
     h2_unreleased: usize,
+    /// Why the last failed attempt failed (see [`Exchange::failure`]).
+    failure: Option<UpstreamErrorClass>,
+    /// Request body bytes taken from the client, against `config.body_bytes_max`.
+    body_received: u64,
+    /// The request body went over `config.body_bytes_max`.
+    over_limit: bool,
     /// HTTP/2 streams of this exchange the origin refused (`on_origin_reset`).
     refusals: u8,
     /// On an HTTP/2 origin: the body (and trailers) sent in this attempt, kept while it stays
@@ -378,6 +392,9 @@ impl Exchange {
             h2_events: VecDeque::new(),
             h2_held: 0,
             h2_unreleased: 0,
+            failure: None,
+            body_received: 0,
+            over_limit: false,
             refusals: 0,
             replay: None,
             body_unreleased: 0,
@@ -436,9 +453,30 @@ impl Exchange {
         (self.compressor.as_ref().map(|c| c.stats())).or(self.compressed)
     }
 
+    /// Why the last failed attempt failed; after a [`ToClient::Abort`], why the response was
+    /// cut (`ResponseTimeout`: the origin was silent for the read timeout, others: it failed).
+    pub fn failure(&self) -> Option<UpstreamErrorClass> {
+        self.failure
+    }
+
+    /// The request ended because its body went over `ExchangeConfig::body_bytes_max`.
+    pub fn body_over_limit(&self) -> bool {
+        self.over_limit
+    }
+
     /// When the exchange began (upstream latency, log lines).
     pub fn started(&self) -> Instant {
         self.started
+    }
+
+    /// The request waits on its origin (a server, a connection, the response or its next
+    /// byte), not on its client: not a tunnel, not paused for the client's room. Its client
+    /// connection is not idle meanwhile; the exchange's own timers bound the wait.
+    pub fn awaits_origin(&self) -> bool {
+        matches!(
+            self.phase,
+            Phase::Picking | Phase::Connecting | Phase::Exchanging
+        ) && !self.paused
     }
 
     /// The exchange has ended; its last actions may still be queued.
@@ -475,7 +513,7 @@ impl Exchange {
         match self.phase {
             Phase::Connecting => self.fail(UpstreamErrorClass::ConnectTimeout, now),
             // Waiting on the client, not the origin: the client's own timers bound this.
-            Phase::Exchanging if self.paused => self.arm_response_timeout(now),
+            Phase::Exchanging if self.paused => self.arm_origin_timer(now),
             Phase::Exchanging => self.fail(UpstreamErrorClass::ResponseTimeout, now),
             // Nothing either way for `tunnel_idle_timeout`.
             Phase::Tunnel => self.tunnel_origin_eof(now),
@@ -671,7 +709,13 @@ impl Exchange {
         }
     }
 
-    fn arm_response_timeout(&mut self, now: Instant) {
-        self.deadline = Some(now + self.config.response_timeout);
+    /// The origin showed life (or is not the one waited on): its silence is counted from
+    /// `now`, against the head's timeout until the head arrived, the read timeout after.
+    fn arm_origin_timer(&mut self, now: Instant) {
+        let timeout = match self.response_started {
+            false => self.config.response_timeout,
+            true => self.config.read_timeout,
+        };
+        self.deadline = Some(now + timeout);
     }
 }

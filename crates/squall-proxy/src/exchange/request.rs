@@ -72,7 +72,7 @@ impl Exchange {
         self.request_sent = true;
         self.write_origin(out);
         self.pump_body();
-        self.arm_response_timeout(now);
+        self.arm_origin_timer(now);
     }
 
     /// As [`on_origin_connected`](Exchange::on_origin_connected), for an HTTP/2 origin: the
@@ -102,7 +102,7 @@ impl Exchange {
             }));
         self.request_sent = true;
         self.pump_body();
-        self.arm_response_timeout(now);
+        self.arm_origin_timer(now);
     }
 
     /// The HTTP/2 origin reset the exchange's stream, or its connection failed, before the
@@ -161,7 +161,7 @@ impl Exchange {
         debug_assert!(n <= self.origin_unsent, "more sent than written");
         self.origin_unsent = self.origin_unsent.saturating_sub(n);
         if self.phase == Phase::Exchanging && n > 0 {
-            self.arm_response_timeout(now);
+            self.arm_origin_timer(now);
             self.release_client_body();
         }
         self.shut_origin_when_sent(now);
@@ -173,6 +173,10 @@ impl Exchange {
     pub fn on_client_body(&mut self, data: &[u8]) {
         if self.phase == Phase::Done || self.request_complete || data.is_empty() {
             return;
+        }
+        self.body_received = self.body_received.saturating_add(data.len() as u64);
+        if self.body_received > self.config.body_bytes_max {
+            return self.refuse_body();
         }
         self.body.extend_from_slice(data);
         self.body_unreleased += data.len();
@@ -300,6 +304,7 @@ impl Exchange {
         }
         self.decoder = None;
         self.paused = false;
+        self.failure = Some(class);
         let failure = AttemptFailure {
             error: class,
             method_idempotent: forward::replayable(&self.head),
@@ -329,6 +334,27 @@ impl Exchange {
                     StatusCode::from_u16(class.status()).unwrap_or(StatusCode::BAD_GATEWAY);
                 self.give_up(status);
             }
+        }
+    }
+
+    /// The request body went over `body_bytes_max`: the origin is let go (not reusable, its
+    /// request unfinished; the server is not at fault), and the client gets a 413, or its
+    /// response is cut when it had begun.
+    fn refuse_body(&mut self) {
+        self.over_limit = true;
+        if self.holding_origin {
+            self.release_origin(false);
+        }
+        // No clock here: the report's elapsed time is not what a neutral one is read for.
+        self.report(squall_upstream::Outcome::Neutral, None, self.started);
+        self.decoder = None;
+        self.paused = false;
+        self.body.clear();
+        if self.response_started {
+            self.tell_client(ToClient::Abort);
+            self.phase = Phase::Done;
+        } else {
+            self.give_up(StatusCode::PAYLOAD_TOO_LARGE);
         }
     }
 

@@ -32,7 +32,7 @@ impl Exchange {
         self.rbuf.extend_from_slice(data);
         self.pump_response(now);
         if self.phase == Phase::Exchanging {
-            self.arm_response_timeout(now);
+            self.arm_origin_timer(now);
         }
     }
 
@@ -62,7 +62,7 @@ impl Exchange {
         self.h2_events.push_back(event);
         self.pump_response(now);
         if self.phase == Phase::Exchanging {
-            self.arm_response_timeout(now);
+            self.arm_origin_timer(now);
         }
     }
 

@@ -33,6 +33,8 @@ use squall_upstream::{Outcome, RetryPolicy, ServerId, UpstreamErrorClass};
 pub const HIGH: usize = 1024;
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Longer than the head's wait, so that a test tells which of the two ran.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
 pub const PEER: &str = "192.0.2.7:5555";
 
 /// What a server does when connected to.
@@ -111,6 +113,8 @@ pub fn route(cache: bool) -> Arc<ProxyRoute> {
         compress: None,
         upgrade: None,
         rewrite: None,
+        timeouts: Default::default(),
+        body_bytes_max: None,
     })
 }
 
@@ -119,6 +123,8 @@ pub fn config(servers: usize) -> ExchangeConfig {
         retry: RetryPolicy::new(3, servers, false),
         connect_timeout: CONNECT_TIMEOUT,
         response_timeout: RESPONSE_TIMEOUT,
+        read_timeout: READ_TIMEOUT,
+        body_bytes_max: u64::MAX,
         high_water_bytes: HIGH,
         response_limits: ResponseLimits::default(),
     }

@@ -295,6 +295,7 @@ impl Worker {
 
     /// Recomputes when this connection must next be looked at, and files a timer if needed.
     pub(super) fn update_deadline(&mut self, index: usize) {
+        let origin_wait = self.awaits_origin(index);
         let limits = &self.runtime.limits;
         let conn = &mut self.conns[index];
         let deadline = match conn.phase {
@@ -312,7 +313,12 @@ impl Worker {
                 }
                 // The idle limit (Squall's own wait, a password check, does not count), or
                 // sooner: HTTP/2's own timers, requests parked behind another's fetch.
-                (conn.proto).deadline(conn.last_activity, self.now, limits.idle_timeout)
+                (conn.proto).deadline(
+                    conn.last_activity,
+                    self.now,
+                    limits.idle_timeout,
+                    origin_wait,
+                )
             }
         };
         conn.deadline = deadline;
@@ -321,6 +327,15 @@ impl Worker {
             self.timers
                 .insert(Token::client(index, conn.generation).raw(), deadline);
         }
+    }
+
+    /// A request on connection `index` waits on its origin, and the connection has nothing
+    /// unsent for its client (a client that stops reading is idle, whatever it waits for).
+    fn awaits_origin(&self, index: usize) -> bool {
+        let conn = &self.conns[index];
+        conn.unsent_bytes() == 0
+            && !conn.socket.sending()
+            && downstream::awaits_origin(conn, &self.sessions)
     }
 
     pub(super) fn expire_timers(&mut self) {
@@ -360,11 +375,12 @@ impl Worker {
         if self.conns[index].phase == Phase::Open {
             self.unpark_expired(index);
         }
+        let origin_wait = self.awaits_origin(index);
         let conn = &mut self.conns[index];
         let metrics = self.runtime.metrics.worker(self.id);
         let active = conn.last_activity + self.runtime.limits.idle_timeout > self.now;
         let due = match conn.phase {
-            Phase::Open => conn.proto.at_deadline(self.now, active),
+            Phase::Open => conn.proto.at_deadline(self.now, active, origin_wait),
             Phase::Lingering | Phase::Closed => Due::Idle,
         };
         match due {

@@ -136,6 +136,13 @@ impl Worker {
             // The owner rewrites the path, as it applies the other edits: the copy goes with
             // the client's, which the owner routes again.
             rewrite: None,
+            // A long stream's silence is the route's to bound, on the way to the owner too;
+            // the peer's own head wait stays the cluster's.
+            timeouts: squall_config::ProxyTimeouts {
+                response: None,
+                read: route.timeouts.read,
+            },
+            body_bytes_max: route.body_bytes_max,
         }))
     }
 

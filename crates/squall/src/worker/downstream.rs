@@ -31,6 +31,7 @@ use super::token::Token;
 use crate::metrics::WorkerCounters;
 
 mod file;
+mod grpc;
 mod hit;
 mod log;
 mod proto;
@@ -40,8 +41,8 @@ pub(super) use file::FileAnswered;
 pub(super) use log::RequestLog;
 pub(super) use proto::{Due, Proto};
 pub(super) use slots::{
-    files_of, h1_session, park, parked_due, sessions_of, set_file, set_session, set_verifying,
-    take_early, take_parked,
+    awaits_origin, files_of, h1_session, lift_body_limit, park, parked_due, sessions_of, set_file,
+    set_session, set_verifying, take_early, take_parked,
 };
 
 /// The status logged for a request whose client left before any response head was written to
@@ -393,7 +394,8 @@ impl Downstream<'_> {
     }
 
     /// The error of a gRPC call (`content-type: application/grpc...`) from an HTTP/2 client: a
-    /// trailers-only response (HTTP 200, `grpc-status: 14` UNAVAILABLE and `message` as
+    /// trailers-only response (HTTP 200, `grpc-status: 14` UNAVAILABLE, or 8 RESOURCE_EXHAUSTED
+    /// for a 413, and `message` as
     /// `grpc-message`, gRPC over HTTP/2 §Responses), which gRPC clients report with its message,
     /// where an HTTP 502 page reaches them as a protocol error. Logged and counted as `status`,
     /// the error it stands for. Other clients get `status` as any request does.
@@ -413,10 +415,12 @@ impl Downstream<'_> {
         let Some(h2) = conn.proto.h2_mut() else {
             return;
         };
+        // A body over its limit is RESOURCE_EXHAUSTED (8); every other failure UNAVAILABLE.
+        let too_large = status == StatusCode::PAYLOAD_TOO_LARGE;
         let fields = [
             (&b"server"[..], &b"squall"[..]),
             (b"content-type", b"application/grpc"),
-            (b"grpc-status", b"14"),
+            (b"grpc-status", if too_large { &b"8"[..] } else { b"14" }),
             (b"grpc-message", message.as_bytes()),
         ];
         let date = self.date;
@@ -431,6 +435,10 @@ impl Downstream<'_> {
             false,
             date,
         );
+        if too_large {
+            // The rest of the body is not wanted: the client stops sending (RFC 9113 §8.1).
+            h2.conn.reset_stream(stream, ErrorCode::NoError);
+        }
         self.log_answer(client.conn(), Some(head), status, sent);
     }
 

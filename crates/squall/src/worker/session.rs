@@ -115,6 +115,10 @@ impl Worker {
         fill: Option<Box<CacheFill>>,
     ) {
         let info = self.client_info(client, &head);
+        if route.body_bytes_max.is_some() || grpc::is_grpc(&head) {
+            // The exchange bounds the body: the route's limit, or a gRPC status past it.
+            downstream::lift_body_limit(&mut self.conns[client.conn()], client);
+        }
         let id = self.open_session(client, head, route, info, invalidate, fill);
         downstream::set_session(&mut self.conns[client.conn()], client, Some(id));
         self.account(client.conn());
@@ -184,10 +188,15 @@ impl Worker {
         }
         let upstream = route.upstream;
         let group = self.origins.upstreams.groups.get(upstream);
+        // The route's timers over its group's; the read timeout is the head's by default.
+        let response_timeout = (route.timeouts.response)
+            .unwrap_or_else(|| group.map_or(FALLBACK_TIMEOUT, |g| g.response_timeout));
         let config = ExchangeConfig {
             retry: group.map_or(RetryPolicy::new(1, 1, false), |g| g.retry),
             connect_timeout: group.map_or(FALLBACK_TIMEOUT, |g| g.connect_timeout),
-            response_timeout: group.map_or(FALLBACK_TIMEOUT, |g| g.response_timeout),
+            response_timeout,
+            read_timeout: route.timeouts.read.unwrap_or(response_timeout),
+            body_bytes_max: (route.body_bytes_max).unwrap_or(self.runtime.h1_limits.body_bytes_max),
             high_water_bytes: OUT_HIGH_BYTES,
             response_limits: ResponseLimits::default(),
         };
@@ -423,6 +432,10 @@ impl Worker {
                 request_unfinished,
             }) => {
                 self.session_error(id, status, request_unfinished);
+                effects.kick = true;
+            }
+            Action::Client(ToClient::Abort) if self.grpc_cut(id).is_some() => {
+                self.cut_grpc_call(id);
                 effects.kick = true;
             }
             Action::Client(message) => {

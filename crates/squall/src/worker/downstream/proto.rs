@@ -115,21 +115,24 @@ impl Proto {
     }
 
     /// When an open connection that is not reading a head must next be looked at: its idle
-    /// limit from `last_activity` (from `now` while a password check, Squall's own wait,
-    /// runs; the grace after an idle GOAWAY once one was sent), or sooner for an HTTP/2
-    /// timer or a request parked on the cache whose wait ends.
+    /// limit from `last_activity` (from `now` while Squall, not the client, takes its time:
+    /// a password check, or, `origin_wait`, a proxied request waiting on its origin, whose
+    /// own timers bound it; the grace after an idle GOAWAY once one was sent), or sooner for
+    /// an HTTP/2 timer or a request parked on the cache whose wait ends.
     pub fn deadline(
         &self,
         last_activity: Instant,
         now: Instant,
         idle_timeout: Duration,
+        origin_wait: bool,
     ) -> Instant {
         let idle = match self {
             Proto::H2(h2) => match h2.idle_goaway {
                 Some(sent) => sent + IDLE_GOAWAY_GRACE,
-                None if h2.verifying > 0 => now + idle_timeout,
+                None if h2.verifying > 0 || origin_wait => now + idle_timeout,
                 None => last_activity + idle_timeout,
             },
+            _ if origin_wait => now + idle_timeout,
             _ => last_activity + idle_timeout,
         };
         let sooner = match self {
@@ -147,20 +150,17 @@ impl Proto {
     }
 
     /// What an open connection's deadline calls for at `now`; `active_since_idle`: bytes
-    /// moved within the idle limit.
-    pub fn at_deadline(&self, now: Instant, active_since_idle: bool) -> Due {
+    /// moved within the idle limit; `origin_wait`: a proxied request waits on its origin.
+    pub fn at_deadline(&self, now: Instant, active_since_idle: bool, origin_wait: bool) -> Due {
+        let active = active_since_idle || origin_wait;
         match self {
             Proto::H2(h2) if h2.idle_goaway.is_some_and(|t| t + IDLE_GOAWAY_GRACE <= now) => {
                 Due::Cut
             }
-            Proto::H1(h1)
-                if (h1.parked.is_some() || h1.exchange.is_some()) && active_since_idle =>
-            {
-                Due::Later
-            }
-            // A stream waits for its password check, not for the client: not idle. Its
-            // HTTP/2 timers (stalled streams) still run.
-            Proto::H2(h2) if h2.verifying > 0 => Due::H2Timers { again: true },
+            Proto::H1(h1) if (h1.parked.is_some() || h1.exchange.is_some()) && active => Due::Later,
+            // A stream waits for its password check or its origin, not for the client: not
+            // idle. Its HTTP/2 timers (stalled streams) still run.
+            Proto::H2(h2) if h2.verifying > 0 || origin_wait => Due::H2Timers { again: true },
             // Not idle: an HTTP/2 timer (a stalled stream) is due.
             Proto::H2(_) if active_since_idle => Due::H2Timers { again: false },
             Proto::H2(h2) if h2.idle_goaway.is_none() => Due::GoAway,

@@ -6,12 +6,13 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
+use slab::Slab;
 use squall_h2::StreamId;
 
 use super::super::cache::Parked;
 use super::super::conn::Conn;
 use super::super::files::FileId;
-use super::super::session::SessionId;
+use super::super::session::{Session, SessionId};
 use super::{Client, Proto};
 
 /// Records that `id` answers `client` (or, with `None`, that it no longer does).
@@ -29,6 +30,27 @@ pub(in crate::worker) fn sessions_of(conn: &Conn) -> Vec<SessionId> {
         Proto::H1(h1) => h1.exchange.into_iter().collect(),
         Proto::H2(h2) => h2.exchanges.values().copied().collect(),
         Proto::Undecided => Vec::new(),
+    }
+}
+
+/// Whether a request on this connection waits on its origin (`Exchange::awaits_origin`): the
+/// connection is then not idle, whatever its protocol.
+pub(in crate::worker) fn awaits_origin(conn: &Conn, sessions: &Slab<Session>) -> bool {
+    let awaits = |id: &SessionId| {
+        (sessions.get(id.index)).is_some_and(|s| s.is(*id) && s.ex.awaits_origin())
+    };
+    match &conn.proto {
+        Proto::H1(h1) => h1.exchange.iter().any(awaits),
+        Proto::H2(h2) => h2.exchanges.values().any(awaits),
+        Proto::Undecided => false,
+    }
+}
+
+/// Takes the connection's body limit off `client`'s request, which its session bounds instead:
+/// an HTTP/2 stream's; an HTTP/1.1 connection's decoder keeps `limits.body_bytes_max`.
+pub(in crate::worker) fn lift_body_limit(conn: &mut Conn, client: Client) {
+    if let (Client::H2(_, stream), Proto::H2(h2)) = (client, &mut conn.proto) {
+        h2.conn.lift_body_limit(stream);
     }
 }
 

@@ -1,14 +1,19 @@
 //! gRPC calls in a session: refused for an upstream spoken to in HTTP/1.1 (no trailers, no
-//! streaming both ways), and the `grpc-message` a failed call from an HTTP/2 client gets.
+//! streaming both ways), the `grpc-message` a failed call from an HTTP/2 client gets, and the
+//! `grpc-status` a call cut after its head ends with.
 
 use std::time::Duration;
 
 use squall_config::OriginProtocol;
 use squall_h1::RequestHead;
+use squall_upstream::UpstreamErrorClass;
 
 use super::super::Worker;
 use super::super::downstream::Client;
 use super::SessionId;
+
+/// The `grpc-message` of a call whose request went over its body limit.
+const OVER_LIMIT: &str = "squall: the request is over body_bytes_max";
 
 impl Worker {
     /// For a gRPC call from an HTTP/2 client that failed with `status`: the `grpc-message` it
@@ -27,6 +32,9 @@ impl Worker {
         }
         let upstream = session.upstream;
         let name = (self.origins.upstreams.groups.get(upstream)).map_or("", |g| g.group.name());
+        if status == http::StatusCode::PAYLOAD_TOO_LARGE {
+            return Some(OVER_LIMIT.to_owned());
+        }
         Some(match self.origin_protocol(upstream) {
             OriginProtocol::Http1 => format!(
                 "squall: upstream {name:?} is spoken to in HTTP/1.1, which cannot carry gRPC \
@@ -34,6 +42,40 @@ impl Worker {
             ),
             _ => format!("squall: upstream {name:?} failed: {status}"),
         })
+    }
+
+    /// For a gRPC call whose response is cut after its head (`ToClient::Abort`): the
+    /// `grpc-status` and `grpc-message` of the trailers that end it. A silent origin (the
+    /// route's `read_timeout`) is 4, DEADLINE_EXCEEDED; an origin that failed mid-stream
+    /// (reset, closed, malformed) is 14, UNAVAILABLE.
+    pub(super) fn grpc_cut(&self, id: SessionId) -> Option<(&'static str, String)> {
+        let session = (self.sessions.get(id.index)).filter(|s| s.is(id) && !s.ex.detached())?;
+        if !is_grpc(session.ex.head()) {
+            return None;
+        }
+        if session.ex.body_over_limit() {
+            return Some(("8", OVER_LIMIT.to_owned()));
+        }
+        let upstream = session.upstream;
+        let name = (self.origins.upstreams.groups.get(upstream)).map_or("", |g| g.group.name());
+        Some(match session.ex.failure() {
+            Some(UpstreamErrorClass::ResponseTimeout) => (
+                "4",
+                format!("squall: upstream {name:?} sent nothing for the route's read_timeout"),
+            ),
+            _ => ("14", format!("squall: upstream {name:?} failed mid-stream")),
+        })
+    }
+
+    /// Ends a gRPC call cut after its head with the trailers `grpc_cut` gives.
+    pub(super) fn cut_grpc_call(&mut self, id: SessionId) {
+        let Some((status, message)) = self.grpc_cut(id) else {
+            return;
+        };
+        let (mut down, sessions) = self.split();
+        if let Some(session) = sessions.get_mut(id.index).filter(|s| s.is(id)) {
+            down.cut_grpc(session, status, &message);
+        }
     }
 
     /// A gRPC call (`content-type: application/grpc...`) for an upstream spoken to in HTTP/1.1,
@@ -75,7 +117,7 @@ impl Worker {
 }
 
 /// A gRPC request: its content type is `application/grpc` or one of its `+format` forms.
-fn is_grpc(head: &RequestHead) -> bool {
+pub(super) fn is_grpc(head: &RequestHead) -> bool {
     (head.headers.get(http::header::CONTENT_TYPE))
         .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
 }
