@@ -344,7 +344,7 @@ impl Worker {
         for entry in fired.drain(..) {
             let token = Token::from_raw(entry.key);
             if token.kind() == Kind::Origin {
-                self.on_origin_timer(token, entry.due);
+                self.with_origins(|o, io| o.on_origin_timer(io, token, entry.due));
                 continue;
             }
             if token.kind() == Kind::Session {

@@ -97,6 +97,18 @@ pub(super) struct Listener {
     paused_since: Option<Instant>,
 }
 
+/// What the loop lends a part for one call: the ring to submit on, the timer wheel, the clock
+/// and the configuration in force. A part keeps none of it, and reaches nothing else of the
+/// worker.
+pub(super) struct Io<'a> {
+    pub ring: &'a mut Ring,
+    pub timers: &'a mut TimerWheel,
+    pub now: Instant,
+    pub runtime: &'a Runtime,
+    /// The worker's index, for log lines and per-worker counters.
+    pub worker: usize,
+}
+
 struct Worker {
     id: usize,
     ring: Ring,
@@ -128,8 +140,6 @@ struct Worker {
     h2_date: h2::EncodedDate,
     /// Reused to assemble a cache hit's response head, so that a hit allocates nothing.
     scratch: bytes::BytesMut,
-    /// When this worker next publishes its upstream servers' state for `/metrics`.
-    upstream_gauges_due: Instant,
     /// Debug builds only: when worker 0 should freeze, and for how long (see `test_stall`).
     stall: Option<(Instant, Duration)>,
     /// Connections to origin servers, their pools and this worker's upstream state.
@@ -199,7 +209,6 @@ pub fn run(setup: Setup) {
         peers: setup.peers,
         stall: test_stall(setup.id),
         h2_date: h2::EncodedDate::default(),
-        upstream_gauges_due: Instant::now(),
         scratch: bytes::BytesMut::new(),
         origins: origin::Origins::default(),
         ready: std::collections::VecDeque::new(),
@@ -233,6 +242,18 @@ fn ring_error(e: &io::Error) -> String {
 }
 
 impl Worker {
+    /// Runs `f` on the origins with the I/O context their methods take.
+    fn with_origins<R>(&mut self, f: impl FnOnce(&mut origin::Origins, &mut Io<'_>) -> R) -> R {
+        let mut io = Io {
+            ring: &mut self.ring,
+            timers: &mut self.timers,
+            now: self.now,
+            runtime: &self.runtime,
+            worker: self.id,
+        };
+        f(&mut self.origins, &mut io)
+    }
+
     fn start(&mut self, listeners: Vec<(SocketAddr, OwnedFd)>) {
         self.ring.poll_waker(&self.waker, Token::waker().raw());
         self.add_listeners(listeners);
@@ -251,6 +272,7 @@ impl Worker {
             }
         }
         self.buffer_limit = limit;
+        self.origins.buffer_limit = limit;
     }
 
     /// Builds this worker's upstream state from the runtime's groups. On a reload the old
@@ -281,7 +303,7 @@ impl Worker {
             .map(|(i, _)| i)
             .collect();
         for index in idle {
-            self.close_origin(index);
+            self.with_origins(|o, io| o.close_origin(io, index));
         }
     }
 
@@ -301,14 +323,14 @@ impl Worker {
             self.expire_timers();
             self.deliver();
             self.retry_accept();
-            self.expire_pools();
-            self.start_due_probes();
-            self.publish_upstream_state();
+            self.with_origins(|o, io| o.expire_pools(io));
+            self.with_origins(|o, io| o.start_due_probes(io));
+            self.with_origins(|o, io| o.publish_upstream_state(io));
             self.deliver();
             self.run_ready();
             // Streams freed on HTTP/2 origins go to the exchanges queued for them, which may
             // give their clients more to do.
-            while self.run_h2_pending() {
+            while self.with_origins(|o, io| o.run_h2_pending(io)) {
                 self.deliver();
                 self.run_ready();
             }
@@ -344,7 +366,7 @@ impl Worker {
         }
         for (index, generation) in std::mem::take(&mut self.origins.rearm) {
             if (self.origins.slab.get(index)).is_some_and(|o| o.generation == generation) {
-                self.arm_origin_recv(index);
+                self.with_origins(|o, io| o.arm_origin_recv(io, index));
             }
         }
     }
@@ -354,7 +376,7 @@ impl Worker {
         for at in [
             self.accept_retry_at,
             self.drain_deadline,
-            self.next_probe_at(),
+            self.origins.next_probe_at(),
         ]
         .into_iter()
         .flatten()
@@ -384,19 +406,23 @@ impl Worker {
                 result,
                 more,
             } => match Token::from_raw(token) {
-                t if t.kind() == Kind::Origin => self.on_origin_recv(t, result, more),
+                t if t.kind() == Kind::Origin => {
+                    self.with_origins(|o, io| o.on_origin_recv(io, t, result, more))
+                }
                 t => self.on_recv(t, result, more),
             },
             Completion::Send { token, result, buf } => match Token::from_raw(token) {
-                t if t.kind() == Kind::Origin => self.on_origin_send(t, result, buf),
+                t if t.kind() == Kind::Origin => {
+                    self.with_origins(|o, io| o.on_origin_send(io, t, result, buf))
+                }
                 t => self.on_send(t, result, buf),
             },
             Completion::Connect { token, result } => {
-                self.on_origin_connect(Token::from_raw(token), result);
+                self.with_origins(|o, io| o.on_origin_connect(io, Token::from_raw(token), result));
             }
             Completion::Close { token, .. } => match Token::from_raw(token) {
                 t if t.kind() == Kind::Client => self.op_done(t),
-                t if t.kind() == Kind::Origin => self.on_origin_close(t),
+                t if t.kind() == Kind::Origin => self.origins.on_origin_close(t),
                 _ => {}
             },
             Completion::Wake { more, .. } => {

@@ -366,7 +366,7 @@ impl Worker {
             Action::Connect { server, pooled } => self.connect_session(id, server, pooled),
             Action::WriteOrigin(bytes) => {
                 if let Some(index) = self.session_mut(id).and_then(|s| s.origin) {
-                    self.write_origin(index, bytes);
+                    self.with_origins(|o, io| o.write_origin(io, index, bytes));
                 }
             }
             Action::SendOrigin(message) => {
@@ -375,22 +375,22 @@ impl Worker {
                 };
                 let head_request = session.ex.head().method == http::Method::HEAD;
                 if let Some(index) = session.origin {
-                    self.h2_send(id, index, message, head_request);
+                    self.with_origins(|o, io| o.h2_send(io, id, index, message, head_request));
                 }
             }
             Action::OriginBodyConsumed(n) => {
                 if let Some(index) = self.session_mut(id).and_then(|s| s.origin) {
-                    self.h2_consumed(id, index, n);
+                    self.with_origins(|o, io| o.h2_consumed(io, id, index, n));
                 }
             }
             Action::PauseOrigin => {
                 if let Some(index) = self.session_mut(id).and_then(|s| s.origin) {
-                    self.pause_origin(index);
+                    self.with_origins(|o, io| o.pause_origin(io, index));
                 }
             }
             Action::ResumeOrigin => {
                 if let Some(index) = self.session_mut(id).and_then(|s| s.origin) {
-                    self.resume_origin(index);
+                    self.with_origins(|o, io| o.resume_origin(io, index));
                 }
             }
             Action::ShutdownOrigin => {
@@ -401,10 +401,10 @@ impl Worker {
             Action::ReleaseOrigin { reusable } => {
                 if let Some(index) = self.session_mut(id).and_then(|s| s.origin.take()) {
                     if self.origins.slab[index].mux.is_some() {
-                        self.h2_release(id, index);
+                        self.with_origins(|o, io| o.h2_release(io, id, index));
                     } else {
                         self.origins.slab[index].session = None;
-                        self.release_origin(index, reusable);
+                        self.with_origins(|o, io| o.release_origin(io, index, reusable));
                     }
                 }
             }
@@ -484,13 +484,15 @@ impl Worker {
         let Some(upstream) = self.session_mut(id).map(|s| s.upstream) else {
             return;
         };
-        match self.origin_protocol(upstream) {
+        match origin::origin_protocol(&self.runtime, upstream) {
             OriginProtocol::H2 | OriginProtocol::H2c => {
                 return self.connect_h2(id, upstream, server, pooled);
             }
             // A connection that chose HTTP/2 with ALPN, else one of HTTP/1.1 as below.
             OriginProtocol::Auto if pooled => {
-                if let Some(index) = self.join_h2(id, upstream, server, true) {
+                if let Some(index) =
+                    self.with_origins(|o, io| o.join_h2(io, id, upstream, server, true))
+                {
                     if let Some(session) = self.session_mut(id) {
                         session.origin = Some(index);
                     }
@@ -506,7 +508,7 @@ impl Worker {
             && let Some(ConnId(raw)) = (self.origins.upstreams.groups.get_mut(upstream))
                 .and_then(|g| g.pool.checkout(server, now))
         {
-            let Some(index) = self.origin_index(Token::from_raw(raw)) else {
+            let Some(index) = self.origins.origin_index(Token::from_raw(raw)) else {
                 continue;
             };
             let origin = &mut self.origins.slab[index];
@@ -517,7 +519,7 @@ impl Worker {
             origin.session = Some(id);
             // Its receive may have ended while it was pooled (a pause's cancellation
             // reporting late): a busy connection must be read.
-            self.arm_origin_recv(index);
+            self.with_origins(|o, io| o.arm_origin_recv(io, index));
             self.runtime.metrics.worker(self.id).upstream_reuses.inc();
             if let Some(session) = self.session_mut(id) {
                 session.origin = Some(index);
@@ -532,14 +534,15 @@ impl Worker {
     /// connection to `server` with room, else a place on one still connecting, else a new
     /// connection (see `origin/h2.rs`).
     fn connect_h2(&mut self, id: SessionId, upstream: usize, server: ServerId, pooled: bool) {
-        if let Some(index) = self.join_h2(id, upstream, server, pooled) {
+        if let Some(index) = self.with_origins(|o, io| o.join_h2(io, id, upstream, server, pooled))
+        {
             if let Some(session) = self.session_mut(id) {
                 session.origin = Some(index);
             }
             return;
         }
         if let Some(index) = self.connect_new(id, upstream, server) {
-            self.share(index, id);
+            self.with_origins(|o, io| o.share(io, index, id));
         }
     }
 
@@ -558,7 +561,7 @@ impl Worker {
         let fd = address.map(origin::origin_socket);
         let Some(Ok(fd)) = fd else {
             if let Some(Err(e)) = fd {
-                self.origin_socket_failed(address, &e);
+                self.with_origins(|o, io| o.origin_socket_failed(io, address, &e));
             }
             if let Some(session) = self.session_mut(id) {
                 session
@@ -572,7 +575,9 @@ impl Worker {
             server,
             address: address.expect("a socket was made for it"),
         };
-        let index = self.open_origin(fd, target, &http::Method::GET, Some(id), proxy_header);
+        let index = self.with_origins(|o, io| {
+            o.open_origin(io, fd, target, &http::Method::GET, Some(id), proxy_header)
+        });
         self.runtime.metrics.worker(self.id).upstream_connects.inc();
         if let Some(session) = self.session_mut(id) {
             session.origin = Some(index);
@@ -606,7 +611,7 @@ impl Worker {
         }
         if let Some(index) = origin {
             self.origins.slab[index].deadline = deadline;
-            self.arm_origin_timer(index);
+            self.with_origins(|o, io| o.arm_origin_timer(io, index));
         }
     }
 
@@ -730,7 +735,7 @@ impl Worker {
             && self.origins.slab[index].mux.is_none()
         {
             self.origins.slab[index].session = None;
-            self.close_origin(index);
+            self.with_origins(|o, io| o.close_origin(io, index));
         }
         if let Some(conn) = self.conns.get_mut(session.client.conn())
             && !session.ex.detached()

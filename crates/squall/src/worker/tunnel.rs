@@ -152,7 +152,7 @@ impl Worker {
         self.runtime.metrics.worker(self.id).tunnels.inc();
         let generation = self.origins.upstreams.generation;
         let upstream = self.session_mut(id).and_then(|s| s.upstream(generation));
-        let events = upstream.map(|upstream| self.upstream_events(upstream));
+        let events = upstream.map(|upstream| self.origins.upstream_events(&self.runtime, upstream));
         if let Some(events) = &events {
             events.tunnels.inc(self.id);
         }

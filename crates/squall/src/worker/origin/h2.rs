@@ -32,9 +32,10 @@ use squall_proxy::OriginMessage;
 use squall_upstream::{ServerId, UpstreamErrorClass};
 use tracing::debug;
 
-use super::{News, OriginState};
+use super::{News, OriginState, Origins};
 use crate::upstream_events::UpstreamEvents;
-use crate::worker::Worker;
+use crate::worker::Io;
+use crate::worker::Runtime;
 use crate::worker::session::SessionId;
 
 mod events;
@@ -76,7 +77,7 @@ pub struct OriginH2 {
     idle_since: Option<Instant>,
     /// Its upstream's counters of streams, GOAWAYs, resets and errors.
     counters: Arc<UpstreamEvents>,
-    /// Scratch for the frames one flush takes from `conn` (see `Worker::h2_flush`).
+    /// Scratch for the frames one flush takes from `conn` (see `Origins::h2_flush`).
     pieces: Vec<bytes::Bytes>,
 }
 
@@ -104,7 +105,7 @@ impl OriginH2 {
         }
     }
 
-    /// Bytes received from the origin (decrypted, on TLS), for [`Worker::h2_input`].
+    /// Bytes received from the origin (decrypted, on TLS), for [`Origins::h2_input`].
     pub fn take_input(&mut self, bytes: &[u8]) {
         self.rbuf.extend_from_slice(bytes);
     }
@@ -142,24 +143,24 @@ pub fn fields(headers: HeaderFields) -> Option<squall_h1::Fields> {
     squall_h1::Fields::from_parts(bytes, spans)
 }
 
-impl Worker {
-    /// The HTTP version upstream `upstream` is spoken to in.
-    pub(in crate::worker) fn origin_protocol(&self, upstream: usize) -> OriginProtocol {
-        (self.runtime.upstreams.get(upstream)).map_or_else(Default::default, |u| u.protocol)
-    }
+/// The HTTP version upstream `upstream` is spoken to in.
+pub(in crate::worker) fn origin_protocol(runtime: &Runtime, upstream: usize) -> OriginProtocol {
+    (runtime.upstreams.get(upstream)).map_or_else(Default::default, |u| u.protocol)
+}
 
+impl Origins {
     /// Makes the new connection `index` (to an upstream spoken to in HTTP/2) a shared one,
     /// with session `id` waiting for its first stream.
-    pub(in crate::worker) fn share(&mut self, index: usize, id: SessionId) {
-        let now = self.now;
-        let upstream = self.origins.slab[index].upstream;
-        let tls = (self.runtime.upstreams.get(upstream)).is_some_and(|u| u.tls.is_some());
-        let mut h2 = OriginH2::new(tls, self.upstream_events(upstream), now);
+    pub(in crate::worker) fn share(&mut self, io: &mut Io<'_>, index: usize, id: SessionId) {
+        let now = io.now;
+        let upstream = self.slab[index].upstream;
+        let tls = (io.runtime.upstreams.get(upstream)).is_some_and(|u| u.tls.is_some());
+        let mut h2 = OriginH2::new(tls, self.upstream_events(io.runtime, upstream), now);
         h2.waiting.push_back(id);
-        self.origins.slab[index].session = None;
-        self.origins.slab[index].mux = Some(Box::new(h2));
-        self.origins.shared.push(index);
-        self.h2_deadline(index);
+        self.slab[index].session = None;
+        self.slab[index].mux = Some(Box::new(h2));
+        self.shared.push(index);
+        self.h2_deadline(io, index);
     }
 
     /// A stream for session `id` on a connection to `server` that has room: the connection,
@@ -169,14 +170,15 @@ impl Worker {
     /// which cannot be the one that failed.
     pub(in crate::worker) fn join_h2(
         &mut self,
+        io: &mut Io<'_>,
         id: SessionId,
         upstream: usize,
         server: ServerId,
         pooled: bool,
     ) -> Option<usize> {
-        let generation = self.origins.upstreams.generation;
-        let found = self.origins.shared.iter().copied().find(|&index| {
-            let origin = &self.origins.slab[index];
+        let generation = self.upstreams.generation;
+        let found = self.shared.iter().copied().find(|&index| {
+            let origin = &self.slab[index];
             let Some(h2) = origin.mux.as_deref() else {
                 return false;
             };
@@ -188,7 +190,7 @@ impl Worker {
                 && h2.has_room()
         });
         let index = found?;
-        let origin = &mut self.origins.slab[index];
+        let origin = &mut self.slab[index];
         let h2 = origin
             .mux
             .as_deref_mut()
@@ -200,52 +202,51 @@ impl Worker {
         } else {
             h2.waiting.push_back(id);
         }
-        self.runtime.metrics.worker(self.id).upstream_reuses.inc();
+        io.runtime.metrics.worker(io.worker).upstream_reuses.inc();
         if free {
             let news = News::Stream { reused: true, tls };
-            self.origins.news.tell(id, index, news);
+            self.news.tell(id, index, news);
         }
         Some(index)
     }
 
     /// A new connection made for an `auto` upstream whose origin chose `h2` with ALPN: its
     /// exchange becomes the first stream of a shared connection.
-    pub(in crate::worker) fn become_h2(&mut self, index: usize) {
-        let now = self.now;
-        let counters = self.upstream_events(self.origins.slab[index].upstream);
-        let origin = &mut self.origins.slab[index];
+    pub(in crate::worker) fn become_h2(&mut self, io: &mut Io<'_>, index: usize) {
+        let now = io.now;
+        let counters = self.upstream_events(io.runtime, self.slab[index].upstream);
+        let origin = &mut self.slab[index];
         let mut h2 = OriginH2::new(true, counters, now);
         h2.waiting.extend(origin.session.take());
-        self.origins.h2_pending.push(index);
+        self.h2_pending.push(index);
         origin.mux = Some(Box::new(h2));
-        self.origins.shared.push(index);
+        self.shared.push(index);
     }
 
     /// Connection `index`'s HTTP/2 state, if it is a shared HTTP/2 connection still in the slab.
     fn origin_h2_mut(&mut self, index: usize) -> Option<&mut OriginH2> {
-        self.origins.slab.get_mut(index)?.mux.as_deref_mut()
+        self.slab.get_mut(index)?.mux.as_deref_mut()
     }
 
     /// While connecting, the connection's own deadline is its connect timeout.
-    fn h2_deadline(&mut self, index: usize) {
-        let origin = &self.origins.slab[index];
-        let timeout =
-            (self.origins.upstreams.groups.get(origin.upstream)).map(|g| g.connect_timeout);
-        self.origins.slab[index].deadline = timeout.map(|t| self.now + t);
-        self.arm_origin_timer(index);
+    fn h2_deadline(&mut self, io: &mut Io<'_>, index: usize) {
+        let origin = &self.slab[index];
+        let timeout = (self.upstreams.groups.get(origin.upstream)).map(|g| g.connect_timeout);
+        self.slab[index].deadline = timeout.map(|t| io.now + t);
+        self.arm_origin_timer(io, index);
     }
 
     /// The connection is up (TCP for `h2c`, the handshake for TLS): the preface goes out; the
     /// waiting exchanges get their streams once the origin's SETTINGS are in.
-    pub(in crate::worker) fn h2_connected(&mut self, index: usize) {
-        let origin = &mut self.origins.slab[index];
+    pub(in crate::worker) fn h2_connected(&mut self, io: &mut Io<'_>, index: usize) {
+        let origin = &mut self.slab[index];
         origin.deadline = None;
         let Some(h2) = origin.mux.as_deref_mut() else {
             return;
         };
         h2.ready = true;
-        self.h2_flush(index);
-        self.h2_settle(index);
+        self.h2_flush(io, index);
+        self.h2_settle(io, index);
     }
 
     /// Gives the exchanges waiting on connection `index` the streams it has free, in order.
@@ -264,22 +265,22 @@ impl Worker {
             };
             h2.granted.insert(id);
             let news = News::Stream { reused: false, tls };
-            self.origins.news.tell(id, index, news);
+            self.news.tell(id, index, news);
         }
     }
 
     /// Serves the connections whose waiting exchanges may have a stream now (see
-    /// `Worker::h2_pending`); true when there were any.
-    pub(in crate::worker) fn run_h2_pending(&mut self) -> bool {
-        if self.origins.h2_pending.is_empty() {
+    /// `Origins::h2_pending`); true when there were any.
+    pub(in crate::worker) fn run_h2_pending(&mut self, io: &mut Io<'_>) -> bool {
+        if self.h2_pending.is_empty() {
             return false;
         }
-        let mut pending = std::mem::take(&mut self.origins.h2_pending);
+        let mut pending = std::mem::take(&mut self.h2_pending);
         pending.sort_unstable();
         pending.dedup();
         for index in pending {
             self.h2_dispatch(index);
-            self.h2_settle(index);
+            self.h2_settle(io, index);
         }
         true
     }
@@ -291,12 +292,9 @@ impl Worker {
             return;
         };
         let waiting = std::mem::take(&mut h2.waiting);
-        let (upstream, server) = (
-            self.origins.slab[index].upstream,
-            self.origins.slab[index].server,
-        );
+        let (upstream, server) = (self.slab[index].upstream, self.slab[index].server);
         for id in waiting {
-            (self.origins.news).tell(id, index, News::Requeue { upstream, server });
+            (self.news).tell(id, index, News::Requeue { upstream, server });
         }
     }
 
@@ -304,12 +302,13 @@ impl Worker {
     /// `head_request`: its request is a HEAD.
     pub(in crate::worker) fn h2_send(
         &mut self,
+        io: &mut Io<'_>,
         id: SessionId,
         index: usize,
         message: OriginMessage,
         head_request: bool,
     ) {
-        let worker = self.id;
+        let worker = io.worker;
         let Some(h2) = self.origin_h2_mut(index) else {
             return;
         };
@@ -330,7 +329,7 @@ impl Worker {
                         debug!(worker, "origin stream refused: {e}");
                         // Not sent: the exchange goes again on another connection.
                         let news = News::Reset { refused: true };
-                        self.origins.news.tell(id, index, news);
+                        self.news.tell(id, index, news);
                         return;
                     }
                 }
@@ -350,11 +349,17 @@ impl Worker {
             // A message for a stream already gone: its reset is on its way to the exchange.
             _ => return,
         }
-        self.h2_flush(index);
+        self.h2_flush(io, index);
     }
 
     /// `Action::OriginBodyConsumed`: the stream's window (and the connection's) is given back.
-    pub(in crate::worker) fn h2_consumed(&mut self, id: SessionId, index: usize, n: usize) {
+    pub(in crate::worker) fn h2_consumed(
+        &mut self,
+        io: &mut Io<'_>,
+        id: SessionId,
+        index: usize,
+        n: usize,
+    ) {
         let Some(h2) = self.origin_h2_mut(index) else {
             return;
         };
@@ -364,12 +369,12 @@ impl Worker {
         if let Some(stream) = stream {
             h2.conn.release_capacity(stream, n);
         }
-        self.h2_flush(index);
+        self.h2_flush(io, index);
     }
 
     /// `Action::ReleaseOrigin` of a session on connection `index`: its stream, if still open,
     /// is reset; the connection stays for the others.
-    pub(in crate::worker) fn h2_release(&mut self, id: SessionId, index: usize) {
+    pub(in crate::worker) fn h2_release(&mut self, io: &mut Io<'_>, id: SessionId, index: usize) {
         let Some(h2) = self.origin_h2_mut(index) else {
             return;
         };
@@ -383,16 +388,16 @@ impl Worker {
             }
         }
         if !h2.waiting.is_empty() {
-            self.origins.h2_pending.push(index);
+            self.h2_pending.push(index);
         }
-        self.h2_flush(index);
-        self.h2_settle(index);
+        self.h2_flush(io, index);
+        self.h2_settle(io, index);
     }
 
     /// Moves frames from the HTTP/2 state to the connection's output, while it holds less
     /// than `OUT_HIGH_BYTES`, and notes which exchanges' body bytes went with them.
-    pub(in crate::worker) fn h2_flush(&mut self, index: usize) {
-        let Some(origin) = self.origins.slab.get_mut(index) else {
+    pub(in crate::worker) fn h2_flush(&mut self, io: &mut Io<'_>, index: usize) {
+        let Some(origin) = self.slab.get_mut(index) else {
             return;
         };
         if origin.state == OriginState::Closed || !origin.mux.as_ref().is_some_and(|h| h.ready) {
@@ -424,7 +429,7 @@ impl Worker {
             *unsent > 0
         });
         for piece in pieces.drain(..) {
-            self.write_origin(index, piece);
+            self.write_origin(io, index, piece);
         }
         if let Some(h2) = self.origin_h2_mut(index) {
             h2.pieces = pieces;
@@ -433,19 +438,19 @@ impl Worker {
 
     /// A send of connection `index` completed: the body bytes it carried are reported to their
     /// exchanges (which may take more from their clients), and more frames go out.
-    pub(in crate::worker) fn h2_sent(&mut self, index: usize) {
-        self.h2_flush(index);
+    pub(in crate::worker) fn h2_sent(&mut self, io: &mut Io<'_>, index: usize) {
+        self.h2_flush(io, index);
         let Some(h2) = self.origin_h2_mut(index) else {
             return;
         };
         for (id, n) in std::mem::take(&mut h2.left) {
-            self.origins.news.tell(id, index, News::Sent(n));
+            self.news.tell(id, index, News::Sent(n));
         }
     }
 
     /// What the origin sent (`OriginH2::take_input`): frames in, events out to the exchanges.
-    pub(in crate::worker) fn h2_input(&mut self, index: usize) {
-        let now = self.now;
+    pub(in crate::worker) fn h2_input(&mut self, io: &mut Io<'_>, index: usize) {
+        let now = io.now;
         let Some(h2) = self.origin_h2_mut(index) else {
             return;
         };
@@ -457,19 +462,24 @@ impl Worker {
         } = h2;
         if let Err(e) = conn.recv(rbuf, now) {
             UpstreamEvents::inc(&counters.h2_errors);
-            let address = self.origins.slab[index].address;
-            debug!(worker = self.id, %address, "origin HTTP/2: {e}");
+            let address = self.slab[index].address;
+            debug!(worker = io.worker, %address, "origin HTTP/2: {e}");
         }
-        self.h2_events(index);
+        self.h2_events(io, index);
         self.h2_dispatch(index);
-        self.h2_flush(index);
-        self.h2_settle(index);
+        self.h2_flush(io, index);
+        self.h2_settle(io, index);
     }
 
     /// The connection failed or the origin closed it: exchanges waiting for it fail as a
     /// connect does, those on a stream hear the stream reset (refused when nothing of the
     /// request left); then it closes.
-    pub(in crate::worker) fn h2_failed(&mut self, index: usize, class: UpstreamErrorClass) {
+    pub(in crate::worker) fn h2_failed(
+        &mut self,
+        io: &mut Io<'_>,
+        index: usize,
+        class: UpstreamErrorClass,
+    ) {
         let Some(h2) = self.origin_h2_mut(index) else {
             return;
         };
@@ -477,11 +487,9 @@ impl Worker {
         h2.granted.clear();
         h2.conn.fail();
         for id in waiting {
-            self.origins
-                .news
-                .tell(id, index, News::ConnectFailed(class));
+            self.news.tell(id, index, News::ConnectFailed(class));
         }
-        self.h2_events(index);
+        self.h2_events(io, index);
         if let Some(h2) = self.origin_h2_mut(index) {
             // Anything still mapped heard nothing: fail it as a reset.
             let left: Vec<SessionId> = h2.streams.drain().map(|(_, id)| id).collect();
@@ -489,30 +497,30 @@ impl Worker {
                 h2.stream_of.remove(id);
             }
             for id in left {
-                (self.origins.news).tell(id, index, News::Reset { refused: false });
+                (self.news).tell(id, index, News::Reset { refused: false });
             }
         }
-        self.close_origin(index);
+        self.close_origin(io, index);
     }
 
     /// The connection's timer: its connect timeout, or the HTTP/2 state's own (stalls).
-    pub(in crate::worker) fn h2_timer(&mut self, index: usize) {
-        let now = self.now;
-        let origin = &mut self.origins.slab[index];
+    pub(in crate::worker) fn h2_timer(&mut self, io: &mut Io<'_>, index: usize) {
+        let now = io.now;
+        let origin = &mut self.slab[index];
         match origin.state {
             OriginState::Connecting | OriginState::Handshaking => {
                 if origin.state == OriginState::Handshaking {
-                    self.handshake_timed_out(index);
+                    self.handshake_timed_out(io, index);
                 }
-                self.h2_failed(index, UpstreamErrorClass::ConnectTimeout);
+                self.h2_failed(io, index, UpstreamErrorClass::ConnectTimeout);
             }
             OriginState::Busy => {
                 if let Some(h2) = origin.mux.as_deref_mut() {
                     h2.conn.on_timer(now);
                 }
-                self.h2_events(index);
-                self.h2_flush(index);
-                self.h2_settle(index);
+                self.h2_events(io, index);
+                self.h2_flush(io, index);
+                self.h2_settle(io, index);
             }
             OriginState::Idle | OriginState::Closed => {}
         }
@@ -520,9 +528,9 @@ impl Worker {
 
     /// After a change: closes a connection that is finished (GOAWAY, error, no stream left),
     /// notes when it went idle, and files the HTTP/2 state's next deadline.
-    fn h2_settle(&mut self, index: usize) {
-        let now = self.now;
-        let Some(origin) = self.origins.slab.get_mut(index) else {
+    fn h2_settle(&mut self, io: &mut Io<'_>, index: usize) {
+        let now = io.now;
+        let Some(origin) = self.slab.get_mut(index) else {
             return;
         };
         let Some(h2) = origin.mux.as_deref_mut() else {
@@ -532,7 +540,7 @@ impl Worker {
             return;
         }
         if h2.conn.is_finished() && h2.streams.is_empty() && !h2.conn.has_output() {
-            return self.close_origin(index);
+            return self.close_origin(io, index);
         }
         let idle = h2.streams.is_empty() && h2.waiting.is_empty() && h2.granted.is_empty();
         match (idle, h2.idle_since) {
@@ -543,18 +551,18 @@ impl Worker {
         let deadline = h2.conn.next_deadline();
         if deadline.is_some() {
             origin.deadline = deadline;
-            self.arm_origin_timer(index);
+            self.arm_origin_timer(io, index);
         }
     }
 
     /// Closes HTTP/2 origin connections idle for [`IDLE_TIMEOUT`], or idle and of an upstream
     /// generation a reload replaced (once per loop turn, with the pools).
-    pub(in crate::worker) fn expire_h2_origins(&mut self) {
-        let now = self.now;
-        let generation = self.origins.upstreams.generation;
-        let expired: Vec<usize> = (self.origins.shared.iter().copied())
+    pub(in crate::worker) fn expire_h2_origins(&mut self, io: &mut Io<'_>) {
+        let now = io.now;
+        let generation = self.upstreams.generation;
+        let expired: Vec<usize> = (self.shared.iter().copied())
             .filter(|&index| {
-                let origin = &self.origins.slab[index];
+                let origin = &self.slab[index];
                 origin
                     .mux
                     .as_deref()
@@ -565,16 +573,16 @@ impl Worker {
             })
             .collect();
         for index in expired {
-            if let Some(h2) = self.origins.slab[index].mux.as_deref_mut() {
+            if let Some(h2) = self.slab[index].mux.as_deref_mut() {
                 h2.conn.go_away(ErrorCode::NoError);
             }
-            self.h2_flush(index);
-            self.close_origin(index);
+            self.h2_flush(io, index);
+            self.close_origin(io, index);
         }
     }
 
     /// Forgets a closed connection.
     pub(in crate::worker) fn forget_h2_origin(&mut self, index: usize) {
-        self.origins.shared.retain(|&i| i != index);
+        self.shared.retain(|&i| i != index);
     }
 }

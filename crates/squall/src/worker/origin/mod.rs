@@ -18,6 +18,7 @@ mod probe;
 mod tls;
 
 pub use h2::OriginH2;
+pub(in crate::worker) use h2::origin_protocol;
 pub use news::{News, Outbox};
 
 use std::io;
@@ -32,10 +33,10 @@ use squall_upstream::{Checkin, ConnId, ServerId, Upstream};
 use squall_uring::RecvBuf;
 use tracing::debug;
 
-use super::Worker;
 use super::session::SessionId;
 use super::socket::Socket;
 use super::token::{self, Token};
+use super::{Io, Runtime};
 
 /// Where an origin connection is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -149,6 +150,13 @@ pub struct Origins {
     pub fd_logged_at: Option<Instant>,
     /// What the connections learned for their exchanges, for the loop to deliver.
     pub news: Outbox,
+    /// The generation of the next connection's token.
+    pub next_generation: u32,
+    /// `limits.buffer_memory_max` in bytes (0: none): under a budget origins are read one
+    /// buffer at a time.
+    pub buffer_limit: usize,
+    /// When the upstream servers' state is next published for `/metrics`.
+    pub gauges_due: Option<Instant>,
     /// Connections whose receive ended with a completion whose bytes went into `news`: armed
     /// again once the news was delivered, unless the exchange paused or let go of them
     /// (slot and generation).
@@ -172,24 +180,23 @@ pub fn origin_socket(address: SocketAddr) -> io::Result<OwnedFd> {
     Ok(socket.into())
 }
 
-impl Worker {
+impl Origins {
     /// Group `upstream`'s counters of HTTP/2 streams and tunnels (a cluster peer's group, which
     /// the config does not list, has its own, made on first use).
     pub(in crate::worker) fn upstream_events(
         &self,
+        runtime: &Runtime,
         upstream: usize,
     ) -> std::sync::Arc<crate::upstream_events::UpstreamEvents> {
-        match self
-            .runtime
+        match runtime
             .upstreams
             .get(upstream)
             .and_then(|u| u.events.as_ref())
         {
             Some(events) => events.clone(),
             None => {
-                let name =
-                    (self.origins.upstreams.groups.get(upstream)).map_or("", |g| g.group.name());
-                self.runtime.metrics.upstream_events.counters(name)
+                let name = (self.upstreams.groups.get(upstream)).map_or("", |g| g.group.name());
+                runtime.metrics.upstream_events.counters(name)
             }
         }
     }
@@ -198,32 +205,36 @@ impl Worker {
     /// HTTP/2 clients have many requests in flight each) is counted and logged at warn, at most
     /// once per `PAUSE_LOG_INTERVAL`; the exchange takes it as a connect failure and retries
     /// where it may.
-    pub(super) fn origin_socket_failed(&mut self, address: Option<SocketAddr>, e: &io::Error) {
+    pub(super) fn origin_socket_failed(
+        &mut self,
+        io: &mut Io<'_>,
+        address: Option<SocketAddr>,
+        e: &io::Error,
+    ) {
         if !matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
-            debug!(worker = self.id, ?address, "origin socket: {e}");
+            debug!(worker = io.worker, ?address, "origin socket: {e}");
             return;
         }
-        let counters = self.runtime.metrics.worker(self.id);
+        let counters = io.runtime.metrics.worker(io.worker);
         counters.upstream_descriptor_failures.inc();
         if self
-            .origins
             .fd_logged_at
-            .is_none_or(|at| self.now >= at + super::PAUSE_LOG_INTERVAL)
+            .is_none_or(|at| io.now >= at + super::PAUSE_LOG_INTERVAL)
         {
             tracing::warn!(
-                worker = self.id,
+                worker = io.worker,
                 ?address,
                 "origin connection refused for want of a descriptor: {e}; retried as a connect \
                  failure (raise RLIMIT_NOFILE or limits.descriptor_reserve)"
             );
-            self.origins.fd_logged_at = Some(self.now);
+            self.fd_logged_at = Some(io.now);
         }
     }
 
     pub(super) fn origin_index(&self, token: Token) -> Option<usize> {
         debug_assert_eq!(token.kind(), token::Kind::Origin);
         let index = token.index();
-        let origin = self.origins.slab.get(index)?;
+        let origin = self.slab.get(index)?;
         token.names(origin.generation).then_some(index)
     }
 
@@ -231,6 +242,7 @@ impl Worker {
     /// or, with `None`, a health probe of `method`. Returns its slot.
     pub(super) fn open_origin(
         &mut self,
+        io: &mut Io<'_>,
         fd: OwnedFd,
         target: OriginTarget,
         method: &http::Method,
@@ -256,16 +268,16 @@ impl Worker {
         if let Some(header) = &proxy_header {
             out.extend_from_slice(&header.bytes);
         }
-        let tls = self.origin_tls(&target, &mut out);
+        let tls = self.origin_tls(io, &target, &mut out);
         let header_unsent = match (&tls, &proxy_header) {
             (None, Some(header)) => header.bytes.len(),
             _ => 0,
         };
-        let index = self.origins.slab.insert(Origin {
+        let index = self.slab.insert(Origin {
             socket,
             generation,
             upstream: target.upstream,
-            upstream_generation: self.origins.upstreams.generation,
+            upstream_generation: self.upstreams.generation,
             server: target.server,
             address: target.address,
             state: OriginState::Connecting,
@@ -281,89 +293,96 @@ impl Worker {
             mux: None,
         });
         let token = Token::origin(index, generation);
-        self.origins.slab[index]
+        self.slab[index]
             .socket
-            .connect(&mut self.ring, target.address, token);
+            .connect(io.ring, target.address, token);
         index
     }
 
-    pub(super) fn on_origin_connect(&mut self, token: Token, result: io::Result<()>) {
+    pub(super) fn on_origin_connect(
+        &mut self,
+        io: &mut Io<'_>,
+        token: Token,
+        result: io::Result<()>,
+    ) {
         let Some(index) = self.origin_index(token) else {
             return;
         };
-        self.origins.slab[index].socket.on_connect();
-        if self.origins.slab[index].state != OriginState::Connecting {
+        self.slab[index].socket.on_connect();
+        if self.slab[index].state != OriginState::Connecting {
             self.origin_op_done(index);
             return;
         }
-        let origin = &mut self.origins.slab[index];
+        let origin = &mut self.slab[index];
         match result {
             Ok(()) if origin.tls.is_some() => {
                 origin.state = OriginState::Handshaking;
-                origin.socket.arm_recv(&mut self.ring, token);
-                self.flush_origin(index);
+                origin.socket.arm_recv(io.ring, token);
+                self.flush_origin(io, index);
             }
             Ok(()) => {
                 origin.state = OriginState::Busy;
-                origin.socket.arm_recv(&mut self.ring, token);
+                origin.socket.arm_recv(io.ring, token);
                 // A PROXY protocol header waits in `out`; what the exchange writes goes after it.
-                self.flush_origin(index);
-                let origin = &mut self.origins.slab[index];
+                self.flush_origin(io, index);
+                let origin = &mut self.slab[index];
                 if origin.mux.is_some() {
-                    return self.h2_connected(index);
+                    return self.h2_connected(io, index);
                 }
                 match origin.session {
-                    Some(id) => {
-                        (self.origins.news).tell(id, index, News::Connected { reused: false })
-                    }
-                    None => self.write_probe(index),
+                    Some(id) => (self.news).tell(id, index, News::Connected { reused: false }),
+                    None => self.write_probe(io, index),
                 }
             }
             Err(e) => {
-                debug!(worker = self.id, address = %origin.address, "connect: {e}");
+                debug!(worker = io.worker, address = %origin.address, "connect: {e}");
                 let class = squall_upstream::UpstreamErrorClass::ConnectFailed;
-                self.origin_failed(index, News::ConnectFailed(class));
+                self.origin_failed(io, index, News::ConnectFailed(class));
             }
         }
     }
 
     /// A connection's I/O failed: its exchange hears `news`, a probe fails; on a shared
     /// HTTP/2 connection every exchange on it hears of it (`h2.rs`).
-    fn origin_failed(&mut self, index: usize, news: News) {
-        if self.origins.slab[index].mux.is_some() {
-            return self.h2_failed(index, squall_upstream::UpstreamErrorClass::ConnectFailed);
+    fn origin_failed(&mut self, io: &mut Io<'_>, index: usize, news: News) {
+        if self.slab[index].mux.is_some() {
+            return self.h2_failed(
+                io,
+                index,
+                squall_upstream::UpstreamErrorClass::ConnectFailed,
+            );
         }
-        match self.origins.slab[index].session {
-            Some(id) => self.origins.news.tell(id, index, news),
-            None if self.origins.slab[index].probe.is_some() => self.end_probe(index, false),
-            None => self.close_origin(index),
+        match self.slab[index].session {
+            Some(id) => self.news.tell(id, index, news),
+            None if self.slab[index].probe.is_some() => self.end_probe(io, index, false),
+            None => self.close_origin(io, index),
         }
     }
 
     /// Sends `bytes` after whatever the connection has not sent yet (encrypted first, on TLS).
-    pub(super) fn write_origin(&mut self, index: usize, bytes: Bytes) {
-        let origin = &mut self.origins.slab[index];
+    pub(super) fn write_origin(&mut self, io: &mut Io<'_>, index: usize, bytes: Bytes) {
+        let origin = &mut self.slab[index];
         if origin.state == OriginState::Closed {
             return;
         }
         if let Some(tls) = origin.tls.as_mut() {
             if let Err(e) = tls.encrypt(&bytes, &mut origin.out) {
                 // Only after the connection failed, which its exchange has heard of already.
-                debug!(worker = self.id, address = %origin.address, "origin tls: {e}");
+                debug!(worker = io.worker, address = %origin.address, "origin tls: {e}");
                 return tls::cut(origin);
             }
-            return self.flush_origin(index);
+            return self.flush_origin(io, index);
         }
         if !origin.socket.sending() && origin.out.is_empty() {
             let token = Token::origin(index, origin.generation);
-            origin.socket.send(&mut self.ring, bytes, token);
+            origin.socket.send(io.ring, bytes, token);
         } else {
             origin.out.extend_from_slice(&bytes);
         }
     }
 
-    pub(super) fn flush_origin(&mut self, index: usize) {
-        let origin = &mut self.origins.slab[index];
+    pub(super) fn flush_origin(&mut self, io: &mut Io<'_>, index: usize) {
+        let origin = &mut self.slab[index];
         if origin.socket.sending() || origin.out.is_empty() || origin.state == OriginState::Closed {
             return;
         }
@@ -372,14 +391,20 @@ impl Worker {
         if let Some(tls) = origin.tls.as_mut() {
             tls.sending();
         }
-        origin.socket.send(&mut self.ring, buf, token);
+        origin.socket.send(io.ring, buf, token);
     }
 
-    pub(super) fn on_origin_send(&mut self, token: Token, result: io::Result<usize>, buf: Bytes) {
+    pub(super) fn on_origin_send(
+        &mut self,
+        io: &mut Io<'_>,
+        token: Token,
+        result: io::Result<usize>,
+        buf: Bytes,
+    ) {
         let Some(index) = self.origin_index(token) else {
             return;
         };
-        let origin = &mut self.origins.slab[index];
+        let origin = &mut self.slab[index];
         origin.socket.on_send();
         match result {
             _ if origin.state == OriginState::Closed => {}
@@ -395,19 +420,19 @@ impl Worker {
                 };
                 if sent < buf.len() {
                     // A partial send: the rest goes first, before anything queued since.
-                    origin.socket.send(&mut self.ring, buf.slice(sent..), token);
+                    origin.socket.send(io.ring, buf.slice(sent..), token);
                 } else {
-                    self.flush_origin(index);
+                    self.flush_origin(io, index);
                 }
-                if self.origins.slab[index].mux.is_some() {
-                    self.h2_sent(index);
-                } else if let Some(id) = self.origins.slab[index].session {
-                    self.origins.news.tell(id, index, News::Sent(written));
+                if self.slab[index].mux.is_some() {
+                    self.h2_sent(io, index);
+                } else if let Some(id) = self.slab[index].session {
+                    self.news.tell(id, index, News::Sent(written));
                 }
             }
             Err(e) => {
-                debug!(worker = self.id, "origin send: {e}");
-                self.origin_failed(index, News::Failed);
+                debug!(worker = io.worker, "origin send: {e}");
+                self.origin_failed(io, index, News::Failed);
             }
         }
         self.origin_op_done(index);
@@ -415,83 +440,84 @@ impl Worker {
 
     pub(super) fn on_origin_recv(
         &mut self,
+        io: &mut Io<'_>,
         token: Token,
         result: io::Result<Option<RecvBuf>>,
         more: bool,
     ) {
         let Some(index) = self.origin_index(token) else {
             if let Ok(Some(buf)) = result {
-                self.ring.recycle(buf);
+                io.ring.recycle(buf);
             }
             return;
         };
-        self.origins.slab[index].socket.on_recv(more);
+        self.slab[index].socket.on_recv(more);
         match result {
-            Ok(Some(buf)) if self.origins.slab[index].tls.is_some() => {
-                self.on_origin_cipher(index, buf);
-                if !more && self.origins.slab.contains(index) {
-                    self.arm_origin_recv(index);
+            Ok(Some(buf)) if self.slab[index].tls.is_some() => {
+                self.on_origin_cipher(io, index, buf);
+                if !more && self.slab.contains(index) {
+                    self.arm_origin_recv(io, index);
                 }
             }
-            Ok(Some(buf)) if self.origins.slab[index].mux.is_some() => {
-                let bytes = self.ring.recv_bytes(&buf);
-                if let Some(h2) = self.origins.slab[index].mux.as_deref_mut() {
+            Ok(Some(buf)) if self.slab[index].mux.is_some() => {
+                let bytes = io.ring.recv_bytes(&buf);
+                if let Some(h2) = self.slab[index].mux.as_deref_mut() {
                     h2.take_input(bytes);
                 }
-                self.ring.recycle(buf);
-                self.h2_input(index);
-                if !more && self.origins.slab.contains(index) {
-                    self.arm_origin_recv(index);
+                io.ring.recycle(buf);
+                self.h2_input(io, index);
+                if !more && self.slab.contains(index) {
+                    self.arm_origin_recv(io, index);
                 }
             }
             Ok(Some(buf)) => {
-                let origin = &mut self.origins.slab[index];
-                let bytes = self.ring.recv_bytes(&buf);
+                let origin = &mut self.slab[index];
+                let bytes = io.ring.recv_bytes(&buf);
                 match (origin.state, origin.session, origin.probe.as_mut()) {
                     // A paused origin's bytes already in flight still go to the exchange,
                     // which holds them undecoded until the client has room.
                     (OriginState::Busy, Some(id), _) => {
-                        self.origins.news.tell(id, index, News::Received(buf));
+                        self.news.tell(id, index, News::Received(buf));
                         // Read on once the exchange took the bytes (and did not pause it).
                         if !more {
-                            let generation = self.origins.slab[index].generation;
-                            self.origins.rearm.push((index, generation));
+                            let generation = self.slab[index].generation;
+                            self.rearm.push((index, generation));
                         }
                         self.origin_op_done(index);
                         return;
                     }
                     (OriginState::Busy, None, Some(probe)) => {
                         probe.rbuf.extend_from_slice(bytes);
-                        self.ring.recycle(buf);
-                        self.read_probe(index, false);
+                        io.ring.recycle(buf);
+                        self.read_probe(io, index, false);
                     }
                     // An idle origin has nothing to say: a stray byte desyncs it. Close.
                     _ => {
-                        self.ring.recycle(buf);
-                        self.close_origin(index);
+                        io.ring.recycle(buf);
+                        self.close_origin(io, index);
                     }
                 }
                 // Read on once the bytes were taken: a receive that ended (a single one always
                 // does) is armed again unless they paused the origin or ended the exchange.
-                if !more && self.origins.slab.contains(index) {
-                    self.arm_origin_recv(index);
+                if !more && self.slab.contains(index) {
+                    self.arm_origin_recv(io, index);
                 }
             }
-            Ok(None) => self.origin_eof(index),
+            Ok(None) => self.origin_eof(io, index),
             Err(e) if matches!(e.raw_os_error(), Some(libc::ENOBUFS | libc::ECANCELED)) => {
                 // Every receive buffer was in use for a moment, or the receive was cancelled
                 // to pause and the client caught up meanwhile: read again.
-                self.arm_origin_recv(index);
+                self.arm_origin_recv(io, index);
             }
             Err(e) => {
-                debug!(worker = self.id, "origin recv: {e}");
-                match self.origins.slab[index].state {
-                    OriginState::Busy => self.origin_failed(index, News::Failed),
+                debug!(worker = io.worker, "origin recv: {e}");
+                match self.slab[index].state {
+                    OriginState::Busy => self.origin_failed(io, index, News::Failed),
                     OriginState::Handshaking => {
                         let why = format!("receive failed during the handshake: {e}");
-                        self.handshake_failed(index, tls::HandshakeFailure::Closed, &why);
+                        self.handshake_failed(io, index, tls::HandshakeFailure::Closed, &why);
                     }
-                    _ => self.close_origin(index),
+                    _ => self.close_origin(io, index),
                 }
             }
         }
@@ -499,56 +525,54 @@ impl Worker {
     }
 
     /// The origin closed its side (a TCP FIN, or a TLS close_notify).
-    fn origin_eof(&mut self, index: usize) {
-        if self.origins.slab[index].mux.is_some()
-            && self.origins.slab[index].state == OriginState::Busy
-        {
+    fn origin_eof(&mut self, io: &mut Io<'_>, index: usize) {
+        if self.slab[index].mux.is_some() && self.slab[index].state == OriginState::Busy {
             let class = squall_upstream::UpstreamErrorClass::ClosedBeforeResponse;
-            return self.h2_failed(index, class);
+            return self.h2_failed(io, index, class);
         }
-        match self.origins.slab[index].state {
-            OriginState::Busy => match self.origins.slab[index].session {
-                Some(id) => self.origins.news.tell(id, index, News::Eof),
-                None if self.origins.slab[index].probe.is_some() => self.read_probe(index, true),
-                None => self.close_origin(index),
+        match self.slab[index].state {
+            OriginState::Busy => match self.slab[index].session {
+                Some(id) => self.news.tell(id, index, News::Eof),
+                None if self.slab[index].probe.is_some() => self.read_probe(io, index, true),
+                None => self.close_origin(io, index),
             },
             OriginState::Handshaking => {
                 let why = "the origin closed the connection during the handshake";
-                self.handshake_failed(index, tls::HandshakeFailure::Closed, why);
+                self.handshake_failed(io, index, tls::HandshakeFailure::Closed, why);
             }
-            _ => self.close_origin(index),
+            _ => self.close_origin(io, index),
         }
     }
 
     /// Stops reading the origin while its client is slow to read.
-    pub(super) fn pause_origin(&mut self, index: usize) {
-        let origin = &mut self.origins.slab[index];
+    pub(super) fn pause_origin(&mut self, io: &mut Io<'_>, index: usize) {
+        let origin = &mut self.slab[index];
         // A shared HTTP/2 connection is never paused: its streams' windows hold them back.
         if origin.paused || origin.state != OriginState::Busy || origin.mux.is_some() {
             return;
         }
-        debug!(worker = self.id, address = %origin.address, "client reads slowly: origin paused");
+        debug!(worker = io.worker, address = %origin.address, "client reads slowly: origin paused");
         origin.paused = true;
         // The receive stays armed until the cancelled receive's final completion arrives.
         let token = Token::origin(index, origin.generation);
-        origin.socket.cancel_recv(&mut self.ring, token);
+        origin.socket.cancel_recv(io.ring, token);
     }
 
     /// Reads a paused origin again.
-    pub(super) fn resume_origin(&mut self, index: usize) {
-        let origin = &mut self.origins.slab[index];
+    pub(super) fn resume_origin(&mut self, io: &mut Io<'_>, index: usize) {
+        let origin = &mut self.slab[index];
         if !origin.paused || origin.state != OriginState::Busy {
             return;
         }
         origin.paused = false;
-        self.arm_origin_recv(index);
+        self.arm_origin_recv(io, index);
     }
 
     /// Arms the receive of a busy connection that is not paused, or of a pooled one (read to
     /// notice a close), unless one is armed or still reporting its cancellation (whose final
     /// completion arms it again).
-    pub(super) fn arm_origin_recv(&mut self, index: usize) {
-        let origin = &mut self.origins.slab[index];
+    pub(super) fn arm_origin_recv(&mut self, io: &mut Io<'_>, index: usize) {
+        let origin = &mut self.slab[index];
         let reading = match origin.state {
             OriginState::Busy => !origin.paused,
             OriginState::Idle | OriginState::Handshaking => true,
@@ -556,16 +580,16 @@ impl Worker {
         };
         if reading {
             let token = Token::origin(index, origin.generation);
-            origin.socket.arm_recv(&mut self.ring, token);
+            origin.socket.arm_recv(io.ring, token);
         }
     }
 
     /// The exchange is done with the connection: to the pool when reusable and still of the
     /// current upstream generation (and its receive armed, so a close is noticed), else closed.
-    pub(super) fn release_origin(&mut self, index: usize, reusable: bool) {
-        let now = self.now;
-        let origin = &mut self.origins.slab[index];
-        let current = origin.upstream_generation == self.origins.upstreams.generation;
+    pub(super) fn release_origin(&mut self, io: &mut Io<'_>, index: usize, reusable: bool) {
+        let now = io.now;
+        let origin = &mut self.slab[index];
+        let current = origin.upstream_generation == self.upstreams.generation;
         // A receive need not be armed now (origins receive one buffer at a time): a pooled
         // connection gets one below, to notice its origin closing.
         let keep = reusable
@@ -575,30 +599,28 @@ impl Worker {
             && origin.socket.is_open()
             && !origin.paused;
         if keep {
-            let group = &mut self.origins.upstreams.groups[origin.upstream];
+            let group = &mut self.upstreams.groups[origin.upstream];
             let id = ConnId(Token::origin(index, origin.generation).raw());
             if group.pool.checkin(origin.server, id, now) == Checkin::Keep {
                 origin.state = OriginState::Idle;
                 origin.deadline = None;
-                self.arm_origin_recv(index);
+                self.arm_origin_recv(io, index);
                 return;
             }
         }
-        self.close_origin(index);
+        self.close_origin(io, index);
     }
 
-    pub(super) fn close_origin(&mut self, index: usize) {
-        let origin = &mut self.origins.slab[index];
+    pub(super) fn close_origin(&mut self, io: &mut Io<'_>, index: usize) {
+        let origin = &mut self.slab[index];
         if origin.state == OriginState::Closed {
             return;
         }
         if origin.state == OriginState::Idle
-            && origin.upstream_generation == self.origins.upstreams.generation
+            && origin.upstream_generation == self.upstreams.generation
         {
             let id = ConnId(Token::origin(index, origin.generation).raw());
-            self.origins.upstreams.groups[origin.upstream]
-                .pool
-                .remove(id);
+            self.upstreams.groups[origin.upstream].pool.remove(id);
         }
         // A sound TLS connection says goodbye (an ended or failed one has nothing to say to).
         if matches!(origin.state, OriginState::Idle | OriginState::Busy)
@@ -608,7 +630,7 @@ impl Worker {
         }
         origin.state = OriginState::Closed;
         let token = Token::origin(index, origin.generation);
-        origin.socket.close(&mut self.ring, token);
+        origin.socket.close(io.ring, token);
         if origin.mux.is_some() {
             self.forget_h2_origin(index);
         }
@@ -617,41 +639,41 @@ impl Worker {
 
     pub(super) fn on_origin_close(&mut self, token: Token) {
         if let Some(index) = self.origin_index(token) {
-            self.origins.slab[index].socket.on_close();
+            self.slab[index].socket.on_close();
             self.origin_op_done(index);
         }
     }
 
     /// Frees a closed origin's slot once every operation has reported.
     fn origin_op_done(&mut self, index: usize) {
-        let Some(origin) = self.origins.slab.get(index) else {
+        let Some(origin) = self.slab.get(index) else {
             return;
         };
         if origin.state == OriginState::Closed && origin.socket.drained() {
-            self.origins.slab.remove(index);
+            self.slab.remove(index);
         }
     }
 
-    pub(super) fn arm_origin_timer(&mut self, index: usize) {
-        let origin = &mut self.origins.slab[index];
+    pub(super) fn arm_origin_timer(&mut self, io: &mut Io<'_>, index: usize) {
+        let origin = &mut self.slab[index];
         let Some(deadline) = origin.deadline else {
             return;
         };
         if origin.timer_due.is_none_or(|due| deadline < due) {
             origin.timer_due = Some(deadline);
-            self.timers
+            io.timers
                 .insert(Token::origin(index, origin.generation).raw(), deadline);
         }
     }
 
     /// A timer entry for an origin came due: its exchange's (or probe's) deadline may have
     /// passed.
-    pub(super) fn on_origin_timer(&mut self, token: Token, due: Instant) {
+    pub(super) fn on_origin_timer(&mut self, io: &mut Io<'_>, token: Token, due: Instant) {
         let Some(index) = self.origin_index(token) else {
             return;
         };
-        let now = self.now;
-        let origin = &mut self.origins.slab[index];
+        let now = io.now;
+        let origin = &mut self.slab[index];
         if origin.timer_due == Some(due) {
             origin.timer_due = None;
         }
@@ -665,31 +687,31 @@ impl Worker {
             return;
         };
         if deadline > now {
-            self.arm_origin_timer(index);
+            self.arm_origin_timer(io, index);
             return;
         }
         if origin.mux.is_some() {
-            return self.h2_timer(index);
+            return self.h2_timer(io, index);
         }
         if origin.state == OriginState::Handshaking {
             // The exchange's connect timeout, or the probe's, passed during the handshake.
-            self.handshake_timed_out(index);
+            self.handshake_timed_out(io, index);
         }
-        let origin = &mut self.origins.slab[index];
+        let origin = &mut self.slab[index];
         match origin.session {
-            Some(id) => self.origins.news.tell(id, index, News::Timer),
+            Some(id) => self.news.tell(id, index, News::Timer),
             None => {
-                debug!(worker = self.id, address = %origin.address, "probe timeout");
-                self.end_probe(index, false);
+                debug!(worker = io.worker, address = %origin.address, "probe timeout");
+                self.end_probe(io, index, false);
             }
         }
     }
 
     /// Closes pooled connections that sat idle too long (once per loop turn).
-    pub(super) fn expire_pools(&mut self) {
-        let now = self.now;
+    pub(super) fn expire_pools(&mut self, io: &mut Io<'_>) {
+        let now = io.now;
         let mut expired = Vec::new();
-        for group in &mut self.origins.upstreams.groups {
+        for group in &mut self.upstreams.groups {
             if group.pool.next_expiry().is_some_and(|at| at <= now) {
                 expired.extend(group.pool.expire(now));
             }
@@ -697,10 +719,10 @@ impl Worker {
         for ConnId(raw) in expired {
             if let Some(index) = self.origin_index(Token::from_raw(raw)) {
                 // Already forgotten by the pool: mark busy-less and close.
-                self.origins.slab[index].state = OriginState::Busy;
-                self.close_origin(index);
+                self.slab[index].state = OriginState::Busy;
+                self.close_origin(io, index);
             }
         }
-        self.expire_h2_origins();
+        self.expire_h2_origins(io);
     }
 }

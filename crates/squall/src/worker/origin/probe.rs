@@ -18,8 +18,8 @@ use squall_h2::{ClientConfig, ClientConnection, ClientEvent};
 use squall_upstream::ServerId;
 use tracing::debug;
 
-use super::{OriginTarget, origin_socket};
-use crate::worker::Worker;
+use super::{OriginTarget, Origins, origin_socket};
+use crate::worker::Io;
 
 /// A probe's side of its origin connection: the response decoder and what arrived.
 pub struct Probe {
@@ -39,38 +39,37 @@ impl Probe {
     }
 }
 
-impl Worker {
+impl Origins {
     /// Starts the probes that are due (once per loop turn).
-    pub(in crate::worker) fn start_due_probes(&mut self) {
-        let now = self.now;
+    pub(in crate::worker) fn start_due_probes(&mut self, io: &mut Io<'_>) {
+        let now = io.now;
         let mut due = Vec::new();
-        for (upstream, group) in self.origins.upstreams.groups.iter_mut().enumerate() {
+        for (upstream, group) in self.upstreams.groups.iter_mut().enumerate() {
             if group.group.next_check_at().is_some_and(|at| at <= now) {
                 due.extend(group.group.due_checks(now).map(|server| (upstream, server)));
             }
         }
         for (upstream, server) in due {
-            self.start_probe(upstream, server);
+            self.start_probe(io, upstream, server);
         }
     }
 
     /// Publishes this worker's view of every upstream server (up, in flight, picks, failures)
     /// for `/metrics`, at most every `UPSTREAM_GAUGES_PERIOD`.
-    pub(in crate::worker) fn publish_upstream_state(&mut self) {
+    pub(in crate::worker) fn publish_upstream_state(&mut self, io: &mut Io<'_>) {
         use std::sync::atomic::Ordering::Relaxed;
         const UPSTREAM_GAUGES_PERIOD: std::time::Duration = std::time::Duration::from_millis(100);
-        if self.now < self.upstream_gauges_due {
+        if self.gauges_due.is_some_and(|due| io.now < due) {
             return;
         }
-        self.upstream_gauges_due = self.now + UPSTREAM_GAUGES_PERIOD;
-        let gauges = self.runtime.upstream_gauges.clone();
-        for (group, published) in self.origins.upstreams.groups.iter().zip(gauges.iter()) {
+        self.gauges_due = Some(io.now + UPSTREAM_GAUGES_PERIOD);
+        let gauges = io.runtime.upstream_gauges.clone();
+        for (group, published) in self.upstreams.groups.iter().zip(gauges.iter()) {
             for (id, server) in group.group.ids().zip(published.servers.iter()) {
-                let up =
-                    group.group.state(id, self.now) != Some(squall_upstream::HealthState::Down);
+                let up = group.group.state(id, io.now) != Some(squall_upstream::HealthState::Down);
                 let stats = group.group.stats(id);
                 let slot = |values: &[std::sync::atomic::AtomicU64], value: u64| {
-                    if let Some(v) = values.get(self.id) {
+                    if let Some(v) = values.get(io.worker) {
                         v.store(value, Relaxed);
                     }
                 };
@@ -84,23 +83,23 @@ impl Worker {
 
     /// When the next probe of any group is due, for the loop's wait.
     pub(in crate::worker) fn next_probe_at(&self) -> Option<std::time::Instant> {
-        (self.origins.upstreams.groups.iter())
+        (self.upstreams.groups.iter())
             .filter_map(|g| g.group.next_check_at())
             .min()
     }
 
-    fn start_probe(&mut self, upstream: usize, server: ServerId) {
-        let group = &self.origins.upstreams.groups[upstream];
+    fn start_probe(&mut self, io: &mut Io<'_>, upstream: usize, server: ServerId) {
+        let group = &self.upstreams.groups[upstream];
         let Some(address) = group.group.address(server) else {
             return;
         };
         let fd = match origin_socket(address) {
             Ok(fd) => fd,
             Err(e) => {
-                self.origin_socket_failed(Some(address), &e);
-                self.origins.upstreams.groups[upstream]
+                self.origin_socket_failed(io, Some(address), &e);
+                self.upstreams.groups[upstream]
                     .group
-                    .record_check(server, false, self.now);
+                    .record_check(server, false, io.now);
                 return;
             }
         };
@@ -109,40 +108,40 @@ impl Worker {
             server,
             address,
         };
-        let connect_timeout = self.origins.upstreams.groups[upstream].connect_timeout;
-        let header = (self.runtime.upstreams.get(upstream))
+        let connect_timeout = self.upstreams.groups[upstream].connect_timeout;
+        let header = (io.runtime.upstreams.get(upstream))
             .and_then(|u| u.proxy_protocol)
             .map(|version| super::ProxyHeader::new(version, None));
-        let index = self.open_origin(fd, target, &http::Method::GET, None, header);
-        self.origins.slab[index].deadline = Some(self.now + connect_timeout);
-        self.arm_origin_timer(index);
+        let index = self.open_origin(io, fd, target, &http::Method::GET, None, header);
+        self.slab[index].deadline = Some(io.now + connect_timeout);
+        self.arm_origin_timer(io, index);
     }
 
     /// The probe's connection is up: send the request.
-    pub(in crate::worker) fn write_probe(&mut self, index: usize) {
-        let origin = &mut self.origins.slab[index];
-        let Some(upstream) = self.origins.upstreams.groups.get(origin.upstream) else {
-            self.close_origin(index);
+    pub(in crate::worker) fn write_probe(&mut self, io: &mut Io<'_>, index: usize) {
+        let origin = &mut self.slab[index];
+        let Some(upstream) = self.upstreams.groups.get(origin.upstream) else {
+            self.close_origin(io, index);
             return;
         };
         let path = upstream.health_check_path.as_deref().unwrap_or("/");
-        origin.deadline = Some(self.now + upstream.response_timeout);
-        let protocol = (self.runtime.upstreams.get(origin.upstream)).map(|u| u.protocol);
+        origin.deadline = Some(io.now + upstream.response_timeout);
+        let protocol = (io.runtime.upstreams.get(origin.upstream)).map(|u| u.protocol);
         let h2 = match protocol.unwrap_or_default() {
             OriginProtocol::H2 | OriginProtocol::H2c => true,
             OriginProtocol::Auto => origin.tls.as_ref().is_some_and(|t| t.chose_h2()),
             OriginProtocol::Http1 => false,
         };
         if h2 {
-            let request = h2_probe(path, origin.tls.is_some(), origin.address, self.now);
+            let request = h2_probe(path, origin.tls.is_some(), origin.address, io.now);
             let Some((conn, bytes)) = request else {
-                return self.end_probe(index, false);
+                return self.end_probe(io, index, false);
             };
             if let Some(probe) = origin.probe.as_mut() {
                 probe.mux = Some(conn);
             }
-            self.arm_origin_timer(index);
-            return self.write_origin(index, bytes);
+            self.arm_origin_timer(io, index);
+            return self.write_origin(io, index, bytes);
         }
         let mut out = BytesMut::new();
         out.put_slice(b"GET ");
@@ -150,31 +149,31 @@ impl Worker {
         out.put_slice(b" HTTP/1.1\r\nhost: ");
         out.put_slice(origin.address.to_string().as_bytes());
         out.put_slice(b"\r\nuser-agent: squall-health-check\r\nconnection: close\r\n\r\n");
-        self.arm_origin_timer(index);
+        self.arm_origin_timer(io, index);
         // Through write_origin, which encrypts it for a TLS upstream.
-        self.write_origin(index, out.freeze());
+        self.write_origin(io, index, out.freeze());
     }
 
     /// Reads the probe's answer: its status decides; the body is not waited for.
-    pub(in crate::worker) fn read_probe(&mut self, index: usize, eof: bool) {
-        let Some(probe) = self.origins.slab[index].probe.as_mut() else {
+    pub(in crate::worker) fn read_probe(&mut self, io: &mut Io<'_>, index: usize, eof: bool) {
+        let Some(probe) = self.slab[index].probe.as_mut() else {
             return;
         };
         if let Some(conn) = probe.mux.as_mut() {
-            let now = self.now;
+            let now = io.now;
             let failed = conn.recv(&mut probe.rbuf, now).is_err();
             while let Some(event) = conn.poll_event() {
                 match event {
                     ClientEvent::Response { status, .. } => {
                         let ok = (200..400).contains(&status);
-                        return self.end_probe(index, ok);
+                        return self.end_probe(io, index, ok);
                     }
-                    ClientEvent::Reset { .. } => return self.end_probe(index, false),
+                    ClientEvent::Reset { .. } => return self.end_probe(io, index, false),
                     _ => {}
                 }
             }
             if failed || eof {
-                self.end_probe(index, false);
+                self.end_probe(io, index, false);
             }
             return;
         }
@@ -187,25 +186,27 @@ impl Worker {
             Ok(Some(squall_h1::ResponseEvent::Head(head))) => {
                 head.status.is_success() || head.status.is_redirection()
             }
-            Ok(Some(squall_h1::ResponseEvent::Interim(_))) => return self.read_probe(index, eof),
+            Ok(Some(squall_h1::ResponseEvent::Interim(_))) => {
+                return self.read_probe(io, index, eof);
+            }
             Ok(None) if !eof => return,
             _ => false,
         };
-        self.end_probe(index, ok);
+        self.end_probe(io, index, ok);
     }
 
     /// Records the probe's result and closes its connection.
-    pub(in crate::worker) fn end_probe(&mut self, index: usize, ok: bool) {
-        let origin = &self.origins.slab[index];
-        if origin.upstream_generation == self.origins.upstreams.generation
-            && let Some(group) = self.origins.upstreams.groups.get_mut(origin.upstream)
+    pub(in crate::worker) fn end_probe(&mut self, io: &mut Io<'_>, index: usize, ok: bool) {
+        let origin = &self.slab[index];
+        if origin.upstream_generation == self.upstreams.generation
+            && let Some(group) = self.upstreams.groups.get_mut(origin.upstream)
         {
             if !ok {
-                debug!(worker = self.id, address = %origin.address, "health check failed");
+                debug!(worker = io.worker, address = %origin.address, "health check failed");
             }
-            group.group.record_check(origin.server, ok, self.now);
+            group.group.record_check(origin.server, ok, io.now);
         }
-        self.close_origin(index);
+        self.close_origin(io, index);
     }
 }
 

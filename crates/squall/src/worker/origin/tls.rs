@@ -26,9 +26,9 @@ use squall_upstream::UpstreamErrorClass;
 use squall_uring::RecvBuf;
 use tracing::{debug, warn};
 
-use super::{News, OriginState, OriginTarget};
+use super::{News, OriginState, OriginTarget, Origins};
 use crate::origin_tls::TlsCounters;
-use crate::worker::Worker;
+use crate::worker::Io;
 
 pub use crate::origin_tls::HandshakeFailure;
 
@@ -103,15 +103,16 @@ pub fn cut(origin: &mut super::Origin) {
     }
 }
 
-impl Worker {
+impl Origins {
     /// A new TLS client connection when `target`'s upstream is a TLS one, its ClientHello
     /// appended to `out`.
     pub(super) fn origin_tls(
         &mut self,
+        io: &mut Io<'_>,
         target: &OriginTarget,
         out: &mut BytesMut,
     ) -> Option<Box<OriginTls>> {
-        let tls = self.runtime.upstreams.get(target.upstream)?.tls.as_ref()?;
+        let tls = io.runtime.upstreams.get(target.upstream)?.tls.as_ref()?;
         let name = (tls.name(target.server.index()))
             .unwrap_or_else(|| squall_tls::ServerName::IpAddress(target.address.ip().into()));
         let shown = name.to_str().into_owned();
@@ -125,41 +126,41 @@ impl Worker {
     }
 
     /// Ciphertext arrived on a TLS origin connection: decrypt it and hand on what it holds.
-    pub(super) fn on_origin_cipher(&mut self, index: usize, buf: RecvBuf) {
-        let origin = &mut self.origins.slab[index];
+    pub(super) fn on_origin_cipher(&mut self, io: &mut Io<'_>, index: usize, buf: RecvBuf) {
+        let origin = &mut self.slab[index];
         let Some(tls) = origin.tls.as_mut() else {
-            self.ring.recycle(buf);
+            io.ring.recycle(buf);
             return;
         };
         let handshaking = tls.conn.is_handshaking();
         let mut plain = BytesMut::new();
-        let cipher = self.ring.recv_bytes(&buf);
+        let cipher = io.ring.recv_bytes(&buf);
         let result = tls.conn.read_tls(cipher, &mut plain, &mut origin.out);
         let (done, resumed, closed) = (
             !tls.conn.is_handshaking(),
             tls.conn.is_resumed(),
             tls.conn.peer_closed(),
         );
-        self.ring.recycle(buf);
+        io.ring.recycle(buf);
         // The second flight, or the alert that ends the connection.
-        self.flush_origin(index);
+        self.flush_origin(io, index);
         if let Err(e) = result {
-            return self.origin_tls_failed(index, handshaking, &e);
+            return self.origin_tls_failed(io, index, handshaking, &e);
         }
         if handshaking && done {
-            self.handshake_done(index, resumed);
+            self.handshake_done(io, index, resumed);
         }
         if !plain.is_empty() {
-            self.origin_plain(index, plain);
+            self.origin_plain(io, index, plain);
         }
-        if closed && self.origins.slab.contains(index) {
-            self.origin_eof(index);
+        if closed && self.slab.contains(index) {
+            self.origin_eof(io, index);
         }
     }
 
     /// The handshake is done: the exchange (or probe) hears "connected" now.
-    fn handshake_done(&mut self, index: usize, resumed: bool) {
-        let origin = &mut self.origins.slab[index];
+    fn handshake_done(&mut self, io: &mut Io<'_>, index: usize, resumed: bool) {
+        let origin = &mut self.slab[index];
         if origin.state != OriginState::Handshaking {
             return;
         }
@@ -170,65 +171,76 @@ impl Worker {
         }
         // An `auto` upstream's origin chose HTTP/2: the connection becomes a shared one.
         if origin.mux.is_none() && origin.session.is_some() && alpn_h2 {
-            self.become_h2(index);
+            self.become_h2(io, index);
         }
-        if self.origins.slab[index].mux.is_some() {
-            return self.h2_connected(index);
+        if self.slab[index].mux.is_some() {
+            return self.h2_connected(io, index);
         }
-        let origin = &mut self.origins.slab[index];
+        let origin = &mut self.slab[index];
         match origin.session {
-            Some(id) => (self.origins.news).tell(id, index, News::Connected { reused: false }),
-            None => self.write_probe(index),
+            Some(id) => (self.news).tell(id, index, News::Connected { reused: false }),
+            None => self.write_probe(io, index),
         }
     }
 
     /// Decrypted bytes, as a cleartext origin's are taken in `on_origin_recv`.
-    fn origin_plain(&mut self, index: usize, plain: BytesMut) {
-        let origin = &mut self.origins.slab[index];
+    fn origin_plain(&mut self, io: &mut Io<'_>, index: usize, plain: BytesMut) {
+        let origin = &mut self.slab[index];
         if let Some(h2) = origin.mux.as_deref_mut() {
             h2.take_input(&plain);
-            return self.h2_input(index);
+            return self.h2_input(io, index);
         }
         match (origin.state, origin.session, origin.probe.as_mut()) {
             (OriginState::Busy, Some(id), _) => {
-                (self.origins.news).tell(id, index, News::Plain(plain.freeze()));
+                (self.news).tell(id, index, News::Plain(plain.freeze()));
             }
             (OriginState::Busy, None, Some(probe)) => {
                 probe.rbuf.extend_from_slice(&plain);
-                self.read_probe(index, false);
+                self.read_probe(io, index, false);
             }
             // An idle origin has nothing to say (a session ticket is no plaintext).
-            _ => self.close_origin(index),
+            _ => self.close_origin(io, index),
         }
     }
 
     /// A TLS error: during the handshake a failed connect, later a failed exchange.
-    fn origin_tls_failed(&mut self, index: usize, handshaking: bool, error: &TlsError) {
+    fn origin_tls_failed(
+        &mut self,
+        io: &mut Io<'_>,
+        index: usize,
+        handshaking: bool,
+        error: &TlsError,
+    ) {
         if handshaking {
             let why = HandshakeFailure::of(error);
-            return self.handshake_failed(index, why, &error.to_string());
+            return self.handshake_failed(io, index, why, &error.to_string());
         }
-        let origin = &self.origins.slab[index];
-        debug!(worker = self.id, address = %origin.address, "origin tls: {error}");
+        let origin = &self.slab[index];
+        debug!(worker = io.worker, address = %origin.address, "origin tls: {error}");
         match origin.state {
-            OriginState::Busy => self.origin_failed(index, News::Failed),
-            _ => self.close_origin(index),
+            OriginState::Busy => self.origin_failed(io, index, News::Failed),
+            _ => self.close_origin(io, index),
         }
     }
 
     /// The handshake failed: counted, logged, and a failed connect for the exchange.
-    pub(super) fn handshake_failed(&mut self, index: usize, why: HandshakeFailure, detail: &str) {
-        let now = self.now;
-        let origin = &self.origins.slab[index];
+    pub(super) fn handshake_failed(
+        &mut self,
+        io: &mut Io<'_>,
+        index: usize,
+        why: HandshakeFailure,
+        detail: &str,
+    ) {
+        let now = io.now;
+        let origin = &self.slab[index];
         let Some(tls) = &origin.tls else {
             return;
         };
         tls.counters.handshake_failed(why);
-        let upstream =
-            (self.origins.upstreams.groups.get(origin.upstream)).map_or("", |g| g.group.name());
+        let upstream = (self.upstreams.groups.get(origin.upstream)).map_or("", |g| g.group.name());
         if tls.counters.should_log(now, FAILURE_LOG_INTERVAL) {
             warn!(
-                worker = self.id,
+                worker = io.worker,
                 upstream,
                 server = %origin.address,
                 name = %tls.name,
@@ -238,9 +250,10 @@ impl Worker {
                 tls.name
             );
         } else {
-            debug!(worker = self.id, upstream, server = %origin.address, "origin handshake: {detail}");
+            debug!(worker = io.worker, upstream, server = %origin.address, "origin handshake: {detail}");
         }
         self.origin_failed(
+            io,
             index,
             News::ConnectFailed(UpstreamErrorClass::ConnectFailed),
         );
@@ -248,10 +261,10 @@ impl Worker {
 
     /// The connect timeout passed during the handshake: counted (the exchange's timer or the
     /// probe's does the rest).
-    pub(super) fn handshake_timed_out(&mut self, index: usize) {
-        if let Some(tls) = &self.origins.slab[index].tls {
+    pub(super) fn handshake_timed_out(&mut self, io: &mut Io<'_>, index: usize) {
+        if let Some(tls) = &self.slab[index].tls {
             tls.counters.handshake_failed(HandshakeFailure::Timeout);
-            debug!(worker = self.id, name = %tls.name, "origin handshake timed out");
+            debug!(worker = io.worker, name = %tls.name, "origin handshake timed out");
         }
     }
 }

@@ -35,13 +35,15 @@ impl Worker {
         if status == http::StatusCode::PAYLOAD_TOO_LARGE {
             return Some(OVER_LIMIT.to_owned());
         }
-        Some(match self.origin_protocol(upstream) {
-            OriginProtocol::Http1 => format!(
-                "squall: upstream {name:?} is spoken to in HTTP/1.1, which cannot carry gRPC \
+        Some(
+            match super::origin::origin_protocol(&self.runtime, upstream) {
+                OriginProtocol::Http1 => format!(
+                    "squall: upstream {name:?} is spoken to in HTTP/1.1, which cannot carry gRPC \
                  (set protocol = \"h2c\" or \"h2\")"
-            ),
-            _ => format!("squall: upstream {name:?} failed: {status}"),
-        })
+                ),
+                _ => format!("squall: upstream {name:?} failed: {status}"),
+            },
+        )
     }
 
     /// For a gRPC call whose response is cut after its head (`ToClient::Abort`): the
@@ -87,7 +89,9 @@ impl Worker {
             return false;
         };
         let upstream = session.upstream;
-        if !is_grpc(session.ex.head()) || self.origin_protocol(upstream) != OriginProtocol::Http1 {
+        if !is_grpc(session.ex.head())
+            || super::origin::origin_protocol(&self.runtime, upstream) != OriginProtocol::Http1
+        {
             return false;
         }
         self.runtime

@@ -3,9 +3,9 @@
 
 use super::*;
 
-impl Worker {
+impl Origins {
     /// Hands every event the connection has to the exchange of its stream.
-    pub(super) fn h2_events(&mut self, index: usize) {
+    pub(super) fn h2_events(&mut self, io: &mut Io<'_>, index: usize) {
         loop {
             let Some(h2) = self.origin_h2_mut(index) else {
                 return;
@@ -15,7 +15,7 @@ impl Worker {
             };
             let Some(stream) = event.stream_id() else {
                 UpstreamEvents::inc(&h2.counters.h2_goaways);
-                debug!(worker = self.id, address = %self.origins.slab[index].address, ?event, "origin GOAWAY");
+                debug!(worker = io.worker, address = %self.slab[index].address, ?event, "origin GOAWAY");
                 self.h2_requeue(index);
                 continue;
             };
@@ -47,7 +47,7 @@ impl Worker {
             match event {
                 ClientEvent::Reset { refused, code, .. } => {
                     debug!(
-                        worker = self.id,
+                        worker = io.worker,
                         stream,
                         ?code,
                         refused,
@@ -57,7 +57,7 @@ impl Worker {
                         h2.stream_of.remove(&id);
                         UpstreamEvents::inc(&h2.counters.h2_resets);
                     }
-                    (self.origins.news).tell(id, index, News::Reset { refused });
+                    (self.news).tell(id, index, News::Reset { refused });
                 }
                 ClientEvent::Interim {
                     status, fields: f, ..
@@ -65,7 +65,7 @@ impl Worker {
                     if let Some(head) = response_head(status, f, None, false, method) {
                         let event = Some(ResponseEvent::Interim(head));
                         let news = News::Response { event, end: false };
-                        self.origins.news.tell(id, index, news);
+                        self.news.tell(id, index, news);
                     }
                 }
                 ClientEvent::Response {
@@ -85,7 +85,7 @@ impl Worker {
                         event,
                         end: end_stream,
                     };
-                    self.origins.news.tell(id, index, news);
+                    self.news.tell(id, index, news);
                 }
                 ClientEvent::Data {
                     data, end_stream, ..
@@ -95,13 +95,13 @@ impl Worker {
                         event,
                         end: end_stream,
                     };
-                    self.origins.news.tell(id, index, news);
+                    self.news.tell(id, index, news);
                 }
                 ClientEvent::Trailers { fields: f, .. } => {
                     let trailers = Some(f.to_header_map());
                     let event = Some(ResponseEvent::End { trailers });
                     let news = News::Response { event, end: false };
-                    self.origins.news.tell(id, index, news);
+                    self.news.tell(id, index, news);
                 }
                 ClientEvent::GoAway { .. } => {}
             }
@@ -116,7 +116,7 @@ impl Worker {
             h2.stream_of.remove(&id);
             h2.conn.reset_stream(stream, ErrorCode::ProtocolError);
         }
-        (self.origins.news).tell(id, index, News::Reset { refused: false });
+        (self.news).tell(id, index, News::Reset { refused: false });
     }
 }
 
