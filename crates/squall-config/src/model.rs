@@ -48,6 +48,11 @@ pub const RESPONSE_TIMEOUT_DEFAULT: Duration = Duration::from_secs(60);
 pub const WEIGHT_MAX: u32 = 1000;
 /// `health_check.interval` when absent.
 pub const HEALTH_INTERVAL_DEFAULT: Duration = Duration::from_secs(5);
+/// `upstream.pool_idle_timeout` when absent: nginx's `keepalive_timeout` for upstreams.
+pub const POOL_IDLE_TIMEOUT_DEFAULT: Duration = Duration::from_secs(60);
+/// `upstream.pool_unsafe_idle_timeout` when absent: below every common origin keep-alive
+/// timeout (gunicorn 2 s, node and Apache 5 s, nginx 75 s).
+pub const POOL_UNSAFE_IDLE_TIMEOUT_DEFAULT: Duration = Duration::from_secs(1);
 /// `upstream.resolve_interval` when absent: how often server host names are looked up again.
 pub const RESOLVE_INTERVAL_DEFAULT: Duration = Duration::from_secs(30);
 /// `health_check.fails` when absent: failed probes in a row before a server is marked down.

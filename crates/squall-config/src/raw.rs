@@ -145,6 +145,8 @@ pub(crate) struct RawUpstream {
     pub connect_timeout: Option<Val>,
     pub response_timeout: Option<Val>,
     pub resolve_interval: Option<Val>,
+    pub pool_idle_timeout: Option<Val>,
+    pub pool_unsafe_idle_timeout: Option<Val>,
     pub health_check: Option<Spanned<RawHealthCheck>>,
     pub tls: Option<Spanned<bool>>,
     pub tls_server_name: Option<Str>,

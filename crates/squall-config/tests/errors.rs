@@ -442,6 +442,16 @@ fn upstreams() {
             "test.toml:4:20: resolve_interval must be longer than 0",
         ),
         (
+            &format!("[[upstream]]\nname = \"app\"\n{servers}\npool_idle_timeout = \"0s\"\n"),
+            "test.toml:4:21: pool_idle_timeout must be longer than 0",
+        ),
+        (
+            &format!(
+                "[[upstream]]\nname = \"app\"\n{servers}\npool_idle_timeout = \"4s\"\npool_unsafe_idle_timeout = \"5s\"\n"
+            ),
+            "test.toml:5:28: pool_unsafe_idle_timeout (5s) is longer than pool_idle_timeout (4s), after which no request reuses a connection",
+        ),
+        (
             &format!("[[upstream]]\nname = \"app\"\n{servers}\nresolve_interval = \"soon\"\n"),
             "test.toml:4:20: resolve_interval: duration \"soon\" does not start with a number, as in \"10s\"",
         ),

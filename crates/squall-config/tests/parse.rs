@@ -106,6 +106,8 @@ fn contract_example_parses() {
             connect_timeout: secs(2),
             response_timeout: secs(30),
             resolve_interval: secs(30),
+            pool_idle_timeout: secs(60),
+            pool_unsafe_idle_timeout: secs(1),
             health_check: None,
             tls: None,
             proxy_protocol: None,
@@ -417,6 +419,8 @@ fn every_option() {
             connect_timeout: secs(5),
             response_timeout: secs(60),
             resolve_interval: secs(30),
+            pool_idle_timeout: secs(60),
+            pool_unsafe_idle_timeout: secs(1),
             health_check: Some(HealthCheck {
                 path: "/healthz".into(),
                 interval: secs(2),

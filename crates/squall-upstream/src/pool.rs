@@ -7,6 +7,8 @@
 //! - [`Pool::checkout`] takes the top one (LIFO). The most recently used connection is the one
 //!   least likely to have been closed by the origin's own idle timeout, and reusing the same few
 //!   connections lets the rest age out, so the pool shrinks to what the load needs.
+//!   [`Pool::checkout_unsafe`] does the same for a request that could not be sent again, only
+//!   if that connection has been idle for less than `unsafe_idle_timeout`.
 //! - [`Pool::checkin`] puts a connection back after a complete exchange, unless it has served
 //!   `requests_max` requests or the server already has `idle_max` idle connections.
 //! - [`Pool::expire`] hands back the connections idle for `idle_timeout`, from the bottom of
@@ -19,7 +21,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::ServerId;
 use crate::spec::PoolLimits;
@@ -62,6 +64,8 @@ pub struct PoolStats {
     pub expired: u64,
     /// Idle connections forgotten through `remove` (the origin closed them, mostly).
     pub removed_idle: u64,
+    /// `checkout_unsafe` calls that found idle connections, all idle too long for the request.
+    pub unsafe_stale: u64,
 }
 
 /// One worker's idle connections to the servers of one group.
@@ -125,11 +129,38 @@ impl Pool {
 
     /// An idle connection to `server`, the most recently used, or `None`: connect a new one.
     pub fn checkout(&mut self, server: ServerId, now: Instant) -> Option<ConnId> {
-        let timeout = self.limits.idle_timeout;
+        self.checkout_within(server, now, self.limits.idle_timeout)
+    }
+
+    /// As [`checkout`](Pool::checkout), for a request that could not be sent again if the
+    /// connection turned out closed (RFC 9110 §9.2.2: not idempotent, or with a body the
+    /// worker does not keep): only a connection idle for less than `unsafe_idle_timeout`, one
+    /// its origin is unlikely to be closing at this very moment (its own keep-alive timeout
+    /// runs out). An older one stays for requests that may be retried, and this is a miss
+    /// (counted in `unsafe_stale` when there was one): the worker connects.
+    pub fn checkout_unsafe(&mut self, server: ServerId, now: Instant) -> Option<ConnId> {
+        let within = self
+            .limits
+            .unsafe_idle_timeout
+            .min(self.limits.idle_timeout);
+        let found = self.checkout_within(server, now, within);
+        if found.is_none() && self.idle_count(server) > 0 {
+            self.stats.unsafe_stale += 1;
+        }
+        found
+    }
+
+    /// The top of `server`'s stack if it has been idle for less than `within`.
+    fn checkout_within(
+        &mut self,
+        server: ServerId,
+        now: Instant,
+        within: Duration,
+    ) -> Option<ConnId> {
         let found = self.idle.get_mut(server.index()).and_then(|stack| {
-            // Newest on top: if the top has expired, so has everything below it.
+            // Newest on top: if the top is too old, so is everything below it.
             let top = stack.back()?;
-            if now.saturating_duration_since(top.since) >= timeout {
+            if now.saturating_duration_since(top.since) >= within {
                 return None;
             }
             stack.pop_back()

@@ -27,6 +27,10 @@ pub const POOL_IDLE_MAX_DEFAULT: u32 = 32;
 /// `PoolLimits::idle_timeout` when not set: nginx's `keepalive_timeout` for upstreams. An origin
 /// with a shorter keep-alive timeout closes first; the retry policy absorbs that race.
 pub const POOL_IDLE_TIMEOUT_DEFAULT: Duration = Duration::from_secs(60);
+/// `PoolLimits::unsafe_idle_timeout` when not set: below every common origin keep-alive timeout
+/// (gunicorn 2 s, node and Apache 5 s, nginx 75 s), so that a request that could not be sent
+/// again never goes out on a connection the origin may be closing at that moment.
+pub const POOL_UNSAFE_IDLE_TIMEOUT_DEFAULT: Duration = Duration::from_secs(1);
 /// `PoolLimits::requests_max` when not set: nginx's `keepalive_requests` for upstreams. Closing
 /// a connection now and then frees what an origin accumulates per connection.
 pub const POOL_REQUESTS_MAX_DEFAULT: u32 = 1000;
@@ -113,6 +117,9 @@ impl UpstreamSpec {
         }
         self.passive.validate()?;
         duration("pool.idle_timeout", self.pool.idle_timeout)?;
+        if self.pool.unsafe_idle_timeout > DURATION_MAX {
+            return Err(SpecError::Duration("pool.unsafe_idle_timeout"));
+        }
         if self.pool.requests_max == 0 {
             return Err(SpecError::Zero("pool.requests_max"));
         }
@@ -215,6 +222,10 @@ pub struct PoolLimits {
     pub idle_timeout: Duration,
     /// Requests one connection serves before it is closed; at least 1.
     pub requests_max: u32,
+    /// A request that could not be sent again if its connection turned out closed (not
+    /// idempotent, or with a body) reuses only a connection idle for less than this
+    /// ([`crate::Pool::checkout_unsafe`]); zero sends every such request on a new connection.
+    pub unsafe_idle_timeout: Duration,
 }
 
 impl Default for PoolLimits {
@@ -223,6 +234,7 @@ impl Default for PoolLimits {
             idle_max: POOL_IDLE_MAX_DEFAULT,
             idle_timeout: POOL_IDLE_TIMEOUT_DEFAULT,
             requests_max: POOL_REQUESTS_MAX_DEFAULT,
+            unsafe_idle_timeout: POOL_UNSAFE_IDLE_TIMEOUT_DEFAULT,
         }
     }
 }

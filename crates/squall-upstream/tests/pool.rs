@@ -15,17 +15,64 @@ fn pool(idle_max: u32, idle_timeout_ms: u64, requests_max: u32) -> Pool {
             idle_max,
             idle_timeout: Duration::from_millis(idle_timeout_ms),
             requests_max,
+            ..PoolLimits::default()
         },
     )
 }
 
 #[test]
-fn defaults_are_32_idle_60s_and_1000_requests() {
+fn defaults_are_32_idle_60s_1000_requests_and_1s_for_unsafe_requests() {
     let limits = PoolLimits::default();
     assert_eq!(
         (limits.idle_max, limits.idle_timeout, limits.requests_max),
         (32, Duration::from_secs(60), 1000)
     );
+    assert_eq!(limits.unsafe_idle_timeout, Duration::from_secs(1));
+}
+
+#[test]
+fn an_unsafe_request_reuses_only_a_connection_idle_less_than_its_timeout() {
+    let t0 = Instant::now();
+    let mut p = pool(8, 60_000, 100);
+    assert_eq!(p.checkin(id(0), ConnId(1), t0), Checkin::Keep);
+    assert_eq!(p.checkin(id(0), ConnId(2), at(t0, 500)), Checkin::Keep);
+    // The newest, idle 999 ms: young enough.
+    assert_eq!(p.checkout_unsafe(id(0), at(t0, 1499)), Some(ConnId(2)));
+    // The next, idle 1.499 s: not for an unsafe request, and it stays for a safe one.
+    assert_eq!(p.checkout_unsafe(id(0), at(t0, 1499)), None);
+    assert_eq!(p.idle_count(id(0)), 1);
+    assert_eq!(p.checkout(id(0), at(t0, 1499)), Some(ConnId(1)));
+    // No idle connection at all is a plain miss, not a stale one.
+    assert_eq!(p.checkout_unsafe(id(0), at(t0, 1499)), None);
+    assert_eq!(p.checkout_unsafe(id(1), at(t0, 1499)), None);
+    let stats = p.stats();
+    assert_eq!((stats.hits, stats.misses, stats.unsafe_stale), (2, 3, 1));
+    p.check_invariants();
+}
+
+#[test]
+fn unsafe_idle_timeout_zero_sends_unsafe_requests_on_new_connections() {
+    let t0 = Instant::now();
+    let limits = PoolLimits {
+        unsafe_idle_timeout: Duration::ZERO,
+        ..PoolLimits::default()
+    };
+    let mut p = Pool::new(1, limits);
+    assert_eq!(p.checkin(id(0), ConnId(1), t0), Checkin::Keep);
+    assert_eq!(p.checkout_unsafe(id(0), t0), None);
+    assert_eq!(p.checkout(id(0), t0), Some(ConnId(1)));
+    p.check_invariants();
+}
+
+#[test]
+fn an_unsafe_checkout_never_returns_a_connection_past_idle_timeout() {
+    let t0 = Instant::now();
+    // unsafe_idle_timeout (1 s) above idle_timeout (200 ms): the shorter one holds.
+    let mut p = pool(8, 200, 100);
+    assert_eq!(p.checkin(id(0), ConnId(1), t0), Checkin::Keep);
+    assert_eq!(p.checkout_unsafe(id(0), at(t0, 200)), None);
+    assert_eq!(p.checkout_unsafe(id(0), at(t0, 199)), Some(ConnId(1)));
+    p.check_invariants();
 }
 
 #[test]

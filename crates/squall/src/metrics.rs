@@ -234,6 +234,9 @@ pub struct WorkerCounters {
     /// Origin connections opened, and requests that reused a pooled one.
     pub upstream_connects: Counter,
     pub upstream_reuses: Counter,
+    /// Requests that could not be sent again which found pooled connections idle for
+    /// `pool_unsafe_idle_timeout` or more, and went on a new one.
+    pub upstream_unsafe_fresh: Counter,
     /// gRPC calls answered 502 because their upstream is spoken to in HTTP/1.1.
     pub upstream_grpc_refused: Counter,
     pub limit_requests: Counter,

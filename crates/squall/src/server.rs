@@ -371,6 +371,12 @@ fn upstream_spec(
     // fewer idle than that closes and reopens connections under steady load (measured: with
     // 32, 64 keep-alive clients through one worker cost 1.3× nginx's CPU per request).
     spec.pool.idle_max = POOL_IDLE_PER_SERVER_MAX;
+    spec.pool.idle_timeout = upstream
+        .pool_idle_timeout
+        .min(squall_upstream::DURATION_MAX);
+    spec.pool.unsafe_idle_timeout = upstream
+        .pool_unsafe_idle_timeout
+        .min(spec.pool.idle_timeout);
     (spec, names)
 }
 

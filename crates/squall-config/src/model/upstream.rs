@@ -19,6 +19,11 @@ pub struct Upstream {
     pub response_timeout: Duration,
     /// How often the servers given by host name are looked up again, in the background.
     pub resolve_interval: Duration,
+    /// A pooled keep-alive connection idle this long is closed.
+    pub pool_idle_timeout: Duration,
+    /// A request that could not be sent again (not idempotent, or with a body) reuses only a
+    /// pooled connection idle for less than this (zero: never), at most `pool_idle_timeout`.
+    pub pool_unsafe_idle_timeout: Duration,
     pub health_check: Option<HealthCheck>,
     /// `tls = true` and its keys: the connections to the servers are TLS.
     pub tls: Option<UpstreamTls>,

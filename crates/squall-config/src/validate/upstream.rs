@@ -1,11 +1,12 @@
 //! `[[upstream]]`: upstream names, balancing, servers and their addresses, health checks.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use toml::Spanned;
 
 use super::NO_ADDRESS;
-use super::value::{int_in, timeout_or};
+use super::value::{duration_or, int_in, timeout_or};
 use crate::diagnostics::Report;
 use crate::model::*;
 use crate::raw::*;
@@ -63,6 +64,12 @@ fn upstream(raw: &RawUpstream, r: &mut Report) -> Upstream {
     };
     let tls = super::upstream_tls::tls(raw, r);
     let protocol = origin_protocol(raw, tls.is_some(), r);
+    let pool_idle_timeout = timeout_or(
+        r,
+        "pool_idle_timeout",
+        raw.pool_idle_timeout.as_ref(),
+        POOL_IDLE_TIMEOUT_DEFAULT,
+    );
     Upstream {
         name: name.clone(),
         servers: upstream_servers(name, &raw.servers, r),
@@ -86,6 +93,8 @@ fn upstream(raw: &RawUpstream, r: &mut Report) -> Upstream {
             raw.resolve_interval.as_ref(),
             RESOLVE_INTERVAL_DEFAULT,
         ),
+        pool_idle_timeout,
+        pool_unsafe_idle_timeout: pool_unsafe_idle_timeout(raw, pool_idle_timeout, r),
         health_check: raw
             .health_check
             .as_ref()
@@ -106,6 +115,26 @@ fn upstream(raw: &RawUpstream, r: &mut Report) -> Upstream {
                     None
                 }
             }),
+    }
+}
+
+/// `pool_unsafe_idle_timeout`: zero is allowed (unsafe requests always on a new connection);
+/// longer than `pool_idle_timeout` would promise reuse after the pool has closed the connection.
+fn pool_unsafe_idle_timeout(raw: &RawUpstream, idle: Duration, r: &mut Report) -> Duration {
+    let key = "pool_unsafe_idle_timeout";
+    let value = raw.pool_unsafe_idle_timeout.as_ref();
+    let default = POOL_UNSAFE_IDLE_TIMEOUT_DEFAULT.min(idle);
+    let unsafe_idle = duration_or(r, key, value, default);
+    match value {
+        Some(value) if unsafe_idle > idle => {
+            let message = format!(
+                "{key} ({unsafe_idle:?}) is longer than pool_idle_timeout ({idle:?}), after which \
+                 no request reuses a connection"
+            );
+            r.error(&value.span(), message);
+            default
+        }
+        _ => unsafe_idle,
     }
 }
 

@@ -92,6 +92,11 @@ const FAMILIES: &[Family] = &[
         |w| &w.upstream_reuses,
     ),
     (
+        "squall_upstream_unsafe_fresh_total",
+        "Proxied requests that could not be sent again (not idempotent, or with a body) sent on a new origin connection because the pooled ones had been idle for pool_unsafe_idle_timeout or more.",
+        |w| &w.upstream_unsafe_fresh,
+    ),
+    (
         "squall_upstream_grpc_refused_total",
         "gRPC calls answered 502 because their upstream is spoken to in HTTP/1.1 (set protocol = \"h2c\" or \"h2\").",
         |w| &w.upstream_grpc_refused,

@@ -504,9 +504,12 @@ impl Worker {
         // A `proxy_protocol` upstream's connection names one client: never shared.
         let pooled = pooled
             && (self.runtime.upstreams.get(upstream)).is_none_or(|u| u.proxy_protocol.is_none());
+        // A request that could not be sent again takes only a recently used connection.
+        let replayable =
+            (self.session_mut(id)).is_some_and(|s| squall_proxy::forward::replayable(s.ex.head()));
         while pooled
-            && let Some(ConnId(raw)) = (self.origins.upstreams.groups.get_mut(upstream))
-                .and_then(|g| g.pool.checkout(server, now))
+            && let Some(ConnId(raw)) =
+                self.with_origins(|o, io| o.checkout(io, upstream, server, replayable))
         {
             let Some(index) = self.origins.origin_index(Token::from_raw(raw)) else {
                 continue;

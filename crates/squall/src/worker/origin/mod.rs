@@ -201,6 +201,29 @@ impl Origins {
         }
     }
 
+    /// A pooled connection to `server`: any one not yet expired for a `replayable` request,
+    /// else one idle for less than `pool_unsafe_idle_timeout` (an older one may be closing
+    /// under the origin's own keep-alive timeout, and such a request could not be retried).
+    pub(in crate::worker) fn checkout(
+        &mut self,
+        io: &Io<'_>,
+        upstream: usize,
+        server: ServerId,
+        replayable: bool,
+    ) -> Option<ConnId> {
+        let pool = &mut self.upstreams.groups.get_mut(upstream)?.pool;
+        if replayable {
+            return pool.checkout(server, io.now);
+        }
+        let stale = pool.stats().unsafe_stale;
+        let found = pool.checkout_unsafe(server, io.now);
+        if pool.stats().unsafe_stale > stale {
+            let counters = io.runtime.metrics.worker(io.worker);
+            counters.upstream_unsafe_fresh.inc();
+        }
+        found
+    }
+
     /// An origin socket could not be made: out of descriptors (the reserve was too small, or
     /// HTTP/2 clients have many requests in flight each) is counted and logged at warn, at most
     /// once per `PAUSE_LOG_INTERVAL`; the exchange takes it as a connect failure and retries
