@@ -13,6 +13,8 @@ use hyper::body::Incoming;
 use squall_e2e::{Squall, admin_addr, admin_get, metric_sum};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+#[path = "support/h2_client.rs"]
+mod h2_client;
 #[path = "support/origin.rs"]
 mod origin;
 
@@ -243,4 +245,125 @@ fn many_more_clients_than_descriptors_get_no_502() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// An origin that answers 200 "origin" after `delay`, so that a burst of requests holds that
+/// many origin connections at once.
+fn delayed_origin(delay: Duration) -> SocketAddr {
+    origin::hyper_origin(move |_: http::Request<Incoming>| async move {
+        tokio::time::sleep(delay).await;
+        origin::Answer::Ok(http::Response::new(Full::new(Bytes::from_static(
+            b"origin",
+        ))))
+    })
+}
+
+/// `config` with h2c beside HTTP/1.1 on the listener.
+fn h2c_config(origin: SocketAddr) -> String {
+    config(origin).replace(
+        "address = \"ADDR\"\n",
+        "address = \"ADDR\"\nprotocols = [\"http1\", \"h2c\"]\n",
+    )
+}
+
+fn metric(admin: SocketAddr, name: &str) -> f64 {
+    metric_sum(&admin_get(admin, "/metrics").1, name)
+}
+
+/// HTTP/2 clients' streams, each a proxied GET; their statuses (0: no response).
+async fn h2_burst(addr: SocketAddr, connections: usize, streams: usize) -> Vec<u16> {
+    let mut tasks = Vec::new();
+    for c in 0..connections {
+        let client = h2_client::h2c(addr).await;
+        for s in 0..streams {
+            let client = client.clone();
+            let uri = format!("http://x/p/h2/{c}/{s}");
+            tasks.push(tokio::spawn(async move {
+                h2_client::fetch(&client, "GET", &uri, None).await.status
+            }));
+        }
+    }
+    let mut statuses = Vec::new();
+    for task in tasks {
+        statuses.push(task.await.unwrap_or(0));
+    }
+    statuses
+}
+
+/// Idle keep-alive clients are charged one descriptor each, not one more for an origin
+/// connection they do not hold: more of them than half the room left after the reserve (what
+/// charging each client its origin connection allowed) are all accepted. When they all send a
+/// proxied request at once, with HTTP/2 clients' streams beside them (more origin connections
+/// than RLIMIT_NOFILE has room for), every request gets 200: those that find no descriptor
+/// wait for one instead of failing their connect.
+#[test]
+fn idle_clients_are_not_charged_an_origin_connection_and_requests_wait_for_one() {
+    raise_own_nofile();
+    let squall = start_limited(
+        &h2c_config(delayed_origin(Duration::from_millis(300))),
+        NOFILE,
+    );
+    let admin = admin_addr(&squall);
+    let max = metric(admin, "squall_client_connections_max") as usize;
+    // Charging each client its origin connection accepted at most half of what the automatic
+    // reserve leaves (docs/CONFIG.md: the floor, 2 workers × 256 pooled, a reload, the admin);
+    // a few more idle clients than that.
+    let reserve = 64 + 2 * 256 + 2 + 16 + 4;
+    let idle = (NOFILE as usize - reserve) / 2 + 30;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let addr = squall.addr;
+    runtime.block_on(async move {
+        let mut clients = Vec::new();
+        for _ in 0..idle {
+            clients.push(tokio::net::TcpStream::connect(addr).await.expect("connect"));
+        }
+        // Every one is accepted (bounded wait): none waits in the kernel's queue.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while metric(admin, "squall_client_connections_open") < idle as f64 {
+            let open = metric(admin, "squall_client_connections_open");
+            assert!(
+                Instant::now() < deadline,
+                "{open} of {idle} idle clients accepted (mark {max})"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // Now all at once: a GET on each idle connection and 6 × 100 HTTP/2 streams.
+        let h1: Vec<_> = (clients.into_iter().enumerate())
+            .map(|(id, mut stream)| {
+                tokio::spawn(async move { get(&mut stream, &format!("/p/idle/{id}")).await })
+            })
+            .collect();
+        let h2 = h2_burst(addr, 6, 100).await;
+        let mut by_status = std::collections::BTreeMap::new();
+        for task in h1 {
+            let status = match tokio::time::timeout(LOAD_DEADLINE, task).await {
+                Ok(Ok(Ok(status))) => status,
+                _ => 0,
+            };
+            *by_status.entry(status).or_insert(0usize) += 1;
+        }
+        for status in h2 {
+            *by_status.entry(status + 1000).or_insert(0usize) += 1;
+        }
+        let expected = [(200, idle), (1200, 600)].into_iter().collect();
+        assert_eq!(
+            by_status, expected,
+            "HTTP/1.1 statuses, and HTTP/2 ones + 1000 (0: no answer)"
+        );
+    });
+    let waits = metric(admin, "squall_descriptor_waits_total");
+    assert!(waits >= 1.0, "some requests waited for a descriptor");
+    assert_eq!(
+        metric(admin, "squall_upstream_descriptor_failures_total"),
+        0.0
+    );
+    assert_eq!(
+        metric(admin, "squall_request_descriptors"),
+        0.0,
+        "every charge given back"
+    );
 }

@@ -4,15 +4,24 @@
 //! request opens. Accepting clients until `accept` fails with EMFILE leaves nothing for the
 //! origin sockets of the requests those clients send: they fail, and the clients that were
 //! accepted get 502s. So accepting stops earlier, at a mark that keeps a *reserve* free for
-//! what accepted clients cause (one origin connection per proxied request in flight, the
-//! keep-alive pools), for the log files, the admin port, the control socket and a reload.
-//! Clients past the mark wait in the kernel's accept queue (or are refused by the kernel when
-//! it is full): never accepted and then half-served.
+//! what accepted clients cause (the keep-alive pools), for the log files, the admin port, the
+//! control socket and a reload. Clients past the mark wait in the kernel's accept queue (or
+//! are refused by the kernel when it is full): never accepted and then half-served.
 //!
-//! The count is process-wide (one atomic that every worker adds to at accept and takes from
-//! when a connection's slot is freed), because the descriptor limit is the process's: a
-//! per-worker share would pause a busy worker while an idle one holds descriptors it does not
-//! use. The mark is set at start-up and on each reload (the reserve depends on the config).
+//! With `"auto"` and proxy (or `root`) routes, a request in flight is charged the origin
+//! connection (or file) it holds, from its pick to its end: not each client connection, most
+//! of which sit idle between requests. What is left after the reserve (the *room*) is shared:
+//! client connections and charged requests together stop accepting at three quarters of it
+//! ([`REQUESTS_SHARE`]), and requests alone may take the last quarter. A request that finds
+//! the room full waits (before it picks a server, so no timer runs) until a request ends or a
+//! client leaves, rather than failing its connect: since clients never take more than three
+//! quarters, at least a quarter of the room is always for requests, so waiting ends.
+//!
+//! The counts are process-wide (atomics that every worker adds to at accept and at a charge
+//! and takes from when a connection's slot is freed or a request ends), because the descriptor
+//! limit is the process's: a per-worker share would pause a busy worker while an idle one
+//! holds descriptors it does not use. The mark is set at start-up and on each reload (the
+//! reserve depends on the config).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -30,6 +39,9 @@ pub const WORKER_DESCRIPTORS: usize = 4;
 const RELOAD_FILES: usize = 16;
 /// The admin listener and a scrape in progress; the control socket and a `squall reload`.
 const ADMIN_AND_CONTROL: usize = 4;
+/// With requests charged, the share of the room (one part in this many) that client
+/// connections may not take, so that requests always find descriptors to wait for.
+pub const REQUESTS_SHARE: usize = 4;
 
 /// What the automatic reserve is sized from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -40,16 +52,20 @@ pub struct ReserveInputs {
     /// Per worker, the origin connections its keep-alive pools may hold idle: Σ over the
     /// upstream groups of servers × the pool's idle bound.
     pub pooled_per_worker: usize,
-    /// Whether any route forwards to an origin or serves files: then each client connection
-    /// may hold one origin connection or file for its request in flight.
+    /// Whether any route forwards to an origin or serves files: then each request in flight
+    /// may hold one origin connection or file.
     pub proxies: bool,
 }
 
 /// The accept mark and what it was computed from, for the start-up log line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Plan {
-    /// Client connections accepting pauses at; `usize::MAX` with the reserve off.
+    /// Client connections (and charged requests) accepting pauses at; `usize::MAX` with the
+    /// reserve off.
     pub clients_max: usize,
+    /// Client connections and charged requests together: a request past it waits for a
+    /// descriptor. `usize::MAX` when requests are not charged (a fixed reserve, no proxy).
+    pub room: usize,
     /// Descriptors kept free for everything but client connections (what the log calls the
     /// reserve: the limit minus `clients_max`, the base included).
     pub reserve: usize,
@@ -57,8 +73,8 @@ pub struct Plan {
 
 /// The descriptors the reserve keeps for everything but the client connections and the base:
 /// the pools, the files and sockets of the admin, the control socket and a reload, with
-/// [`RESERVE_FLOOR`] added. Requests in flight are not in this sum: [`plan`] charges each
-/// client connection its origin connection instead.
+/// [`RESERVE_FLOOR`] added. Requests in flight are not in this sum: they are charged as they
+/// go (see [`plan`]).
 pub fn auto_reserve(inputs: &ReserveInputs) -> usize {
     let pools = inputs.workers.saturating_mul(inputs.pooled_per_worker);
     let reload = inputs
@@ -74,28 +90,38 @@ pub fn auto_reserve(inputs: &ReserveInputs) -> usize {
 /// Where accepting pauses, given the soft `RLIMIT_NOFILE`, the descriptors the process holds
 /// before any client (`base`: stdio, listeners, rings, log files) and the configured reserve.
 ///
-/// With `"auto"` and proxy routes, every client connection is charged two descriptors: its
-/// own and the origin connection of its request in flight. A fixed reserve is taken as the
-/// operator's whole answer (nothing is charged per client); 0 turns the mark off. A limit too
-/// low for the reserve still accepts a quarter of what is left after the base (start-up warns
-/// about it), so the server serves rather than accepting no one.
+/// With `"auto"` and proxy routes, requests in flight are charged too: clients and charged
+/// requests stop accepting at three quarters of the room, requests wait past all of it. A
+/// fixed reserve is taken as the operator's whole answer (nothing is charged per request); 0
+/// turns the mark off. A limit too low for the reserve still uses a quarter of what is left
+/// after the base (start-up warns about it), so the server serves rather than accepting no one.
 pub fn plan(nofile: u64, base: usize, reserve: DescriptorReserve, inputs: &ReserveInputs) -> Plan {
     let nofile = usize::try_from(nofile).unwrap_or(usize::MAX);
-    let (fixed, per_client) = match reserve {
+    let (fixed, charged) = match reserve {
         DescriptorReserve::Fixed(0) => {
             return Plan {
                 clients_max: usize::MAX,
+                room: usize::MAX,
                 reserve: 0,
             };
         }
-        DescriptorReserve::Fixed(n) => (n as usize, 1),
-        DescriptorReserve::Auto => (auto_reserve(inputs), if inputs.proxies { 2 } else { 1 }),
+        DescriptorReserve::Fixed(n) => (n as usize, false),
+        DescriptorReserve::Auto => (auto_reserve(inputs), inputs.proxies),
     };
-    let room = nofile.saturating_sub(base).saturating_sub(fixed);
     let least = nofile.saturating_sub(base) / 4;
-    let clients_max = (room / per_client).max(least).max(1);
+    let room = nofile
+        .saturating_sub(base)
+        .saturating_sub(fixed)
+        .max(least)
+        .max(2);
+    let (clients_max, room) = match charged {
+        true => (room - room / REQUESTS_SHARE, room),
+        false => (room, usize::MAX),
+    };
+    debug_assert!(clients_max >= 1 && clients_max < room);
     Plan {
         clients_max,
+        room,
         reserve: nofile.saturating_sub(clients_max),
     }
 }
@@ -159,11 +185,15 @@ fn log_plan(
     }
 }
 
-/// The process-wide count of open client connections and the mark accepting pauses at.
+/// The process-wide count of open client connections and charged requests, the mark
+/// accepting pauses at and the room requests may take.
 #[derive(Debug)]
 pub struct Budget {
     open: AtomicUsize,
     max: AtomicUsize,
+    /// Requests in flight holding an origin connection or a file (see [`Budget::take`]).
+    held: AtomicUsize,
+    room: AtomicUsize,
     /// The soft `RLIMIT_NOFILE` and the base measured at start-up, kept for reloads.
     nofile: AtomicU64,
     base: AtomicUsize,
@@ -174,6 +204,8 @@ impl Default for Budget {
         Budget {
             open: AtomicUsize::new(0),
             max: AtomicUsize::new(usize::MAX),
+            held: AtomicUsize::new(0),
+            room: AtomicUsize::new(usize::MAX),
             nofile: AtomicU64::new(u64::MAX),
             base: AtomicUsize::new(0),
         }
@@ -201,6 +233,7 @@ impl Budget {
         let nofile = self.nofile.load(Ordering::Relaxed);
         let plan = plan(nofile, self.base.load(Ordering::Relaxed), reserve, inputs);
         self.set_max(plan.clients_max);
+        self.room.store(plan.room, Ordering::Relaxed);
         plan
     }
 
@@ -229,9 +262,41 @@ impl Budget {
         self.max.store(max, Ordering::Relaxed);
     }
 
-    /// Connections that may still be accepted before the mark: 0 means paused.
+    /// Connections that may still be accepted before the mark: 0 means paused. Charged
+    /// requests count against it when requests are charged.
     pub fn headroom(&self) -> usize {
-        self.max().saturating_sub(self.open())
+        let mut used = self.open();
+        if self.room.load(Ordering::Relaxed) != usize::MAX {
+            used = used.saturating_add(self.held());
+        }
+        self.max().saturating_sub(used)
+    }
+
+    /// Requests holding a charge.
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::Relaxed)
+    }
+
+    /// Charges a request the descriptor it is about to open (an origin connection, a file):
+    /// false when client connections and charged requests fill the room (the request waits
+    /// and tries again as others end). Always true when requests are not charged (the room
+    /// is unbounded; the count goes on, so that a reload may start charging). A charge taken
+    /// is given back with [`Budget::give`].
+    pub fn take(&self) -> bool {
+        let room = self.room.load(Ordering::Relaxed);
+        let open = self.open();
+        self.held
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
+                (open.saturating_add(held) < room).then_some(held + 1)
+            })
+            .is_ok()
+    }
+
+    /// Gives back a charge [`Budget::take`] returned true for.
+    pub fn give(&self) {
+        let _ = self
+            .held
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
     }
 }
 
@@ -265,38 +330,55 @@ mod tests {
     }
 
     #[test]
-    fn proxying_charges_each_client_its_origin_connection() {
+    fn proxying_keeps_a_quarter_of_the_room_for_requests() {
         let plan = plan(1024, 24, DescriptorReserve::Auto, &INPUTS);
-        assert_eq!(plan.clients_max, (1024 - 24 - 150) / 2);
+        let room = 1024 - 24 - 150;
+        assert_eq!((plan.clients_max, plan.room), (room - room / 4, room));
         assert_eq!(plan.reserve, 1024 - plan.clients_max);
         let local = ReserveInputs {
             proxies: false,
             ..INPUTS
         };
-        assert_eq!(
-            super::plan(1024, 24, DescriptorReserve::Auto, &local).clients_max,
-            1024 - 24 - 150
-        );
+        let local = super::plan(1024, 24, DescriptorReserve::Auto, &local);
+        assert_eq!((local.clients_max, local.room), (room, usize::MAX));
+    }
+
+    #[test]
+    fn requests_take_the_room_idle_clients_leave_and_wait_past_it() {
+        let budget = Budget::default();
+        let plan = plan(1024, 24, DescriptorReserve::Auto, &INPUTS);
+        budget.set_max(plan.clients_max);
+        budget.room.store(plan.room, Ordering::Relaxed);
+        // Idle clients up to the mark: accepting pauses there.
+        (0..plan.clients_max).for_each(|_| budget.opened());
+        assert_eq!(budget.headroom(), 0);
+        // Their requests take the last quarter, then wait.
+        let charged = (0..plan.room).take_while(|_| budget.take()).count();
+        assert_eq!(charged, plan.room - plan.clients_max);
+        assert!(!budget.take());
+        budget.give();
+        assert!(budget.take(), "a request that ends lets a waiting one go");
+        // A client leaving frees a descriptor for a request, not for a new client.
+        budget.closed();
+        assert_eq!(budget.headroom(), 0);
+        assert!(budget.take());
+        assert!(!budget.take());
     }
 
     #[test]
     fn a_fixed_reserve_is_taken_whole_and_zero_turns_it_off() {
         let plan = plan(1024, 24, DescriptorReserve::Fixed(100), &INPUTS);
-        assert_eq!(plan.clients_max, 900);
+        assert_eq!((plan.clients_max, plan.room), (900, usize::MAX));
         let off = super::plan(1024, 24, DescriptorReserve::Fixed(0), &INPUTS);
         assert_eq!(off.clients_max, usize::MAX);
     }
 
     #[test]
     fn a_limit_below_the_reserve_still_accepts_some() {
-        assert_eq!(
-            plan(64, 24, DescriptorReserve::Auto, &INPUTS).clients_max,
-            10
-        );
-        assert_eq!(
-            plan(64, 80, DescriptorReserve::Auto, &INPUTS).clients_max,
-            1
-        );
+        let low = plan(64, 24, DescriptorReserve::Auto, &INPUTS);
+        assert_eq!((low.clients_max, low.room), (8, 10));
+        let none = plan(64, 80, DescriptorReserve::Auto, &INPUTS);
+        assert_eq!((none.clients_max, none.room), (1, 2));
     }
 
     #[test]

@@ -213,6 +213,8 @@ pub struct WorkerCounters {
     pub accept_paused: AtomicU64,
     /// Origin sockets that could not be made for want of a descriptor (EMFILE, ENFILE).
     pub upstream_descriptor_failures: Counter,
+    /// Requests that waited for a descriptor before their origin connection or file.
+    pub descriptor_waits: Counter,
     /// Proxied responses whose origin paused because the process was over its buffer budget.
     pub buffer_budget_pauses: Counter,
     /// HTTP/1.1 upgrades that became tunnels, those that ended, and their bytes each way.

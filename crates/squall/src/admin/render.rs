@@ -42,6 +42,11 @@ const FAMILIES: &[Family] = &[
         |w| &w.upstream_descriptor_failures,
     ),
     (
+        "squall_descriptor_waits_total",
+        "Proxied requests and file transfers that waited for a descriptor: client connections and requests in flight held what the descriptor reserve leaves.",
+        |w| &w.descriptor_waits,
+    ),
+    (
         "squall_buffer_budget_pauses_total",
         "Proxied responses whose origin paused because the process held more buffered response bytes than limits.buffer_memory_max.",
         |w| &w.buffer_budget_pauses,
@@ -350,8 +355,13 @@ fn render_accept_gauges(out: &mut String, metrics: &Metrics) {
         ),
         (
             "squall_client_connections_max",
-            "Client connections accepting pauses at: RLIMIT_NOFILE less the descriptor reserve.",
+            "Client connections (with requests holding an origin connection or file) accepting pauses at: RLIMIT_NOFILE less the descriptor reserve.",
             max,
+        ),
+        (
+            "squall_request_descriptors",
+            "Requests in flight holding an origin connection or a file, as the descriptor reserve counts them.",
+            budget.held(),
         ),
         (
             "squall_buffered_response_bytes",

@@ -92,6 +92,9 @@ pub struct Transfer {
     compressor: Option<Box<Compressor>>,
     /// The head gave no length (compressed as it is read): chunked on HTTP/1.1.
     streamed: bool,
+    /// It holds a charge of the descriptor budget for its file (`listen.rs`), from before
+    /// its open to its end.
+    descriptor: bool,
 }
 
 impl Worker {
@@ -147,11 +150,31 @@ impl Worker {
             sibling: None,
             compressor: None,
             streamed: false,
+            descriptor: false,
         });
         let id = FileId { index, generation };
         downstream::set_file(&mut self.conns[client.conn()], client, Some(id));
+        if !self.take_descriptor() {
+            self.wait_for_descriptor(super::listen::Waiter::File(id));
+            return false;
+        }
+        self.files[index].descriptor = true;
         self.open_next(id);
         false
+    }
+
+    /// Opens the file of transfer `id`, waiting until now for a descriptor, now charged one;
+    /// false when its client went away meanwhile.
+    pub(super) fn open_charged(&mut self, id: FileId) -> bool {
+        let Some(transfer) =
+            (self.files.get_mut(id.index)).filter(|t| t.generation == id.generation && !t.gone)
+        else {
+            return false;
+        };
+        debug_assert!(!transfer.descriptor && !transfer.busy);
+        transfer.descriptor = true;
+        self.open_next(id);
+        true
     }
 
     /// Opens the transfer's file: the path itself, or the next index name of a directory.
@@ -426,7 +449,8 @@ impl Worker {
         else {
             return;
         };
-        if transfer.busy || transfer.gone {
+        // Busy, gone, or not yet opened (waiting for a descriptor).
+        if transfer.busy || transfer.gone || !transfer.descriptor {
             return;
         }
         let left = transfer.end - transfer.offset;
@@ -558,6 +582,9 @@ impl Worker {
     fn end_file(&mut self, id: FileId) {
         let transfer = self.files.remove(id.index);
         debug_assert!(!transfer.busy, "the ring owns a busy transfer's buffers");
+        if transfer.descriptor {
+            self.give_descriptor();
+        }
         let token = Token::file(id.index, id.generation).raw();
         for fd in [transfer.fd, transfer.original.map(|(fd, _)| fd)]
             .into_iter()

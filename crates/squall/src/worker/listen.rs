@@ -9,6 +9,11 @@
 //! worker. At the mark nothing is armed: clients wait in the kernel's queue. A closing
 //! connection re-arms this worker's paused listeners, and every paused worker looks again each
 //! `ACCEPT_RETRY` (another worker's closes free the room), so a pause always ends.
+//!
+//! Requests in flight are charged the descriptor they hold (`descriptors.rs`): a proxied
+//! request at its first pick, a file transfer before its open. One that finds the room full
+//! waits here, in order, and goes on when a request ends or a client leaves (in this worker
+//! at the end of the turn, in another within `DESCRIPTOR_RETRY`).
 
 use std::io;
 use std::net::SocketAddr;
@@ -19,9 +24,24 @@ use squall_tls::TlsConn;
 use tracing::{debug, warn};
 
 use super::conn::Conn;
+use super::files::FileId;
 use super::h2::Protocols;
+use super::session::SessionId;
 use super::token::{self, Token};
 use super::{ACCEPT_RETRY, CONNS_MAX, Listener, PAUSE_LOG_INTERVAL, Worker};
+
+/// How often a worker with requests waiting for a descriptor looks again (another worker's
+/// requests ending free them without telling it).
+pub(super) const DESCRIPTOR_RETRY: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// A request waiting for a descriptor.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Waiter {
+    /// A proxied request, before its first pick.
+    Session(SessionId),
+    /// A static file transfer, before its open.
+    File(FileId),
+}
 
 /// The listen backlog of a worker's socket (see `listener.rs`): what one multishot accept may
 /// take at once.
@@ -200,6 +220,55 @@ impl Worker {
         }
         if !more && self.drain_deadline.is_none() {
             self.arm_accept(index);
+        }
+    }
+
+    /// Charges a request the descriptor it is about to open; false when it must wait (the
+    /// room is full, or requests wait before it).
+    pub(super) fn take_descriptor(&mut self) -> bool {
+        self.descriptor_waiters.is_empty() && self.runtime.metrics.descriptors.take()
+    }
+
+    /// Gives back a request's charge; a waiting request takes it at the end of the turn.
+    pub(super) fn give_descriptor(&mut self) {
+        self.runtime.metrics.descriptors.give();
+    }
+
+    /// Queues `waiter` until a descriptor is free (`wake_descriptor_waiters`).
+    pub(super) fn wait_for_descriptor(&mut self, waiter: Waiter) {
+        self.runtime.metrics.worker(self.id).descriptor_waits.inc();
+        if self
+            .pause_logged_at
+            .is_none_or(|at| self.now >= at + PAUSE_LOG_INTERVAL)
+        {
+            let budget = &self.runtime.metrics.descriptors;
+            warn!(
+                worker = self.id,
+                "requests wait for a descriptor: {} client connections and {} requests in \
+                 flight hold what the descriptor reserve leaves; going on as they end",
+                budget.open(),
+                budget.held()
+            );
+            self.pause_logged_at = Some(self.now);
+        }
+        self.descriptor_waiters.push_back(waiter);
+    }
+
+    /// Starts the waiting requests, in order, while descriptors are free (once per turn).
+    /// One whose client went away meanwhile gives its charge back at once.
+    pub(super) fn wake_descriptor_waiters(&mut self) {
+        while let Some(&waiter) = self.descriptor_waiters.front() {
+            if !self.runtime.metrics.descriptors.take() {
+                return;
+            }
+            self.descriptor_waiters.pop_front();
+            let started = match waiter {
+                Waiter::Session(id) => self.pick_charged(id),
+                Waiter::File(id) => self.open_charged(id),
+            };
+            if !started {
+                self.give_descriptor();
+            }
         }
     }
 

@@ -152,6 +152,8 @@ struct Worker {
     sessions: Slab<session::Session>,
     /// Static files being served (see `files.rs`).
     files: Slab<files::Transfer>,
+    /// Proxied requests and file transfers waiting for a descriptor (`listen.rs`), in order.
+    descriptor_waiters: std::collections::VecDeque<listen::Waiter>,
     /// In-flight tables a reload replaced, drained of abandoned tickets until empty.
     old_inflight: Vec<Arc<squall_cache::InFlight<crate::cache::Waiter>>>,
     /// `limits.buffer_memory_max` in bytes for this machine (0: no budget); see `budget.rs`.
@@ -196,6 +198,7 @@ pub fn run(setup: Setup) {
         drain_deadline: None,
         accept_retry_at: None,
         pause_logged_at: None,
+        descriptor_waiters: std::collections::VecDeque::new(),
         grpc_logged_at: None,
         log: RequestLog {
             access: setup
@@ -324,6 +327,7 @@ impl Worker {
             self.deliver();
             self.retry_accept();
             self.with_origins(|o, io| o.expire_pools(io));
+            self.wake_descriptor_waiters();
             self.with_origins(|o, io| o.start_due_probes(io));
             self.with_origins(|o, io| o.publish_upstream_state(io));
             self.deliver();
@@ -373,7 +377,11 @@ impl Worker {
 
     fn wait_timeout(&self) -> Option<Duration> {
         let mut timeout = self.timers.timeout(self.now);
+        // Requests waiting for a descriptor look again soon: another worker may free one.
+        let descriptor_retry =
+            (!self.descriptor_waiters.is_empty()).then(|| self.now + listen::DESCRIPTOR_RETRY);
         for at in [
+            descriptor_retry,
             self.accept_retry_at,
             self.drain_deadline,
             self.origins.next_probe_at(),

@@ -73,6 +73,9 @@ pub struct Session {
     /// Its client had no room when it began: the exchange has not started (no origin read)
     /// and waits for `client_drained` to find room.
     waiting: bool,
+    /// It holds a charge of the descriptor budget for its origin connection (`listen.rs`),
+    /// from its first pick to its end.
+    descriptor: bool,
 }
 
 /// What running a batch of actions asks of the client afterwards.
@@ -235,6 +238,7 @@ impl Worker {
             charged: 0,
             budget_paused: false,
             waiting: false,
+            descriptor: false,
         });
         SessionId { index, generation }
     }
@@ -466,6 +470,16 @@ impl Worker {
         if self.refuse_grpc(id) {
             return;
         }
+        // Its origin connection's descriptor is charged once, before the first pick; with none
+        // free the request waits (no timer runs before a pick) rather than fail its connect.
+        if self.session_mut(id).is_some_and(|s| !s.descriptor) {
+            if !self.take_descriptor() {
+                return self.wait_for_descriptor(super::listen::Waiter::Session(id));
+            }
+            if let Some(session) = self.session_mut(id) {
+                session.descriptor = true;
+            }
+        }
         let Some(session) = self.sessions.get_mut(id.index).filter(|s| s.is(id)) else {
             return;
         };
@@ -475,6 +489,19 @@ impl Worker {
         let picked = (self.origins.upstreams.groups.get_mut(session.upstream))
             .and_then(|u| u.group.pick(key, now, session.ex.tried()));
         session.ex.on_pick(picked, now);
+    }
+
+    /// Picks for session `id`, waiting until now for a descriptor, now charged one; false
+    /// when it is gone.
+    pub(super) fn pick_charged(&mut self, id: SessionId) -> bool {
+        let Some(session) = self.session_mut(id) else {
+            return false;
+        };
+        debug_assert!(!session.descriptor, "a session is charged once");
+        session.descriptor = true;
+        self.pick(id);
+        self.drive(id);
+        true
     }
 
     /// `Action::Connect`: a pooled connection to `server` if allowed and one is idle (LIFO:
@@ -730,6 +757,9 @@ impl Worker {
     fn end_session(&mut self, id: SessionId) {
         let session = self.sessions.remove(id.index);
         self.charge_session(session.client, session.charged, 0);
+        if session.descriptor {
+            self.give_descriptor();
+        }
         debug_assert!(
             session.origin.is_none(),
             "a finished exchange holds no origin"
