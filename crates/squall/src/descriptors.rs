@@ -115,7 +115,7 @@ pub fn plan(nofile: u64, base: usize, reserve: DescriptorReserve, inputs: &Reser
         .max(least)
         .max(2);
     let (clients_max, room) = match charged {
-        true => (room - room / REQUESTS_SHARE, room),
+        true => ((room - room / REQUESTS_SHARE).min(room - 1), room),
         false => (room, usize::MAX),
     };
     debug_assert!(clients_max >= 1 && clients_max < room);
