@@ -124,31 +124,10 @@ fn chunked(bytes: &[u8]) -> Option<(usize, usize)> {
     }
 }
 
+/// One proxy route to `origin` with the upstream's `pool` lines, and the admin listener.
 fn config(origin: SocketAddr, pool: &str) -> String {
-    format!(
-        r#"[server]
-workers = 1
-
-[admin]
-listen = "127.0.0.2:0"
-
-[[listen]]
-address = "ADDR"
-protocols = ["http1", "h2c"]
-
-[[upstream]]
-name = "app"
-servers = [{{ address = "{origin}" }}]
-{pool}
-
-[[vhost]]
-hosts = ["*"]
-
-[[vhost.route]]
-prefix = "/"
-proxy = "app"
-"#
-    )
+    // No limits: the admin table goes after the empty [limits] one.
+    squall_e2e::proxy_route_config(origin, "[admin]\nlisten = \"127.0.0.2:0\"", pool, "")
 }
 
 /// One HTTP/1.1 request on a new connection; its status and body.

@@ -134,6 +134,11 @@ upgrade = ["websocket"]
 tunnel_idle_timeout = "1s"
 
 [[vhost.route]]
+prefix = "/ws-steady"
+proxy = "app"
+upgrade = ["websocket"]
+
+[[vhost.route]]
 prefix = "/bad-"
 proxy = "app"
 upgrade = ["websocket"]
@@ -173,11 +178,18 @@ fn read_switch(stream: &mut TcpStream) -> (String, Vec<u8>) {
 
 #[test]
 fn a_websocket_tunnel_echoes_16_mib_both_ways_and_passes_a_half_close_on() {
+    // On `/ws-steady`, whose tunnel_idle_timeout is the default 60 s: on a loaded machine,
+    // making the payload (16 M steps of a debug build) or the metrics request below could
+    // outlast `/ws`'s 1 s, which would then rightly end the tunnel before a byte was sent.
+    let total = 16 << 20;
+    let sent: Vec<u8> = (0..total)
+        .map(|i: usize| (i * 7 + i / 4096) as u8)
+        .collect();
     let squall = Squall::start(&config(origin()));
     let admin = admin_addr(&squall);
     let mut client = connect(&squall);
     // The first frames sent early, right behind the request: they follow it, in order.
-    let mut request = upgrade_request("/ws", "websocket").into_bytes();
+    let mut request = upgrade_request("/ws-steady", "websocket").into_bytes();
     request.extend_from_slice(b"early");
     client.write_all(&request).unwrap();
     let (head, mut got) = read_switch(&mut client);
@@ -190,11 +202,7 @@ fn a_websocket_tunnel_echoes_16_mib_both_ways_and_passes_a_half_close_on() {
     assert_eq!(metric_sum(&text, "squall_tunnels_open"), 1.0);
     let app = "squall_upstream_tunnels_open{upstream=\"app\"}";
     assert_eq!(metric_sum(&text, app), 1.0);
-    // 16 MiB of varied bytes, written while a thread reads the echo.
-    let total = 16 << 20;
-    let sent: Vec<u8> = (0..total)
-        .map(|i: usize| (i * 7 + i / 4096) as u8)
-        .collect();
+    // 16 MiB of varied bytes (made above), written while a thread reads the echo.
     let mut reader = client.try_clone().unwrap();
     let expect = 5 + total + 3;
     let read = std::thread::spawn(move || {
@@ -217,7 +225,7 @@ fn a_websocket_tunnel_echoes_16_mib_both_ways_and_passes_a_half_close_on() {
     // Half-close: the origin sees EOF, and still answers.
     client.shutdown(Shutdown::Write).unwrap();
     let (got, closed) = read.join().unwrap();
-    assert_eq!(got.len(), expect);
+    assert_eq!(got.len(), expect, "echo bytes\n{}", squall.log());
     assert_eq!(&got[..5], b"early");
     assert!(got[5..5 + total] == sent[..], "the echo differs");
     assert_eq!(&got[5 + total..], b"bye");
