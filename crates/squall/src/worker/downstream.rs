@@ -15,13 +15,13 @@
 use std::time::Instant;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::header::{self, HeaderMap, HeaderName};
 use http::{Method, StatusCode};
 use slab::Slab;
 use squall_cache::{ContentRange, Entry, Multipart, RangeAnswer};
 use squall_h1::RequestHead;
 use squall_h2::{ErrorCode, StreamId};
-use squall_proxy::{ClientFraming, ClientHead, ClientProtocol, ToClient};
+use squall_proxy::{ClientFraming, ClientProtocol, ToClient};
 
 use super::Worker;
 use super::cache::Label;
@@ -36,6 +36,7 @@ mod hit;
 mod log;
 mod proto;
 mod slots;
+mod write;
 
 pub(super) use file::FileAnswered;
 pub(super) use log::RequestLog;
@@ -44,6 +45,7 @@ pub(super) use slots::{
     awaits_origin, files_of, h1_session, lift_body_limit, park, parked_due, sessions_of, set_file,
     set_session, set_verifying, take_early, take_parked,
 };
+use write::{write_h1, write_h2};
 
 /// The status logged for a request whose client left before any response head was written to
 /// it (nginx's 499: not a status any client sees).
@@ -608,159 +610,6 @@ impl Downstream<'_> {
         } else {
             self.log_answer(index, head, status, sent);
         }
-    }
-}
-
-/// Writes a piece of a proxied response to an HTTP/1.x connection. Returns true when the
-/// response ended.
-fn write_h1(
-    conn: &mut Conn,
-    reply: &mut Reply,
-    request: &RequestHead,
-    message: ToClient,
-    date: &[u8],
-    keep_alive: bool,
-) -> bool {
-    let before = conn.out.len() + conn.chain.bytes;
-    let ended = match message {
-        ToClient::Continue => {
-            squall_h1::encode_continue(&mut conn.out);
-            return false;
-        }
-        ToClient::Interim { status, headers } => {
-            // A 1xx has no body and decides nothing about the connection (RFC 9112 §6.1).
-            let response = squall_h1::ResponseHead {
-                status,
-                headers: &headers,
-                raw_headers: b"",
-                body_len: None,
-            };
-            squall_h1::encode_response_head(&response, request.framing(), date, &mut conn.out);
-            false
-        }
-        ToClient::Head(mut head) => {
-            add_x_cache(reply, &mut head);
-            let mut framing = request.framing();
-            // The exchange decided the framing; the drain may still close the connection.
-            framing.keep_alive = head.keep_alive && keep_alive;
-            let response = squall_h1::ResponseHead {
-                status: head.status,
-                headers: &head.headers,
-                raw_headers: b"",
-                body_len: head.body_len,
-            };
-            squall_h1::encode_response_head(&response, framing, date, &mut conn.out);
-            reply.framing = Some(head.framing);
-            reply.keep_alive = framing.keep_alive;
-            false
-        }
-        ToClient::Data(data) => {
-            match reply.framing {
-                Some(ClientFraming::Chunked) => squall_h1::encode_chunk(&data, &mut conn.out),
-                Some(ClientFraming::Empty) | None => {}
-                Some(_) => {
-                    let copy = conn.tls.is_some();
-                    conn.chain.push(&mut conn.out, data, copy);
-                }
-            }
-            false
-        }
-        ToClient::End {
-            trailers,
-            request_unfinished,
-        } => {
-            // The exchange passes trailers only to a client that asked (`TE: trailers`).
-            if reply.framing == Some(ClientFraming::Chunked) {
-                squall_h1::encode_last_chunk(trailers.as_ref(), &mut conn.out);
-            }
-            if !reply.keep_alive || request_unfinished {
-                conn.close_after = true;
-            }
-            true
-        }
-        ToClient::Error { .. } | ToClient::Abort => false,
-    };
-    reply.sent += conn.out.len() + conn.chain.bytes - before;
-    ended
-}
-
-/// Writes a piece of a proxied response to an HTTP/2 stream. Returns true when the response
-/// ended.
-fn write_h2(
-    conn: &mut squall_h2::Connection,
-    stream: StreamId,
-    reply: &mut Reply,
-    message: ToClient,
-    date: &[u8],
-) -> bool {
-    match message {
-        ToClient::Head(mut head) => {
-            add_x_cache(reply, &mut head);
-            let no_body = head.framing == ClientFraming::Empty;
-            let mut length = head.body_len.map(squall_proxy::digits::itoa_buf);
-            let fields = head
-                .headers
-                .iter()
-                .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()))
-                .chain([(&b"date"[..], date)])
-                .chain(
-                    length
-                        .as_mut()
-                        .map(|l| (&b"content-length"[..], l.as_bytes())),
-                );
-            let before = conn.encoded_bytes();
-            let _ = conn.send_headers(stream, head.status.as_u16(), fields, no_body);
-            reply.sent += conn.encoded_bytes().saturating_sub(before);
-            reply.framing = Some(head.framing);
-            false
-        }
-        ToClient::Interim { status, headers } => {
-            // An interim HEADERS frame: the stream stays open for the final head (RFC 9113
-            // §8.1).
-            let fields = headers
-                .iter()
-                .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()));
-            let before = conn.encoded_bytes();
-            let _ = conn.send_headers(stream, status.as_u16(), fields, false);
-            reply.sent += conn.encoded_bytes().saturating_sub(before);
-            false
-        }
-        ToClient::Data(data) => {
-            reply.sent += data.len();
-            let _ = conn.send_data(stream, data, false);
-            false
-        }
-        ToClient::End {
-            trailers,
-            request_unfinished,
-        } => {
-            // END_STREAM on a trailers HEADERS frame (gRPC's `grpc-status`), or on an empty
-            // DATA frame without them.
-            if reply.framing != Some(ClientFraming::Empty) {
-                if let Some(trailers) = trailers {
-                    let fields = trailers.iter();
-                    let fields = fields.map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()));
-                    let _ = conn.send_trailers(stream, fields);
-                } else {
-                    let _ = conn.send_data(stream, Bytes::new(), true);
-                }
-            }
-            if request_unfinished {
-                // The response is whole; the rest of the request is not needed (RFC 9113 §8.1).
-                conn.reset_stream(stream, ErrorCode::NoError);
-            }
-            true
-        }
-        ToClient::Continue | ToClient::Error { .. } | ToClient::Abort => false,
-    }
-}
-
-fn add_x_cache(reply: &Reply, head: &mut ClientHead) {
-    if reply.x_cache {
-        head.headers.insert(
-            HeaderName::from_static("x-cache"),
-            HeaderValue::from_static(Label::Miss.as_str()),
-        );
     }
 }
 

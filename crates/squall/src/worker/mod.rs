@@ -150,6 +150,10 @@ struct Worker {
     ready: std::collections::VecDeque<Token>,
     /// Proxied requests in progress (see `session.rs`).
     sessions: Slab<session::Session>,
+    /// Debug builds: the sessions whose actions are running, innermost last (`session.rs`'s
+    /// re-entrancy check).
+    #[cfg(debug_assertions)]
+    driving: Vec<session::SessionId>,
     /// Static files being served (see `files.rs`).
     files: Slab<files::Transfer>,
     /// Proxied requests and file transfers waiting for a descriptor (`listen.rs`), in order.
@@ -199,6 +203,8 @@ pub fn run(setup: Setup) {
         accept_retry_at: None,
         pause_logged_at: None,
         descriptor_waiters: std::collections::VecDeque::new(),
+        #[cfg(debug_assertions)]
+        driving: Vec::new(),
         grpc_logged_at: None,
         log: RequestLog {
             access: setup

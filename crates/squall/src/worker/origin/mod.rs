@@ -14,6 +14,7 @@
 
 mod h2;
 mod news;
+mod pool;
 mod probe;
 mod tls;
 
@@ -29,7 +30,7 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 use slab::Slab;
 use socket2::{Domain, Protocol, Type};
-use squall_upstream::{Checkin, ConnId, ServerId, Upstream};
+use squall_upstream::{ServerId, Upstream};
 use squall_uring::RecvBuf;
 use tracing::debug;
 
@@ -199,29 +200,6 @@ impl Origins {
                 runtime.metrics.upstream_events.counters(name)
             }
         }
-    }
-
-    /// A pooled connection to `server`: any one not yet expired for a `replayable` request,
-    /// else one idle for less than `pool_unsafe_idle_timeout` (an older one may be closing
-    /// under the origin's own keep-alive timeout, and such a request could not be retried).
-    pub(in crate::worker) fn checkout(
-        &mut self,
-        io: &Io<'_>,
-        upstream: usize,
-        server: ServerId,
-        replayable: bool,
-    ) -> Option<ConnId> {
-        let pool = &mut self.upstreams.groups.get_mut(upstream)?.pool;
-        if replayable {
-            return pool.checkout(server, io.now);
-        }
-        let stale = pool.stats().unsafe_stale;
-        let found = pool.checkout_unsafe(server, io.now);
-        if pool.stats().unsafe_stale > stale {
-            let counters = io.runtime.metrics.worker(io.worker);
-            counters.upstream_unsafe_fresh.inc();
-        }
-        found
     }
 
     /// An origin socket could not be made: out of descriptors (the reserve was too small, or
@@ -605,147 +583,5 @@ impl Origins {
             let token = Token::origin(index, origin.generation);
             origin.socket.arm_recv(io.ring, token);
         }
-    }
-
-    /// The exchange is done with the connection: to the pool when reusable and still of the
-    /// current upstream generation (and its receive armed, so a close is noticed), else closed.
-    pub(super) fn release_origin(&mut self, io: &mut Io<'_>, index: usize, reusable: bool) {
-        let now = io.now;
-        let origin = &mut self.slab[index];
-        let current = origin.upstream_generation == self.upstreams.generation;
-        // A receive need not be armed now (origins receive one buffer at a time): a pooled
-        // connection gets one below, to notice its origin closing.
-        let keep = reusable
-            && !origin.proxied
-            && current
-            && origin.state == OriginState::Busy
-            && origin.socket.is_open()
-            && !origin.paused;
-        if keep {
-            let group = &mut self.upstreams.groups[origin.upstream];
-            let id = ConnId(Token::origin(index, origin.generation).raw());
-            if group.pool.checkin(origin.server, id, now) == Checkin::Keep {
-                origin.state = OriginState::Idle;
-                origin.deadline = None;
-                self.arm_origin_recv(io, index);
-                return;
-            }
-        }
-        self.close_origin(io, index);
-    }
-
-    pub(super) fn close_origin(&mut self, io: &mut Io<'_>, index: usize) {
-        let origin = &mut self.slab[index];
-        if origin.state == OriginState::Closed {
-            return;
-        }
-        if origin.state == OriginState::Idle
-            && origin.upstream_generation == self.upstreams.generation
-        {
-            let id = ConnId(Token::origin(index, origin.generation).raw());
-            self.upstreams.groups[origin.upstream].pool.remove(id);
-        }
-        // A sound TLS connection says goodbye (an ended or failed one has nothing to say to).
-        if matches!(origin.state, OriginState::Idle | OriginState::Busy)
-            && let Some(tls) = origin.tls.as_mut()
-        {
-            tls.close_notify(&origin.socket);
-        }
-        origin.state = OriginState::Closed;
-        let token = Token::origin(index, origin.generation);
-        origin.socket.close(io.ring, token);
-        if origin.mux.is_some() {
-            self.forget_h2_origin(index);
-        }
-        self.origin_op_done(index);
-    }
-
-    pub(super) fn on_origin_close(&mut self, token: Token) {
-        if let Some(index) = self.origin_index(token) {
-            self.slab[index].socket.on_close();
-            self.origin_op_done(index);
-        }
-    }
-
-    /// Frees a closed origin's slot once every operation has reported.
-    fn origin_op_done(&mut self, index: usize) {
-        let Some(origin) = self.slab.get(index) else {
-            return;
-        };
-        if origin.state == OriginState::Closed && origin.socket.drained() {
-            self.slab.remove(index);
-        }
-    }
-
-    pub(super) fn arm_origin_timer(&mut self, io: &mut Io<'_>, index: usize) {
-        let origin = &mut self.slab[index];
-        let Some(deadline) = origin.deadline else {
-            return;
-        };
-        if origin.timer_due.is_none_or(|due| deadline < due) {
-            origin.timer_due = Some(deadline);
-            io.timers
-                .insert(Token::origin(index, origin.generation).raw(), deadline);
-        }
-    }
-
-    /// A timer entry for an origin came due: its exchange's (or probe's) deadline may have
-    /// passed.
-    pub(super) fn on_origin_timer(&mut self, io: &mut Io<'_>, token: Token, due: Instant) {
-        let Some(index) = self.origin_index(token) else {
-            return;
-        };
-        let now = io.now;
-        let origin = &mut self.slab[index];
-        if origin.timer_due == Some(due) {
-            origin.timer_due = None;
-        }
-        if !matches!(
-            origin.state,
-            OriginState::Connecting | OriginState::Handshaking | OriginState::Busy
-        ) {
-            return;
-        }
-        let Some(deadline) = origin.deadline else {
-            return;
-        };
-        if deadline > now {
-            self.arm_origin_timer(io, index);
-            return;
-        }
-        if origin.mux.is_some() {
-            return self.h2_timer(io, index);
-        }
-        if origin.state == OriginState::Handshaking {
-            // The exchange's connect timeout, or the probe's, passed during the handshake.
-            self.handshake_timed_out(io, index);
-        }
-        let origin = &mut self.slab[index];
-        match origin.session {
-            Some(id) => self.news.tell(id, index, News::Timer),
-            None => {
-                debug!(worker = io.worker, address = %origin.address, "probe timeout");
-                self.end_probe(io, index, false);
-            }
-        }
-    }
-
-    /// Closes pooled connections that sat idle too long (once per loop turn).
-    pub(super) fn expire_pools(&mut self, io: &mut Io<'_>) {
-        let now = io.now;
-        let mut expired = Vec::new();
-        for group in &mut self.upstreams.groups {
-            if group.pool.next_expiry().is_some_and(|at| at <= now) {
-                expired.extend(group.pool.expire(now));
-            }
-        }
-        for ConnId(raw) in expired {
-            if let Some(index) = self.origin_index(Token::from_raw(raw)) {
-                // Already forgotten by the pool: mark busy-less and close.
-                self.slab[index].state = OriginState::Busy;
-                self.close_origin(io, index);
-            }
-        }
-        self.expire_h2_origins(io);
     }
 }
