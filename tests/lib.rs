@@ -5,6 +5,10 @@
 //! from `SQUALL_BIN` when that is set.
 #![forbid(unsafe_code)]
 
+mod lateness;
+
+pub use lateness::Lateness;
+
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -108,6 +108,7 @@ fn each_bad_request_gets_its_status_and_a_close_while_others_go_on() {
 
 #[test]
 fn slowloris_gets_408_after_the_header_timeout() {
+    let lateness = squall_e2e::Lateness::start();
     let squall = Squall::start(&limits_config());
     let mut slow = squall.connect();
     slow.set_read_timeout(Some(Duration::from_millis(20)))
@@ -129,8 +130,9 @@ fn slowloris_gets_408_after_the_header_timeout() {
             break;
         }
         assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "no answer while trickling for 5 s ({sent} bytes sent)"
+            started.elapsed() < lateness.allow(Duration::from_secs(5)),
+            "no answer while trickling for 5 s ({sent} bytes sent; worst lateness {:?})",
+            lateness.worst()
         );
     }
     slow.set_read_timeout(Some(Duration::from_secs(10)))
@@ -143,10 +145,7 @@ fn slowloris_gets_408_after_the_header_timeout() {
         waited >= Duration::from_millis(900),
         "cut too early: {waited:?}"
     );
-    assert!(
-        waited < Duration::from_millis(2500),
-        "cut too late: {waited:?}"
-    );
+    lateness.assert_within("the 408", waited, Duration::from_millis(2500));
 
     // A connection that never sends a byte is closed without a response.
     let mut silent = squall.connect();
@@ -200,6 +199,7 @@ fn sigterm_drains_in_flight_requests_and_exits_zero() {
 
 #[test]
 fn drain_timeout_bounds_the_stop() {
+    let lateness = squall_e2e::Lateness::start();
     let config = hello_config("").replace("drain_timeout = \"5s\"", "drain_timeout = \"500ms\"");
     let mut squall = Squall::start(&config);
     let mut stuck = squall.connect();
@@ -210,14 +210,10 @@ fn drain_timeout_bounds_the_stop() {
     let started = Instant::now();
     squall.signal(libc::SIGINT);
     let status = squall
-        .wait_exit(Duration::from_secs(5))
+        .wait_exit(Duration::from_secs(30))
         .expect("exits after drain_timeout");
     assert!(status.success());
-    assert!(
-        started.elapsed() < Duration::from_secs(3),
-        "took {:?}",
-        started.elapsed()
-    );
+    lateness.assert_within("the stop", started.elapsed(), Duration::from_secs(3));
     assert!(is_closed(&mut stuck));
 }
 

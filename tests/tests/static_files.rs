@@ -535,6 +535,7 @@ async fn clients_that_go_away_mid_file_leave_no_descriptor_open() {
 
 #[test]
 fn a_slow_reader_of_a_large_file_holds_little_while_another_client_is_served() {
+    let lateness = squall_e2e::Lateness::start();
     let dir = TempDir::new();
     let squall = start(&dir);
     let before = squall.rss();
@@ -561,7 +562,7 @@ fn a_slow_reader_of_a_large_file_holds_little_while_another_client_is_served() {
     );
     let got = curl(&squall, Way::H2c, "GET", "/mid.bin", &[]);
     assert_eq!(got.body.len(), MID_BYTES);
-    assert!(started.elapsed() < Duration::from_secs(10));
+    lateness.assert_within("4 MiB twice", started.elapsed(), Duration::from_secs(10));
     std::thread::sleep(Duration::from_millis(500));
     // Four readers of 256 MiB hold their bounds (a few hundred KiB each, plus what the
     // kernel's socket buffers take), not their files.
