@@ -92,6 +92,15 @@ fn raise_own_nofile() -> usize {
     clients
 }
 
+/// The clients' runtime: two threads, as many as the machine's cores.
+fn two_threads() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// Squall under `prlimit --nofile=N:N` (both limits, so it cannot raise them back).
 fn start_limited(config: &str, nofile: u32) -> Squall {
     Squall::start_with(config, |command| {
@@ -169,11 +178,7 @@ fn many_more_clients_than_descriptors_get_no_502() {
         log.contains(&format!("(RLIMIT_NOFILE {NOFILE}, reserve ")),
         "the accept limit is logged at start-up:\n{log}"
     );
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = two_threads();
     let addr = squall.addr;
     let started = Instant::now();
     let (results, local) = runtime.block_on(async move {
@@ -310,11 +315,7 @@ fn idle_clients_are_not_charged_an_origin_connection_and_requests_wait_for_one()
     // a few more idle clients than that.
     let reserve = 64 + 2 * 256 + 2 + 16 + 4;
     let idle = (NOFILE as usize - reserve) / 2 + 30;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = two_threads();
     let addr = squall.addr;
     runtime.block_on(async move {
         let mut clients = Vec::new();

@@ -141,10 +141,7 @@ impl Worker {
             self.runtime.metrics.worker(self.id).accept_pauses.inc();
             listener.paused_since = Some(self.now);
         }
-        if self
-            .pause_logged_at
-            .is_none_or(|at| self.now >= at + PAUSE_LOG_INTERVAL)
-        {
+        if self.pause_log_due() {
             let budget = &self.runtime.metrics.descriptors;
             warn!(
                 worker = self.id,
@@ -153,7 +150,6 @@ impl Worker {
                 budget.open(),
                 budget.max()
             );
-            self.pause_logged_at = Some(self.now);
         }
         self.accept_retry_at = Some(self.now + ACCEPT_RETRY);
         self.publish_paused();
@@ -199,15 +195,11 @@ impl Worker {
                 }
                 // At the limit, accepting flaps between paused and running as connections come
                 // and go: one warning per minute says it all.
-                if self
-                    .pause_logged_at
-                    .is_none_or(|at| self.now >= at + PAUSE_LOG_INTERVAL)
-                {
+                if self.pause_log_due() {
                     warn!(
                         worker = self.id,
                         "accept paused: {e}; resuming when descriptors free up"
                     );
-                    self.pause_logged_at = Some(self.now);
                 }
                 self.accept_retry_at = Some(self.now + ACCEPT_RETRY);
                 self.publish_paused();
@@ -237,10 +229,7 @@ impl Worker {
     /// Queues `waiter` until a descriptor is free (`wake_descriptor_waiters`).
     pub(super) fn wait_for_descriptor(&mut self, waiter: Waiter) {
         self.runtime.metrics.worker(self.id).descriptor_waits.inc();
-        if self
-            .pause_logged_at
-            .is_none_or(|at| self.now >= at + PAUSE_LOG_INTERVAL)
-        {
+        if self.pause_log_due() {
             let budget = &self.runtime.metrics.descriptors;
             warn!(
                 worker = self.id,
@@ -249,7 +238,6 @@ impl Worker {
                 budget.open(),
                 budget.held()
             );
-            self.pause_logged_at = Some(self.now);
         }
         self.descriptor_waiters.push_back(waiter);
     }
@@ -270,6 +258,16 @@ impl Worker {
                 self.give_descriptor();
             }
         }
+    }
+
+    /// Whether a pause (of accepting, or of requests waiting for a descriptor) is to be
+    /// logged now: at most once per `PAUSE_LOG_INTERVAL`, which this call starts again.
+    fn pause_log_due(&mut self) -> bool {
+        let due = (self.pause_logged_at).is_none_or(|at| self.now >= at + PAUSE_LOG_INTERVAL);
+        if due {
+            self.pause_logged_at = Some(self.now);
+        }
+        due
     }
 
     pub(super) fn retry_accept(&mut self) {
