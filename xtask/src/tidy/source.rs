@@ -37,6 +37,15 @@ const PROTOCOL_LAYER: &[&str] = &[
     "crates/squall/src/worker/h2/",
 ];
 
+/// The most lines a file of the driver may have: it is being split into parts that own their
+/// state (the issue "The driver in owned parts"), each small enough to read whole.
+pub const DRIVER_LINES_MAX: usize = 700;
+
+/// The most methods `Worker` may have across its `impl Worker` blocks: the count where the
+/// split stands; it may only go down (the split aims at 40), as methods move to the part that
+/// owns their state.
+pub const WORKER_METHODS_MAX: usize = 171;
+
 /// The binary's source, where the protocol rule applies.
 const BINARY_SRC: &str = "crates/squall/src/";
 
@@ -82,12 +91,57 @@ pub fn check(root: &Path) -> Result<Vec<String>> {
     }
     files.sort();
     let mut problems = Vec::new();
+    let mut methods = 0;
     for file in files {
         let text = fs::read_to_string(root.join(&file))
             .with_context(|| format!("reading {}", file.display()))?;
         problems.extend(check_file(&file, &text));
+        if file
+            .to_string_lossy()
+            .replace('\\', "/")
+            .starts_with(DRIVER_SRC)
+            && !is_test(&file)
+        {
+            methods += worker_methods(&text);
+        }
     }
+    problems.extend(worker_methods_problem(methods));
     Ok(problems)
+}
+
+/// The methods defined in `text`'s `impl Worker` blocks (top-level blocks, four-space
+/// indented `fn`s, whatever their visibility).
+pub fn worker_methods(text: &str) -> usize {
+    let mut inside = false;
+    let mut count = 0;
+    for line in text.lines() {
+        if line.starts_with("impl Worker ") || line == "impl Worker {" {
+            inside = true;
+        } else if inside && line == "}" {
+            inside = false;
+        } else if inside {
+            let rest = line.strip_prefix("    ").unwrap_or("");
+            let rest = match rest.strip_prefix("pub") {
+                Some(visible) => visible
+                    .strip_prefix(' ')
+                    .or_else(|| visible.split_once(") ").map(|(_, after)| after))
+                    .unwrap_or(visible),
+                None => rest,
+            };
+            count += usize::from(rest.starts_with("fn "));
+        }
+    }
+    count
+}
+
+/// The problem, if any, with `Worker` having `methods` methods.
+fn worker_methods_problem(methods: usize) -> Option<String> {
+    (methods > WORKER_METHODS_MAX).then(|| {
+        format!(
+            "Worker has {methods} methods, over {WORKER_METHODS_MAX}: a new one belongs to \
+             the part that owns its state (origin/'s Origins, the downstream), not the driver"
+        )
+    })
 }
 
 /// The problems of one file, `path` relative to the workspace root.
@@ -97,7 +151,11 @@ pub fn check_file(path: &Path, text: &str) -> Vec<String> {
     let mut problems = Vec::new();
     if !is_test(path) {
         let lines = text.lines().count();
-        let max = legacy.map_or(LINES_MAX, |l| l.lines);
+        let own = match name.starts_with(DRIVER_SRC) {
+            true => DRIVER_LINES_MAX,
+            false => LINES_MAX,
+        };
+        let max = legacy.map_or(own, |l| l.lines);
         if lines > max {
             problems.push(format!(
                 "{name}: {lines} lines, over {max}: split it by responsibility"
@@ -225,6 +283,28 @@ mod tests {
 
     fn long(lines: usize) -> String {
         "fn x() {}\n".repeat(lines)
+    }
+
+    #[test]
+    fn worker_methods_are_counted_in_every_spelling_and_only_in_impl_worker() {
+        let text = "impl Worker {\n    fn a() {}\n    pub(super) fn b() {}\n    pub fn c() {}\n    \
+                    pub(in crate::worker) fn d() {}\n        fn nested() {}\n}\n\
+                    impl Other {\n    fn e() {}\n}\nfn free() {}\n\
+                    impl Worker {\n    /// doc\n    #[cfg(test)]\n    fn f() {}\n}\n";
+        assert_eq!(worker_methods(text), 5);
+        assert_eq!(worker_methods_problem(WORKER_METHODS_MAX), None);
+        let over = worker_methods_problem(WORKER_METHODS_MAX + 1).expect("over the bound");
+        assert!(over.contains("over"), "{over}");
+    }
+
+    #[test]
+    fn a_driver_file_is_held_to_the_driver_bound() {
+        let path = Path::new("crates/squall/src/worker/x.rs");
+        assert!(check_file(path, &long(DRIVER_LINES_MAX)).is_empty());
+        let problems = check_file(path, &long(DRIVER_LINES_MAX + 1));
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        let elsewhere = Path::new("crates/squall/src/x.rs");
+        assert!(check_file(elsewhere, &long(DRIVER_LINES_MAX + 1)).is_empty());
     }
 
     #[test]
