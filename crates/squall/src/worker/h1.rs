@@ -300,29 +300,25 @@ impl Worker {
                 // A proxied request's body goes to its session, which frames it for the
                 // origin; `respond` routes do not read bodies, so the bytes are dropped.
                 Ok(Some(Event::Data(data))) => {
-                    let session = h1
-                        .exchange
-                        .and_then(|id| self.sessions.get_mut(id.index).filter(|s| s.is(id)));
-                    if h1.forwarding
-                        && let Some(session) = session
-                    {
-                        session.ex.on_client_body(&data);
-                        if session.ex.request_body_room() == 0 {
-                            conn.blocked = true;
-                            return None;
-                        }
+                    let Some(id) = h1.exchange.filter(|_| h1.forwarding) else {
+                        continue;
+                    };
+                    let room = self.feed_batched(id, |ex| {
+                        ex.on_client_body(&data);
+                        ex.request_body_room()
+                    });
+                    if room == Some(0) {
+                        self.conns[index].blocked = true;
+                        return None;
                     }
                 }
                 // The end of a proxied request (whose session may have ended already: then
                 // the connection closes after its answer).
                 Ok(Some(Event::End { trailers })) if h1.forwarding => {
                     h1.forwarding = false;
-                    let session = h1
-                        .exchange
-                        .and_then(|id| self.sessions.get_mut(id.index).filter(|s| s.is(id)));
-                    if let Some(session) = session {
+                    if let Some(id) = h1.exchange {
                         // Trailers of a chunked request go on in the origin's last chunk.
-                        session.ex.on_client_end(trailers.as_ref());
+                        self.feed_batched(id, |ex| ex.on_client_end(trailers.as_ref()));
                     }
                 }
                 Ok(Some(Event::End { .. })) => {

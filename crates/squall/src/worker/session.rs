@@ -249,32 +249,34 @@ impl Worker {
 
     /// Feeds the exchange of session `id` one event, then runs what it queued.
     pub(super) fn feed(&mut self, id: SessionId, event: impl FnOnce(&mut Exchange)) {
-        self.assert_not_driving(id);
-        if let Some(session) = self.session_mut(id) {
-            event(&mut session.ex);
-            #[cfg(debug_assertions)]
-            session.ex.check_invariants();
+        if self.feed_batched(id, event).is_some() {
             self.drive(id);
         }
     }
 
-    /// Debug builds: an event for session `id` may not arrive while its own actions run (the
-    /// loop in [`Worker::drive`]); what an action learns for a session goes on after it.
-    fn assert_not_driving(&self, id: SessionId) {
+    /// Feeds session `id`'s exchange one event, checked as [`Worker::feed`] checks it, and
+    /// leaves what it queued for the caller's next `drive` (the pieces of an HTTP/1.1 request's
+    /// body, decoded in one batch): what `event` returns, or `None` when the session is gone.
+    pub(super) fn feed_batched<R>(
+        &mut self,
+        id: SessionId,
+        event: impl FnOnce(&mut Exchange) -> R,
+    ) -> Option<R> {
         #[cfg(debug_assertions)]
-        assert!(
-            !self.driving.contains(&id),
-            "session {id:?} re-entered while its actions run (driving {:?})",
-            self.driving
-        );
-        let _ = id;
+        assert_not_driving(&self.driving, id);
+        let session = self.session_mut(id)?;
+        let out = event(&mut session.ex);
+        #[cfg(debug_assertions)]
+        session.ex.check_invariants();
+        Some(out)
     }
 
     /// News from origin connection `origin` for session `id` (see `Worker::deliver`), heard
     /// only while the session holds that connection: anything else is news of a connection it
     /// let go of.
     pub(super) fn hear(&mut self, id: SessionId, origin: usize, news: News) {
-        self.assert_not_driving(id);
+        #[cfg(debug_assertions)]
+        assert_not_driving(&self.driving, id);
         let now = self.now;
         let session =
             (self.sessions.get_mut(id.index)).filter(|s| s.is(id) && s.origin == Some(origin));
@@ -326,7 +328,8 @@ impl Worker {
     /// Runs the actions session `id` has queued, in order, until it has none; ends the session
     /// once its exchange is finished. The one place actions are run.
     pub(super) fn drive(&mut self, id: SessionId) {
-        self.assert_not_driving(id);
+        #[cfg(debug_assertions)]
+        assert_not_driving(&self.driving, id);
         #[cfg(debug_assertions)]
         self.driving.push(id);
         self.run_actions(id);
@@ -352,6 +355,11 @@ impl Worker {
             .and_then(|s| s.ex.poll_action(now, wall))
         {
             self.run_cached(id, action, &mut effects);
+            // An action's own result (a pick, a pooled connection) is an event too.
+            #[cfg(debug_assertions)]
+            if let Some(session) = self.session_mut(id) {
+                session.ex.check_invariants();
+            }
         }
         let Some(session) = self.session_mut(id) else {
             return;
@@ -663,4 +671,15 @@ impl Worker {
         }
         room.bytes
     }
+}
+
+/// Debug builds: an event for session `id` may not arrive while its own actions run (the loop
+/// in [`Worker::drive`], whose sessions `driving` lists); what an action learns for a session
+/// goes on after it.
+#[cfg(debug_assertions)]
+fn assert_not_driving(driving: &[SessionId], id: SessionId) {
+    assert!(
+        !driving.contains(&id),
+        "session {id:?} re-entered while its actions run (driving {driving:?})"
+    );
 }

@@ -100,10 +100,7 @@ impl Worker {
             self.close_now(index);
             return true;
         }
-        if let Some(session) = self.session_mut(id) {
-            session.ex.on_tunnel_client_data(&data, now);
-        }
-        self.drive(id);
+        self.feed(id, |ex| ex.on_tunnel_client_data(&data, now));
         self.settle_tunnel_client(index);
         true
     }
@@ -118,11 +115,10 @@ impl Worker {
         let now = self.now;
         let data = self.conns[index].rbuf.split();
         self.conns[index].blocked = false;
-        if let Some(session) = self.session_mut(id) {
-            session.ex.on_tunnel_client_data(&data, now);
-            session.ex.on_tunnel_client_eof(now);
-        }
-        self.drive(id);
+        self.feed(id, |ex| {
+            ex.on_tunnel_client_data(&data, now);
+            ex.on_tunnel_client_eof(now);
+        });
         self.settle_tunnel_client(index);
         true
     }
