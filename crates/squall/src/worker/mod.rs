@@ -281,7 +281,7 @@ impl Worker {
             }
         }
         self.buffer_limit = limit;
-        self.origins.buffer_limit = limit;
+        self.origins.set_buffer_limit(limit);
     }
 
     /// Builds this worker's upstream state from the runtime's groups. On a reload the old
@@ -304,16 +304,7 @@ impl Worker {
             Vec::new()
         });
         self.origins.upstreams.generation += 1;
-        let idle: Vec<usize> = self
-            .origins
-            .slab
-            .iter()
-            .filter(|(_, o)| o.state == origin::OriginState::Idle)
-            .map(|(i, _)| i)
-            .collect();
-        for index in idle {
-            self.with_origins(|o, io| o.close_origin(io, index));
-        }
+        self.with_origins(|o, io| o.close_idle(io));
     }
 
     fn event_loop(&mut self) -> io::Result<()> {
@@ -346,7 +337,7 @@ impl Worker {
             }
             self.wake_abandoned();
             self.deliver();
-            debug_assert!(self.origins.news.is_empty() && self.origins.rearm.is_empty());
+            debug_assert!(self.origins.quiet());
             if let Some((at, length)) = self.stall
                 && self.now >= at
             {
@@ -371,14 +362,10 @@ impl Worker {
     /// whose received bytes were delivered read on, unless their exchange paused or let go of
     /// them. The one way from an origin connection to a session.
     fn deliver(&mut self) {
-        while let Some((id, origin, news)) = self.origins.news.next() {
+        while let Some((id, origin, news)) = self.origins.next_news() {
             self.hear(id, origin, news);
         }
-        for (index, generation) in std::mem::take(&mut self.origins.rearm) {
-            if (self.origins.slab.get(index)).is_some_and(|o| o.generation == generation) {
-                self.with_origins(|o, io| o.arm_origin_recv(io, index));
-            }
-        }
+        self.with_origins(|o, io| o.read_on(io));
     }
 
     fn wait_timeout(&self) -> Option<Duration> {

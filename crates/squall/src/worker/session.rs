@@ -441,12 +441,7 @@ impl Worker {
             }
             Action::ReleaseOrigin { reusable } => {
                 if let Some(index) = self.session_mut(id).and_then(|s| s.origin.take()) {
-                    if self.origins.slab[index].mux.is_some() {
-                        self.with_origins(|o, io| o.h2_release(io, id, index));
-                    } else {
-                        self.origins.slab[index].session = None;
-                        self.with_origins(|o, io| o.release_origin(io, index, reusable));
-                    }
+                    self.with_origins(|o, io| o.let_go(io, id, index, reusable));
                 }
             }
             Action::Report {
@@ -579,10 +574,9 @@ impl Worker {
             "a finished exchange holds no origin"
         );
         if let Some(index) = session.origin
-            && self.origins.slab[index].mux.is_none()
+            && !self.origins.is_shared(index)
         {
-            self.origins.slab[index].session = None;
-            self.with_origins(|o, io| o.close_origin(io, index));
+            self.with_origins(|o, io| o.let_go(io, id, index, false));
         }
         if let Some(conn) = self.conns.get_mut(session.client.conn())
             && !session.ex.detached()

@@ -125,7 +125,7 @@ impl Worker {
 
     /// `Action::ShutdownOrigin`.
     pub(super) fn shutdown_origin(&mut self, index: usize) {
-        if !self.origins.slab[index].socket.shutdown_write() {
+        if !self.origins.shutdown_write(index) {
             debug!(worker = self.id, "tunnel: origin shutdown failed");
         }
     }

@@ -139,29 +139,29 @@ pub struct OriginTarget {
 #[derive(Default)]
 pub struct Origins {
     /// Connections to origin servers, busy or pooled.
-    pub slab: Slab<Origin>,
+    slab: Slab<Origin>,
     /// The slots of `slab` that are shared HTTP/2 connections (`h2.rs`).
-    pub shared: Vec<usize>,
+    shared: Vec<usize>,
     /// Of those, the ones whose queued exchanges may get a stream now (one was freed inside an
     /// action, where no other session may be called): served at the end of the turn.
-    pub h2_pending: Vec<usize>,
+    h2_pending: Vec<usize>,
     /// This worker's balancing, health and pool state per upstream group.
     pub upstreams: Upstreams,
     /// When an origin socket refused for want of a descriptor was last logged.
-    pub fd_logged_at: Option<Instant>,
+    fd_logged_at: Option<Instant>,
     /// What the connections learned for their exchanges, for the loop to deliver.
-    pub news: Outbox,
+    news: Outbox,
     /// The generation of the next connection's token.
-    pub next_generation: u32,
+    next_generation: u32,
     /// `limits.buffer_memory_max` in bytes (0: none): under a budget origins are read one
     /// buffer at a time.
     pub buffer_limit: usize,
     /// When the upstream servers' state is next published for `/metrics`.
-    pub gauges_due: Option<Instant>,
+    gauges_due: Option<Instant>,
     /// Connections whose receive ended with a completion whose bytes went into `news`: armed
     /// again once the news was delivered, unless the exchange paused or let go of them
     /// (slot and generation).
-    pub rearm: Vec<(usize, u32)>,
+    rearm: Vec<(usize, u32)>,
 }
 
 #[derive(Default)]

@@ -9,10 +9,97 @@ use squall_upstream::{Checkin, ConnId, ServerId};
 use tracing::debug;
 
 use super::super::Io;
+use super::super::session::SessionId;
 use super::super::token::Token;
 use super::{News, OriginState, Origins};
 
 impl Origins {
+    /// Pooled connection `index` for session `id`: false when it is not idle (it closed or
+    /// was taken meanwhile). The caller arms its receive.
+    pub(in crate::worker) fn take_pooled(&mut self, index: usize, id: SessionId) -> bool {
+        let origin = &mut self.slab[index];
+        if origin.state != OriginState::Idle {
+            return false;
+        }
+        origin.state = OriginState::Busy;
+        origin.session = Some(id);
+        true
+    }
+
+    /// Closes every pooled connection (a reload replaced the upstreams they were made for).
+    pub(in crate::worker) fn close_idle(&mut self, io: &mut Io<'_>) {
+        let idle: Vec<usize> = (self.slab.iter())
+            .filter(|(_, o)| o.state == OriginState::Idle)
+            .map(|(i, _)| i)
+            .collect();
+        for index in idle {
+            self.close_origin(io, index);
+        }
+    }
+
+    /// Whether connection `index` is a shared HTTP/2 one (its streams are the sessions').
+    pub(in crate::worker) fn is_shared(&self, index: usize) -> bool {
+        self.slab[index].mux.is_some()
+    }
+
+    /// Session `id` lets go of connection `index`: a stream of a shared one is released,
+    /// a connection of its own goes back to the pool if `reusable`, else is closed.
+    pub(in crate::worker) fn let_go(
+        &mut self,
+        io: &mut Io<'_>,
+        id: SessionId,
+        index: usize,
+        reusable: bool,
+    ) {
+        if self.is_shared(index) {
+            return self.h2_release(io, id, index);
+        }
+        self.slab[index].session = None;
+        self.release_origin(io, index, reusable);
+    }
+
+    /// Files session `deadline` as connection `index`'s timer (a connection of the session's
+    /// own).
+    pub(in crate::worker) fn set_deadline(
+        &mut self,
+        io: &mut Io<'_>,
+        index: usize,
+        deadline: Option<Instant>,
+    ) {
+        self.slab[index].deadline = deadline;
+        self.arm_origin_timer(io, index);
+    }
+
+    /// Shuts connection `index`'s write side (a tunnel whose client closed its own); false
+    /// when that failed.
+    pub(in crate::worker) fn shutdown_write(&mut self, index: usize) -> bool {
+        self.slab[index].socket.shutdown_write()
+    }
+
+    /// The next news for a session (`Worker::deliver`).
+    pub(in crate::worker) fn next_news(&mut self) -> Option<(SessionId, usize, News)> {
+        self.news.next()
+    }
+
+    /// Whether no news waits (the loop asserts it at the end of a turn).
+    pub(in crate::worker) fn quiet(&self) -> bool {
+        self.news.is_empty() && self.rearm.is_empty()
+    }
+
+    /// Arms again the receives of connections whose bytes were delivered, unless their
+    /// exchange paused or let go of them meanwhile (`Worker::deliver`, after the news).
+    pub(in crate::worker) fn read_on(&mut self, io: &mut Io<'_>) {
+        for (index, generation) in std::mem::take(&mut self.rearm) {
+            if (self.slab.get(index)).is_some_and(|o| o.generation == generation) {
+                self.arm_origin_recv(io, index);
+            }
+        }
+    }
+
+    /// Sets the buffer budget (`limits.buffer_memory_max` in bytes, 0: none).
+    pub(in crate::worker) fn set_buffer_limit(&mut self, limit: usize) {
+        self.buffer_limit = limit;
+    }
     /// A pooled connection to `server`: any one not yet expired for a `replayable` request,
     /// else one idle for less than `pool_unsafe_idle_timeout` (an older one may be closing
     /// under the origin's own keep-alive timeout, and such a request could not be retried).

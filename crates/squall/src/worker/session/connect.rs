@@ -8,7 +8,7 @@ use squall_config::OriginProtocol;
 use squall_upstream::{ConnId, ServerId, UpstreamErrorClass};
 
 use super::super::Worker;
-use super::super::origin::{self, OriginState, OriginTarget};
+use super::super::origin::{self, OriginTarget};
 use super::super::token::Token;
 use super::SessionId;
 
@@ -90,12 +90,9 @@ impl Worker {
             let Some(index) = self.origins.origin_index(Token::from_raw(raw)) else {
                 continue;
             };
-            let origin = &mut self.origins.slab[index];
-            if origin.state != OriginState::Idle {
+            if !self.origins.take_pooled(index, id) {
                 continue;
             }
-            origin.state = OriginState::Busy;
-            origin.session = Some(id);
             // Its receive may have ended while it was pooled (a pause's cancellation
             // reporting late): a busy connection must be read.
             self.with_origins(|o, io| o.arm_origin_recv(io, index));
@@ -195,12 +192,11 @@ impl Worker {
             return;
         };
         let (origin, deadline) = (session.origin, session.ex.next_deadline());
-        if origin.is_some_and(|index| self.origins.slab[index].mux.is_some()) {
+        if origin.is_some_and(|index| self.origins.is_shared(index)) {
             return self.arm_own_timer(id);
         }
         if let Some(index) = origin {
-            self.origins.slab[index].deadline = deadline;
-            self.with_origins(|o, io| o.arm_origin_timer(io, index));
+            self.with_origins(|o, io| o.set_deadline(io, index, deadline));
         }
     }
 
