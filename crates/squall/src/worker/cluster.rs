@@ -103,7 +103,7 @@ impl Worker {
         let Some(upstream) = cluster.nodes.get(node).and_then(|n| n.upstream) else {
             return node == cluster.self_index;
         };
-        let Some(group) = self.origins.upstreams.groups.get(upstream) else {
+        let Some(group) = self.origins.group(upstream) else {
             return false;
         };
         let server = group.group.ids().next();

@@ -296,15 +296,14 @@ impl Worker {
             .map(|u| squall_upstream::Upstream::new(&u.spec, self.now, seed))
             .collect();
         // Validation makes an error here unreachable; if it happens, proxy routes answer 502.
-        self.origins.upstreams.groups = groups.unwrap_or_else(|e| {
+        let groups = groups.unwrap_or_else(|e| {
             warn!(
                 worker = self.id,
                 "upstreams: {e}; proxy routes will answer 502"
             );
             Vec::new()
         });
-        self.origins.upstreams.generation += 1;
-        self.with_origins(|o, io| o.close_idle(io));
+        self.with_origins(|o, io| o.replace_groups(io, groups));
     }
 
     fn event_loop(&mut self) -> io::Result<()> {

@@ -190,7 +190,7 @@ impl Worker {
             self.runtime.metrics.worker(self.id).cluster_forwarded.inc();
         }
         let upstream = route.upstream;
-        let group = self.origins.upstreams.groups.get(upstream);
+        let group = self.origins.group(upstream);
         // The route's timers over its group's; the read timeout is the head's by default.
         let response_timeout = (route.timeouts.response)
             .unwrap_or_else(|| group.map_or(FALLBACK_TIMEOUT, |g| g.response_timeout));
@@ -229,7 +229,7 @@ impl Worker {
             origin: None,
             timer_due: None,
             upstream,
-            upstream_generation: self.origins.upstreams.generation,
+            upstream_generation: self.origins.groups_generation(),
             tunnel: None,
             peer: client_addr,
             reply: Reply::new(x_cache),
@@ -450,11 +450,9 @@ impl Worker {
                 let Some(session) = self.sessions.get(id.index) else {
                     return;
                 };
-                if session.upstream_generation == self.origins.upstreams.generation
-                    && let Some(group) = self.origins.upstreams.groups.get_mut(session.upstream)
-                {
-                    group.group.report(server, outcome, now);
-                }
+                let (generation, upstream) = (session.upstream_generation, session.upstream);
+                self.origins
+                    .report(generation, upstream, server, outcome, now);
             }
             Action::ClientBodyConsumed(n) => {
                 if let Some(session) = self.session_mut(id) {

@@ -146,7 +146,7 @@ impl Worker {
             return;
         }
         self.runtime.metrics.worker(self.id).tunnels.inc();
-        let generation = self.origins.upstreams.generation;
+        let generation = self.origins.groups_generation();
         let upstream = self.session_mut(id).and_then(|s| s.upstream(generation));
         let events = upstream.map(|upstream| self.origins.upstream_events(&self.runtime, upstream));
         if let Some(events) = &events {

@@ -146,7 +146,7 @@ pub struct Origins {
     /// action, where no other session may be called): served at the end of the turn.
     h2_pending: Vec<usize>,
     /// This worker's balancing, health and pool state per upstream group.
-    pub upstreams: Upstreams,
+    upstreams: Upstreams,
     /// When an origin socket refused for want of a descriptor was last logged.
     fd_logged_at: Option<Instant>,
     /// What the connections learned for their exchanges, for the loop to deliver.
@@ -182,6 +182,59 @@ pub fn origin_socket(address: SocketAddr) -> io::Result<OwnedFd> {
 }
 
 impl Origins {
+    /// Upstream group `upstream` as this worker balances it (read only: its servers, their
+    /// health, its timeouts), if the config in force has it.
+    pub(in crate::worker) fn group(&self, upstream: usize) -> Option<&Upstream> {
+        self.upstreams.groups.get(upstream)
+    }
+
+    /// Group `upstream`'s name ("" for a group the config in force lacks).
+    pub(in crate::worker) fn group_name(&self, upstream: usize) -> &str {
+        self.group(upstream).map_or("", |g| g.group.name())
+    }
+
+    /// Which set of groups is in force: a reload's `replace_groups` moves it on, and a
+    /// session's upstream index means something only under the generation it began in.
+    pub(in crate::worker) fn groups_generation(&self) -> u64 {
+        self.upstreams.generation
+    }
+
+    /// A server of group `upstream` by its balancing, none of `tried`.
+    pub(in crate::worker) fn pick(
+        &mut self,
+        upstream: usize,
+        key: Option<u64>,
+        now: Instant,
+        tried: &[ServerId],
+    ) -> Option<ServerId> {
+        (self.upstreams.groups.get_mut(upstream)).and_then(|u| u.group.pick(key, now, tried))
+    }
+
+    /// What a request to `server` of group `upstream` came to, for its passive health, when
+    /// the session began under the groups in force (`generation`).
+    pub(in crate::worker) fn report(
+        &mut self,
+        generation: u64,
+        upstream: usize,
+        server: ServerId,
+        outcome: squall_upstream::Outcome,
+        now: Instant,
+    ) {
+        if generation == self.upstreams.generation
+            && let Some(group) = self.upstreams.groups.get_mut(upstream)
+        {
+            group.group.report(server, outcome, now);
+        }
+    }
+
+    /// A reload's new groups replace this worker's (their pools start empty: the idle
+    /// connections of the old ones are closed).
+    pub(in crate::worker) fn replace_groups(&mut self, io: &mut Io<'_>, groups: Vec<Upstream>) {
+        self.upstreams.groups = groups;
+        self.upstreams.generation += 1;
+        self.close_idle(io);
+    }
+
     /// Group `upstream`'s counters of HTTP/2 streams and tunnels (a cluster peer's group, which
     /// the config does not list, has its own, made on first use).
     pub(in crate::worker) fn upstream_events(

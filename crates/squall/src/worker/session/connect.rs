@@ -35,8 +35,7 @@ impl Worker {
         let key = (self.runtime.upstreams.get(session.upstream)).map(|u| {
             squall_proxy::forward::balance_key(&u.hash_key, session.ex.head(), session.peer)
         });
-        let picked = (self.origins.upstreams.groups.get_mut(session.upstream))
-            .and_then(|u| u.group.pick(key, now, session.ex.tried()));
+        let picked = (self.origins).pick(session.upstream, key, now, session.ex.tried());
         session.ex.on_pick(picked, now);
     }
 
@@ -138,8 +137,7 @@ impl Worker {
     ) -> Option<usize> {
         let now = self.now;
         let proxy_header = self.origin_proxy_header(id, upstream);
-        let address =
-            (self.origins.upstreams.groups.get(upstream)).and_then(|g| g.group.address(server));
+        let address = (self.origins.group(upstream)).and_then(|g| g.group.address(server));
         let fd = address.map(origin::origin_socket);
         let Some(Ok(fd)) = fd else {
             if let Some(Err(e)) = fd {

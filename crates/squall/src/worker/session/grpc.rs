@@ -31,7 +31,7 @@ impl Worker {
             return None;
         }
         let upstream = session.upstream;
-        let name = (self.origins.upstreams.groups.get(upstream)).map_or("", |g| g.group.name());
+        let name = self.origins.group_name(upstream);
         if status == http::StatusCode::PAYLOAD_TOO_LARGE {
             return Some(OVER_LIMIT.to_owned());
         }
@@ -59,7 +59,7 @@ impl Worker {
             return Some(("8", OVER_LIMIT.to_owned()));
         }
         let upstream = session.upstream;
-        let name = (self.origins.upstreams.groups.get(upstream)).map_or("", |g| g.group.name());
+        let name = self.origins.group_name(upstream);
         Some(match session.ex.failure() {
             Some(UpstreamErrorClass::ResponseTimeout) => (
                 "4",
@@ -104,7 +104,7 @@ impl Worker {
             .is_none_or(|at| self.now >= at + Duration::from_secs(60))
         {
             self.grpc_logged_at = Some(self.now);
-            let name = (self.origins.upstreams.groups.get(upstream)).map_or("", |g| g.group.name());
+            let name = self.origins.group_name(upstream);
             tracing::warn!(
                 worker = self.id,
                 upstream = name,
