@@ -62,6 +62,15 @@ pub enum ClientProtocol {
     H2,
 }
 
+impl ClientProtocol {
+    /// Whether a body whose length is not known up front can be framed for this client with
+    /// the connection kept (chunked on HTTP/1.1, DATA frames on HTTP/2); HTTP/1.0 has only a
+    /// close to end it. What decides if a response may be compressed as it streams.
+    pub fn frames_unknown_length(self) -> bool {
+        self != ClientProtocol::Http10
+    }
+}
+
 /// What the exchange needs to know about the client side.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientInfo {

@@ -254,8 +254,8 @@ impl Exchange {
             return false;
         };
         // Chunked on HTTP/1.1 or DATA frames on HTTP/2: a body whose length is unknown.
-        let can_stream = matches!(framing, ClientFraming::Frames)
-            || (framing != ClientFraming::Empty && self.client.protocol == ClientProtocol::Http11);
+        let can_stream =
+            framing != ClientFraming::Empty && self.client.protocol.frames_unknown_length();
         let mut plan = compress::plan(
             rules,
             &self.head,

@@ -85,7 +85,7 @@ pub fn plan(
     content_type: &str,
     len: u64,
 ) -> Encoding {
-    let can_stream = protocol != ClientProtocol::Http10;
+    let can_stream = protocol.frames_unknown_length();
     let plan = (root.compress.as_ref()).map_or(Plan::Leave, |rules| {
         compress::plan_file(rules, head, content_type, len, can_stream)
     });

@@ -582,9 +582,7 @@ impl Worker {
     fn end_file(&mut self, id: FileId) {
         let transfer = self.files.remove(id.index);
         debug_assert!(!transfer.busy, "the ring owns a busy transfer's buffers");
-        if transfer.descriptor {
-            self.give_descriptor();
-        }
+        self.end_descriptor(super::listen::Waiter::File(id), transfer.descriptor);
         let token = Token::file(id.index, id.generation).raw();
         for fd in [transfer.fd, transfer.original.map(|(fd, _)| fd)]
             .into_iter()

@@ -35,7 +35,7 @@ use super::{ACCEPT_RETRY, CONNS_MAX, Listener, PAUSE_LOG_INTERVAL, Worker};
 pub(super) const DESCRIPTOR_RETRY: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// A request waiting for a descriptor.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Waiter {
     /// A proxied request, before its first pick.
     Session(SessionId),
@@ -221,9 +221,15 @@ impl Worker {
         self.descriptor_waiters.is_empty() && self.runtime.metrics.descriptors.take()
     }
 
-    /// Gives back a request's charge; a waiting request takes it at the end of the turn.
-    pub(super) fn give_descriptor(&mut self) {
-        self.runtime.metrics.descriptors.give();
+    /// Request `holder` ended: its charge is given back (a waiting request takes it at the
+    /// end of the turn), or, never charged, it leaves the queue it may wait in, so that
+    /// requests abandoned while the room is full cannot grow the queue without bound.
+    pub(super) fn end_descriptor(&mut self, holder: Waiter, charged: bool) {
+        if charged {
+            self.runtime.metrics.descriptors.give();
+        } else if !self.descriptor_waiters.is_empty() {
+            self.descriptor_waiters.retain(|waiter| *waiter != holder);
+        }
     }
 
     /// Queues `waiter` until a descriptor is free (`wake_descriptor_waiters`).
@@ -255,7 +261,7 @@ impl Worker {
                 Waiter::File(id) => self.open_charged(id),
             };
             if !started {
-                self.give_descriptor();
+                self.runtime.metrics.descriptors.give();
             }
         }
     }

@@ -564,9 +564,7 @@ impl Worker {
     fn end_session(&mut self, id: SessionId) {
         let session = self.sessions.remove(id.index);
         self.charge_session(session.client, session.charged, 0);
-        if session.descriptor {
-            self.give_descriptor();
-        }
+        self.end_descriptor(super::listen::Waiter::Session(id), session.descriptor);
         debug_assert!(
             session.origin.is_none(),
             "a finished exchange holds no origin"

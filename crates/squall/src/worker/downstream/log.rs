@@ -80,11 +80,7 @@ impl super::Downstream<'_> {
         status: http::StatusCode,
         sent: usize,
     ) {
-        let Some(conn) = self.conns.get_mut(index) else {
-            return;
-        };
-        self.counters.count_response(status);
-        record(self.log, conn, head, status, sent, self.now, self.counters);
+        self.log_counted(index, head, status, sent, WorkerCounters::count_response);
     }
 
     /// As [`Self::log_answer`], for a request refused as malformed or over a limit: counted
@@ -96,10 +92,22 @@ impl super::Downstream<'_> {
         status: http::StatusCode,
         sent: usize,
     ) {
+        self.log_counted(index, head, status, sent, WorkerCounters::count_bad_request);
+    }
+
+    /// Counts the answer with `count`, then writes its log line.
+    fn log_counted(
+        &mut self,
+        index: usize,
+        head: Option<&squall_h1::RequestHead>,
+        status: http::StatusCode,
+        sent: usize,
+        count: fn(&WorkerCounters, http::StatusCode),
+    ) {
         let Some(conn) = self.conns.get_mut(index) else {
             return;
         };
-        self.counters.count_bad_request(status);
+        count(self.counters, status);
         record(self.log, conn, head, status, sent, self.now, self.counters);
     }
 }
