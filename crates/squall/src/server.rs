@@ -475,6 +475,12 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let inputs = crate::descriptors::inputs(&config, runtime.upstream_specs(), count);
     let reserve = config.limits.descriptor_reserve;
     (metrics.descriptors).start(nofile, base, reserve, &inputs);
+    // Bound before any worker answers, so a client that was served can also reach the socket.
+    let control_socket = crate::control::socket_path(&config);
+    let control = match &control_socket {
+        Some(socket) => Some(crate::control::start(socket)?),
+        None => None,
+    };
     let clients = Arc::new(crate::clients::ClientTable::new());
     let workers = spawn_workers(count, listeners, &runtime, access_log.as_ref(), &clients)?;
     info!(
@@ -482,11 +488,6 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
         "squall {} ready: all workers listening",
         env!("CARGO_PKG_VERSION")
     );
-    let control_socket = crate::control::socket_path(&config);
-    let control = match &control_socket {
-        Some(socket) => Some(crate::control::start(socket)?),
-        None => None,
-    };
     crate::notify::ready(&format!("serving with {count} workers"));
     crate::notify::start_watchdog(metrics.clone());
     crate::resolve::start(resolution.resolver.clone(), metrics.clone())?;
