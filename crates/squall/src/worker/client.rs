@@ -4,15 +4,18 @@
 //! parked-request timers).
 
 use std::io;
+use std::os::fd::OwnedFd;
 
 use bytes::Bytes;
+use socket2::SockRef;
+use squall_tls::TlsConn;
 use squall_uring::RecvBuf;
 use tracing::debug;
 
 use super::conn::{Conn, Phase};
 use super::downstream::{self, Due};
 use super::token::{self, Kind, Token};
-use super::{LINGER, Worker};
+use super::{LINGER, Worker, listen, part_io};
 use crate::metrics::WorkerCounters;
 
 impl Worker {
@@ -249,7 +252,7 @@ impl Worker {
         for id in downstream::sessions_of(&self.conns[index]) {
             self.abort_session(id);
         }
-        self.files_gone(index);
+        self.with_files(|files, io, down| files.gone_all(io, down, index));
         let conn = &mut self.conns[index];
         if conn.phase == Phase::Closed {
             return;
@@ -285,8 +288,8 @@ impl Worker {
             if let Some(ip) = conn.counted_ip {
                 self.clients.close(ip);
             }
-            if self.listeners.iter().any(|l| l.paused_since.is_some()) {
-                self.resume_accepting();
+            if self.admission.any_paused() && self.drain_deadline.is_none() {
+                self.admission.resume(&mut part_io!(self));
             }
         }
     }
@@ -424,6 +427,100 @@ impl Worker {
                 self.close_now(index);
             }
         }
+    }
+
+    /// Sets up a connection accepted on listener `listener` and starts reading it.
+    pub(super) fn open_conn(&mut self, fd: OwnedFd, listener: usize) {
+        // Small responses go out at once: Nagle would hold a pipelined batch's tail for an ACK.
+        if let Err(e) = SockRef::from(&fd).set_tcp_nodelay(true) {
+            debug!(worker = self.id, "TCP_NODELAY: {e}");
+        }
+        // The kernel keeps only a little unsent data queued, so the next frame to go out is
+        // the one the HTTP/2 scheduler picks now, not one queued behind a large response.
+        let lowat = self.runtime.limits.tcp_notsent_lowat;
+        if lowat > 0
+            && let Err(e) = squall_uring::set_tcp_notsent_lowat(&fd, lowat)
+        {
+            debug!(worker = self.id, "TCP_NOTSENT_LOWAT: {e}");
+        }
+        // 30 bits: the top two bits of a token say what it belongs to.
+        self.next_generation = token::next_generation(self.next_generation);
+        let generation = self.next_generation;
+        let address = self.admission.address(listener);
+        let acceptor = self.runtime.tls.acceptor(address);
+        let tls = acceptor.map(|acceptor| Box::new(TlsConn::new(acceptor)));
+        let mut conn = Conn::new(fd, generation, tls, self.now);
+        conn.protocols = listen::listener_protocols(&self.runtime, address);
+        let limits = self.runtime.client_limits;
+        let runtime = &self.runtime;
+        let access = runtime.access_rules;
+        let balancers = listen::proxy_protocol_from(runtime, address);
+        let needs_peer =
+            !runtime.upstreams.is_empty() || access || runtime.needs_client || balancers.is_some();
+        if self.log.access.is_some() || limits.any() || needs_peer {
+            // One getpeername per connection, paid only when a log, a limit, a route's
+            // allow / deny, auth or rate, `real_ip` or the X-Forwarded-For of a proxied
+            // request needs it.
+            let fd = conn.socket.fd().expect("a new connection has its socket");
+            conn.peer = SockRef::from(fd)
+                .peer_addr()
+                .ok()
+                .and_then(|a| a.as_socket());
+        }
+        if let Some(balancers) = balancers {
+            // The client's address comes with the header; only the balancers may send one.
+            if !conn
+                .peer
+                .is_some_and(|p| balancers.iter().any(|n| n.contains(p.ip())))
+            {
+                debug!(worker = self.id, peer = ?conn.peer, "PROXY protocol: not a trusted balancer");
+                self.runtime
+                    .metrics
+                    .worker(self.id)
+                    .proxy_protocol_refused
+                    .inc();
+                return; // dropping `conn` closes the socket
+            }
+            conn.proxy_header = Some(Vec::new());
+        } else if !self.count_client(conn.peer, &mut conn.counted_ip) {
+            return; // dropping `conn` closes the socket
+        }
+        let index = self.conns.insert(conn);
+        // Counted from the slot's insertion to its removal (`op_done_at`), however it closes.
+        self.runtime.metrics.descriptors.opened();
+        let token = Token::client(index, generation);
+        let conn = &mut self.conns[index];
+        conn.socket.arm_recv(&mut self.ring, token);
+        self.runtime
+            .metrics
+            .worker(self.id)
+            .connections_accepted
+            .inc();
+        self.update_deadline(index);
+    }
+
+    /// Counts a connection from `peer` under its address for `connections_per_ip_max`, noting
+    /// the address in `counted` (to uncount at close); false when that address has as many as
+    /// it may (the connection is then refused).
+    pub(super) fn count_client(
+        &self,
+        peer: Option<std::net::SocketAddr>,
+        counted: &mut Option<std::net::IpAddr>,
+    ) -> bool {
+        let limits = self.runtime.client_limits;
+        let (true, Some(peer)) = (limits.any(), peer) else {
+            return true;
+        };
+        if !self
+            .clients
+            .open(peer.ip(), limits.connections_max, self.now)
+        {
+            debug!(worker = self.id, %peer, "connections_per_ip_max reached: refused");
+            self.runtime.metrics.worker(self.id).limit_connections.inc();
+            return false;
+        }
+        *counted = Some(peer.ip());
+        true
     }
 }
 

@@ -145,6 +145,10 @@ pub(super) struct Downstream<'a> {
     pub conns: &'a mut Slab<Conn>,
     pub log: &'a mut RequestLog,
     pub counters: &'a WorkerCounters,
+    /// The process's count of buffered response bytes, and its limit for this machine
+    /// (`limits.buffer_memory_max`; 0: none): what `client_room` shares out.
+    pub buffered: &'a crate::metrics::BufferedBytes,
+    pub buffer_limit: usize,
     /// The current IMF-fixdate.
     pub date: &'a [u8],
     /// Reused to assemble a cache hit's head, so that a hit allocates nothing.
@@ -157,20 +161,31 @@ pub(super) struct Downstream<'a> {
     pub service: &'a crate::route_rules::Service,
 }
 
+/// The worker's `Downstream`, borrowing only the fields it names, so that a part (another
+/// field) can be borrowed beside it.
+macro_rules! part_downstream {
+    ($worker:expr) => {
+        $crate::worker::downstream::Downstream {
+            conns: &mut $worker.conns,
+            log: &mut $worker.log,
+            counters: $worker.runtime.metrics.worker($worker.id),
+            buffered: &$worker.runtime.metrics.buffered,
+            buffer_limit: $worker.buffer_limit,
+            date: $worker.date.get(),
+            scratch: &mut $worker.scratch,
+            now: $worker.now,
+            wall: $worker.wall,
+            draining: $worker.drain_deadline.is_some(),
+            service: &$worker.runtime.service,
+        }
+    };
+}
+pub(super) use part_downstream;
+
 impl Worker {
     /// The downstream and the session slab, borrowed at once.
     pub(super) fn split(&mut self) -> (Downstream<'_>, &mut Slab<Session>) {
-        let down = Downstream {
-            conns: &mut self.conns,
-            log: &mut self.log,
-            counters: self.runtime.metrics.worker(self.id),
-            date: self.date.get(),
-            scratch: &mut self.scratch,
-            now: self.now,
-            wall: self.wall,
-            draining: self.drain_deadline.is_some(),
-            service: &self.runtime.service,
-        };
+        let down = part_downstream!(self);
         (down, &mut self.sessions)
     }
 
@@ -217,11 +232,13 @@ impl Worker {
             h2.conn.release_capacity(stream, n);
         }
     }
+}
 
+impl Downstream<'_> {
     /// How many more response bytes the client takes before its origin should pause, under
     /// the client's own bound, its HTTP/2 connection's and the process's buffer budget (see
     /// `budget.rs`).
-    pub(super) fn client_room(&self, client: Client) -> super::budget::Room {
+    pub fn client_room(&self, client: Client) -> super::budget::Room {
         use super::budget::{Held, Process, Room, room};
         let Some(conn) = self.conns.get(client.conn()) else {
             return Room {
@@ -244,7 +261,7 @@ impl Worker {
                 connection: conn.held_bytes() + conn.session_bytes,
             },
         };
-        let buffered = &self.runtime.metrics.buffered;
+        let buffered = self.buffered;
         let process = Process {
             limit: self.buffer_limit,
             holders: usize::try_from(buffered.holders().max(buffered.responders()))
@@ -252,9 +269,7 @@ impl Worker {
         };
         room(held, process)
     }
-}
 
-impl Downstream<'_> {
     /// Writes one piece of a proxied response for `session`'s client; an origin's error on a
     /// route that intercepts it becomes the error page (its body dropped).
     pub fn write(&mut self, session: &mut Session, message: ToClient) -> Written {

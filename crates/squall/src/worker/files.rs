@@ -19,6 +19,8 @@
 //! meanwhile, and the first fresh one is answered instead; else a file that the route's
 //! `compress` plans compressed goes through a `Compressor` one read at a time.
 
+mod coding;
+
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -27,14 +29,20 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::{Method, StatusCode};
 use squall_h1::RequestHead;
-use squall_proxy::compress::{Coding, CompressError, Compressor, Stats};
+use squall_proxy::compress::{Coding, Compressor};
 use squall_uring::FileStat;
 
-use super::Worker;
-use super::downstream::{self, Client, FileAnswered};
+use slab::Slab;
+
+use coding::{encode_piece, file_encoding};
+
+use super::downstream::{self, Client, Downstream, FileAnswered, part_downstream};
+use super::listen::Waiter;
 use super::token::{self, Token};
+use super::{Io, Worker, part_io};
 use crate::roots::Root;
-use crate::static_files::encoding::{self, Encoding};
+use crate::server::Runtime;
+use crate::static_files::encoding::Encoding;
 use crate::static_files::{self, Extent, Precondition, Target, Validators};
 
 /// The most bytes one read asks for. 64 KiB reads keep a 1 MiB file to 16 trips through the
@@ -97,37 +105,111 @@ pub struct Transfer {
     descriptor: bool,
 }
 
+/// The static file transfers in progress: their slab and their operations on the ring. Every
+/// answer leaves through the downstream the loop lends each call; what the loop must do for
+/// another part is queued as [`FileNews`] and taken with `next_news` after each call.
+#[derive(Default)]
+pub(super) struct Files {
+    slab: Slab<Transfer>,
+    generation: u32,
+    news: Vec<FileNews>,
+}
+
+/// What a transfer asks of the loop, for another part.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum FileNews {
+    /// The client may go on: it has output to send, or its transfer ended.
+    Resume(Client),
+    /// Transfer `id` ended: its descriptor's charge is given back (`charged`), or it leaves
+    /// the queue of those waiting for one.
+    Ended { id: FileId, charged: bool },
+}
+
 impl Worker {
-    /// The `root` route `route`'s directory, if it is one.
-    pub(super) fn files_root(&self, route: Option<u32>) -> Option<Arc<Root>> {
-        self.runtime.service.route_by_id(route?)?.rules.root.clone()
+    /// Runs `f` on the file transfers with the I/O context and the downstream their methods
+    /// take, then does what they asked of the loop: a client resumed, a descriptor's charge
+    /// given back.
+    pub(super) fn with_files<R>(
+        &mut self,
+        f: impl FnOnce(&mut Files, &mut Io<'_>, &mut Downstream<'_>) -> R,
+    ) -> R {
+        let result = f(
+            &mut self.files,
+            &mut part_io!(self),
+            &mut part_downstream!(self),
+        );
+        while let Some(news) = self.files.next_news() {
+            match news {
+                FileNews::Resume(client) => self.resume_client(client),
+                FileNews::Ended { id, charged } => {
+                    let holder = Waiter::File(id);
+                    (self.admission).end_descriptor(&self.runtime, holder, charged);
+                }
+            }
+        }
+        result
     }
 
-    /// Starts serving `head` from `root` for `client`. Returns true when it was answered at
-    /// once (a refusal); false while the file is opened and sent, the transfer then noted on
-    /// the client so that an HTTP/1.1 connection reads no further request until it ends.
+    /// Starts serving `head` from `root` for `client` (`Files::start`), charging its
+    /// descriptor or queueing it for one. Returns true when it was answered at once.
     pub(super) fn start_file(
         &mut self,
         client: Client,
         head: RequestHead,
         root: Arc<Root>,
     ) -> bool {
+        let Some(id) = self.with_files(|files, io, down| files.start(io, down, client, head, root))
+        else {
+            return true;
+        };
+        if self.admission.take_descriptor(&self.runtime) {
+            self.with_files(|files, io, _| files.open_charged(io, id));
+        } else {
+            (self.admission).wait_for_descriptor(&part_io!(self), Waiter::File(id));
+        }
+        false
+    }
+}
+
+/// The `root` route `route`'s directory, if it is one.
+pub(super) fn files_root(runtime: &Runtime, route: Option<u32>) -> Option<Arc<Root>> {
+    runtime.service.route_by_id(route?)?.rules.root.clone()
+}
+
+impl Files {
+    /// What the last call asks of the loop, oldest first.
+    pub(super) fn next_news(&mut self) -> Option<FileNews> {
+        (!self.news.is_empty()).then(|| self.news.remove(0))
+    }
+
+    /// Starts serving `head` from `root` for `client`. Returns `None` when it was answered at
+    /// once (a refusal); else the transfer, noted on the client so that an HTTP/1.1
+    /// connection reads no further request until it ends, and waiting for the loop to charge
+    /// it a descriptor (`open_charged`).
+    pub(super) fn start(
+        &mut self,
+        io: &mut Io<'_>,
+        down: &mut Downstream<'_>,
+        client: Client,
+        head: RequestHead,
+        root: Arc<Root>,
+    ) -> Option<FileId> {
         if let Some(status) = static_files::method_refusal(&head.method) {
             let allow = Some(("allow", &b"GET, HEAD"[..]));
-            self.refuse_file(client, &head, root.id, status, allow);
-            return true;
+            self.refuse(down, client, &head, root.id, status, allow);
+            return None;
         }
         let target = match static_files::target(head.uri.path()) {
             Ok(target) => target,
             Err(why) => {
-                tracing::debug!(worker = self.id, ?why, "static file path refused");
-                self.refuse_file(client, &head, root.id, StatusCode::NOT_FOUND, None);
-                return true;
+                tracing::debug!(worker = io.worker, ?why, "static file path refused");
+                self.refuse(down, client, &head, root.id, StatusCode::NOT_FOUND, None);
+                return None;
             }
         };
-        self.next_generation = token::next_generation(self.next_generation);
-        let generation = self.next_generation;
-        let index = self.files.insert(Transfer {
+        self.generation = token::next_generation(self.generation);
+        let generation = self.generation;
+        let index = self.slab.insert(Transfer {
             generation,
             client,
             head,
@@ -144,7 +226,7 @@ impl Worker {
             sent: 0,
             answered: false,
             close_after: false,
-            started: self.now,
+            started: io.now,
             original: None,
             siblings: Vec::new(),
             sibling: None,
@@ -153,33 +235,27 @@ impl Worker {
             descriptor: false,
         });
         let id = FileId { index, generation };
-        downstream::set_file(&mut self.conns[client.conn()], client, Some(id));
-        if !self.take_descriptor() {
-            self.wait_for_descriptor(super::listen::Waiter::File(id));
-            return false;
-        }
-        self.files[index].descriptor = true;
-        self.open_next(id);
-        false
+        downstream::set_file(&mut down.conns[client.conn()], client, Some(id));
+        Some(id)
     }
 
     /// Opens the file of transfer `id`, waiting until now for a descriptor, now charged one;
     /// false when its client went away meanwhile.
-    pub(super) fn open_charged(&mut self, id: FileId) -> bool {
+    pub(super) fn open_charged(&mut self, io: &mut Io<'_>, id: FileId) -> bool {
         let Some(transfer) =
-            (self.files.get_mut(id.index)).filter(|t| t.generation == id.generation && !t.gone)
+            (self.slab.get_mut(id.index)).filter(|t| t.generation == id.generation && !t.gone)
         else {
             return false;
         };
         debug_assert!(!transfer.descriptor && !transfer.busy);
         transfer.descriptor = true;
-        self.open_next(id);
+        self.open_next(io, id);
         true
     }
 
     /// Opens the transfer's file: the path itself, or the next index name of a directory.
-    fn open_next(&mut self, id: FileId) {
-        let transfer = &mut self.files[id.index];
+    fn open_next(&mut self, io: &mut Io<'_>, id: FileId) {
+        let transfer = &mut self.slab[id.index];
         let mut name = transfer.target.relative.clone();
         if transfer.target.directory {
             let index = &transfer.root.index[transfer.index_next];
@@ -196,14 +272,14 @@ impl Worker {
         transfer.busy = true;
         let (dir, resolve) = (transfer.root.dir.as_raw_fd(), transfer.root.resolve);
         let token = Token::file(id.index, id.generation).raw();
-        self.ring.openat2(dir, path, resolve, token);
+        io.ring.openat2(dir, path, resolve, token);
     }
 
     /// The transfer a completion's token names, now that its operation is over; `None` when
     /// it ended meanwhile (its client went away), which ends it for good.
-    fn file_done(&mut self, token: u64) -> Option<FileId> {
+    fn done(&mut self, io: &mut Io<'_>, down: &mut Downstream<'_>, token: u64) -> Option<FileId> {
         let token = Token::from_raw(token);
-        let transfer = self.files.get_mut(token.index())?;
+        let transfer = self.slab.get_mut(token.index())?;
         if !token.names(transfer.generation) {
             return None;
         }
@@ -213,35 +289,41 @@ impl Worker {
             generation: transfer.generation,
         };
         if transfer.gone {
-            self.end_file(id);
+            self.end(io, down, id);
             return None;
         }
         Some(id)
     }
 
-    pub(super) fn on_file_open(&mut self, token: u64, result: io::Result<OwnedFd>) {
-        let Some(id) = self.file_done(token) else {
+    pub(super) fn on_open(
+        &mut self,
+        io: &mut Io<'_>,
+        down: &mut Downstream<'_>,
+        token: u64,
+        result: io::Result<OwnedFd>,
+    ) {
+        let Some(id) = self.done(io, down, token) else {
             if let Ok(fd) = result {
-                self.ring.close(fd, token);
+                io.ring.close(fd, token);
             }
             return;
         };
-        let transfer = &mut self.files[id.index];
+        let transfer = &mut self.slab[id.index];
         match result {
             Ok(fd) => {
                 transfer.busy = true;
-                self.ring.statx(fd.as_raw_fd(), token);
+                io.ring.statx(fd.as_raw_fd(), token);
                 transfer.fd = Some(fd);
             }
             // A sibling that cannot be opened (none, not readable) is no answer of its own.
-            Err(_) if transfer.sibling.is_some() => self.next_sibling(id),
+            Err(_) if transfer.sibling.is_some() => self.next_sibling(io, down, id),
             Err(e)
                 if squall_uring::is_not_found(&e)
                     && transfer.target.directory
                     && transfer.index_next + 1 < transfer.root.index.len() =>
             {
                 transfer.index_next += 1;
-                self.open_next(id);
+                self.open_next(io, id);
             }
             Err(e) => {
                 let status = match e.raw_os_error() {
@@ -251,20 +333,26 @@ impl Worker {
                     _ => StatusCode::INTERNAL_SERVER_ERROR,
                 };
                 if status.is_server_error() {
-                    tracing::warn!(worker = self.id, "static file open: {e}");
+                    tracing::warn!(worker = io.worker, "static file open: {e}");
                 }
-                self.fail_file(id, status, None);
+                self.fail(io, down, id, status, None);
             }
         }
     }
 
-    pub(super) fn on_file_stat(&mut self, token: u64, result: io::Result<FileStat>) {
-        let Some(id) = self.file_done(token) else {
+    pub(super) fn on_stat(
+        &mut self,
+        io: &mut Io<'_>,
+        down: &mut Downstream<'_>,
+        token: u64,
+        result: io::Result<FileStat>,
+    ) {
+        let Some(id) = self.done(io, down, token) else {
             return;
         };
-        let transfer = &self.files[id.index];
+        let transfer = &self.slab[id.index];
         if transfer.sibling.is_some() {
-            return self.on_sibling_stat(id, token, result);
+            return self.on_sibling_stat(io, down, id, token, result);
         }
         match result {
             Ok(stat) if stat.is_dir() && !transfer.target.directory => {
@@ -277,83 +365,26 @@ impl Worker {
                     location.push_str(query);
                 }
                 let field = Some(("location", location.as_bytes()));
-                self.fail_file(id, StatusCode::MOVED_PERMANENTLY, field);
+                self.fail(io, down, id, StatusCode::MOVED_PERMANENTLY, field);
             }
-            Ok(stat) if stat.is_file() => self.try_siblings(id, stat),
+            Ok(stat) if stat.is_file() => self.try_siblings(io, down, id, stat),
             // An index that is a directory, a device, a socket: nothing to serve.
-            Ok(_) => self.fail_file(id, StatusCode::NOT_FOUND, None),
+            Ok(_) => self.fail(io, down, id, StatusCode::NOT_FOUND, None),
             Err(e) => {
-                tracing::warn!(worker = self.id, "static file statx: {e}");
-                self.fail_file(id, StatusCode::INTERNAL_SERVER_ERROR, None);
+                tracing::warn!(worker = io.worker, "static file statx: {e}");
+                self.fail(io, down, id, StatusCode::INTERNAL_SERVER_ERROR, None);
             }
-        }
-    }
-
-    /// The file is open and regular: its precompressed siblings the request accepts are
-    /// tried in turn (`encoding::siblings`), else the file is answered.
-    fn try_siblings(&mut self, id: FileId, stat: FileStat) {
-        let transfer = &mut self.files[id.index];
-        transfer.siblings = encoding::siblings(&transfer.root, &transfer.head);
-        if transfer.siblings.is_empty() {
-            return self.respond_file(id, &stat);
-        }
-        debug_assert!(transfer.original.is_none() && transfer.fd.is_some());
-        transfer.original = transfer.fd.take().map(|fd| (fd, stat));
-        self.next_sibling(id);
-    }
-
-    /// Opens the next sibling beneath the root, with the file's own confinement (the same
-    /// directory descriptor and resolve flags); with none left, answers with the file.
-    fn next_sibling(&mut self, id: FileId) {
-        let transfer = &mut self.files[id.index];
-        let token = Token::file(id.index, id.generation).raw();
-        if let Some(fd) = transfer.fd.take() {
-            self.ring.close(fd, token);
-        }
-        let Some(coding) = transfer.siblings.pop() else {
-            transfer.sibling = None;
-            let Some((fd, stat)) = transfer.original.take() else {
-                debug_assert!(false, "siblings are tried with the file open");
-                return self.fail_file(id, StatusCode::INTERNAL_SERVER_ERROR, None);
-            };
-            transfer.fd = Some(fd);
-            return self.respond_file(id, &stat);
-        };
-        transfer.sibling = Some(coding);
-        let mut name = transfer.name.clone();
-        name.push(b'.');
-        name.extend_from_slice(encoding::extension(coding));
-        // The file's name has no NUL byte, nor has an extension.
-        let path = CString::new(name).unwrap_or_default();
-        transfer.busy = true;
-        let (dir, resolve) = (transfer.root.dir.as_raw_fd(), transfer.root.resolve);
-        self.ring.openat2(dir, path, resolve, token);
-    }
-
-    /// A sibling's metadata: a fresh regular file is answered in place of the file (whose
-    /// descriptor closes); anything else is passed over for the next.
-    fn on_sibling_stat(&mut self, id: FileId, token: u64, result: io::Result<FileStat>) {
-        let transfer = &mut self.files[id.index];
-        let file = transfer.original.as_ref().map(|(_, stat)| stat);
-        match result {
-            Ok(stat) if file.is_some_and(|file| encoding::fresh(&stat, file)) => {
-                if let Some((fd, _)) = transfer.original.take() {
-                    self.ring.close(fd, token);
-                }
-                self.respond_file(id, &stat);
-            }
-            _ => self.next_sibling(id),
         }
     }
 
     /// Answers from the open file's metadata: 304, 412, 416, or the head of a 200 or 206
     /// whose body the reads then send.
-    fn respond_file(&mut self, id: FileId, stat: &FileStat) {
+    fn respond(&mut self, io: &mut Io<'_>, down: &mut Downstream<'_>, id: FileId, stat: &FileStat) {
         let mut v = Validators::of(stat);
-        let Some((status, first, end)) = self.file_extent(id, &v, stat.size) else {
+        let Some((status, first, end)) = self.extent(io, down, id, &v, stat.size) else {
             return;
         };
-        let transfer = &mut self.files[id.index];
+        let transfer = &mut self.slab[id.index];
         let content_type = static_files::content_type(&transfer.name);
         let is_head = transfer.head.method == Method::HEAD;
         let no_body = is_head || status == StatusCode::NOT_MODIFIED || end == first;
@@ -394,31 +425,31 @@ impl Worker {
             transfer.end = first;
         }
         let (client, framing) = (transfer.client, transfer.head.framing());
-        let head = self
-            .downstream()
-            .file_head(client, framing, status, &fields, length, no_body);
+        let head = down.file_head(client, framing, status, &fields, length, no_body);
         let Some((written, close_after)) = head else {
             return;
         };
-        let transfer = &mut self.files[id.index];
+        let transfer = &mut self.slab[id.index];
         transfer.close_after = close_after;
         transfer.sent += written;
         transfer.answered = true;
-        self.pump_file(id);
+        self.pump(io, down, id);
     }
 
     /// The status and the bytes (first, end exclusive) a file of `len` bytes with validators
     /// `v` answers with: 200, 206 or 304; `None` once it was answered 412 or 416.
-    fn file_extent(
+    fn extent(
         &mut self,
+        io: &mut Io<'_>,
+        down: &mut Downstream<'_>,
         id: FileId,
         v: &Validators,
         len: u64,
     ) -> Option<(StatusCode, u64, u64)> {
-        let transfer = &self.files[id.index];
+        let transfer = &self.slab[id.index];
         let extent = match static_files::precondition(&transfer.head, v) {
             Precondition::Failed => {
-                self.fail_file(id, StatusCode::PRECONDITION_FAILED, None);
+                self.fail(io, down, id, StatusCode::PRECONDITION_FAILED, None);
                 return None;
             }
             Precondition::NotModified => None,
@@ -433,7 +464,7 @@ impl Worker {
             Some(Extent::Unsatisfiable) => {
                 let range = format!("bytes */{len}");
                 let field = Some(("content-range", range.as_bytes()));
-                self.fail_file(id, StatusCode::RANGE_NOT_SATISFIABLE, field);
+                self.fail(io, down, id, StatusCode::RANGE_NOT_SATISFIABLE, field);
                 None
             }
         }
@@ -441,9 +472,9 @@ impl Worker {
 
     /// Queues the next read if the client has room for it, or ends a transfer with nothing
     /// left to send.
-    fn pump_file(&mut self, id: FileId) {
+    fn pump(&mut self, io: &mut Io<'_>, down: &mut Downstream<'_>, id: FileId) {
         let Some(transfer) = self
-            .files
+            .slab
             .get(id.index)
             .filter(|t| t.generation == id.generation)
         else {
@@ -455,24 +486,24 @@ impl Worker {
         }
         let left = transfer.end - transfer.offset;
         if left == 0 {
-            self.end_file(id);
+            self.end(io, down, id);
             return;
         }
         let client = transfer.client;
-        let room = self.client_room(client).bytes;
+        let room = down.client_room(client).bytes;
         let left = usize::try_from(left).unwrap_or(usize::MAX);
         let n = left.min(CHUNK_BYTES).min(room);
         if n < left.min(ROOM_MIN_BYTES) {
-            // `file_drained` comes back when the client has taken some.
+            // `drained` comes back when the client has taken some.
             return;
         }
-        let transfer = &mut self.files[id.index];
+        let transfer = &mut self.slab[id.index];
         let Some(fd) = transfer.fd.as_ref() else {
             return;
         };
         transfer.busy = true;
         let token = Token::file(id.index, id.generation).raw();
-        self.ring.read_at(
+        io.ring.read_at(
             fd.as_raw_fd(),
             Vec::with_capacity(n),
             transfer.offset,
@@ -480,8 +511,15 @@ impl Worker {
         );
     }
 
-    pub(super) fn on_file_read(&mut self, token: u64, result: io::Result<usize>, buf: Vec<u8>) {
-        let Some(id) = self.file_done(token) else {
+    pub(super) fn on_read(
+        &mut self,
+        io: &mut Io<'_>,
+        down: &mut Downstream<'_>,
+        token: u64,
+        result: io::Result<usize>,
+        buf: Vec<u8>,
+    ) {
+        let Some(id) = self.done(io, down, token) else {
             return;
         };
         let n = match result {
@@ -490,13 +528,13 @@ impl Worker {
             // the client must see a cut response, never a short one that looks whole.
             Ok(_) | Err(_) => {
                 if let Err(e) = result {
-                    tracing::warn!(worker = self.id, "static file read: {e}");
+                    tracing::warn!(worker = io.worker, "static file read: {e}");
                 }
-                self.cut_file(id);
+                self.cut(io, down, id);
                 return;
             }
         };
-        let transfer = &mut self.files[id.index];
+        let transfer = &mut self.slab[id.index];
         let n = n.min(usize::try_from(transfer.end - transfer.offset).unwrap_or(usize::MAX));
         transfer.offset += n as u64;
         let last = transfer.offset == transfer.end;
@@ -505,34 +543,34 @@ impl Worker {
         let (data, stats) = match encode_piece(transfer, data, last) {
             Ok(encoded) => encoded,
             Err(e) => {
-                tracing::warn!(worker = self.id, "static file: {e}");
-                self.cut_file(id);
+                tracing::warn!(worker = io.worker, "static file: {e}");
+                self.cut(io, down, id);
                 return;
             }
         };
         transfer.sent += data.len();
         let (client, streamed) = (transfer.client, transfer.streamed);
         if let Some(stats) = stats {
-            (self.runtime.metrics.worker(self.id)).count_compression(stats);
+            (io.runtime.metrics.worker(io.worker)).count_compression(stats);
         }
         // A compressor may hold a piece back whole: nothing to send until it gives some.
         if !data.is_empty() || last {
-            self.downstream().file_data(client, data, last, streamed);
-            self.resume_client(client);
+            down.file_data(client, data, last, streamed);
+            self.news.push(FileNews::Resume(client));
         }
-        self.pump_file(id);
+        self.pump(io, down, id);
     }
 
     /// The client has room again: the transfer reads on.
-    pub(super) fn file_drained(&mut self, id: FileId) {
-        self.pump_file(id);
+    pub(super) fn drained(&mut self, io: &mut Io<'_>, down: &mut Downstream<'_>, id: FileId) {
+        self.pump(io, down, id);
     }
 
     /// The client (or its HTTP/2 stream) went away: the transfer ends now, or at the
     /// completion of its operation in flight.
-    pub(super) fn file_gone(&mut self, id: FileId) {
+    pub(super) fn gone(&mut self, io: &mut Io<'_>, down: &mut Downstream<'_>, id: FileId) {
         let Some(transfer) = self
-            .files
+            .slab
             .get_mut(id.index)
             .filter(|t| t.generation == id.generation)
         else {
@@ -540,37 +578,44 @@ impl Worker {
         };
         transfer.gone = true;
         if !transfer.busy {
-            self.end_file(id);
+            self.end(io, down, id);
         }
     }
 
     /// A transfer that cannot finish after its head left: the HTTP/1.1 connection is cut
     /// once what it has left, the HTTP/2 stream reset.
-    fn cut_file(&mut self, id: FileId) {
-        let client = self.files[id.index].client;
-        self.downstream().file_cut(client);
-        self.end_file(id);
+    fn cut(&mut self, io: &mut Io<'_>, down: &mut Downstream<'_>, id: FileId) {
+        let client = self.slab[id.index].client;
+        down.file_cut(client);
+        self.end(io, down, id);
     }
 
     /// Answers with a status of its own (404, 301, 412, 416...) instead of the file, then ends.
-    fn fail_file(&mut self, id: FileId, status: StatusCode, field: Option<(&str, &[u8])>) {
-        let transfer = &self.files[id.index];
+    fn fail(
+        &mut self,
+        io: &mut Io<'_>,
+        down: &mut Downstream<'_>,
+        id: FileId,
+        status: StatusCode,
+        field: Option<(&str, &[u8])>,
+    ) {
+        let transfer = &self.slab[id.index];
         let (client, route) = (transfer.client, transfer.root.id);
         let head = transfer.head.clone();
-        self.refuse_file(client, &head, route, status, field);
-        self.end_file(id);
+        self.refuse(down, client, &head, route, status, field);
+        self.end(io, down, id);
     }
 
     /// A short answer for route `route`: the vhost's error page or a text body, with `field`.
-    fn refuse_file(
+    fn refuse(
         &mut self,
+        down: &mut Downstream<'_>,
         client: Client,
         head: &RequestHead,
         route: u32,
         status: StatusCode,
         field: Option<(&str, &[u8])>,
     ) {
-        let mut down = self.downstream();
         if let Some(conn) = down.conns.get_mut(client.conn()) {
             conn.log_note.route = Some(route);
         }
@@ -579,16 +624,17 @@ impl Worker {
 
     /// Removes a transfer: its descriptor is closed through the ring, its access log line
     /// written if it answered, and its client may go on.
-    fn end_file(&mut self, id: FileId) {
-        let transfer = self.files.remove(id.index);
+    fn end(&mut self, io: &mut Io<'_>, down: &mut Downstream<'_>, id: FileId) {
+        let transfer = self.slab.remove(id.index);
         debug_assert!(!transfer.busy, "the ring owns a busy transfer's buffers");
-        self.end_descriptor(super::listen::Waiter::File(id), transfer.descriptor);
+        let charged = transfer.descriptor;
+        self.news.push(FileNews::Ended { id, charged });
         let token = Token::file(id.index, id.generation).raw();
         for fd in [transfer.fd, transfer.original.map(|(fd, _)| fd)]
             .into_iter()
             .flatten()
         {
-            self.ring.close(fd, token);
+            io.ring.close(fd, token);
         }
         // A client that went away is not written to or logged for (as an aborted session):
         // its connection's slot may even have a new occupant by the time an operation of the
@@ -604,76 +650,14 @@ impl Worker {
             route: transfer.root.id,
             started: transfer.started,
         });
-        (self.downstream()).file_end(client, id, transfer.close_after, answered);
-        self.resume_client(client);
+        down.file_end(client, id, transfer.close_after, answered);
+        self.news.push(FileNews::Resume(client));
     }
 
     /// Every transfer answering a client on connection `index` ends (the connection closes).
-    pub(super) fn files_gone(&mut self, index: usize) {
-        for id in downstream::files_of(&self.conns[index]) {
-            self.file_gone(id);
+    pub(super) fn gone_all(&mut self, io: &mut Io<'_>, down: &mut Downstream<'_>, index: usize) {
+        for id in downstream::files_of(&down.conns[index]) {
+            self.gone(io, down, id);
         }
     }
-}
-
-/// How `transfer`'s answer with `status` to a file of `len` bytes and `content_type` is coded:
-/// its sibling's coding, else the route's plan for the file. A compressed answer with a body
-/// (`no_body` false) gets its compressor here; one that cannot be made leaves the file as it
-/// is (only zstd can refuse, never for valid levels).
-fn file_encoding(
-    transfer: &mut Transfer,
-    status: StatusCode,
-    len: u64,
-    content_type: &str,
-    no_body: bool,
-) -> Encoding {
-    if let Some(coding) = transfer.sibling {
-        return Encoding::Sibling(coding);
-    }
-    let protocol = transfer.client.protocol(&transfer.head);
-    let encoding = encoding::plan(&transfer.root, &transfer.head, protocol, content_type, len);
-    debug_assert!(
-        status != StatusCode::PARTIAL_CONTENT || encoding.coding().is_none(),
-        "a range is of the file's own bytes"
-    );
-    let (Encoding::Compressed(coding), false, Some(rules)) =
-        (encoding, no_body, transfer.root.compress.as_ref())
-    else {
-        return encoding;
-    };
-    match Compressor::new(coding, rules.into()) {
-        Ok(compressor) => {
-            transfer.compressor = Some(Box::new(compressor));
-            transfer.streamed = true;
-            encoding
-        }
-        Err(e) => {
-            tracing::warn!("static file: {e}");
-            Encoding::Vary
-        }
-    }
-}
-
-/// `data` through the transfer's compressor, if it has one; at the `last` piece the stream
-/// ends, its last bytes going with the piece, and what it did comes back.
-fn encode_piece(
-    transfer: &mut Transfer,
-    data: Bytes,
-    last: bool,
-) -> Result<(Bytes, Option<Stats>), CompressError> {
-    let Some(compressor) = transfer.compressor.as_mut() else {
-        return Ok((data, None));
-    };
-    let piece = compressor.push(&data)?;
-    if !last {
-        return Ok((piece, None));
-    }
-    let Some(compressor) = transfer.compressor.take() else {
-        return Ok((piece, None));
-    };
-    let (rest, stats) = compressor.finish()?;
-    let mut out = Vec::with_capacity(piece.len() + rest.len());
-    out.extend_from_slice(&piece);
-    out.extend_from_slice(&rest);
-    Ok((Bytes::from(out), Some(stats)))
 }

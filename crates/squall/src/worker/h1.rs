@@ -127,7 +127,7 @@ impl Worker {
             self.client_drained(id);
         }
         if let Some(id) = file {
-            self.file_drained(id);
+            self.with_files(|files, io, down| files.drained(io, down, id));
         }
     }
 
@@ -330,7 +330,7 @@ impl Worker {
                         return Some(Decoded::Cached(head, route));
                     }
                     let route = h1.answer_route.take();
-                    if let Some(root) = self.files_root(route) {
+                    if let Some(root) = super::files::files_root(&self.runtime, route) {
                         return Some(Decoded::File(head, root));
                     }
                     let conn = &mut self.conns[index];

@@ -343,7 +343,7 @@ impl Worker {
                     self.abort_session(id);
                 }
                 if let Some(id) = file {
-                    self.file_gone(id);
+                    self.with_files(|files, io, down| files.gone(io, down, id));
                 }
                 None
             }
@@ -424,7 +424,7 @@ impl Worker {
         head: RequestHead,
         route: Option<u32>,
     ) {
-        if let Some(root) = self.files_root(route) {
+        if let Some(root) = super::files::files_root(&self.runtime, route) {
             self.start_file(Client::H2(index, stream_id), head, root);
             return;
         }
@@ -483,7 +483,7 @@ impl Worker {
             .h2()
             .map(|h2| h2.files.values().copied());
         for id in files.into_iter().flatten().collect::<Vec<_>>() {
-            self.file_drained(id);
+            self.with_files(|files, io, down| files.drained(io, down, id));
         }
     }
 

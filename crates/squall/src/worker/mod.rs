@@ -31,7 +31,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{Receiver, Sender};
 use slab::Slab;
-use squall_uring::{Completion, OpId, Ring, RingConfig, Waker};
+use squall_uring::{Completion, Ring, RingConfig, Waker};
 use tracing::{debug, info, warn};
 
 use crate::access_log;
@@ -86,16 +86,20 @@ pub struct Setup {
     pub peers: Arc<[crate::cache::Peer]>,
 }
 
-pub(super) struct Listener {
-    /// The `[[listen]]` address this socket serves, as configured.
-    address: SocketAddr,
-    fd: Option<OwnedFd>,
-    accept: Option<OpId>,
-    /// Whether `accept` is a multishot one (far from the descriptor mark; see `listen.rs`).
-    multishot: bool,
-    /// Set while accepting is paused: at the descriptor reserve's mark, or out of descriptors.
-    paused_since: Option<Instant>,
+/// The worker's `Io` for one call to a part, borrowing only the fields it names, so that the
+/// part (another field) can be borrowed beside it.
+macro_rules! part_io {
+    ($worker:expr) => {
+        $crate::worker::Io {
+            ring: &mut $worker.ring,
+            timers: &mut $worker.timers,
+            now: $worker.now,
+            runtime: &$worker.runtime,
+            worker: $worker.id,
+        }
+    };
 }
+use part_io;
 
 /// What the loop lends a part for one call: the ring to submit on, the timer wheel, the clock
 /// and the configuration in force. A part keeps none of it, and reaches nothing else of the
@@ -114,7 +118,8 @@ struct Worker {
     ring: Ring,
     runtime: Arc<Runtime>,
     conns: Slab<Conn>,
-    listeners: Vec<Listener>,
+    /// The listening sockets and the requests waiting for a descriptor (`listen.rs`).
+    admission: listen::Admission,
     timers: TimerWheel,
     fired: Vec<Entry>,
     date: DateCache,
@@ -127,9 +132,6 @@ struct Worker {
     next_generation: u32,
     /// Set by a graceful stop: the time by which every connection must be gone.
     drain_deadline: Option<Instant>,
-    accept_retry_at: Option<Instant>,
-    /// When running out of descriptors was last logged.
-    pause_logged_at: Option<Instant>,
     /// When a gRPC call for an HTTP/1.1 upstream was last logged (`session.rs`).
     grpc_logged_at: Option<Instant>,
     /// This worker's batch of access log lines, when the access log is on.
@@ -155,9 +157,7 @@ struct Worker {
     #[cfg(debug_assertions)]
     driving: Vec<session::SessionId>,
     /// Static files being served (see `files.rs`).
-    files: Slab<files::Transfer>,
-    /// Proxied requests and file transfers waiting for a descriptor (`listen.rs`), in order.
-    descriptor_waiters: std::collections::VecDeque<listen::Waiter>,
+    files: files::Files,
     /// In-flight tables a reload replaced, drained of abandoned tickets until empty.
     old_inflight: Vec<Arc<squall_cache::InFlight<crate::cache::Waiter>>>,
     /// `limits.buffer_memory_max` in bytes for this machine (0: no budget); see `budget.rs`.
@@ -190,7 +190,7 @@ pub fn run(setup: Setup) {
         ring,
         runtime: setup.runtime,
         conns: Slab::with_capacity(1024),
-        listeners: Vec::new(),
+        admission: listen::Admission::new(setup.peers.len()),
         timers: TimerWheel::new(now),
         fired: Vec::new(),
         date: DateCache::new(),
@@ -200,9 +200,6 @@ pub fn run(setup: Setup) {
         wall: SystemTime::now(),
         next_generation: 0,
         drain_deadline: None,
-        accept_retry_at: None,
-        pause_logged_at: None,
-        descriptor_waiters: std::collections::VecDeque::new(),
         #[cfg(debug_assertions)]
         driving: Vec::new(),
         grpc_logged_at: None,
@@ -222,7 +219,7 @@ pub fn run(setup: Setup) {
         origins: origin::Origins::default(),
         ready: std::collections::VecDeque::new(),
         sessions: Slab::new(),
-        files: Slab::new(),
+        files: files::Files::default(),
         old_inflight: Vec::new(),
         buffer_limit: 0,
     };
@@ -253,19 +250,12 @@ fn ring_error(e: &io::Error) -> String {
 impl Worker {
     /// Runs `f` on the origins with the I/O context their methods take.
     fn with_origins<R>(&mut self, f: impl FnOnce(&mut origin::Origins, &mut Io<'_>) -> R) -> R {
-        let mut io = Io {
-            ring: &mut self.ring,
-            timers: &mut self.timers,
-            now: self.now,
-            runtime: &self.runtime,
-            worker: self.id,
-        };
-        f(&mut self.origins, &mut io)
+        f(&mut self.origins, &mut part_io!(self))
     }
 
     fn start(&mut self, listeners: Vec<(SocketAddr, OwnedFd)>) {
         self.ring.poll_waker(&self.waker, Token::waker().raw());
-        self.add_listeners(listeners);
+        self.admission.add(&mut part_io!(self), listeners);
     }
 
     /// Resolves `limits.buffer_memory_max` for this machine; worker 0 logs it.
@@ -321,7 +311,9 @@ impl Worker {
             }
             self.expire_timers();
             self.deliver();
-            self.retry_accept();
+            if self.drain_deadline.is_none() {
+                self.admission.retry(&mut part_io!(self));
+            }
             self.with_origins(|o, io| o.expire_pools(io));
             self.wake_descriptor_waiters();
             self.with_origins(|o, io| o.start_due_probes(io));
@@ -356,6 +348,22 @@ impl Worker {
         }
     }
 
+    /// Starts the requests waiting for a descriptor, in order, while descriptors are free
+    /// (once per turn). One whose client went away meanwhile gives its charge back at once.
+    fn wake_descriptor_waiters(&mut self) {
+        while let Some(waiter) = self.admission.next_waiter(&self.runtime) {
+            let started = match waiter {
+                listen::Waiter::Session(id) => self.pick_charged(id),
+                listen::Waiter::File(id) => {
+                    self.with_files(|files, io, _| files.open_charged(io, id))
+                }
+            };
+            if !started {
+                self.runtime.metrics.descriptors.give();
+            }
+        }
+    }
+
     /// Delivers what the origin side learned to the sessions it concerns, in order, until
     /// none is left (what a session does may teach the origins more); then the connections
     /// whose received bytes were delivered read on, unless their exchange paused or let go of
@@ -369,12 +377,8 @@ impl Worker {
 
     fn wait_timeout(&self) -> Option<Duration> {
         let mut timeout = self.timers.timeout(self.now);
-        // Requests waiting for a descriptor look again soon: another worker may free one.
-        let descriptor_retry =
-            (!self.descriptor_waiters.is_empty()).then(|| self.now + listen::DESCRIPTOR_RETRY);
         for at in [
-            descriptor_retry,
-            self.accept_retry_at,
+            self.admission.next_wake(self.now),
             self.drain_deadline,
             self.origins.next_probe_at(),
         ]
@@ -400,7 +404,19 @@ impl Worker {
                 token,
                 result,
                 more,
-            } => self.on_accept(Token::from_raw(token), result, more),
+            } => {
+                let index = Token::from_raw(token).index();
+                let draining = self.drain_deadline.is_some();
+                let room = !draining && self.conns.len() < CONNS_MAX;
+                let io = &mut part_io!(self);
+                if let Some(fd) = self
+                    .admission
+                    .accepted(io, index, result, more, room, draining)
+                {
+                    self.open_conn(fd, index);
+                    self.admission.opened(&mut part_io!(self), index, more);
+                }
+            }
             Completion::Recv {
                 token,
                 result,
@@ -442,9 +458,15 @@ impl Worker {
             },
             Completion::Cancel { .. } => {}
             // Static files (`files.rs`).
-            Completion::Open { token, result } => self.on_file_open(token, result),
-            Completion::Statx { token, result } => self.on_file_stat(token, result),
-            Completion::Read { token, result, buf } => self.on_file_read(token, result, buf),
+            Completion::Open { token, result } => {
+                self.with_files(|files, io, down| files.on_open(io, down, token, result));
+            }
+            Completion::Statx { token, result } => {
+                self.with_files(|files, io, down| files.on_stat(io, down, token, result));
+            }
+            Completion::Read { token, result, buf } => {
+                self.with_files(|files, io, down| files.on_read(io, down, token, result, buf));
+            }
         }
     }
 
@@ -481,7 +503,11 @@ impl Worker {
                     // Removed listeners first, under the old runtime: the connections still in
                     // their accept queues are taken with the protocols and TLS they came for.
                     for address in remove {
-                        self.remove_listener(address);
+                        for (fd, listener) in self.admission.remove(&mut part_io!(self), address) {
+                            if self.drain_deadline.is_none() && self.conns.len() < CONNS_MAX {
+                                self.open_conn(fd, listener);
+                            }
+                        }
                     }
                     self.log.routes = runtime.routes.clone();
                     self.log.real_ip = runtime.real_ip.clone();
@@ -492,7 +518,7 @@ impl Worker {
                     self.runtime = runtime;
                     self.set_buffer_limit();
                     self.rebuild_upstreams();
-                    self.add_listeners(add);
+                    self.admission.add(&mut part_io!(self), add);
                     info!(worker = self.id, "configuration reloaded");
                 }
                 Control::Drain { deadline } => self.begin_drain(deadline),
@@ -515,14 +541,7 @@ impl Worker {
             return;
         }
         self.drain_deadline = Some(deadline);
-        for listener in &mut self.listeners {
-            if let Some(op) = listener.accept.take() {
-                self.ring.cancel(op, Token::listener(0).raw());
-            }
-            if let Some(fd) = listener.fd.take() {
-                self.ring.close(fd, Token::listener(0).raw());
-            }
-        }
+        self.admission.close_all(&mut part_io!(self));
         // Every HTTP/2 connection gets a GOAWAY first (RFC 9113 §6.8), idle ones included, so
         // a client knows its requests were not lost; those with streams in progress finish
         // them. A connection closes once it is idle and its GOAWAY has left.

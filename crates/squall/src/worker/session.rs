@@ -564,7 +564,8 @@ impl Worker {
     fn end_session(&mut self, id: SessionId) {
         let session = self.sessions.remove(id.index);
         self.charge_session(session.client, session.charged, 0);
-        self.end_descriptor(super::listen::Waiter::Session(id), session.descriptor);
+        let holder = super::listen::Waiter::Session(id);
+        (self.admission).end_descriptor(&self.runtime, holder, session.descriptor);
         debug_assert!(
             session.origin.is_none(),
             "a finished exchange holds no origin"
@@ -642,7 +643,7 @@ impl Worker {
     /// counting a pause the process's buffer budget causes; returns the room. Its actions are
     /// left queued.
     fn give_room(&mut self, id: SessionId, client: Client) -> usize {
-        let room = self.client_room(client);
+        let room = self.downstream().client_room(client);
         let now = self.now;
         let Some(session) = self.session_mut(id) else {
             return 0;

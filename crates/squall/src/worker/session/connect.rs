@@ -22,8 +22,10 @@ impl Worker {
         // Its origin connection's descriptor is charged once, before the first pick; with none
         // free the request waits (no timer runs before a pick) rather than fail its connect.
         if self.session_mut(id).is_some_and(|s| !s.descriptor) {
-            if !self.take_descriptor() {
-                return self.wait_for_descriptor(super::super::listen::Waiter::Session(id));
+            if !self.admission.take_descriptor(&self.runtime) {
+                let waiter = super::super::listen::Waiter::Session(id);
+                let io = super::super::part_io!(self);
+                return self.admission.wait_for_descriptor(&io, waiter);
             }
             if let Some(session) = self.session_mut(id) {
                 session.descriptor = true;
