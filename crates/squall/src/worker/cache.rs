@@ -164,7 +164,7 @@ impl Worker {
     ) -> Begun {
         let waiter = Waiter {
             worker: self.id,
-            client: self.client_token(client),
+            client: self.downstream().client_token(client),
         };
         let cached = cache.route(&route);
         let inflight = &cache.inflight;
@@ -294,7 +294,7 @@ impl Worker {
         let mut parked = *parked;
         if let Some(wait) = parked.cluster.take() {
             self.unpark_cluster(client, parked, wait);
-            self.resume_client(client);
+            self.downstream().resume(client);
             return;
         }
         let Parked {
@@ -309,7 +309,7 @@ impl Worker {
         let cached = cache.route(&route);
         let begun = cached::after_wait(&cached, head, key, since, fetched, self.wall);
         let _: Begun = self.run_begun(client, route, cache, begun);
-        self.resume_client(client);
+        self.downstream().resume(client);
     }
 
     /// Wakes parked requests whose wait has run out.

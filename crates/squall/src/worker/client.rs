@@ -123,22 +123,7 @@ impl Worker {
     /// what it holds to the process's count of buffered response bytes.
     pub(super) fn flush(&mut self, index: usize) {
         self.flush_out(index);
-        self.account(index);
-    }
-
-    /// Brings connection `index`'s charge in the process's count of buffered response bytes
-    /// (`limits.buffer_memory_max`) up to date with what it holds now.
-    pub(super) fn account(&mut self, index: usize) {
-        let Some(conn) = self.conns.get_mut(index) else {
-            return;
-        };
-        let held = conn.held_bytes();
-        let before = std::mem::replace(&mut conn.charged, held);
-        self.runtime.metrics.buffered.charge(before, held, true);
-        let responding = conn.proto.has_sessions();
-        if responding != std::mem::replace(&mut conn.responding, responding) {
-            self.runtime.metrics.buffered.set_responding(responding);
-        }
+        self.downstream().account(index);
     }
 
     fn flush_out(&mut self, index: usize) {

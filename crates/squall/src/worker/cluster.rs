@@ -190,7 +190,7 @@ impl Worker {
         self.update_deadline(client.conn());
         let waiter = Waiter {
             worker: self.id,
-            client: self.client_token(client),
+            client: self.downstream().client_token(client),
         };
         crate::cache::wake(&self.peers, vec![waiter]);
         true
@@ -232,7 +232,7 @@ impl Worker {
         let target = head.uri.path_and_query().map_or("/", |pq| pq.as_str());
         let hop = cluster.hop_value.as_bytes();
         let request = fanout::request_bytes(target, key.host(), key.scheme(), hop, &fields);
-        let token = self.client_token(client);
+        let token = self.downstream().client_token(client);
         let (peer_channels, worker) = (self.peers.clone(), self.id);
         let done = move || {
             if wait {

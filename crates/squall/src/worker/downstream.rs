@@ -12,6 +12,7 @@
 //! downstream needs only the connections, the log and the clock, never the sessions, the
 //! origins or the ring. [`Worker::split`] hands out both halves at once.
 
+use std::collections::VecDeque;
 use std::time::Instant;
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -157,6 +158,8 @@ pub(super) struct Downstream<'a> {
     /// The wall clock of this loop turn (cache ages).
     pub wall: std::time::SystemTime,
     pub draining: bool,
+    /// The worker's ready queue: clients that may go on, processed at the end of the turn.
+    pub ready: &'a mut VecDeque<Token>,
     /// The error pages Squall's own answers use.
     pub service: &'a crate::route_rules::Service,
 }
@@ -176,6 +179,7 @@ macro_rules! part_downstream {
             now: $worker.now,
             wall: $worker.wall,
             draining: $worker.drain_deadline.is_some(),
+            ready: &mut $worker.ready,
             service: &$worker.runtime.service,
         }
     };
@@ -191,13 +195,6 @@ impl Worker {
 
     pub(super) fn downstream(&mut self) -> Downstream<'_> {
         self.split().0
-    }
-
-    /// Lets a client go on after its exchange or cached request ended or wrote something: an
-    /// HTTP/1.x connection sends and reads its next request, an HTTP/2 connection sends what
-    /// its streams have. Queued, never re-entrant (see `ready`).
-    pub(super) fn resume_client(&mut self, client: Client) {
-        self.schedule(client.conn());
     }
 
     /// A request whose password was checked goes on as its protocol goes on with any
@@ -218,23 +215,55 @@ impl Worker {
             }
         }
     }
+}
 
-    pub(super) fn client_token(&self, client: Client) -> ClientToken {
+impl Downstream<'_> {
+    /// Queues connection `index` to be processed at the end of this turn (see the worker's
+    /// `ready`), once however many events ask for it.
+    pub fn schedule(&mut self, index: usize) {
+        let conn = &mut self.conns[index];
+        if !conn.scheduled {
+            conn.scheduled = true;
+            self.ready.push_back(Token::client(index, conn.generation));
+        }
+    }
+
+    /// Lets a client go on after its exchange or cached request ended or wrote something: an
+    /// HTTP/1.x connection sends and reads its next request, an HTTP/2 connection sends what
+    /// its streams have. Queued, never re-entrant.
+    pub fn resume(&mut self, client: Client) {
+        self.schedule(client.conn());
+    }
+
+    pub fn client_token(&self, client: Client) -> ClientToken {
         client.token(self.conns[client.conn()].generation)
     }
 
     /// Gives back HTTP/2 window for `n` request body bytes that moved on to the origin, so the
     /// client may send more; HTTP/1.x reads on by itself.
-    pub(super) fn body_consumed(&mut self, client: Client, n: usize) {
+    pub fn body_consumed(&mut self, client: Client, n: usize) {
         if let Client::H2(index, stream) = client
             && let Some(h2) = self.conns.get_mut(index).and_then(|c| c.proto.h2_mut())
         {
             h2.conn.release_capacity(stream, n);
         }
     }
-}
 
-impl Downstream<'_> {
+    /// Brings connection `index`'s charge in the process's count of buffered response bytes
+    /// (`limits.buffer_memory_max`) up to date with what it holds now.
+    pub fn account(&mut self, index: usize) {
+        let Some(conn) = self.conns.get_mut(index) else {
+            return;
+        };
+        let held = conn.held_bytes();
+        let before = std::mem::replace(&mut conn.charged, held);
+        self.buffered.charge(before, held, true);
+        let responding = conn.proto.has_sessions();
+        if responding != std::mem::replace(&mut conn.responding, responding) {
+            self.buffered.set_responding(responding);
+        }
+    }
+
     /// How many more response bytes the client takes before its origin should pause, under
     /// the client's own bound, its HTTP/2 connection's and the process's buffer budget (see
     /// `budget.rs`).

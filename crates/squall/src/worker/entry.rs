@@ -299,7 +299,7 @@ impl Worker {
     /// on this worker's control channel as `Control::Verified`.
     pub(super) fn verify_parked(&mut self, client: Client, head: RequestHead, verify: Verify) {
         super::downstream::set_verifying(&mut self.conns[client.conn()], true);
-        let token = self.client_token(client);
+        let token = self.downstream().client_token(client);
         let peer = self
             .peers
             .get(self.id)

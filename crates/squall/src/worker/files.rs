@@ -140,7 +140,7 @@ impl Worker {
         );
         while let Some(news) = self.files.next_news() {
             match news {
-                FileNews::Resume(client) => self.resume_client(client),
+                FileNews::Resume(client) => self.downstream().resume(client),
                 FileNews::Ended { id, charged } => {
                     let holder = Waiter::File(id);
                     (self.admission).end_descriptor(&self.runtime, holder, charged);

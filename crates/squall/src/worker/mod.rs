@@ -470,16 +470,6 @@ impl Worker {
         }
     }
 
-    /// Queues connection `index` to be processed at the end of this turn (see `ready`), once
-    /// however many events ask for it.
-    pub(super) fn schedule(&mut self, index: usize) {
-        let conn = &mut self.conns[index];
-        if !conn.scheduled {
-            conn.scheduled = true;
-            self.ready.push_back(Token::client(index, conn.generation));
-        }
-    }
-
     /// Processes the connections queued by `schedule`, including those queued meanwhile.
     fn run_ready(&mut self) {
         while let Some(token) = self.ready.pop_front() {

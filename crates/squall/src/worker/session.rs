@@ -124,7 +124,7 @@ impl Worker {
         }
         let id = self.open_session(client, head, route, info, invalidate, fill);
         downstream::set_session(&mut self.conns[client.conn()], client, Some(id));
-        self.account(client.conn());
+        self.downstream().account(client.conn());
         // The first room is the client's share now, not a whole output bound: a thousand
         // requests starting at once must not each be promised one.
         if self.give_room(id, client) == 0 {
@@ -321,7 +321,7 @@ impl Worker {
             // Paused for its origin, not idle: its idle time starts again from here.
             conn.blocked = false;
             conn.last_activity = self.now;
-            self.schedule(client.conn());
+            self.downstream().schedule(client.conn());
         }
     }
 
@@ -375,7 +375,7 @@ impl Worker {
             self.arm_session_timer(id);
         }
         if effects.kick && !detached {
-            self.resume_client(client);
+            self.downstream().resume(client);
         }
     }
 
@@ -457,7 +457,7 @@ impl Worker {
             Action::ClientBodyConsumed(n) => {
                 if let Some(session) = self.session_mut(id) {
                     let client = session.client;
-                    self.body_consumed(client, n);
+                    self.downstream().body_consumed(client, n);
                     effects.kick = true;
                 }
             }
@@ -485,7 +485,7 @@ impl Worker {
                 if data {
                     // Charged at once, and the room re-read: the bounds hold within a turn,
                     // however many sessions write in it.
-                    self.account(client.conn());
+                    self.downstream().account(client.conn());
                     self.give_room(id, client);
                 }
             }
@@ -579,7 +579,7 @@ impl Worker {
             && !session.ex.detached()
         {
             downstream::set_session(conn, session.client, None);
-            self.account(session.client.conn());
+            self.downstream().account(session.client.conn());
         }
         if let Some(stats) = session.ex.compression() {
             (self.runtime.metrics.worker(self.id)).count_compression(stats);
@@ -607,7 +607,7 @@ impl Worker {
         session.ex.on_client_gone(now);
         if let Some(conn) = self.conns.get_mut(client.conn()) {
             downstream::set_session(conn, client, None);
-            self.account(client.conn());
+            self.downstream().account(client.conn());
         }
         self.drive(id);
     }
