@@ -336,7 +336,11 @@ impl Worker {
                 continue;
             }
             if token.kind() == Kind::Session {
-                self.on_session_timer(token, entry.due);
+                let due = self.with_sessions(|s, cx| s.on_timer(cx, token, entry.due));
+                if let Some(id) = due {
+                    let now = self.now;
+                    self.feed(id, |ex| ex.on_timer(now));
+                }
                 continue;
             }
             let Some(index) = self.conn_index(token) else {

@@ -153,7 +153,7 @@ impl Worker {
         let Some(cluster) = self.runtime.cluster.clone() else {
             return false;
         };
-        let Some(session) = self.session_mut(id) else {
+        let Some(session) = self.sessions.get_mut(id) else {
             return false;
         };
         let Some(client) = session.listener() else {

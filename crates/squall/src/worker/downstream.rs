@@ -187,14 +187,8 @@ macro_rules! part_downstream {
 pub(super) use part_downstream;
 
 impl Worker {
-    /// The downstream and the session slab, borrowed at once.
-    pub(super) fn split(&mut self) -> (Downstream<'_>, &mut Slab<Session>) {
-        let down = part_downstream!(self);
-        (down, &mut self.sessions)
-    }
-
     pub(super) fn downstream(&mut self) -> Downstream<'_> {
-        self.split().0
+        part_downstream!(self)
     }
 
     /// A request whose password was checked goes on as its protocol goes on with any

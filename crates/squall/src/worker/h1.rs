@@ -150,7 +150,7 @@ impl Worker {
             self.drive(id);
         }
         let body_full = exchange
-            .and_then(|id| self.sessions.get(id.index).filter(|s| s.is(id)))
+            .and_then(|id| self.sessions.get(id))
             .is_some_and(|s| s.ex.request_body_room() == 0);
         let conn = &self.conns[index];
         if conn.phase != Phase::Open {
@@ -303,7 +303,7 @@ impl Worker {
                     let Some(id) = h1.exchange.filter(|_| h1.forwarding) else {
                         continue;
                     };
-                    let room = self.feed_batched(id, |ex| {
+                    let room = self.sessions.feed_batched(id, |ex| {
                         ex.on_client_body(&data);
                         ex.request_body_room()
                     });
@@ -318,7 +318,8 @@ impl Worker {
                     h1.forwarding = false;
                     if let Some(id) = h1.exchange {
                         // Trailers of a chunked request go on in the origin's last chunk.
-                        self.feed_batched(id, |ex| ex.on_client_end(trailers.as_ref()));
+                        self.sessions
+                            .feed_batched(id, |ex| ex.on_client_end(trailers.as_ref()));
                     }
                 }
                 Ok(Some(Event::End { .. })) => {

@@ -577,7 +577,7 @@ impl Worker {
         let Some(&id) = h2.exchanges.get(&stream_id) else {
             return false;
         };
-        let Some(session) = self.session_mut(id) else {
+        let Some(session) = self.sessions.get_mut(id) else {
             return false;
         };
         if !is_h2_upgrade(session.ex.head()) {

@@ -132,8 +132,6 @@ struct Worker {
     next_generation: u32,
     /// Set by a graceful stop: the time by which every connection must be gone.
     drain_deadline: Option<Instant>,
-    /// When a gRPC call for an HTTP/1.1 upstream was last logged (`session.rs`).
-    grpc_logged_at: Option<Instant>,
     /// This worker's batch of access log lines, when the access log is on.
     log: RequestLog,
     clients: Arc<ClientTable>,
@@ -151,11 +149,7 @@ struct Worker {
     /// loop's turn, never re-entrantly, so a thousand pipelined failures cost no stack.
     ready: std::collections::VecDeque<Token>,
     /// Proxied requests in progress (see `session.rs`).
-    sessions: Slab<session::Session>,
-    /// Debug builds: the sessions whose actions are running, innermost last (`session.rs`'s
-    /// re-entrancy check).
-    #[cfg(debug_assertions)]
-    driving: Vec<session::SessionId>,
+    sessions: session::Sessions,
     /// Static files being served (see `files.rs`).
     files: files::Files,
     /// In-flight tables a reload replaced, drained of abandoned tickets until empty.
@@ -200,9 +194,6 @@ pub fn run(setup: Setup) {
         wall: SystemTime::now(),
         next_generation: 0,
         drain_deadline: None,
-        #[cfg(debug_assertions)]
-        driving: Vec::new(),
-        grpc_logged_at: None,
         log: RequestLog {
             access: setup
                 .access_log
@@ -218,7 +209,7 @@ pub fn run(setup: Setup) {
         scratch: bytes::BytesMut::new(),
         origins: origin::Origins::default(),
         ready: std::collections::VecDeque::new(),
-        sessions: Slab::new(),
+        sessions: session::Sessions::default(),
         files: files::Files::default(),
         old_inflight: Vec::new(),
         buffer_limit: 0,
@@ -353,7 +344,13 @@ impl Worker {
     fn wake_descriptor_waiters(&mut self) {
         while let Some(waiter) = self.admission.next_waiter(&self.runtime) {
             let started = match waiter {
-                listen::Waiter::Session(id) => self.pick_charged(id),
+                listen::Waiter::Session(id) => {
+                    let started = self.with_sessions(|s, cx| s.pick_charged(cx, id));
+                    if started {
+                        self.drive(id);
+                    }
+                    started
+                }
                 listen::Waiter::File(id) => {
                     self.with_files(|files, io, _| files.open_charged(io, id))
                 }
@@ -370,7 +367,9 @@ impl Worker {
     /// them. The one way from an origin connection to a session.
     fn deliver(&mut self) {
         while let Some((id, origin, news)) = self.origins.next_news() {
-            self.hear(id, origin, news);
+            if self.with_sessions(|s, cx| s.hear(cx, id, origin, news)) {
+                self.drive(id);
+            }
         }
         self.with_origins(|o, io| o.read_on(io));
     }

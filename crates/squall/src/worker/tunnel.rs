@@ -18,18 +18,15 @@
 //! on HTTP/1.1, 501 to an extended CONNECT on HTTP/2).
 
 use std::hash::{BuildHasher, RandomState};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use squall_h1::RequestHead;
-use squall_proxy::{Exchange, ProxyRoute, ToClient, TunnelRefusal};
-use tracing::{debug, info, warn};
-
-use crate::upstream_events::UpstreamEvents;
+use squall_proxy::ProxyRoute;
+use tracing::debug;
 
 use super::Worker;
 use super::conn::Phase;
-use super::downstream::{self, Client};
+use super::downstream;
 use super::session::SessionId;
 
 /// A fresh `Sec-WebSocket-Key` (RFC 6455 §4.1): 16 random bytes, base64. Random per process
@@ -80,7 +77,8 @@ impl Worker {
         };
         let now = self.now;
         let room = self
-            .session_mut(id)
+            .sessions
+            .get_mut(id)
             .map_or(0, |s| s.ex.tunnel_client_room());
         let conn = &mut self.conns[index];
         let data = conn.rbuf.split_to(room.min(conn.rbuf.len()));
@@ -123,96 +121,12 @@ impl Worker {
         true
     }
 
-    /// `Action::ShutdownOrigin`.
-    pub(super) fn shutdown_origin(&mut self, index: usize) {
-        if !self.origins.shutdown_write(index) {
-            debug!(worker = self.id, "tunnel: origin shutdown failed");
-        }
-    }
-
-    /// Before session `id`'s `message` goes to its client: when it is the head of a tunnel,
-    /// counts the tunnel, and an HTTP/2 client's bytes that came early go to the origin now.
-    pub(super) fn on_tunnel_head(&mut self, id: SessionId, message: &ToClient) {
-        let ToClient::Head(_) = message else {
-            return;
-        };
-        let Some(session) = self.session_mut(id) else {
-            return;
-        };
-        let (tunnel, client) = (session.ex.is_tunnel(), session.client);
-        let early =
-            (self.conns.get_mut(client.conn())).and_then(|c| downstream::take_early(c, client));
-        if !tunnel {
-            return;
-        }
-        self.runtime.metrics.worker(self.id).tunnels.inc();
-        let generation = self.origins.groups_generation();
-        let upstream = self.session_mut(id).and_then(|s| s.upstream(generation));
-        let events = upstream.map(|upstream| self.origins.upstream_events(&self.runtime, upstream));
-        if let Some(events) = &events {
-            events.tunnels.inc(self.id);
-        }
-        let now = self.now;
-        if let Some(session) = self.session_mut(id) {
-            session.tunnel = events;
-            for (data, end) in early.into_iter().flatten() {
-                session.ex.on_tunnel_client_data(&data, now);
-                if end {
-                    session.ex.on_tunnel_client_eof(now);
-                }
-            }
-        }
-    }
-
-    /// Counts a tunnel's end, with its bytes, when the ending session was one (on its
-    /// upstream's `events` too); counts and logs an upgrade that did not become one.
-    pub(super) fn count_tunnel_end(
-        &self,
-        ex: &Exchange,
-        client: Client,
-        events: Option<Arc<UpstreamEvents>>,
-    ) {
-        if let Some(events) = events {
-            events.tunnels_closed.inc(self.id);
-        }
-        let counters = self.runtime.metrics.worker(self.id);
-        if let Some(stats) = ex.tunnel_stats() {
-            counters.tunnels_closed.inc();
-            counters.tunnel_bytes_up.add(stats.bytes_up);
-            counters.tunnel_bytes_down.add(stats.bytes_down);
-        }
-        let Some(refusal) = ex.tunnel_refusal() else {
-            return;
-        };
-        let route = ex.route().id;
-        match refusal {
-            TunnelRefusal::BadSwitch => {
-                counters.tunnel_refused[0].inc();
-                warn!(
-                    worker = self.id,
-                    conn = client.conn(),
-                    route,
-                    status = ex.status().as_u16(),
-                    "tunnel refused: the origin answered the upgrade with a malformed 101 (or no switch)"
-                );
-            }
-            TunnelRefusal::NotAllowed => {
-                counters.tunnel_refused[1].inc();
-                info!(
-                    worker = self.id,
-                    conn = client.conn(),
-                    route,
-                    "upgrade not allowed on this route: forwarded without it"
-                );
-            }
-        }
-    }
-
     /// The session of connection `index`, if it is a tunnel.
     fn tunnel_of(&mut self, index: usize) -> Option<SessionId> {
         let conn = self.conns.get(index)?;
         let id = downstream::h1_session(conn).filter(|_| conn.phase == Phase::Open)?;
-        self.session_mut(id)
+        self.sessions
+            .get_mut(id)
             .is_some_and(|s| s.ex.is_tunnel())
             .then_some(id)
     }

@@ -6,13 +6,12 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use slab::Slab;
 use squall_h2::StreamId;
 
 use super::super::cache::Parked;
 use super::super::conn::Conn;
 use super::super::files::FileId;
-use super::super::session::{Session, SessionId};
+use super::super::session::{SessionId, Sessions};
 use super::{Client, Proto};
 
 /// Records that `id` answers `client` (or, with `None`, that it no longer does).
@@ -35,10 +34,8 @@ pub(in crate::worker) fn sessions_of(conn: &Conn) -> Vec<SessionId> {
 
 /// Whether a request on this connection waits on its origin (`Exchange::awaits_origin`): the
 /// connection is then not idle, whatever its protocol.
-pub(in crate::worker) fn awaits_origin(conn: &Conn, sessions: &Slab<Session>) -> bool {
-    let awaits = |id: &SessionId| {
-        (sessions.get(id.index)).is_some_and(|s| s.is(*id) && s.ex.awaits_origin())
-    };
+pub(in crate::worker) fn awaits_origin(conn: &Conn, sessions: &Sessions) -> bool {
+    let awaits = |id: &SessionId| sessions.get(*id).is_some_and(|s| s.ex.awaits_origin());
     match &conn.proto {
         Proto::H1(h1) => h1.exchange.iter().any(awaits),
         Proto::H2(h2) => h2.exchanges.values().any(awaits),

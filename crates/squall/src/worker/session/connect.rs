@@ -7,70 +7,77 @@ use std::time::Instant;
 use squall_config::OriginProtocol;
 use squall_upstream::{ConnId, ServerId, UpstreamErrorClass};
 
-use super::super::Worker;
+use super::super::listen::Waiter;
 use super::super::origin::{self, OriginTarget};
 use super::super::token::Token;
-use super::SessionId;
+use super::{SessionId, SessionIo, Sessions};
 
-impl Worker {
+impl Sessions {
     /// `Action::Pick`: a server of the route's group, by its balancing, not yet tried.
-    pub(super) fn pick(&mut self, id: SessionId) {
-        let now = self.now;
-        if self.refuse_grpc(id) {
+    pub(super) fn pick(&mut self, cx: &mut SessionIo<'_>, id: SessionId) {
+        let now = cx.io.now;
+        if self.refuse_grpc(cx, id) {
             return;
         }
         // Its origin connection's descriptor is charged once, before the first pick; with none
         // free the request waits (no timer runs before a pick) rather than fail its connect.
-        if self.session_mut(id).is_some_and(|s| !s.descriptor) {
-            if !self.admission.take_descriptor(&self.runtime) {
-                let waiter = super::super::listen::Waiter::Session(id);
-                let io = super::super::part_io!(self);
-                return self.admission.wait_for_descriptor(&io, waiter);
+        if self.get(id).is_some_and(|s| !s.descriptor) {
+            if !cx.admission.take_descriptor(cx.io.runtime) {
+                return cx
+                    .admission
+                    .wait_for_descriptor(&cx.io, Waiter::Session(id));
             }
-            if let Some(session) = self.session_mut(id) {
+            if let Some(session) = self.get_mut(id) {
                 session.descriptor = true;
             }
         }
-        let Some(session) = self.sessions.get_mut(id.index).filter(|s| s.is(id)) else {
+        let Some(session) = self.get_mut(id) else {
             return;
         };
-        let key = (self.runtime.upstreams.get(session.upstream)).map(|u| {
+        let key = (cx.io.runtime.upstreams.get(session.upstream)).map(|u| {
             squall_proxy::forward::balance_key(&u.hash_key, session.ex.head(), session.peer)
         });
-        let picked = (self.origins).pick(session.upstream, key, now, session.ex.tried());
+        let picked = (cx.origins).pick(session.upstream, key, now, session.ex.tried());
         session.ex.on_pick(picked, now);
     }
 
     /// Picks for session `id`, waiting until now for a descriptor, now charged one; false
-    /// when it is gone.
-    pub(in crate::worker) fn pick_charged(&mut self, id: SessionId) -> bool {
-        let Some(session) = self.session_mut(id) else {
+    /// when it is gone (the loop drives it when true).
+    pub(in crate::worker) fn pick_charged(
+        &mut self,
+        cx: &mut SessionIo<'_>,
+        id: SessionId,
+    ) -> bool {
+        let Some(session) = self.get_mut(id) else {
             return false;
         };
         debug_assert!(!session.descriptor, "a session is charged once");
         session.descriptor = true;
-        self.pick(id);
-        self.drive(id);
+        self.pick(cx, id);
         true
     }
 
     /// `Action::Connect`: a pooled connection to `server` if allowed and one is idle (LIFO:
     /// the one most likely still open), else a new connect.
-    pub(super) fn connect_session(&mut self, id: SessionId, server: ServerId, pooled: bool) {
-        let now = self.now;
-        let Some(upstream) = self.session_mut(id).map(|s| s.upstream) else {
+    pub(super) fn connect(
+        &mut self,
+        cx: &mut SessionIo<'_>,
+        id: SessionId,
+        server: ServerId,
+        pooled: bool,
+    ) {
+        let now = cx.io.now;
+        let Some(upstream) = self.get(id).map(|s| s.upstream) else {
             return;
         };
-        match origin::origin_protocol(&self.runtime, upstream) {
+        match origin::origin_protocol(cx.io.runtime, upstream) {
             OriginProtocol::H2 | OriginProtocol::H2c => {
-                return self.connect_h2(id, upstream, server, pooled);
+                return self.connect_h2(cx, id, upstream, server, pooled);
             }
             // A connection that chose HTTP/2 with ALPN, else one of HTTP/1.1 as below.
             OriginProtocol::Auto if pooled => {
-                if let Some(index) =
-                    self.with_origins(|o, io| o.join_h2(io, id, upstream, server, true))
-                {
-                    if let Some(session) = self.session_mut(id) {
+                if let Some(index) = cx.origins.join_h2(&mut cx.io, id, upstream, server, true) {
+                    if let Some(session) = self.get_mut(id) {
                         session.origin = Some(index);
                     }
                     return;
@@ -80,31 +87,32 @@ impl Worker {
         }
         // A `proxy_protocol` upstream's connection names one client: never shared.
         let pooled = pooled
-            && (self.runtime.upstreams.get(upstream)).is_none_or(|u| u.proxy_protocol.is_none());
+            && (cx.io.runtime.upstreams.get(upstream)).is_none_or(|u| u.proxy_protocol.is_none());
         // A request that could not be sent again takes only a recently used connection.
         let replayable =
-            (self.session_mut(id)).is_some_and(|s| squall_proxy::forward::replayable(s.ex.head()));
+            (self.get(id)).is_some_and(|s| squall_proxy::forward::replayable(s.ex.head()));
         while pooled
-            && let Some(ConnId(raw)) =
-                self.with_origins(|o, io| o.checkout(io, upstream, server, replayable))
+            && let Some(ConnId(raw)) = cx.origins.checkout(&cx.io, upstream, server, replayable)
         {
-            let Some(index) = self.origins.origin_index(Token::from_raw(raw)) else {
+            let Some(index) = cx.origins.origin_index(Token::from_raw(raw)) else {
                 continue;
             };
-            if !self.origins.take_pooled(index, id) {
+            if !cx.origins.take_pooled(index, id) {
                 continue;
             }
             // Its receive may have ended while it was pooled (a pause's cancellation
             // reporting late): a busy connection must be read.
-            self.with_origins(|o, io| o.arm_origin_recv(io, index));
-            self.runtime.metrics.worker(self.id).upstream_reuses.inc();
-            if let Some(session) = self.session_mut(id) {
+            cx.origins.arm_origin_recv(&mut cx.io, index);
+            (cx.io.runtime.metrics.worker(cx.io.worker))
+                .upstream_reuses
+                .inc();
+            if let Some(session) = self.get_mut(id) {
                 session.origin = Some(index);
                 session.ex.on_origin_connected(true, now);
             }
             return;
         }
-        self.connect_new(id, upstream, server);
+        self.connect_new(cx, id, upstream, server);
     }
 
     /// `Action::Connect` for an upstream spoken to in HTTP/2 (`h2`, `h2c`): a stream on a
@@ -112,40 +120,41 @@ impl Worker {
     /// connection (see `origin/h2.rs`).
     pub(super) fn connect_h2(
         &mut self,
+        cx: &mut SessionIo<'_>,
         id: SessionId,
         upstream: usize,
         server: ServerId,
         pooled: bool,
     ) {
-        if let Some(index) = self.with_origins(|o, io| o.join_h2(io, id, upstream, server, pooled))
-        {
-            if let Some(session) = self.session_mut(id) {
+        if let Some(index) = cx.origins.join_h2(&mut cx.io, id, upstream, server, pooled) {
+            if let Some(session) = self.get_mut(id) {
                 session.origin = Some(index);
             }
             return;
         }
-        if let Some(index) = self.connect_new(id, upstream, server) {
-            self.with_origins(|o, io| o.share(io, index, id));
+        if let Some(index) = self.connect_new(cx, id, upstream, server) {
+            cx.origins.share(&mut cx.io, index, id);
         }
     }
 
     /// A new connection to `server` for session `id` (its exchange hears "connected" or the
     /// failure later; a socket that cannot be made fails it now). Returns the connection.
-    pub(in crate::worker) fn connect_new(
+    fn connect_new(
         &mut self,
+        cx: &mut SessionIo<'_>,
         id: SessionId,
         upstream: usize,
         server: ServerId,
     ) -> Option<usize> {
-        let now = self.now;
-        let proxy_header = self.origin_proxy_header(id, upstream);
-        let address = (self.origins.group(upstream)).and_then(|g| g.group.address(server));
+        let now = cx.io.now;
+        let proxy_header = self.origin_proxy_header(cx, id, upstream);
+        let address = (cx.origins.group(upstream)).and_then(|g| g.group.address(server));
         let fd = address.map(origin::origin_socket);
         let Some(Ok(fd)) = fd else {
             if let Some(Err(e)) = fd {
-                self.with_origins(|o, io| o.origin_socket_failed(io, address, &e));
+                cx.origins.origin_socket_failed(&mut cx.io, address, &e);
             }
-            if let Some(session) = self.session_mut(id) {
+            if let Some(session) = self.get_mut(id) {
                 session
                     .ex
                     .on_connect_failed(UpstreamErrorClass::ConnectFailed, now);
@@ -157,11 +166,13 @@ impl Worker {
             server,
             address: address.expect("a socket was made for it"),
         };
-        let index = self.with_origins(|o, io| {
-            o.open_origin(io, fd, target, &http::Method::GET, Some(id), proxy_header)
-        });
-        self.runtime.metrics.worker(self.id).upstream_connects.inc();
-        if let Some(session) = self.session_mut(id) {
+        let method = &http::Method::GET;
+        let index =
+            (cx.origins).open_origin(&mut cx.io, fd, target, method, Some(id), proxy_header);
+        (cx.io.runtime.metrics.worker(cx.io.worker))
+            .upstream_connects
+            .inc();
+        if let Some(session) = self.get_mut(id) {
             session.origin = Some(index);
         }
         Some(index)
@@ -170,14 +181,15 @@ impl Worker {
     /// The PROXY protocol header a new connection for session `id` starts with, when its
     /// upstream has `proxy_protocol`: the client's address (as every other rule sees it) and
     /// the address it reached Squall at; `LOCAL` when the session answers no connection.
-    pub(super) fn origin_proxy_header(
+    fn origin_proxy_header(
         &self,
+        cx: &SessionIo<'_>,
         id: SessionId,
         upstream: usize,
     ) -> Option<origin::ProxyHeader> {
-        let version = self.runtime.upstreams.get(upstream)?.proxy_protocol?;
-        let session = self.sessions.get(id.index).filter(|s| s.is(id))?;
-        let destination = (self.conns.get(session.client.conn()))
+        let version = cx.io.runtime.upstreams.get(upstream)?.proxy_protocol?;
+        let session = self.get(id)?;
+        let destination = (cx.down.conns.get(session.client.conn()))
             .filter(|_| !session.ex.detached())
             .and_then(|conn| conn.socket.fd())
             .and_then(|fd| socket2::SockRef::from(fd).local_addr().ok())
@@ -187,49 +199,49 @@ impl Worker {
     }
 
     /// Files the exchange's next deadline under its origin connection's timer.
-    pub(super) fn arm_session_timer(&mut self, id: SessionId) {
-        let Some(session) = self.session_mut(id) else {
+    pub(super) fn arm_timer(&mut self, cx: &mut SessionIo<'_>, id: SessionId) {
+        let Some(session) = self.get(id) else {
             return;
         };
         let (origin, deadline) = (session.origin, session.ex.next_deadline());
-        if origin.is_some_and(|index| self.origins.is_shared(index)) {
-            return self.arm_own_timer(id);
+        if origin.is_some_and(|index| cx.origins.is_shared(index)) {
+            return self.arm_own_timer(cx, id);
         }
         if let Some(index) = origin {
-            self.with_origins(|o, io| o.set_deadline(io, index, deadline));
+            cx.origins.set_deadline(&mut cx.io, index, deadline);
         }
     }
 
-    /// A timer of a session on a shared HTTP/2 connection came due.
-    pub(in crate::worker) fn on_session_timer(&mut self, token: Token, due: Instant) {
-        let now = self.now;
-        let id = SessionId {
-            index: token.index(),
-            generation: token.generation(),
-        };
-        let Some(session) = self.sessions.get_mut(id.index) else {
-            return;
-        };
+    /// A timer of a session on a shared HTTP/2 connection came due: the session whose
+    /// exchange is due now, for the loop to feed its timer to.
+    pub(in crate::worker) fn on_timer(
+        &mut self,
+        cx: &mut SessionIo<'_>,
+        token: Token,
+        due: Instant,
+    ) -> Option<SessionId> {
+        let session = self.slab.get_mut(token.index())?;
         if !token.names(session.generation()) {
-            return;
+            return None;
         }
         let id = SessionId {
-            index: id.index,
+            index: token.index(),
             generation: session.generation(),
         };
         if session.timer_due == Some(due) {
             session.timer_due = None;
         }
         match session.ex.next_deadline() {
-            Some(deadline) if deadline <= now => self.feed(id, |ex| ex.on_timer(now)),
-            Some(_) => self.arm_own_timer(id),
+            Some(deadline) if deadline <= cx.io.now => return Some(id),
+            Some(_) => self.arm_own_timer(cx, id),
             None => {}
         }
+        None
     }
 
     /// Files the exchange's next deadline under the session's own timer.
-    pub(in crate::worker) fn arm_own_timer(&mut self, id: SessionId) {
-        let Some(session) = self.session_mut(id) else {
+    fn arm_own_timer(&mut self, cx: &mut SessionIo<'_>, id: SessionId) {
+        let Some(session) = self.get_mut(id) else {
             return;
         };
         let Some(deadline) = session.ex.next_deadline() else {
@@ -238,7 +250,7 @@ impl Worker {
         if session.timer_due.is_none_or(|due| deadline < due) {
             session.timer_due = Some(deadline);
             let key = Token::session(id.index, id.generation).raw();
-            self.timers.insert(key, deadline);
+            cx.io.timers.insert(key, deadline);
         }
     }
 }

@@ -1,0 +1,158 @@
+//! The loop's side of the sessions: what lends them a [`SessionIo`], starts a session, feeds
+//! it, and drives its actions, meeting what a step needs of the loop.
+
+use std::sync::Arc;
+
+use squall_cache::Invalidation;
+use squall_h1::RequestHead;
+use squall_proxy::{ClientInfo, ClientProtocol, Exchange, ProxyRoute};
+
+use super::super::cache::CacheFill;
+use super::super::downstream::{Client, Downstream, part_downstream};
+use super::super::{Worker, part_io};
+use super::{Need, SessionId, SessionIo, Sessions, Start};
+use crate::cache::Cache;
+
+impl Worker {
+    /// Runs `f` on the sessions with what the loop lends them (see [`SessionIo`]).
+    pub(in crate::worker) fn with_sessions<R>(
+        &mut self,
+        f: impl FnOnce(&mut Sessions, &mut SessionIo<'_>) -> R,
+    ) -> R {
+        let mut cx = SessionIo {
+            io: part_io!(self),
+            down: part_downstream!(self),
+            origins: &mut self.origins,
+            admission: &mut self.admission,
+            peers: &self.peers,
+        };
+        f(&mut self.sessions, &mut cx)
+    }
+
+    /// Starts a session for `head` on `route`, answering `client`, and runs its first actions
+    /// (unless its client holds its bound already: then it waits for room).
+    pub(in crate::worker) fn start_session(
+        &mut self,
+        client: Client,
+        head: RequestHead,
+        route: Arc<ProxyRoute>,
+        invalidate: Option<(Arc<Cache>, Invalidation)>,
+        fill: Option<Box<CacheFill>>,
+    ) {
+        let started = self.with_sessions(|sessions, cx| {
+            let info = client_info(&cx.down, cx.io.runtime, client, &head);
+            let start = Start {
+                client,
+                head,
+                route,
+                info,
+                invalidate,
+                fill,
+            };
+            sessions.start(cx, start)
+        });
+        if let Some(id) = started {
+            self.drive(id);
+        }
+    }
+
+    /// Starts a session that answers nobody: a cache fill in the background (the revalidation
+    /// of an entry served stale meanwhile, RFC 5861 §3). Its exchange reads the origin's
+    /// response to the end for the fill; `client` is only the request that started it (its
+    /// address goes to the origin as the forwarded-for one). It ends with its exchange, or
+    /// with the worker.
+    pub(in crate::worker) fn start_background_session(
+        &mut self,
+        client: Client,
+        head: RequestHead,
+        route: Arc<ProxyRoute>,
+        fill: Box<CacheFill>,
+    ) {
+        debug_assert!(fill.plan.background(), "a fetch that answers nobody");
+        let id = self.with_sessions(|sessions, cx| {
+            let info = ClientInfo {
+                protocol: ClientProtocol::Http11,
+                ..client_info(&cx.down, cx.io.runtime, client, &head)
+            };
+            let start = Start {
+                client,
+                head,
+                route,
+                info,
+                invalidate: None,
+                fill: Some(fill),
+            };
+            let id = sessions.open(cx, start);
+            let counters = cx.io.runtime.metrics.worker(cx.io.worker);
+            counters.cache_background_fetches.inc();
+            id
+        });
+        self.drive(id);
+    }
+
+    /// Feeds the exchange of session `id` one event (`Sessions::feed_batched`), then runs what
+    /// it queued.
+    pub(in crate::worker) fn feed(&mut self, id: SessionId, event: impl FnOnce(&mut Exchange)) {
+        if self.sessions.feed_batched(id, event).is_some() {
+            self.drive(id);
+        }
+    }
+
+    /// Runs the actions session `id` has queued, in order, until it has none, meeting what a
+    /// step needs of the loop; the session ends once its exchange is finished. The one place
+    /// actions are run.
+    pub(in crate::worker) fn drive(&mut self, id: SessionId) {
+        self.sessions.enter(id);
+        while let Some(need) = self.with_sessions(|sessions, cx| sessions.step(cx, id)) {
+            match need {
+                Need::Error {
+                    status,
+                    request_unfinished,
+                } => {
+                    // A forward to a cluster peer that failed is served here instead
+                    // (`cluster.rs`).
+                    if !self.owner_failed(id, request_unfinished) {
+                        self.with_sessions(|sessions, cx| {
+                            sessions.answer_error(cx, id, status, request_unfinished);
+                        });
+                    }
+                }
+            }
+        }
+        self.sessions.leave(id);
+    }
+
+    /// The client (or its HTTP/2 stream) went away mid-exchange: the exchange lets its origin
+    /// go (not reusable) and the session ends without writing anything.
+    pub(in crate::worker) fn abort_session(&mut self, id: SessionId) {
+        if self.with_sessions(|sessions, cx| sessions.abort(cx, id)) {
+            self.drive(id);
+        }
+    }
+
+    /// The client has room again (a send completed, HTTP/2 output moved on): a paused origin
+    /// may be read again.
+    pub(in crate::worker) fn client_drained(&mut self, id: SessionId) {
+        if self.with_sessions(|sessions, cx| sessions.client_drained(cx, id)) {
+            self.drive(id);
+        }
+    }
+}
+
+/// What the exchange is told of `client` and its request `head`.
+fn client_info(
+    down: &Downstream<'_>,
+    runtime: &crate::server::Runtime,
+    client: Client,
+    head: &RequestHead,
+) -> ClientInfo {
+    let conn = &down.conns[client.conn()];
+    ClientInfo {
+        peer: conn.peer,
+        client: runtime.client_addr(conn.peer, head),
+        request_id: crate::request_id::next(),
+        tls: conn.tls.is_some(),
+        protocol: client.protocol(head),
+        keep_alive: !down.draining,
+    }
+}
