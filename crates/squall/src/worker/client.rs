@@ -391,14 +391,7 @@ impl Worker {
             {
                 // Slowloris: part of a head arrived, the rest did not come in time.
                 debug!(worker = self.id, conn = index, "request header timeout");
-                metrics.count_bad_request(http::StatusCode::REQUEST_TIMEOUT);
-                conn.out.clear();
-                squall_h1::encode_error(
-                    http::StatusCode::REQUEST_TIMEOUT,
-                    self.date.get(),
-                    &mut conn.out,
-                );
-                conn.close_after = true;
+                self.downstream().head_timeout(index);
                 self.flush(index);
                 self.update_deadline(index);
             }

@@ -36,6 +36,7 @@ mod grpc;
 mod hit;
 mod log;
 mod proto;
+mod respond;
 mod slots;
 mod write;
 
@@ -162,6 +163,8 @@ pub(super) struct Downstream<'a> {
     pub ready: &'a mut VecDeque<Token>,
     /// The error pages Squall's own answers use.
     pub service: &'a crate::route_rules::Service,
+    /// The Date field HPACK-encoded for HTTP/2 answers, re-encoded when the second changes.
+    pub h2_date: &'a mut super::h2::EncodedDate,
 }
 
 /// The worker's `Downstream`, borrowing only the fields it names, so that a part (another
@@ -181,6 +184,7 @@ macro_rules! part_downstream {
             draining: $worker.drain_deadline.is_some(),
             ready: &mut $worker.ready,
             service: &$worker.runtime.service,
+            h2_date: &mut $worker.h2_date,
         }
     };
 }
@@ -596,7 +600,7 @@ impl Downstream<'_> {
         match self.service.error_page(head, status) {
             Some(page) => {
                 let field = ("content-type", page.content_type.as_bytes());
-                super::h1::encode_closing(
+                respond::encode_closing(
                     head,
                     status,
                     field,

@@ -12,7 +12,7 @@ use tracing::debug;
 use super::conn::Phase;
 use super::downstream::{Client, Proto};
 use super::entry::Admission;
-use super::{OUT_HIGH_BYTES, RBUF_BLOCKED_MAX_BYTES, Worker, cache, h2, scheme};
+use super::{OUT_HIGH_BYTES, RBUF_BLOCKED_MAX_BYTES, Worker, cache, h2};
 use crate::cache::Cache;
 
 /// An HTTP/1.x connection's request state: its decoder and the one request it answers at a
@@ -219,7 +219,6 @@ impl Worker {
         head: RequestHead,
         admission: Admission,
     ) -> Option<Decoded> {
-        let date = self.date.get();
         let conn = &mut self.conns[index];
         // A proxied request's exchange says 100 Continue itself.
         if head.expect_continue
@@ -229,13 +228,7 @@ impl Worker {
         }
         match admission {
             Admission::Refused(status, field) => {
-                let before = conn.out.len();
-                let service = &self.runtime.service;
-                encode_refusal(service, &head, status, field, date, &mut conn.out);
-                let sent = conn.out.len() - before;
-                conn.close_after = true;
-                self.downstream()
-                    .log_answer(index, Some(&head), status, sent);
+                self.downstream().refuse_h1(index, &head, status, field);
             }
             // `verify_parked` marks the connection as waiting (it reads nothing meanwhile).
             Admission::Verify(verify) => self.verify_parked(Client::H1(index), head, *verify),
@@ -263,7 +256,6 @@ impl Worker {
     /// body to its session, and returns a request that needs more of the worker (a complete
     /// one for a cached route, the head of a proxied one), to be begun by the caller.
     fn decode_h1(&mut self, index: usize) -> Option<Decoded> {
-        let draining = self.drain_deadline.is_some();
         loop {
             let conn = &mut self.conns[index];
             let unsent = conn.unsent_bytes();
@@ -334,23 +326,7 @@ impl Worker {
                     if let Some(root) = super::files::files_root(&self.runtime, route) {
                         return Some(Decoded::File(head, root));
                     }
-                    let conn = &mut self.conns[index];
-                    let before = conn.out.len();
-                    let runtime = &self.runtime;
-                    let outcome = runtime.service.respond_routed(
-                        route,
-                        &head,
-                        scheme(conn),
-                        self.date.get(),
-                        draining,
-                        &mut conn.out,
-                    );
-                    conn.log_note.route = outcome.route;
-                    let sent = conn.out.len() - before;
-                    if !outcome.keep_alive {
-                        conn.close_after = true;
-                    }
-                    (self.downstream()).log_answer(index, Some(&head), outcome.status, sent);
+                    (self.downstream()).respond(Client::H1(index), &head, route);
                 }
                 Ok(None) => return None,
                 Err(e) => {
@@ -361,30 +337,8 @@ impl Worker {
                         status = status.as_u16(),
                         "bad request: {e}"
                     );
-                    let before = conn.out.len();
                     let head = h1.request.take();
-                    // A body over the limit comes after a head, whose vhost may have a page.
-                    let page = (head.as_ref())
-                        .and_then(|h| Some((h, self.runtime.service.error_page(h, status)?)));
-                    match page {
-                        Some((head, page)) => {
-                            let content_type = ("content-type", page.content_type.as_bytes());
-                            let (body, date) = (&page.body, self.date.get());
-                            encode_closing(
-                                head,
-                                status,
-                                content_type,
-                                None,
-                                body,
-                                date,
-                                &mut conn.out,
-                            );
-                        }
-                        None => squall_h1::encode_error(status, self.date.get(), &mut conn.out),
-                    }
-                    conn.close_after = true;
-                    let sent = conn.out.len() - before;
-                    (self.downstream()).log_bad_request(index, head.as_ref(), status, sent);
+                    (self.downstream()).bad_request_h1(index, head.as_ref(), status);
                 }
             }
         }
@@ -404,58 +358,4 @@ enum Decoded {
     ),
     /// A complete request on a `root` route.
     File(RequestHead, Arc<crate::roots::Root>),
-}
-
-/// A refusal of a request whose body is not read: the vhost's error page for `status` or a
-/// short text answer, with `field` (a `WWW-Authenticate` challenge, a `Retry-After`), and
-/// `Connection: close`.
-fn encode_refusal(
-    service: &crate::route_rules::Service,
-    head: &RequestHead,
-    status: http::StatusCode,
-    field: Option<super::entry::Field>,
-    date: &[u8],
-    out: &mut bytes::BytesMut,
-) {
-    let page = service.error_page(head, status);
-    if field.is_none() && page.is_none() {
-        squall_h1::encode_error(status, date, out);
-        return;
-    }
-    let (content_type, body) = service.error_body(Some(head), status);
-    let field = field.as_ref().map(|(name, value)| (*name, &value[..]));
-    let content_type = ("content-type", content_type.as_bytes());
-    encode_closing(head, status, content_type, field, &body, date, out);
-}
-
-/// An HTTP/1.x answer written here that ends the connection: `content-type` (and one more
-/// `field`, if given) and `body`, no body for HEAD.
-pub(super) fn encode_closing(
-    head: &RequestHead,
-    status: http::StatusCode,
-    content_type: (&str, &[u8]),
-    field: Option<(&str, &[u8])>,
-    body: &[u8],
-    date: &[u8],
-    out: &mut bytes::BytesMut,
-) {
-    let mut raw = bytes::BytesMut::from(&b"server: squall\r\n"[..]);
-    super::downstream::put_line(&mut raw, content_type.0.as_bytes(), content_type.1);
-    if let Some((name, value)) = field {
-        super::downstream::put_line(&mut raw, name.as_bytes(), value);
-    }
-    let response = squall_h1::ResponseHead {
-        status,
-        headers: &http::HeaderMap::new(),
-        raw_headers: &raw,
-        body_len: Some(body.len() as u64),
-    };
-    let framing = squall_h1::RequestFraming {
-        version: head.version,
-        keep_alive: false,
-        is_head: head.method == http::Method::HEAD,
-    };
-    if squall_h1::encode_response_head(&response, framing, date, out) {
-        out.extend_from_slice(body);
-    }
 }

@@ -428,29 +428,7 @@ impl Worker {
             self.start_file(Client::H2(index, stream_id), head, root);
             return;
         }
-        let runtime = &self.runtime;
-        let conn = &mut self.conns[index];
-        conn.log_note.route = route;
-        let reply = (runtime.service)
-            .answering(route, &head)
-            .reply(&head, super::scheme(conn));
-        let date = self.date.get();
-        let encoded_date = self.h2_date.get(date);
-        let h2 = conn
-            .proto
-            .h2_mut()
-            .expect("answer_h2 runs on HTTP/2 connections");
-        let sent = send_reply(
-            &mut h2.conn,
-            stream_id,
-            reply.status,
-            reply.fields.iter().map(|(n, v)| (&n[..], &v[..])),
-            reply.hpack.as_deref().map(|fields| (fields, encoded_date)),
-            reply.body,
-            head.method == Method::HEAD,
-            date,
-        );
-        (self.downstream()).log_answer(index, Some(&head), reply.status, sent);
+        (self.downstream()).respond(Client::H2(index, stream_id), &head, route);
     }
 
     /// Moves the HTTP/2 connection's output into the send path, up to the output bound, and

@@ -599,6 +599,6 @@ fn test_stall(worker: usize) -> Option<(Instant, Duration)> {
 }
 
 /// The scheme requests on `conn` arrived with.
-fn scheme(conn: &Conn) -> &'static str {
+pub(super) fn scheme(conn: &Conn) -> &'static str {
     if conn.tls.is_some() { "https" } else { "http" }
 }
