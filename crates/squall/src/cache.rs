@@ -14,8 +14,8 @@ use squall_config::IpNet;
 use squall_proxy::cached::CachedRoute;
 use squall_uring::Waker;
 
-use crate::server::Control;
 use crate::worker::ClientToken;
+use crate::worker::Control;
 
 /// Shards per worker: at least 4 × workers (docs/ARCHITECTURE.md), so that two workers rarely
 /// want the same lock.

@@ -30,6 +30,10 @@ use tracing::{info, warn};
 
 /// The least automatic reserve: room for what the sum below does not name (a resolver, a
 /// certificate read by a reload, the odd descriptor a library opens).
+/// Idle keep-alive origin connections a worker keeps per upstream server (docs/CONFIG.md,
+/// `[[upstream]]`, and the `descriptor_reserve` that counts them).
+pub const POOL_IDLE_PER_SERVER_MAX: u32 = 256;
+
 pub const RESERVE_FLOOR: usize = 64;
 /// Descriptors a worker opens once its thread starts (its ring, its waker), counted into the
 /// base because start-up measures the base before the workers run.
@@ -308,7 +312,7 @@ mod tests {
     fn config_md_states_the_pool_size_the_binary_keeps() {
         // The idle pool the reserve counts, as the operator reference states it.
         let doc = include_str!("../../../docs/CONFIG.md");
-        let n = crate::server::POOL_IDLE_PER_SERVER_MAX;
+        let n = POOL_IDLE_PER_SERVER_MAX;
         assert!(doc.contains(&format!("(up to {n} per server and worker,")));
         assert!(doc.contains(&format!(
             "Σ(upstream servers × {n} pooled idle connections)"

@@ -57,3 +57,22 @@ pub fn bind(address: SocketAddr) -> io::Result<OwnedFd> {
     socket.listen(BACKLOG)?;
     Ok(socket.into())
 }
+
+/// The protocols a listener serves, from its `protocols` list.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Protocols {
+    pub http1: bool,
+    pub h2c: bool,
+    pub h2: bool,
+}
+
+impl Protocols {
+    pub fn from_config(protocols: &[squall_config::Protocol]) -> Protocols {
+        use squall_config::Protocol;
+        Protocols {
+            http1: protocols.contains(&Protocol::Http1),
+            h2c: protocols.contains(&Protocol::H2c),
+            h2: protocols.contains(&Protocol::H2),
+        }
+    }
+}

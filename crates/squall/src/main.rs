@@ -22,6 +22,7 @@ mod request_id;
 mod resolve;
 mod roots;
 mod route_rules;
+mod runtime;
 mod server;
 mod static_files;
 mod ticket_watch;

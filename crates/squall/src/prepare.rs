@@ -15,7 +15,7 @@ use squall_config::{Config, Diagnostics, Site, Sites};
 
 use crate::DEFAULT_CONFIG;
 use crate::metrics::Metrics;
-use crate::server::Runtime;
+use crate::runtime::Runtime;
 
 /// The name diagnostics give the embedded default config.
 pub const EMBEDDED_NAME: &str = "<embedded config/squall.toml>";

@@ -130,7 +130,7 @@ fn mem_total(meminfo: &str) -> Option<u64> {
 }
 
 /// `limits.buffer_memory_max` in bytes for this machine; 0 = no budget.
-pub fn limit(limits: &crate::server::ConnLimits) -> usize {
+pub fn limit(limits: &crate::runtime::ConnLimits) -> usize {
     let bytes = limits.buffer_memory_max.resolve(physical_memory());
     usize::try_from(bytes).unwrap_or(usize::MAX)
 }

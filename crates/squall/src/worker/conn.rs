@@ -70,7 +70,7 @@ pub struct Conn {
     /// True until the first request head has begun (a new connection's wait counts as a head).
     pub fresh: bool,
     /// The protocols the listener serves.
-    pub protocols: super::h2::Protocols,
+    pub protocols: crate::listener::Protocols,
     /// The protocol this connection speaks, once chosen, with its request state.
     pub proto: Proto,
     /// The client's address, read at accept only when the access log needs it; on a PROXY
@@ -118,7 +118,7 @@ impl Conn {
             reads_paused: false,
             head_started: None,
             fresh: true,
-            protocols: super::h2::Protocols::default(),
+            protocols: crate::listener::Protocols::default(),
             proto: Proto::default(),
             peer: None,
             proxy_header: None,

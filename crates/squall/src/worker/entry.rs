@@ -308,7 +308,7 @@ impl Worker {
         let head = Box::new(head);
         let done = move |verdict| {
             if let Some((control, waker)) = peer {
-                let message = crate::server::Control::Verified {
+                let message = crate::worker::Control::Verified {
                     client: token,
                     head,
                     verdict,

@@ -41,7 +41,7 @@ use super::listen::Waiter;
 use super::token::{self, Token};
 use super::{Io, Worker, part_io};
 use crate::roots::Root;
-use crate::server::Runtime;
+use crate::runtime::Runtime;
 use crate::static_files::encoding::Encoding;
 use crate::static_files::{self, Extent, Precondition, Target, Validators};
 

@@ -113,25 +113,6 @@ pub fn select(conn: &Conn) -> Selection {
     }
 }
 
-/// The protocols a listener serves, from its `protocols` list.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Protocols {
-    pub http1: bool,
-    pub h2c: bool,
-    pub h2: bool,
-}
-
-impl Protocols {
-    pub fn from_config(protocols: &[squall_config::Protocol]) -> Protocols {
-        use squall_config::Protocol;
-        Protocols {
-            http1: protocols.contains(&Protocol::Http1),
-            h2c: protocols.contains(&Protocol::H2c),
-            h2: protocols.contains(&Protocol::H2),
-        }
-    }
-}
-
 /// Turns a validated HTTP/2 request into the head the router and the proxy know.
 ///
 /// The target stays in origin-form (`:path`), as an HTTP/1.1 request's; `:authority` becomes

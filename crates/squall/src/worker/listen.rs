@@ -26,11 +26,11 @@ use squall_config::IpNet;
 use tracing::{debug, warn};
 
 use super::files::FileId;
-use super::h2::Protocols;
 use super::session::SessionId;
 use super::token::Token;
 use super::{ACCEPT_RETRY, Io, PAUSE_LOG_INTERVAL};
-use crate::server::Runtime;
+use crate::listener::Protocols;
+use crate::runtime::Runtime;
 
 /// How often a worker with requests waiting for a descriptor looks again (another worker's
 /// requests ending free them without telling it).

@@ -37,12 +37,12 @@ use tracing::{debug, info, warn};
 use crate::access_log;
 use crate::clients::ClientTable;
 use crate::date::DateCache;
-use crate::server::{Control, Runtime};
+use crate::runtime::Runtime;
 use crate::timer::{Entry, TimerWheel};
 use conn::{Conn, Phase};
 pub use downstream::ClientToken;
 use downstream::{Client, RequestLog};
-pub use h2::Protocols;
+
 use token::{Kind, Token};
 
 /// Output buffered for one connection beyond which decoding pauses until a send completes: a
@@ -66,6 +66,27 @@ const CONNS_MAX: usize = 1 << 24;
 
 const _: () = assert!(OUT_HIGH_BYTES < RBUF_BLOCKED_MAX_BYTES);
 const _: () = assert!(CONNS_MAX <= token::INDEX_MAX);
+
+/// Messages from the control thread to a worker.
+pub enum Control {
+    /// A new runtime for new requests, and the listeners to open and to close.
+    Reload {
+        runtime: Arc<Runtime>,
+        add: Vec<(SocketAddr, std::os::fd::OwnedFd)>,
+        remove: Vec<SocketAddr>,
+    },
+    Drain {
+        deadline: Instant,
+    },
+    /// A fetch that a request of this worker waited for has ended.
+    CacheReady(ClientToken),
+    /// The verdict on the Basic credentials of a request of this worker, parked meanwhile.
+    Verified {
+        client: ClientToken,
+        head: Box<squall_h1::RequestHead>,
+        verdict: crate::auth::Verdict,
+    },
+}
 
 /// What a worker is started with.
 pub struct Setup {

@@ -142,7 +142,7 @@ impl Worker {
 /// What the exchange is told of `client` and its request `head`.
 fn client_info(
     down: &Downstream<'_>,
-    runtime: &crate::server::Runtime,
+    runtime: &crate::runtime::Runtime,
     client: Client,
     head: &RequestHead,
 ) -> ClientInfo {
