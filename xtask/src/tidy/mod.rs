@@ -9,6 +9,8 @@
 //! - The source-text rules of [`source`]: no file over 1,000 lines outside tests, and no branch
 //!   on the client's protocol outside the binary's downstream layer.
 //! - The docs rules of [`docs`]: every bench scenario is named in bench/README.md.
+//! - The import rule of [`imports`]: no circle of more than three files in the binary's
+//!   import graph.
 //!
 //! Manifests are read as TOML rather than through `cargo metadata`, so the check needs no
 //! cargo lock and no network and runs in milliseconds.
@@ -22,6 +24,7 @@ use anyhow::{Context, Result};
 use toml::{Table, Value};
 
 mod docs;
+mod imports;
 mod source;
 
 /// The only crate without `forbid(unsafe_code)`, and the only one the binary alone may depend on.
@@ -87,6 +90,7 @@ pub fn check_repo(root: &Path) -> Result<Vec<String>> {
     }
     problems.extend(source::check(root)?);
     problems.extend(docs::check(root)?);
+    problems.extend(imports::check(root)?);
     Ok(problems)
 }
 

@@ -26,65 +26,24 @@
 //! counts.
 
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
 
 use http::header;
 use http::{Method, StatusCode};
-use squall_cache::{CacheKey, Served};
+use squall_cache::CacheKey;
 use squall_h1::RequestHead;
 use squall_proxy::ProxyRoute;
-use squall_proxy::cached::{self, Answer, Count, Fetch, FillPlan};
+use squall_proxy::cached::{self, Answer, Count, Fetch};
 use tracing::debug;
 
 use super::Worker;
-use super::downstream::{self, Client};
+use super::downstream;
+use super::ids::Client;
+use super::parked::Parked;
 use super::purge::Purged;
+use super::session::CacheFill;
 use crate::cache::{Cache, Waiter};
 
 pub(crate) use squall_proxy::cached::CacheFields;
-
-/// The `X-Cache` label of a response (the access log's cache field).
-pub type Label = Served;
-
-/// The cache side of a session's fetch: its fill's plan, and the cache whose store and
-/// in-flight table it fills (a reload may have replaced the worker's since).
-pub struct CacheFill {
-    pub cache: Arc<Cache>,
-    pub plan: FillPlan,
-    /// The method the client sent, when the fill forwards another: a PURGE refetched as a GET
-    /// is logged as the PURGE it was.
-    pub logged_method: Option<Method>,
-}
-
-/// A request waiting for another's fetch of the same object.
-pub struct Parked {
-    pub head: RequestHead,
-    pub route: Arc<ProxyRoute>,
-    pub key: CacheKey,
-    pub until: Instant,
-    /// When it parked (wall clock, as entries' response times): an entry stored since then
-    /// satisfies its `no-cache` and `max-age`.
-    pub since: SystemTime,
-    /// It waits for the fetch it caused (a range of an object not stored): the entry it is
-    /// then served from is its `MISS`, not a hit.
-    pub fetched: bool,
-    /// It waits for something of the cluster's, not for a fetch (`cluster.rs`).
-    pub cluster: Option<ClusterWait>,
-}
-
-/// What a request parked by the cluster waits for.
-pub enum ClusterWait {
-    /// Nothing: its key's owner failed, and it is served here on the next turn of the loop,
-    /// once the failed session has let its client go.
-    OwnerFailed,
-    /// The answers of the peers a PURGE was sent to (`None`: too many fan-outs at once), and
-    /// what it removed here.
-    Purge {
-        fanout: Option<Arc<crate::cluster::fanout::FanOut>>,
-        peers: Vec<String>,
-        removed: usize,
-    },
-}
 
 /// What `begin_cached` did with a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -21,11 +21,14 @@ use squall_proxy::ProxyRoute;
 use squall_upstream::HealthState;
 
 use super::Worker;
-use super::cache::{Begun, ClusterWait, Parked};
-use super::downstream::{self, Client};
-use super::session::SessionId;
+use super::cache::Begun;
+use super::downstream;
+use super::ids::Client;
+use super::ids::SessionId;
 use crate::cache::Waiter;
 use crate::cluster::{self, Cluster, HOP, fanout};
+use crate::worker::parked::ClusterWait;
+use crate::worker::parked::Parked;
 
 thread_local! {
     /// Alternates forwards between a key's two owners (`replicas = 2`), per worker.

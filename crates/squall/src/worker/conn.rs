@@ -15,8 +15,8 @@ use std::collections::VecDeque;
 use bytes::{Bytes, BytesMut};
 use squall_tls::TlsConn;
 
-use super::downstream::Proto;
 use super::socket::Socket;
+use crate::worker::downstream::proto::Proto;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {

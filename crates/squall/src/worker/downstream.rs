@@ -25,8 +25,9 @@ use squall_h2::{ErrorCode, StreamId};
 use squall_proxy::{ClientFraming, ClientProtocol, ToClient};
 
 use super::Worker;
-use super::cache::Label;
 use super::conn::Conn;
+use super::ids::Label;
+use super::ids::{Client, ClientToken};
 use super::session::Session;
 use super::token::Token;
 use crate::metrics::WorkerCounters;
@@ -35,18 +36,19 @@ mod file;
 mod grpc;
 mod hit;
 mod log;
-mod proto;
+pub(super) mod proto;
 mod respond;
 mod slots;
 mod write;
 
 pub(super) use file::FileAnswered;
 pub(super) use log::RequestLog;
-pub(super) use proto::{Due, Proto};
+pub(super) use proto::Due;
 pub(super) use slots::{
     awaits_origin, files_of, h1_session, lift_body_limit, park, parked_due, sessions_of, set_file,
     set_session, set_verifying, take_early, take_parked,
 };
+pub(super) use write::EncodedDate;
 use write::{write_h1, write_h2};
 
 /// The status logged for a request whose client left before any response head was written to
@@ -55,22 +57,6 @@ const CLIENT_CLOSED_REQUEST: StatusCode = match StatusCode::from_u16(499) {
     Ok(status) => status,
     Err(_) => panic!("499 is a valid status code"),
 };
-
-/// Whom an answer goes to: an HTTP/1.x connection, or one stream of an HTTP/2 connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Client {
-    H1(usize),
-    H2(usize, StreamId),
-}
-
-/// A [`Client`] as something that outlives a turn of the loop remembers it (a request parked
-/// on the cache, possibly on another worker): with the connection's generation, so that a
-/// slot freed and reused is never mistaken for the client.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ClientToken {
-    pub token: Token,
-    pub stream: Option<StreamId>,
-}
 
 impl Client {
     /// The client connection's slot.
@@ -164,7 +150,7 @@ pub(super) struct Downstream<'a> {
     /// The error pages Squall's own answers use.
     pub service: &'a crate::route_rules::Service,
     /// The Date field HPACK-encoded for HTTP/2 answers, re-encoded when the second changes.
-    pub h2_date: &'a mut super::h2::EncodedDate,
+    pub h2_date: &'a mut write::EncodedDate,
 }
 
 /// The worker's `Downstream`, borrowing only the fields it names, so that a part (another
@@ -193,25 +179,6 @@ pub(super) use part_downstream;
 impl Worker {
     pub(super) fn downstream(&mut self) -> Downstream<'_> {
         part_downstream!(self)
-    }
-
-    /// A request whose password was checked goes on as its protocol goes on with any
-    /// admitted request (`h1.rs`, `h2.rs`).
-    pub(super) fn resume_verified(
-        &mut self,
-        client: Client,
-        head: RequestHead,
-        admission: super::entry::Admission,
-    ) {
-        match client {
-            Client::H1(index) => self.resume_h1(index, head, admission),
-            Client::H2(index, stream) => {
-                if let Some(conn) = self.conns.get_mut(index) {
-                    set_verifying(conn, false);
-                }
-                self.resume_h2(index, stream, head, admission);
-            }
-        }
     }
 }
 
@@ -469,7 +436,7 @@ impl Downstream<'_> {
         ];
         let date = self.date;
         let body = Bytes::new();
-        let sent = super::h2::send_reply(
+        let sent = write::send_reply(
             &mut h2.conn,
             stream,
             StatusCode::OK,
@@ -538,7 +505,7 @@ impl Downstream<'_> {
                 .chain(extra.map(|(name, value)| (name.as_bytes(), value)));
                 let is_head = head.method == Method::HEAD;
                 let date = self.date;
-                super::h2::send_reply(
+                write::send_reply(
                     &mut h2.conn,
                     stream,
                     status,
@@ -637,7 +604,7 @@ impl Downstream<'_> {
             (&b"server"[..], &b"squall"[..]),
             (&b"content-type"[..], content_type.as_bytes()),
         ];
-        let sent = super::h2::send_reply(
+        let sent = write::send_reply(
             &mut h2.conn,
             stream,
             status,

@@ -25,7 +25,7 @@ use tracing::debug;
 
 use super::Worker;
 use super::cache::{is_purge, key_of};
-use super::downstream::Client;
+use super::ids::Client;
 use crate::auth::{Check, Credentials, RouteAuth, Verdict};
 use crate::cache::Cache;
 use crate::clients::retry_after_secs;

@@ -36,8 +36,11 @@ use slab::Slab;
 
 use coding::{encode_piece, file_encoding};
 
-use super::downstream::{self, Client, Downstream, FileAnswered, part_downstream};
-use super::listen::Waiter;
+use super::downstream::{self, Downstream, FileAnswered, part_downstream};
+use super::ids::FileId;
+
+use super::ids::Client;
+use super::ids::Waiter;
 use super::token::{self, Token};
 use super::{Io, Worker, part_io};
 use crate::roots::Root;
@@ -51,13 +54,6 @@ pub const CHUNK_BYTES: usize = 64 * 1024;
 /// Below this much room (unless the rest of the file is smaller) a transfer waits for more:
 /// a reader is never served in slivers.
 const ROOM_MIN_BYTES: usize = 16 * 1024;
-
-/// A transfer's slot and the occupant of that slot.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FileId {
-    pub index: usize,
-    pub generation: u32,
-}
 
 /// One static file request in progress.
 pub struct Transfer {

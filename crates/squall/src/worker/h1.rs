@@ -10,69 +10,12 @@ use squall_proxy::ProxyRoute;
 use tracing::debug;
 
 use super::conn::Phase;
-use super::downstream::{Client, Proto};
+use super::downstream::proto::H1;
 use super::entry::Admission;
+use super::ids::Client;
 use super::{OUT_HIGH_BYTES, RBUF_BLOCKED_MAX_BYTES, Worker, cache, h2};
 use crate::cache::Cache;
-
-/// An HTTP/1.x connection's request state: its decoder and the one request it answers at a
-/// time (pipelined ones wait in the receive buffer). Its HTTP/2 counterpart is
-/// [`super::h2::H2`], with a map per slot.
-pub struct H1 {
-    pub decoder: RequestDecoder,
-    /// A request head whose body is still arriving; answered at its end.
-    pub request: Option<RequestHead>,
-    /// The cached route of `request`, which goes to the cache at the request's end.
-    pub cached_route: Option<Arc<ProxyRoute>>,
-    /// The route that answers `request` at its end (routed once, at its head).
-    pub answer_route: Option<u32>,
-    /// The session of the proxied request in progress, if any (one at a time: later ones
-    /// wait in the receive buffer).
-    pub exchange: Option<super::session::SessionId>,
-    /// The request being decoded is a proxied one: its body and end go to its session (or
-    /// are dropped, if the session ended first).
-    pub forwarding: bool,
-    /// A request waiting for another's origin fetch of the same object (see `cache.rs`).
-    pub parked: Option<Box<cache::Parked>>,
-    /// The static file being sent (see `files.rs`): later requests wait in the buffer.
-    pub file: Option<super::files::FileId>,
-    /// A request waits for its Basic credentials to be checked: decoding waits.
-    pub verifying: bool,
-}
-
-impl H1 {
-    pub fn new(decoder: RequestDecoder) -> H1 {
-        H1 {
-            decoder,
-            request: None,
-            cached_route: None,
-            answer_route: None,
-            exchange: None,
-            forwarding: false,
-            parked: None,
-            file: None,
-            verifying: false,
-        }
-    }
-
-    /// True when no request is in progress or waiting: `rbuf_empty` says whether the
-    /// connection holds received bytes not yet decoded.
-    pub fn is_idle(&self, rbuf_empty: bool) -> bool {
-        self.is_between_requests() && rbuf_empty && self.decoder.is_between_messages()
-    }
-
-    /// True when part of a request head has arrived and the head is not complete.
-    pub fn head_in_progress(&self, rbuf_empty: bool) -> bool {
-        self.is_between_requests() && !(rbuf_empty && self.decoder.is_between_messages())
-    }
-
-    fn is_between_requests(&self) -> bool {
-        self.request.is_none()
-            && self.exchange.is_none()
-            && self.parked.is_none()
-            && self.file.is_none()
-    }
-}
+use crate::worker::downstream::proto::Proto;
 
 impl Worker {
     /// Answers what the connection received, in the protocol it speaks.

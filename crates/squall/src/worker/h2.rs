@@ -14,68 +14,19 @@
 //! that allows the upgrade; elsewhere it is answered 501, as RFC 9220 §3 advises for a
 //! `:protocol` the server does not take. Its stream's DATA then feeds the tunnel (`tunnel.rs`).
 
-use std::collections::HashMap;
-use std::time::Instant;
-
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http::{HeaderValue, Method, StatusCode, Uri, Version};
 use squall_h1::{BodyKind, RequestHead};
 use squall_h2::{Connection, ErrorCode, Event, Request, StreamId};
 use tracing::{debug, info};
 
 use super::conn::{Conn, Phase};
-use super::downstream::{Client, Proto};
+use super::downstream::proto::H2;
 use super::entry::Admission;
-use super::session::SessionId;
+use super::ids::Client;
 use super::tunnel::{is_h2_upgrade, upgrade_allowed};
 use super::{OUT_HIGH_BYTES, Worker};
-
-/// The HTTP/2 side of a connection.
-pub struct H2 {
-    pub conn: Connection,
-    /// Requests whose body or trailers are still arriving: answered at their end, as HTTP/1.1
-    /// answers `respond` routes after the body. Bounded by the streams the connection admits.
-    pending: HashMap<StreamId, (RequestHead, Option<u32>)>,
-    /// Streams forwarded to an origin (`proxy` routes), one session each.
-    pub exchanges: HashMap<StreamId, SessionId>,
-    /// Streams waiting for another request's fetch of the same object.
-    pub parked: HashMap<StreamId, Box<super::cache::Parked>>,
-    /// Streams answered with a static file (`root` routes), one transfer each.
-    pub files: HashMap<StreamId, super::files::FileId>,
-    /// When `idle_timeout` sent this connection its GOAWAY: it is closed `IDLE_GOAWAY_GRACE`
-    /// later at the latest.
-    pub idle_goaway: Option<Instant>,
-    /// Streams whose credentials a verifier thread is checking (`auth_basic`): the connection
-    /// is not idle while one waits, so neither the idle GOAWAY nor a drain cuts it off.
-    pub verifying: usize,
-    /// Tunnel bytes an extended CONNECT's client sent before its tunnel began, kept (their
-    /// window not given back, which bounds them) until it does (`tunnel.rs`).
-    pub early: HashMap<StreamId, Vec<(Bytes, bool)>>,
-}
-
-impl H2 {
-    pub fn new(conn: Connection) -> H2 {
-        H2 {
-            conn,
-            pending: HashMap::new(),
-            exchanges: HashMap::new(),
-            parked: HashMap::new(),
-            files: HashMap::new(),
-            idle_goaway: None,
-            verifying: 0,
-            early: HashMap::new(),
-        }
-    }
-
-    pub fn is_idle(&self) -> bool {
-        self.pending.is_empty()
-            && self.exchanges.is_empty()
-            && self.parked.is_empty()
-            && self.files.is_empty()
-            && self.verifying == 0
-            && self.conn.is_idle()
-    }
-}
+use crate::worker::downstream::proto::Proto;
 
 /// Which protocol a new connection will speak, once known.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -196,6 +147,25 @@ pub fn request_head(request: Request) -> Option<RequestHead> {
 }
 
 impl Worker {
+    /// A request whose password was checked goes on as its protocol goes on with any
+    /// admitted request (`h1.rs`, `h2.rs`).
+    pub(super) fn resume_verified(
+        &mut self,
+        client: Client,
+        head: RequestHead,
+        admission: Admission,
+    ) {
+        match client {
+            Client::H1(index) => self.resume_h1(index, head, admission),
+            Client::H2(index, stream) => {
+                if let Some(conn) = self.conns.get_mut(index) {
+                    super::downstream::set_verifying(conn, false);
+                }
+                self.resume_h2(index, stream, head, admission);
+            }
+        }
+    }
+
     /// Makes connection `index` an HTTP/2 one; its buffered bytes are the client preface on.
     pub(super) fn start_h2(&mut self, index: usize) {
         let config = self.runtime.h2.clone();
@@ -579,70 +549,6 @@ fn count_stats(counters: &crate::metrics::WorkerCounters, stats: squall_h2::Stat
         for _ in 0..count {
             counters.count_bad_request(status);
         }
-    }
-}
-
-/// Queues a whole response on a stream: HEADERS (with `date` and `content-length`), then the
-/// body as DATA unless the request was HEAD. `encoded`, when given, is the fields and the
-/// content-length already HPACK-encoded (a fixed response) and the encoded date, sent as they
-/// are. Returns the bytes queued (the HEADERS frames and the body), for the access log.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn send_reply<'a>(
-    conn: &mut Connection,
-    stream_id: StreamId,
-    status: StatusCode,
-    fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
-    encoded: Option<(&[u8], &[u8])>,
-    body: Bytes,
-    is_head: bool,
-    date: &'a [u8],
-) -> usize {
-    let no_body = is_head || body.is_empty();
-    let before = conn.encoded_bytes();
-    let sent = match encoded {
-        Some((fields, date)) => {
-            conn.send_headers_encoded(stream_id, status.as_u16(), &[fields, date], [], no_body)
-        }
-        None => {
-            let mut length = squall_proxy::digits::itoa_buf(body.len() as u64);
-            let length = length.as_bytes();
-            let fields = fields
-                .into_iter()
-                .map(|(n, v): (&'a [u8], &'a [u8])| -> (&[u8], &[u8]) { (n, v) })
-                .chain([(&b"date"[..], date), (&b"content-length"[..], length)]);
-            conn.send_headers(stream_id, status.as_u16(), fields, no_body)
-        }
-    };
-    if sent.is_err() {
-        return 0; // the client reset the stream meanwhile
-    }
-    let head = conn.encoded_bytes().saturating_sub(before);
-    if no_body {
-        return head;
-    }
-    let body_len = body.len();
-    match conn.send_data(stream_id, body, true) {
-        Ok(()) => head + body_len,
-        Err(_) => head,
-    }
-}
-
-/// The `date` field HPACK-encoded (`squall_hpack::encode_static`), once per second.
-#[derive(Default)]
-pub struct EncodedDate {
-    date: Vec<u8>,
-    encoded: BytesMut,
-}
-
-impl EncodedDate {
-    /// The fragment for `date` (the worker's current IMF-fixdate).
-    pub fn get(&mut self, date: &[u8]) -> &[u8] {
-        if self.date != date {
-            self.date = date.to_vec();
-            self.encoded.clear();
-            squall_hpack::encode_static([(&b"date"[..], date)], &mut self.encoded);
-        }
-        &self.encoded
     }
 }
 

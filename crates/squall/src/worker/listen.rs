@@ -25,8 +25,7 @@ use socket2::SockRef;
 use squall_config::IpNet;
 use tracing::{debug, warn};
 
-use super::files::FileId;
-use super::session::SessionId;
+use super::ids::Waiter;
 use super::token::Token;
 use super::{ACCEPT_RETRY, Io, PAUSE_LOG_INTERVAL};
 use crate::listener::Protocols;
@@ -35,15 +34,6 @@ use crate::runtime::Runtime;
 /// How often a worker with requests waiting for a descriptor looks again (another worker's
 /// requests ending free them without telling it).
 const DESCRIPTOR_RETRY: std::time::Duration = std::time::Duration::from_millis(10);
-
-/// A request waiting for a descriptor.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Waiter {
-    /// A proxied request, before its first pick.
-    Session(SessionId),
-    /// A static file transfer, before its open.
-    File(FileId),
-}
 
 /// The listen backlog of a worker's socket (see `listener.rs`): what one multishot accept may
 /// take at once.

@@ -15,8 +15,10 @@ mod entry;
 mod files;
 mod h1;
 mod h2;
+mod ids;
 mod listen;
 mod origin;
+mod parked;
 mod purge;
 mod session;
 mod socket;
@@ -40,8 +42,9 @@ use crate::date::DateCache;
 use crate::runtime::Runtime;
 use crate::timer::{Entry, TimerWheel};
 use conn::{Conn, Phase};
-pub use downstream::ClientToken;
-use downstream::{Client, RequestLog};
+use downstream::RequestLog;
+pub use ids::ClientToken;
+use ids::{Client, Waiter};
 
 use token::{Kind, Token};
 
@@ -158,7 +161,7 @@ struct Worker {
     clients: Arc<ClientTable>,
     peers: Arc<[crate::cache::Peer]>,
     /// The Date field HPACK-encoded for HTTP/2 responses, re-encoded when the second changes.
-    h2_date: h2::EncodedDate,
+    h2_date: downstream::EncodedDate,
     /// Reused to assemble a cache hit's response head, so that a hit allocates nothing.
     scratch: bytes::BytesMut,
     /// Debug builds only: when worker 0 should freeze, and for how long (see `test_stall`).
@@ -226,7 +229,7 @@ pub fn run(setup: Setup) {
         clients: setup.clients,
         peers: setup.peers,
         stall: test_stall(setup.id),
-        h2_date: h2::EncodedDate::default(),
+        h2_date: downstream::EncodedDate::default(),
         scratch: bytes::BytesMut::new(),
         origins: origin::Origins::default(),
         ready: std::collections::VecDeque::new(),
@@ -365,16 +368,14 @@ impl Worker {
     fn wake_descriptor_waiters(&mut self) {
         while let Some(waiter) = self.admission.next_waiter(&self.runtime) {
             let started = match waiter {
-                listen::Waiter::Session(id) => {
+                Waiter::Session(id) => {
                     let started = self.with_sessions(|s, cx| s.pick_charged(cx, id));
                     if started {
                         self.drive(id);
                     }
                     started
                 }
-                listen::Waiter::File(id) => {
-                    self.with_files(|files, io, _| files.open_charged(io, id))
-                }
+                Waiter::File(id) => self.with_files(|files, io, _| files.open_charged(io, id)),
             };
             if !started {
                 self.runtime.metrics.descriptors.give();

@@ -23,7 +23,8 @@ use squall_h1::RequestHead;
 use tracing::debug;
 
 use super::Worker;
-use super::downstream::{Client, Downstream};
+use super::downstream::Downstream;
+use super::ids::Client;
 use crate::cache::Cache;
 use crate::cluster::fanout::Reply;
 

@@ -23,15 +23,19 @@ mod tunnel;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use http::Method;
 use slab::Slab;
 use squall_cache::{Entry, Invalidation, Served, Ticket};
 use squall_h1::{RequestHead, ResponseLimits};
+use squall_proxy::cached::FillPlan;
 use squall_proxy::{CachedExchange, ClientInfo, Exchange, ExchangeConfig, ProxyRoute};
 use squall_upstream::RetryPolicy;
 
-use super::cache::CacheFill;
-use super::downstream::{self, Client, Downstream, Reply};
-use super::listen::{Admission, Waiter};
+use super::downstream::{self, Downstream, Reply};
+use super::ids::Client;
+use super::ids::SessionId;
+use super::ids::Waiter;
+use super::listen::Admission;
 use super::origin::{News, Origins};
 use super::token;
 use super::{Io, OUT_HIGH_BYTES};
@@ -41,11 +45,14 @@ use crate::cache::Cache;
 /// 502 at the first pick, so these are never waited for).
 const FALLBACK_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A session's slot and the occupant of that slot.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct SessionId {
-    pub index: usize,
-    pub generation: u32,
+/// The cache side of a session's fetch: its fill's plan, and the cache whose store and
+/// in-flight table it fills (a reload may have replaced the worker's since).
+pub struct CacheFill {
+    pub cache: Arc<Cache>,
+    pub plan: FillPlan,
+    /// The method the client sent, when the fill forwards another: a PURGE refetched as a GET
+    /// is logged as the PURGE it was.
+    pub logged_method: Option<Method>,
 }
 
 /// One proxied request.

@@ -27,7 +27,7 @@ use tracing::debug;
 use super::Worker;
 use super::conn::Phase;
 use super::downstream;
-use super::session::SessionId;
+use super::ids::SessionId;
 
 /// A fresh `Sec-WebSocket-Key` (RFC 6455 §4.1): 16 random bytes, base64. Random per process
 /// (std seeds `RandomState` from the OS) and per call; it need not be secret, only new.

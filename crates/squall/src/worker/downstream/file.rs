@@ -6,7 +6,7 @@
 
 use squall_h1::RequestFraming;
 
-use super::super::files::FileId;
+use super::super::ids::FileId;
 use super::*;
 
 /// What a file transfer's end logs: its request, status, bytes sent, route, and when it began.

@@ -10,7 +10,7 @@ use crate::access_log;
 use crate::metrics::WorkerCounters;
 
 use super::super::conn::Conn;
-use super::Proto;
+use crate::worker::downstream::proto::Proto;
 
 /// What every answered request is recorded in: the access log, if there is one, and the
 /// per-route counters of the config in force.

@@ -5,9 +5,17 @@
 
 use std::time::{Duration, Instant};
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use squall_h1::{RequestDecoder, RequestHead};
+use squall_h2::{Connection, StreamId};
+use squall_proxy::ProxyRoute;
+
 use super::super::IDLE_GOAWAY_GRACE;
-use super::super::h1::H1;
-use super::super::h2::H2;
+use super::super::ids::{FileId, SessionId};
+use super::super::parked::Parked;
 
 /// A client connection's protocol, with its request state.
 #[derive(Default)]
@@ -166,5 +174,111 @@ impl Proto {
             Proto::H2(h2) if h2.idle_goaway.is_none() => Due::GoAway,
             _ => Due::Idle,
         }
+    }
+}
+
+/// An HTTP/1.x connection's request state: its decoder and the one request it answers at a
+/// time (pipelined ones wait in the receive buffer). Its HTTP/2 counterpart is
+/// [`super::h2::H2`], with a map per slot.
+pub struct H1 {
+    pub decoder: RequestDecoder,
+    /// A request head whose body is still arriving; answered at its end.
+    pub request: Option<RequestHead>,
+    /// The cached route of `request`, which goes to the cache at the request's end.
+    pub cached_route: Option<Arc<ProxyRoute>>,
+    /// The route that answers `request` at its end (routed once, at its head).
+    pub answer_route: Option<u32>,
+    /// The session of the proxied request in progress, if any (one at a time: later ones
+    /// wait in the receive buffer).
+    pub exchange: Option<SessionId>,
+    /// The request being decoded is a proxied one: its body and end go to its session (or
+    /// are dropped, if the session ended first).
+    pub forwarding: bool,
+    /// A request waiting for another's origin fetch of the same object (see `cache.rs`).
+    pub parked: Option<Box<Parked>>,
+    /// The static file being sent (see `files.rs`): later requests wait in the buffer.
+    pub file: Option<FileId>,
+    /// A request waits for its Basic credentials to be checked: decoding waits.
+    pub verifying: bool,
+}
+
+impl H1 {
+    pub fn new(decoder: RequestDecoder) -> H1 {
+        H1 {
+            decoder,
+            request: None,
+            cached_route: None,
+            answer_route: None,
+            exchange: None,
+            forwarding: false,
+            parked: None,
+            file: None,
+            verifying: false,
+        }
+    }
+
+    /// True when no request is in progress or waiting: `rbuf_empty` says whether the
+    /// connection holds received bytes not yet decoded.
+    pub fn is_idle(&self, rbuf_empty: bool) -> bool {
+        self.is_between_requests() && rbuf_empty && self.decoder.is_between_messages()
+    }
+
+    /// True when part of a request head has arrived and the head is not complete.
+    pub fn head_in_progress(&self, rbuf_empty: bool) -> bool {
+        self.is_between_requests() && !(rbuf_empty && self.decoder.is_between_messages())
+    }
+
+    fn is_between_requests(&self) -> bool {
+        self.request.is_none()
+            && self.exchange.is_none()
+            && self.parked.is_none()
+            && self.file.is_none()
+    }
+}
+
+/// The HTTP/2 side of a connection.
+pub struct H2 {
+    pub conn: Connection,
+    /// Requests whose body or trailers are still arriving: answered at their end, as HTTP/1.1
+    /// answers `respond` routes after the body. Bounded by the streams the connection admits.
+    pub pending: HashMap<StreamId, (RequestHead, Option<u32>)>,
+    /// Streams forwarded to an origin (`proxy` routes), one session each.
+    pub exchanges: HashMap<StreamId, SessionId>,
+    /// Streams waiting for another request's fetch of the same object.
+    pub parked: HashMap<StreamId, Box<crate::worker::parked::Parked>>,
+    /// Streams answered with a static file (`root` routes), one transfer each.
+    pub files: HashMap<StreamId, FileId>,
+    /// When `idle_timeout` sent this connection its GOAWAY: it is closed `IDLE_GOAWAY_GRACE`
+    /// later at the latest.
+    pub idle_goaway: Option<Instant>,
+    /// Streams whose credentials a verifier thread is checking (`auth_basic`): the connection
+    /// is not idle while one waits, so neither the idle GOAWAY nor a drain cuts it off.
+    pub verifying: usize,
+    /// Tunnel bytes an extended CONNECT's client sent before its tunnel began, kept (their
+    /// window not given back, which bounds them) until it does (`tunnel.rs`).
+    pub early: HashMap<StreamId, Vec<(Bytes, bool)>>,
+}
+
+impl H2 {
+    pub fn new(conn: Connection) -> H2 {
+        H2 {
+            conn,
+            pending: HashMap::new(),
+            exchanges: HashMap::new(),
+            parked: HashMap::new(),
+            files: HashMap::new(),
+            idle_goaway: None,
+            verifying: 0,
+            early: HashMap::new(),
+        }
+    }
+
+    pub fn is_idle(&self) -> bool {
+        self.pending.is_empty()
+            && self.exchanges.is_empty()
+            && self.parked.is_empty()
+            && self.files.is_empty()
+            && self.verifying == 0
+            && self.conn.is_idle()
     }
 }

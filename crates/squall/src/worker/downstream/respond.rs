@@ -7,8 +7,9 @@ use http::{Method, StatusCode};
 use squall_h1::RequestHead;
 
 use super::super::entry::Field;
-use super::super::h2::send_reply;
-use super::{Client, Downstream};
+use super::super::ids::Client;
+use super::Downstream;
+use super::write::send_reply;
 
 impl Downstream<'_> {
     /// Answers a complete request on a `respond` or `redirect` route (`route`, as routed; the

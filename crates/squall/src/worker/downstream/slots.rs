@@ -8,11 +8,13 @@ use std::time::Instant;
 
 use squall_h2::StreamId;
 
-use super::super::cache::Parked;
 use super::super::conn::Conn;
-use super::super::files::FileId;
-use super::super::session::{SessionId, Sessions};
-use super::{Client, Proto};
+use super::super::ids::Client;
+use super::super::ids::FileId;
+use super::super::ids::SessionId;
+use super::super::session::Sessions;
+use crate::worker::downstream::proto::Proto;
+use crate::worker::parked::Parked;
 
 /// Records that `id` answers `client` (or, with `None`, that it no longer does).
 pub(in crate::worker) fn set_session(conn: &mut Conn, client: Client, id: Option<SessionId>) {

@@ -2,14 +2,15 @@
 //! protocol its client speaks: HTTP/1.x framing into the connection's output, or HEADERS and
 //! DATA frames on the client's HTTP/2 stream.
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
+use http::StatusCode;
 use http::header::{HeaderName, HeaderValue};
 use squall_h1::RequestHead;
-use squall_h2::{ErrorCode, StreamId};
+use squall_h2::{Connection, ErrorCode, StreamId};
 use squall_proxy::{ClientFraming, ClientHead, ToClient};
 
-use super::super::cache::Label;
 use super::super::conn::Conn;
+use super::super::ids::Label;
 use super::Reply;
 
 /// Writes a piece of a proxied response to an HTTP/1.x connection. Returns true when the
@@ -162,5 +163,69 @@ fn add_x_cache(reply: &Reply, head: &mut ClientHead) {
             HeaderName::from_static("x-cache"),
             HeaderValue::from_static(Label::Miss.as_str()),
         );
+    }
+}
+
+/// Queues a whole response on a stream: HEADERS (with `date` and `content-length`), then the
+/// body as DATA unless the request was HEAD. `encoded`, when given, is the fields and the
+/// content-length already HPACK-encoded (a fixed response) and the encoded date, sent as they
+/// are. Returns the bytes queued (the HEADERS frames and the body), for the access log.
+#[allow(clippy::too_many_arguments)]
+pub(in crate::worker) fn send_reply<'a>(
+    conn: &mut Connection,
+    stream_id: StreamId,
+    status: StatusCode,
+    fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+    encoded: Option<(&[u8], &[u8])>,
+    body: Bytes,
+    is_head: bool,
+    date: &'a [u8],
+) -> usize {
+    let no_body = is_head || body.is_empty();
+    let before = conn.encoded_bytes();
+    let sent = match encoded {
+        Some((fields, date)) => {
+            conn.send_headers_encoded(stream_id, status.as_u16(), &[fields, date], [], no_body)
+        }
+        None => {
+            let mut length = squall_proxy::digits::itoa_buf(body.len() as u64);
+            let length = length.as_bytes();
+            let fields = fields
+                .into_iter()
+                .map(|(n, v): (&'a [u8], &'a [u8])| -> (&[u8], &[u8]) { (n, v) })
+                .chain([(&b"date"[..], date), (&b"content-length"[..], length)]);
+            conn.send_headers(stream_id, status.as_u16(), fields, no_body)
+        }
+    };
+    if sent.is_err() {
+        return 0; // the client reset the stream meanwhile
+    }
+    let head = conn.encoded_bytes().saturating_sub(before);
+    if no_body {
+        return head;
+    }
+    let body_len = body.len();
+    match conn.send_data(stream_id, body, true) {
+        Ok(()) => head + body_len,
+        Err(_) => head,
+    }
+}
+
+/// The `date` field HPACK-encoded (`squall_hpack::encode_static`), once per second.
+#[derive(Default)]
+pub struct EncodedDate {
+    date: Vec<u8>,
+    encoded: BytesMut,
+}
+
+impl EncodedDate {
+    /// The fragment for `date` (the worker's current IMF-fixdate).
+    pub fn get(&mut self, date: &[u8]) -> &[u8] {
+        if self.date != date {
+            self.date = date.to_vec();
+            self.encoded.clear();
+            squall_hpack::encode_static([(&b"date"[..], date)], &mut self.encoded);
+        }
+        &self.encoded
     }
 }

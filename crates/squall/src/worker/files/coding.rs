@@ -10,7 +10,9 @@ use http::StatusCode;
 use squall_proxy::compress::{CompressError, Compressor, Stats};
 use squall_uring::FileStat;
 
-use super::{FileId, Files, Transfer};
+use super::{Files, Transfer};
+
+use super::super::ids::FileId;
 use crate::static_files::encoding::{self, Encoding};
 use crate::worker::Io;
 use crate::worker::downstream::Downstream;

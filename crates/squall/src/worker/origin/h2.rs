@@ -32,11 +32,11 @@ use squall_proxy::OriginMessage;
 use squall_upstream::{ServerId, UpstreamErrorClass};
 use tracing::debug;
 
+use super::super::ids::SessionId;
 use super::{News, OriginState, Origins};
 use crate::upstream_events::UpstreamEvents;
 use crate::worker::Io;
 use crate::worker::Runtime;
-use crate::worker::session::SessionId;
 
 mod events;
 

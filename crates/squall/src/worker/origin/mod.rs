@@ -34,7 +34,7 @@ use squall_upstream::{ServerId, Upstream};
 use squall_uring::RecvBuf;
 use tracing::debug;
 
-use super::session::SessionId;
+use super::ids::SessionId;
 use super::socket::Socket;
 use super::token::{self, Token};
 use super::{Io, Runtime};

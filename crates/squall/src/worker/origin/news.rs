@@ -11,7 +11,7 @@ use squall_proxy::Exchange;
 use squall_upstream::UpstreamErrorClass;
 use squall_uring::RecvBuf;
 
-use super::super::session::SessionId;
+use super::super::ids::SessionId;
 
 /// One thing an origin connection tells the exchange that holds it.
 #[derive(Debug)]

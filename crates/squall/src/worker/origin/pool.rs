@@ -9,7 +9,7 @@ use squall_upstream::{Checkin, ConnId, ServerId};
 use tracing::debug;
 
 use super::super::Io;
-use super::super::session::SessionId;
+use super::super::ids::SessionId;
 use super::super::token::Token;
 use super::{News, OriginState, Origins};
 

@@ -3,7 +3,9 @@
 
 use squall_proxy::{Action, CachedAction, ToClient};
 
-use super::{Need, SessionId, SessionIo, Sessions, charge};
+use super::{Need, SessionIo, Sessions, charge};
+
+use super::super::ids::SessionId;
 
 impl Sessions {
     /// Marks that the batch being run asks session `id`'s client to go on afterwards.

@@ -7,10 +7,11 @@ use std::time::Instant;
 use squall_config::OriginProtocol;
 use squall_upstream::{ConnId, ServerId, UpstreamErrorClass};
 
-use super::super::listen::Waiter;
+use super::super::ids::SessionId;
+use super::super::ids::Waiter;
 use super::super::origin::{self, OriginTarget};
 use super::super::token::Token;
-use super::{SessionId, SessionIo, Sessions};
+use super::{SessionIo, Sessions};
 
 impl Sessions {
     /// `Action::Pick`: a server of the route's group, by its balancing, not yet tried.

@@ -7,11 +7,13 @@ use squall_cache::Invalidation;
 use squall_h1::RequestHead;
 use squall_proxy::{ClientInfo, ClientProtocol, Exchange, ProxyRoute};
 
-use super::super::cache::CacheFill;
-use super::super::downstream::{Client, Downstream, part_downstream};
+use super::super::downstream::{Downstream, part_downstream};
+use super::super::ids::Client;
+use super::super::ids::SessionId;
 use super::super::{Worker, part_io};
-use super::{Need, SessionId, SessionIo, Sessions, Start};
+use super::{Need, SessionIo, Sessions, Start};
 use crate::cache::Cache;
+use crate::worker::session::CacheFill;
 
 impl Worker {
     /// Runs `f` on the sessions with what the loop lends them (see [`SessionIo`]).

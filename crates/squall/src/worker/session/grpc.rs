@@ -8,9 +8,10 @@ use squall_config::OriginProtocol;
 use squall_h1::RequestHead;
 use squall_upstream::UpstreamErrorClass;
 
-use super::super::downstream::Client;
+use super::super::ids::Client;
+use super::super::ids::SessionId;
 use super::super::origin::origin_protocol;
-use super::{SessionId, SessionIo, Sessions};
+use super::{SessionIo, Sessions};
 
 /// The `grpc-message` of a call whose request went over its body limit.
 const OVER_LIMIT: &str = "squall: the request is over body_bytes_max";

@@ -8,8 +8,10 @@ use squall_proxy::{Exchange, ToClient, TunnelRefusal};
 use tracing::{info, warn};
 
 use super::super::Io;
-use super::super::downstream::{self, Client};
-use super::{SessionId, SessionIo, Sessions};
+use super::super::downstream;
+use super::super::ids::Client;
+use super::super::ids::SessionId;
+use super::{SessionIo, Sessions};
 use crate::upstream_events::UpstreamEvents;
 
 impl Sessions {
