@@ -217,7 +217,7 @@ impl Worker {
             fetched,
             cluster: None,
         };
-        downstream::park(&mut self.conns[client.conn()], client, parked);
+        downstream::park(&mut self.clients.conns[client.conn()], client, parked);
         self.update_deadline(client.conn());
         Begun::Parked
     }
@@ -243,7 +243,7 @@ impl Worker {
     /// A fetch this client waited for has ended (or its wait timed out): look again, then
     /// serve the entry or go to the origin (with no ticket and no stale entry).
     pub(super) fn unpark(&mut self, client: Client) {
-        let conn = &mut self.conns[client.conn()];
+        let conn = &mut self.clients.conns[client.conn()];
         if conn.phase != super::conn::Phase::Open {
             return;
         }
@@ -273,7 +273,7 @@ impl Worker {
 
     /// Wakes parked requests whose wait has run out.
     pub(super) fn unpark_expired(&mut self, index: usize) {
-        for client in downstream::parked_due(&self.conns[index], index, self.now) {
+        for client in downstream::parked_due(&self.clients.conns[index], index, self.now) {
             debug!(
                 worker = self.id,
                 conn = index,

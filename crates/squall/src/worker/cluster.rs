@@ -42,7 +42,7 @@ impl Worker {
         if !head.headers.contains_key(HOP) {
             return false;
         }
-        let peer = self.conns[client.conn()].peer;
+        let peer = self.clients.conns[client.conn()].peer;
         let trusted = (self.runtime.cluster.as_ref())
             .zip(peer)
             .is_some_and(|(cluster, peer)| cluster.trusts(peer.ip()));
@@ -68,7 +68,7 @@ impl Worker {
         match forwarded {
             Some(v) if peer && v.as_bytes().eq_ignore_ascii_case(b"https") => "https",
             Some(_) if peer => "http",
-            _ => super::scheme(&self.conns[client.conn()]),
+            _ => super::scheme(&self.clients.conns[client.conn()]),
         }
     }
 
@@ -81,7 +81,7 @@ impl Worker {
         key: &CacheKey,
     ) -> Option<usize> {
         let cluster = self.runtime.cluster.as_deref()?;
-        let peer = self.conns[client.conn()].peer;
+        let peer = self.clients.conns[client.conn()].peer;
         let hash = cluster::request_hash(cluster.hash_key.as_ref(), key, head, peer);
         let seeds: Vec<u64> = cluster.seeds().collect();
         let owners = cluster::owners(
@@ -178,7 +178,7 @@ impl Worker {
             .worker(self.id)
             .cluster_owner_failures
             .inc();
-        let scheme = super::scheme(&self.conns[client.conn()]);
+        let scheme = super::scheme(&self.clients.conns[client.conn()]);
         let key = super::cache::key_of(&head, scheme);
         let parked = Parked {
             head,
@@ -189,7 +189,7 @@ impl Worker {
             fetched: false,
             cluster: Some(ClusterWait::OwnerFailed),
         };
-        downstream::park(&mut self.conns[client.conn()], client, parked);
+        downstream::park(&mut self.clients.conns[client.conn()], client, parked);
         self.update_deadline(client.conn());
         let waiter = Waiter {
             worker: self.id,
@@ -265,7 +265,7 @@ impl Worker {
                 removed,
             }),
         };
-        downstream::park(&mut self.conns[client.conn()], client, parked);
+        downstream::park(&mut self.clients.conns[client.conn()], client, parked);
         self.update_deadline(client.conn());
         None
     }

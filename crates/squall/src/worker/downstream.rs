@@ -158,7 +158,7 @@ pub(super) struct Downstream<'a> {
 macro_rules! part_downstream {
     ($worker:expr) => {
         $crate::worker::downstream::Downstream {
-            conns: &mut $worker.conns,
+            conns: &mut $worker.clients.conns,
             log: &mut $worker.log,
             counters: $worker.runtime.metrics.worker($worker.id),
             buffered: &$worker.runtime.metrics.buffered,
@@ -168,7 +168,7 @@ macro_rules! part_downstream {
             now: $worker.now,
             wall: $worker.wall,
             draining: $worker.drain_deadline.is_some(),
-            ready: &mut $worker.ready,
+            ready: &mut $worker.clients.ready,
             service: &$worker.runtime.service,
             h2_date: &mut $worker.h2_date,
         }

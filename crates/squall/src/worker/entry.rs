@@ -82,10 +82,13 @@ impl Worker {
         verdict: Option<Verdict>,
     ) -> Admission {
         let runtime = &self.runtime;
-        let client = runtime.client_addr(self.conns[index].peer, head);
+        let client = runtime.client_addr(self.clients.conns[index].peer, head);
         let counters = runtime.metrics.worker(self.id);
         if let (None, Some(rate), Some(client)) = (verdict, runtime.client_limits.rate, client)
-            && let Err(wait) = self.clients.allow_request(client.ip(), rate, self.now)
+            && let Err(wait) = self
+                .clients
+                .table
+                .allow_request(client.ip(), rate, self.now)
         {
             counters.limit_requests.inc();
             return self.refuse(StatusCode::TOO_MANY_REQUESTS, Some(retry_after(wait)));
@@ -298,7 +301,7 @@ impl Worker {
     /// Hands a parked request's credentials to the verifier threads; the verdict comes back
     /// on this worker's control channel as `Control::Verified`.
     pub(super) fn verify_parked(&mut self, client: Client, head: RequestHead, verify: Verify) {
-        super::downstream::set_verifying(&mut self.conns[client.conn()], true);
+        super::downstream::set_verifying(&mut self.clients.conns[client.conn()], true);
         let token = self.downstream().client_token(client);
         let peer = self
             .peers
@@ -333,7 +336,7 @@ impl Worker {
         head: RequestHead,
         verdict: Verdict,
     ) {
-        let Some(index) = self.conn_index(token.token) else {
+        let Some(index) = self.clients.index(token.token) else {
             return;
         };
         let admission = self.admit_with(index, &head, true, Some(verdict));
@@ -351,7 +354,7 @@ impl Worker {
         if !route.cache {
             return None;
         }
-        let scheme = super::scheme(&self.conns[index]);
+        let scheme = super::scheme(&self.clients.conns[index]);
         let invalidation = Invalidation::for_request(&head.method, || key_of(head, scheme))?;
         Some((self.runtime.cache.clone(), invalidation))
     }

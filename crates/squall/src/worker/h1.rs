@@ -13,19 +13,19 @@ use super::conn::Phase;
 use super::downstream::proto::H1;
 use super::entry::Admission;
 use super::ids::Client;
-use super::{OUT_HIGH_BYTES, RBUF_BLOCKED_MAX_BYTES, Worker, cache, h2};
+use super::{OUT_HIGH_BYTES, RBUF_BLOCKED_MAX_BYTES, Worker, cache, h2, part_io};
 use crate::cache::Cache;
 use crate::worker::downstream::proto::Proto;
 
 impl Worker {
     /// Answers what the connection received, in the protocol it speaks.
     pub(super) fn process(&mut self, index: usize) {
-        match self.conns[index].proto {
+        match self.clients.conns[index].proto {
             Proto::H1(_) => return self.process_h1(index),
             Proto::H2(_) => return self.process_h2(index),
             Proto::Undecided => {}
         }
-        match h2::select(&self.conns[index]) {
+        match h2::select(&self.clients.conns[index]) {
             h2::Selection::Undecided => {
                 // The TLS handshake's records, or nothing yet.
                 self.flush(index);
@@ -37,7 +37,7 @@ impl Worker {
             }
             h2::Selection::Http1 => {
                 let decoder = RequestDecoder::new(self.runtime.h1_limits);
-                self.conns[index].proto = Proto::H1(Box::new(H1::new(decoder)));
+                self.clients.conns[index].proto = Proto::H1(Box::new(H1::new(decoder)));
                 self.process_h1(index);
             }
             h2::Selection::Refused => {
@@ -51,7 +51,7 @@ impl Worker {
     /// A send completed whole: produce and send more, in the protocol the connection speaks,
     /// and let a proxied response or a file paused for this client go on.
     pub(super) fn sent(&mut self, index: usize) {
-        let conn = &mut self.conns[index];
+        let conn = &mut self.clients.conns[index];
         conn.last_activity = self.now;
         if matches!(conn.proto, Proto::H2(_)) {
             self.pump_h2(index);
@@ -62,7 +62,7 @@ impl Worker {
             self.flush(index);
             self.update_deadline(index);
         }
-        let Some(h1) = self.conns[index].proto.h1() else {
+        let Some(h1) = self.clients.conns[index].proto.h1() else {
             return;
         };
         let (exchange, file) = (h1.exchange, h1.file);
@@ -87,7 +87,10 @@ impl Worker {
                 break;
             }
         }
-        let exchange = self.conns[index].proto.h1().and_then(|h1| h1.exchange);
+        let exchange = self.clients.conns[index]
+            .proto
+            .h1()
+            .and_then(|h1| h1.exchange);
         if let Some(id) = exchange {
             // Body bytes fed above wait in the exchange until they are written out.
             self.drive(id);
@@ -95,7 +98,7 @@ impl Worker {
         let body_full = exchange
             .and_then(|id| self.sessions.get(id))
             .is_some_and(|s| s.ex.request_body_room() == 0);
-        let conn = &self.conns[index];
+        let conn = &self.clients.conns[index];
         if conn.phase != Phase::Open {
             return;
         }
@@ -104,8 +107,8 @@ impl Worker {
         // buffers, not in ours.
         let forwarding = conn.proto.h1().is_some_and(|h1| h1.forwarding);
         let pause = conn.blocked && forwarding && body_full;
-        self.pause_reads(index, pause);
-        let conn = &mut self.conns[index];
+        (self.clients).pause_reads(&mut part_io!(self), index, pause);
+        let conn = &mut self.clients.conns[index];
         if conn.blocked && conn.rbuf.len() > RBUF_BLOCKED_MAX_BYTES {
             debug!(
                 worker = self.id,
@@ -129,7 +132,7 @@ impl Worker {
                 begun == cache::Begun::Answered
             }
             Decoded::Forward(head, route, invalidate) => {
-                if let Some(h1) = self.conns[index].proto.h1_mut() {
+                if let Some(h1) = self.clients.conns[index].proto.h1_mut() {
                     h1.forwarding = true;
                 }
                 self.start_session(Client::H1(index), head, route, invalidate, None);
@@ -142,7 +145,7 @@ impl Worker {
     /// A request that waited for its credentials goes on as if just admitted; decoding then
     /// resumes with its end (it had no body).
     pub(super) fn resume_h1(&mut self, index: usize, head: RequestHead, admission: Admission) {
-        let conn = &mut self.conns[index];
+        let conn = &mut self.clients.conns[index];
         let open = conn.phase == Phase::Open;
         match conn.proto.h1_mut() {
             Some(h1) if h1.verifying && open => h1.verifying = false,
@@ -162,7 +165,7 @@ impl Worker {
         head: RequestHead,
         admission: Admission,
     ) -> Option<Decoded> {
-        let conn = &mut self.conns[index];
+        let conn = &mut self.clients.conns[index];
         // A proxied request's exchange says 100 Continue itself.
         if head.expect_continue
             && matches!(admission, Admission::Cached(_) | Admission::Answer { .. })
@@ -200,7 +203,7 @@ impl Worker {
     /// one for a cached route, the head of a proxied one), to be begun by the caller.
     fn decode_h1(&mut self, index: usize) -> Option<Decoded> {
         loop {
-            let conn = &mut self.conns[index];
+            let conn = &mut self.clients.conns[index];
             let unsent = conn.unsent_bytes();
             let h1 = conn.proto.h1_mut()?;
             if conn.close_after || conn.phase != Phase::Open || h1.verifying {
@@ -243,7 +246,7 @@ impl Worker {
                         ex.request_body_room()
                     });
                     if room == Some(0) {
-                        self.conns[index].blocked = true;
+                        self.clients.conns[index].blocked = true;
                         return None;
                     }
                 }

@@ -158,7 +158,7 @@ impl Worker {
         match client {
             Client::H1(index) => self.resume_h1(index, head, admission),
             Client::H2(index, stream) => {
-                if let Some(conn) = self.conns.get_mut(index) {
+                if let Some(conn) = self.clients.conns.get_mut(index) {
                     super::downstream::set_verifying(conn, false);
                 }
                 self.resume_h2(index, stream, head, admission);
@@ -169,7 +169,7 @@ impl Worker {
     /// Makes connection `index` an HTTP/2 one; its buffered bytes are the client preface on.
     pub(super) fn start_h2(&mut self, index: usize) {
         let config = self.runtime.h2.clone();
-        let conn = &mut self.conns[index];
+        let conn = &mut self.clients.conns[index];
         conn.fresh = false;
         conn.proto = Proto::H2(Box::new(H2::new(Connection::new(config, self.now))));
         self.runtime.metrics.worker(self.id).h2_connections.inc();
@@ -179,7 +179,7 @@ impl Worker {
     /// hands as much output to the socket as the send path takes.
     pub(super) fn process_h2(&mut self, index: usize) {
         let counters = self.runtime.metrics.worker(self.id);
-        let conn = &mut self.conns[index];
+        let conn = &mut self.clients.conns[index];
         if conn.phase != Phase::Open {
             return;
         }
@@ -207,7 +207,7 @@ impl Worker {
                 conn.rbuf.clear();
             }
         }
-        while let Some(event) = self.conns[index]
+        while let Some(event) = self.clients.conns[index]
             .proto
             .h2_mut()
             .and_then(|h2| h2.conn.poll_event())
@@ -221,7 +221,7 @@ impl Worker {
         // The request that this event completes, if any.
         let complete = match event {
             Event::Request { stream_id, request } => {
-                self.conns[index].request_started = self.now;
+                self.clients.conns[index].request_started = self.now;
                 // An extended CONNECT's stream carries a tunnel, never a body.
                 let end_stream = request.end_stream || request.protocol.is_some();
                 let Some(head) = request_head(request) else {
@@ -351,7 +351,7 @@ impl Worker {
         head: RequestHead,
         admission: Admission,
     ) {
-        let conn = &self.conns[index];
+        let conn = &self.clients.conns[index];
         if conn.phase != Phase::Open || !matches!(conn.proto, Proto::H2(_)) {
             return;
         }
@@ -360,7 +360,7 @@ impl Worker {
     }
 
     fn h2_mut(&mut self, index: usize) -> &mut H2 {
-        self.conns[index]
+        self.clients.conns[index]
             .proto
             .h2_mut()
             .expect("HTTP/2 events come from HTTP/2 connections")
@@ -386,7 +386,7 @@ impl Worker {
     /// ends the connection once it has nothing more to do.
     pub(super) fn pump_h2(&mut self, index: usize) {
         let counters = self.runtime.metrics.worker(self.id);
-        let conn = &mut self.conns[index];
+        let conn = &mut self.clients.conns[index];
         let Some(h2) = conn.proto.h2_mut() else {
             return;
         };
@@ -404,10 +404,10 @@ impl Worker {
         self.flush(index);
         self.update_deadline(index);
         // Proxied responses paused for a slow reader read on once their stream has drained.
-        for id in super::downstream::sessions_of(&self.conns[index]) {
+        for id in super::downstream::sessions_of(&self.clients.conns[index]) {
             self.client_drained(id);
         }
-        let files = self.conns[index]
+        let files = self.clients.conns[index]
             .proto
             .h2()
             .map(|h2| h2.files.values().copied());
@@ -421,7 +421,7 @@ impl Worker {
     /// `IDLE_GOAWAY_GRACE` after the GOAWAY.
     pub(super) fn go_away_h2(&mut self, index: usize, idle: bool) {
         let now = self.now;
-        if let Some(h2) = self.conns[index].proto.h2_mut() {
+        if let Some(h2) = self.clients.conns[index].proto.h2_mut() {
             if idle {
                 h2.idle_goaway = Some(now);
             }
@@ -433,7 +433,7 @@ impl Worker {
     /// Runs an HTTP/2 connection's own timers (a stream stalled on a zero window).
     pub(super) fn h2_timers(&mut self, index: usize) {
         let now = self.now;
-        if let Some(h2) = self.conns[index].proto.h2_mut() {
+        if let Some(h2) = self.clients.conns[index].proto.h2_mut() {
             h2.conn.on_timer(now);
             self.pump_h2(index);
         }
@@ -486,7 +486,7 @@ impl Worker {
         );
         let status = http::StatusCode::NOT_IMPLEMENTED;
         (self.downstream()).refuse_h2(index, stream_id, status, Some(head));
-        if let Some(h2) = self.conns[index].proto.h2_mut() {
+        if let Some(h2) = self.clients.conns[index].proto.h2_mut() {
             h2.conn.reset_stream(stream_id, ErrorCode::NoError);
         }
     }
@@ -500,7 +500,7 @@ impl Worker {
         data: &bytes::Bytes,
         end_stream: bool,
     ) -> bool {
-        let Some(h2) = self.conns[index].proto.h2_mut() else {
+        let Some(h2) = self.clients.conns[index].proto.h2_mut() else {
             return false;
         };
         let Some(&id) = h2.exchanges.get(&stream_id) else {
@@ -513,7 +513,7 @@ impl Worker {
             return false;
         }
         if !session.ex.is_tunnel() {
-            if let Some(h2) = self.conns[index].proto.h2_mut() {
+            if let Some(h2) = self.clients.conns[index].proto.h2_mut() {
                 let early = h2.early.entry(stream_id).or_default();
                 early.push((data.clone(), end_stream));
             }

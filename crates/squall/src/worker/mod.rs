@@ -32,7 +32,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{Receiver, Sender};
-use slab::Slab;
 use squall_uring::{Completion, Ring, RingConfig, Waker};
 use tracing::{debug, info, warn};
 
@@ -141,7 +140,8 @@ struct Worker {
     id: usize,
     ring: Ring,
     runtime: Arc<Runtime>,
-    conns: Slab<Conn>,
+    /// The client connections, the ready queue and the per-address table (`client.rs`).
+    clients: client::Clients,
     /// The listening sockets and the requests waiting for a descriptor (`listen.rs`).
     admission: listen::Admission,
     timers: TimerWheel,
@@ -153,12 +153,10 @@ struct Worker {
     /// The wall clock, read once per loop turn with `now`: what the cache's freshness
     /// arithmetic and ages are computed against.
     wall: SystemTime,
-    next_generation: u32,
     /// Set by a graceful stop: the time by which every connection must be gone.
     drain_deadline: Option<Instant>,
     /// This worker's batch of access log lines, when the access log is on.
     log: RequestLog,
-    clients: Arc<ClientTable>,
     peers: Arc<[crate::cache::Peer]>,
     /// The Date field HPACK-encoded for HTTP/2 responses, re-encoded when the second changes.
     h2_date: downstream::EncodedDate,
@@ -168,10 +166,6 @@ struct Worker {
     stall: Option<(Instant, Duration)>,
     /// Connections to origin servers, their pools and this worker's upstream state.
     origins: origin::Origins,
-    /// Client connections with work to do that an event found while handling another (a
-    /// failed exchange lets the next pipelined request go on): processed at the end of the
-    /// loop's turn, never re-entrantly, so a thousand pipelined failures cost no stack.
-    ready: std::collections::VecDeque<Token>,
     /// Proxied requests in progress (see `session.rs`).
     sessions: session::Sessions,
     /// Static files being served (see `files.rs`).
@@ -207,7 +201,7 @@ pub fn run(setup: Setup) {
         id: setup.id,
         ring,
         runtime: setup.runtime,
-        conns: Slab::with_capacity(1024),
+        clients: client::Clients::new(setup.clients),
         admission: listen::Admission::new(setup.peers.len()),
         timers: TimerWheel::new(now),
         fired: Vec::new(),
@@ -216,7 +210,6 @@ pub fn run(setup: Setup) {
         waker: setup.waker,
         now,
         wall: SystemTime::now(),
-        next_generation: 0,
         drain_deadline: None,
         log: RequestLog {
             access: setup
@@ -226,13 +219,11 @@ pub fn run(setup: Setup) {
             worker: setup.id,
             real_ip,
         },
-        clients: setup.clients,
         peers: setup.peers,
         stall: test_stall(setup.id),
         h2_date: downstream::EncodedDate::default(),
         scratch: bytes::BytesMut::new(),
         origins: origin::Origins::default(),
-        ready: std::collections::VecDeque::new(),
         sessions: session::Sessions::default(),
         files: files::Files::default(),
         old_inflight: Vec::new(),
@@ -354,7 +345,7 @@ impl Worker {
             let counters = self.runtime.metrics.worker(self.id);
             counters.beat();
             counters.connections_active.store(
-                self.conns.len() as u64,
+                self.clients.conns.len() as u64,
                 std::sync::atomic::Ordering::Relaxed,
             );
             if let Some(log) = &mut self.log.access {
@@ -428,7 +419,7 @@ impl Worker {
             } => {
                 let index = Token::from_raw(token).index();
                 let draining = self.drain_deadline.is_some();
-                let room = !draining && self.conns.len() < CONNS_MAX;
+                let room = !draining && self.clients.conns.len() < CONNS_MAX;
                 let io = &mut part_io!(self);
                 if let Some(fd) = self
                     .admission
@@ -452,13 +443,24 @@ impl Worker {
                 t if t.kind() == Kind::Origin => {
                     self.with_origins(|o, io| o.on_origin_send(io, t, result, buf))
                 }
-                t => self.on_send(t, result, buf),
+                t => {
+                    if let Some(index) = self.clients.index(t) {
+                        let io = &mut part_io!(self);
+                        let done = self.clients.on_send(io, index, result, buf);
+                        self.after_send(index, done);
+                    }
+                }
             },
             Completion::Connect { token, result } => {
                 self.with_origins(|o, io| o.on_origin_connect(io, Token::from_raw(token), result));
             }
             Completion::Close { token, .. } => match Token::from_raw(token) {
-                t if t.kind() == Kind::Client => self.op_done(t),
+                t if t.kind() == Kind::Client => {
+                    if let Some(index) = self.clients.index(t) {
+                        self.clients.conns[index].socket.on_close();
+                        self.op_done_at(index);
+                    }
+                }
                 t if t.kind() == Kind::Origin => self.origins.on_origin_close(t),
                 _ => {}
             },
@@ -474,7 +476,13 @@ impl Worker {
                 result,
                 bufs,
             } => match Token::from_raw(token) {
-                t if t.kind() == Kind::Client => self.on_writev(t, result, bufs),
+                t if t.kind() == Kind::Client => {
+                    if let Some(index) = self.clients.index(t) {
+                        let io = &part_io!(self);
+                        let done = self.clients.on_writev(io, index, result, bufs);
+                        self.after_send(index, done);
+                    }
+                }
                 _ => {}
             },
             Completion::Cancel { .. } => {}
@@ -493,9 +501,9 @@ impl Worker {
 
     /// Processes the connections queued by `schedule`, including those queued meanwhile.
     fn run_ready(&mut self) {
-        while let Some(token) = self.ready.pop_front() {
-            if let Some(index) = self.conn_index(token) {
-                self.conns[index].scheduled = false;
+        while let Some(token) = self.clients.ready.pop_front() {
+            if let Some(index) = self.clients.index(token) {
+                self.clients.conns[index].scheduled = false;
                 self.process(index);
             }
         }
@@ -515,7 +523,8 @@ impl Worker {
                     // their accept queues are taken with the protocols and TLS they came for.
                     for address in remove {
                         for (fd, listener) in self.admission.remove(&mut part_io!(self), address) {
-                            if self.drain_deadline.is_none() && self.conns.len() < CONNS_MAX {
+                            if self.drain_deadline.is_none() && self.clients.conns.len() < CONNS_MAX
+                            {
                                 self.open_conn(fd, listener);
                             }
                         }
@@ -534,7 +543,7 @@ impl Worker {
                 }
                 Control::Drain { deadline } => self.begin_drain(deadline),
                 Control::CacheReady(client) => {
-                    if let Some(index) = self.conn_index(client.token) {
+                    if let Some(index) = self.clients.index(client.token) {
                         self.unpark(Client::of(index, client));
                     }
                 }
@@ -556,7 +565,7 @@ impl Worker {
         // Every HTTP/2 connection gets a GOAWAY first (RFC 9113 §6.8), idle ones included, so
         // a client knows its requests were not lost; those with streams in progress finish
         // them. A connection closes once it is idle and its GOAWAY has left.
-        let open: Vec<usize> = (self.conns.iter())
+        let open: Vec<usize> = (self.clients.conns.iter())
             .filter(|(_, c)| c.phase == Phase::Open)
             .map(|(i, _)| i)
             .collect();
@@ -570,6 +579,7 @@ impl Worker {
     /// Closes every open connection with no request in progress and nothing left to send.
     fn close_idle(&mut self) {
         let idle: Vec<usize> = self
+            .clients
             .conns
             .iter()
             .filter(|(_, c)| c.phase == Phase::Open && c.is_idle())
@@ -587,7 +597,7 @@ impl Worker {
             return false;
         };
         if self.now >= deadline {
-            let open: Vec<usize> = self.conns.iter().map(|(i, _)| i).collect();
+            let open: Vec<usize> = self.clients.conns.iter().map(|(i, _)| i).collect();
             if !open.is_empty() {
                 warn!(
                     worker = self.id,
@@ -602,7 +612,7 @@ impl Worker {
         }
         // Connections that became idle since the drain began close now.
         self.close_idle();
-        self.conns.is_empty()
+        self.clients.conns.is_empty()
     }
 }
 

@@ -107,7 +107,7 @@ impl Worker {
     ) -> Purged {
         let counters = self.runtime.metrics.worker(self.id);
         let allowed = from_peer
-            || self.conns[client.conn()]
+            || self.clients.conns[client.conn()]
                 .peer
                 .is_some_and(|peer| cache.purge_allowed(peer.ip()));
         if !allowed {

@@ -80,14 +80,14 @@ impl Worker {
             .sessions
             .get_mut(id)
             .map_or(0, |s| s.ex.tunnel_client_room());
-        let conn = &mut self.conns[index];
+        let conn = &mut self.clients.conns[index];
         let data = conn.rbuf.split_to(room.min(conn.rbuf.len()));
         // The origin's send completion (`origin_sent`) reads on from here: the client's
         // receive is cancelled meanwhile, so what waits is bounded by what was in flight.
         conn.blocked = !conn.rbuf.is_empty() || room == 0;
         let blocked = conn.blocked;
-        self.pause_reads(index, blocked);
-        if self.conns[index].rbuf.len() > TUNNEL_RBUF_MAX_BYTES {
+        (self.clients).pause_reads(&mut super::part_io!(self), index, blocked);
+        if self.clients.conns[index].rbuf.len() > TUNNEL_RBUF_MAX_BYTES {
             debug!(
                 worker = self.id,
                 conn = index,
@@ -111,8 +111,8 @@ impl Worker {
             return false;
         };
         let now = self.now;
-        let data = self.conns[index].rbuf.split();
-        self.conns[index].blocked = false;
+        let data = self.clients.conns[index].rbuf.split();
+        self.clients.conns[index].blocked = false;
         self.feed(id, |ex| {
             ex.on_tunnel_client_data(&data, now);
             ex.on_tunnel_client_eof(now);
@@ -123,7 +123,7 @@ impl Worker {
 
     /// The session of connection `index`, if it is a tunnel.
     fn tunnel_of(&mut self, index: usize) -> Option<SessionId> {
-        let conn = self.conns.get(index)?;
+        let conn = self.clients.conns.get(index)?;
         let id = downstream::h1_session(conn).filter(|_| conn.phase == Phase::Open)?;
         self.sessions
             .get_mut(id)
@@ -134,10 +134,15 @@ impl Worker {
     /// After the client's bytes moved: sends what the connection has, and keeps it alive
     /// (its own idle timeout does not run while the tunnel moves bytes).
     fn settle_tunnel_client(&mut self, index: usize) {
-        if self.conns.get(index).is_none_or(|c| c.phase != Phase::Open) {
+        if self
+            .clients
+            .conns
+            .get(index)
+            .is_none_or(|c| c.phase != Phase::Open)
+        {
             return;
         }
-        self.conns[index].last_activity = self.now;
+        self.clients.conns[index].last_activity = self.now;
         self.flush(index);
         self.update_deadline(index);
     }
