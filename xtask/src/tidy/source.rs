@@ -57,14 +57,7 @@ const DRIVER_SRC: &str = "crates/squall/src/worker/";
 /// while they are split. The protocol rule was widened to every spelling while the driver is
 /// being split into owned parts (the issue "The driver in owned parts"): these files still
 /// branch, and their counts may only go down until the list is empty again.
-const LEGACY: &[Legacy] = &[
-    // gRPC's trailers-only answers are an HTTP/2 client's alone.
-    Legacy {
-        path: "crates/squall/src/worker/session/grpc.rs",
-        lines: LINES_MAX,
-        protocol_branches: 1,
-    },
-];
+const LEGACY: &[Legacy] = &[];
 
 /// How a citation of the team's working notes looks (spelled in pieces, so that this file does
 /// not cite them itself).
@@ -419,14 +412,15 @@ mod tests {
         assert_eq!(config, Vec::<String>::new());
     }
 
-    /// A legacy file may keep the branches it has, never gain one.
+    /// No file is exempt any more: one that was (gRPC's trailers-only answers) is held to the
+    /// rule like any other, and the list may not grow again.
     #[test]
-    fn legacy_files_may_not_branch_more() {
+    fn no_file_outside_the_layer_may_branch() {
+        assert!(LEGACY.is_empty(), "the legacy list only shrinks");
         let path = "crates/squall/src/worker/session/grpc.rs";
-        let legacy = LEGACY.iter().find(|l| l.path == path).unwrap();
-        let lines = "if let Client::H2(..) = c {}\n".repeat(legacy.protocol_branches);
-        assert_eq!(check_file(Path::new(path), &lines), Vec::<String>::new());
-        let more = format!("{lines}if conn.h2.is_some() {{}}\n");
-        assert_eq!(check_file(Path::new(path), &more).len(), 1);
+        let branch = "if let Client::H2(..) = c {}\n";
+        assert_eq!(check_file(Path::new(path), branch).len(), 1);
+        let neutral = "if session.client.ends_with_trailers() {}\n";
+        assert_eq!(check_file(Path::new(path), neutral), Vec::<String>::new());
     }
 }

@@ -85,6 +85,12 @@ impl Client {
         }
     }
 
+    /// Whether an answer to this client can end with trailers of its own (an HTTP/2 stream):
+    /// what a gRPC error without a response needs (`grpc-status` in a trailers-only answer).
+    pub fn ends_with_trailers(self) -> bool {
+        matches!(self, Client::H2(..))
+    }
+
     /// How the exchange must frame a response for this client.
     pub fn protocol(self, head: &RequestHead) -> ClientProtocol {
         match self {

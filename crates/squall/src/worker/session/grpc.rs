@@ -8,7 +8,6 @@ use squall_config::OriginProtocol;
 use squall_h1::RequestHead;
 use squall_upstream::UpstreamErrorClass;
 
-use super::super::ids::Client;
 use super::super::ids::SessionId;
 use super::super::origin::origin_protocol;
 use super::{SessionIo, Sessions};
@@ -26,7 +25,7 @@ impl Sessions {
         status: http::StatusCode,
     ) -> Option<String> {
         let session = self.get(id).filter(|s| !s.ex.detached())?;
-        if !matches!(session.client, Client::H2(..)) || !is_grpc(session.ex.head()) {
+        if !session.client.ends_with_trailers() || !is_grpc(session.ex.head()) {
             return None;
         }
         let upstream = session.upstream;
