@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result};
 
@@ -23,14 +23,14 @@ pub type Graph = BTreeMap<String, BTreeSet<String>>;
 
 /// Every circle over [`CIRCLE_MAX`] files in the binary's import graph, as problems.
 pub fn check(root: &Path) -> Result<Vec<String>> {
-    let src = root.join(SRC);
     let mut paths = Vec::new();
-    collect(&src, Path::new(""), &mut paths)?;
+    super::source::collect_rs(root, Path::new(SRC), &mut paths)?;
     let mut files = BTreeMap::new();
-    for path in paths {
-        let text = fs::read_to_string(src.join(&path))
+    for path in paths.iter().filter(|p| !super::source::is_test(p)) {
+        let text = fs::read_to_string(root.join(path))
             .with_context(|| format!("reading {}", path.display()))?;
-        files.insert(path.to_string_lossy().replace('\\', "/"), text);
+        let relative = path.strip_prefix(SRC).unwrap_or(path);
+        files.insert(relative.to_string_lossy().replace('\\', "/"), text);
     }
     let problems = circles(&graph(&files))
         .into_iter()
@@ -239,26 +239,6 @@ pub fn circles(graph: &Graph) -> Vec<Vec<String>> {
     }
     walk.found.sort_by_key(|c| std::cmp::Reverse(c.len()));
     walk.found
-}
-
-/// Every `.rs` file below `src/dir`, relative to `src`, tests left out (`tests.rs`, `tests/`).
-fn collect(src: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    let Ok(entries) = fs::read_dir(src.join(dir)) else {
-        return Ok(());
-    };
-    for entry in entries {
-        let entry = entry.with_context(|| format!("listing {}", dir.display()))?;
-        let name = entry.file_name();
-        let path = dir.join(&name);
-        if entry.file_type()?.is_dir() {
-            if name != "tests" {
-                collect(src, &path, out)?;
-            }
-        } else if path.extension().is_some_and(|e| e == "rs") && name != "tests.rs" {
-            out.push(path);
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -242,7 +242,7 @@ fn tokens(line: &str) -> Vec<&str> {
 }
 
 /// Test code: a `tests` or `benches` folder's files, `tests.rs`, and `fuzz` targets.
-fn is_test(path: &Path) -> bool {
+pub(super) fn is_test(path: &Path) -> bool {
     path.components().any(|c| {
         let c = c.as_os_str();
         c == "tests" || c == "fuzz"
@@ -250,7 +250,7 @@ fn is_test(path: &Path) -> bool {
 }
 
 /// Every `.rs` file below `root/dir`, relative to `root`, skipping build output.
-fn collect_rs(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+pub(super) fn collect_rs(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     let Ok(entries) = fs::read_dir(root.join(dir)) else {
         return Ok(());
     };
