@@ -3,7 +3,7 @@
 //! the choice between answering here, the cache and the origin, with the invalidation rule
 //! for methods that are not safe.
 //!
-//! HTTP/1.1 calls [`Worker::admit`] when a request head is decoded and HTTP/2 when a stream's
+//! HTTP/1.1 calls [`Gate::admit`] when a request head is decoded and HTTP/2 when a stream's
 //! HEADERS arrive, so that a rule written here holds for both: before this module, HTTP/2
 //! streams on proxy and cache routes never met the rate limit.
 //!
@@ -13,7 +13,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{Method, StatusCode};
@@ -25,11 +25,14 @@ use tracing::debug;
 
 use super::Worker;
 use super::cache::{is_purge, key_of};
+use super::conn::Conn;
 use super::ids::Client;
 use crate::auth::{Check, Credentials, RouteAuth, Verdict};
 use crate::cache::Cache;
+use crate::clients::ClientTable;
 use crate::clients::retry_after_secs;
 use crate::route_rules::Route;
+use crate::runtime::Runtime;
 
 /// A field a refusal carries: `WWW-Authenticate` on a 401, `Retry-After` on a 429 or 503.
 pub(super) type Field = (&'static str, Bytes);
@@ -64,31 +67,38 @@ pub(super) struct Verify {
     credentials: Credentials,
 }
 
-impl Worker {
-    /// Admits the request `head` on connection `index`: the rate limits first, then the route.
+/// What admission reads: the runtime, the per-address table, the worker's index and the
+/// clock. Borrowed from the worker for one request (`Worker::gate`); it changes nothing but
+/// counters and the rate buckets.
+pub(super) struct Gate<'a> {
+    pub runtime: &'a Runtime,
+    pub table: &'a ClientTable,
+    pub worker: usize,
+    pub now: Instant,
+}
+
+impl Gate<'_> {
+    /// Admits the request `head` on connection `conn`: the rate limits first, then the route.
     /// `bodiless` is true when no body follows the head (HTTP/1.1 framing, or END_STREAM on
     /// the HTTP/2 HEADERS).
-    pub(super) fn admit(&self, index: usize, head: &RequestHead, bodiless: bool) -> Admission {
-        self.admit_with(index, head, bodiless, None)
+    pub(super) fn admit(&self, conn: &Conn, head: &RequestHead, bodiless: bool) -> Admission {
+        self.admit_with(conn, head, bodiless, None)
     }
 
-    /// [`Worker::admit`] for a request that waited for its credentials' `verdict` (`None`:
+    /// [`Gate::admit`] for a request that waited for its credentials' `verdict` (`None`:
     /// not verified yet); the rate limits were taken the first time.
     fn admit_with(
         &self,
-        index: usize,
+        conn: &Conn,
         head: &RequestHead,
         bodiless: bool,
         verdict: Option<Verdict>,
     ) -> Admission {
         let runtime = &self.runtime;
-        let client = runtime.client_addr(self.clients.conns[index].peer, head);
-        let counters = runtime.metrics.worker(self.id);
+        let client = runtime.client_addr(conn.peer, head);
+        let counters = runtime.metrics.worker(self.worker);
         if let (None, Some(rate), Some(client)) = (verdict, runtime.client_limits.rate, client)
-            && let Err(wait) = self
-                .clients
-                .table
-                .allow_request(client.ip(), rate, self.now)
+            && let Err(wait) = self.table.allow_request(client.ip(), rate, self.now)
         {
             counters.limit_requests.inc();
             return self.refuse(StatusCode::TOO_MANY_REQUESTS, Some(retry_after(wait)));
@@ -123,7 +133,7 @@ impl Worker {
         // `squall_proxy::rewrite`): refused here, before a cache lookup or an origin sees it.
         if squall_proxy::rewrite::origin_target(head, route.rewrite.as_ref()).is_err() {
             debug!(
-                worker = self.id,
+                worker = self.worker,
                 target = %String::from_utf8_lossy(head.request_uri()),
                 "request refused: its captures cannot be rewritten into one segment each"
             );
@@ -136,7 +146,7 @@ impl Worker {
         }
         Admission::Forward {
             route: route.clone(),
-            invalidate: self.invalidation(index, head, route),
+            invalidate: self.invalidation(conn, head, route),
         }
     }
 
@@ -145,7 +155,7 @@ impl Worker {
     /// could take for a path of another route (400, see `Service::reads_elsewhere`).
     fn refuse_by_target(&self, head: &RequestHead, route: Option<&Route>) -> Option<Admission> {
         let service = &self.runtime.service;
-        let counters = self.runtime.metrics.worker(self.id);
+        let counters = self.runtime.metrics.worker(self.worker);
         if head.method == Method::TRACE && !route.is_some_and(|r| r.allow_trace) {
             counters.trace_refused.inc();
             let allow = ("allow", Bytes::from_static(SERVER_METHODS.as_bytes()));
@@ -154,7 +164,7 @@ impl Worker {
         if service.reads_elsewhere(head, route.map(|r| r.id)) {
             counters.target_ambiguous.inc();
             debug!(
-                worker = self.id,
+                worker = self.worker,
                 target = %String::from_utf8_lossy(head.request_uri()),
                 "request target refused: a lenient origin could read it as another route's path"
             );
@@ -165,7 +175,10 @@ impl Worker {
 
     /// Counts a refusal and makes its admission.
     fn refuse(&self, status: StatusCode, field: Option<Field>) -> Admission {
-        self.runtime.metrics.worker(self.id).count_refused(status);
+        self.runtime
+            .metrics
+            .worker(self.worker)
+            .count_refused(status);
         Admission::Refused(status, field)
     }
 
@@ -203,7 +216,7 @@ impl Worker {
         bodiless: bool,
         verdict: Option<Verdict>,
     ) -> Result<(), Admission> {
-        let counters = self.runtime.metrics.worker(self.id);
+        let counters = self.runtime.metrics.worker(self.worker);
         let credentials = match verdict {
             Some(verdict) => return self.after_verification(auth, client, verdict),
             None => {
@@ -263,7 +276,7 @@ impl Worker {
         client: Option<SocketAddr>,
         verdict: Verdict,
     ) -> Result<(), Admission> {
-        let counters = self.runtime.metrics.worker(self.id);
+        let counters = self.runtime.metrics.worker(self.worker);
         match verdict {
             Verdict::Ok => {
                 counters.auth_verifications.inc();
@@ -296,6 +309,34 @@ impl Worker {
     fn unauthorized(&self, auth: &RouteAuth) -> Admission {
         let field = ("www-authenticate", auth.challenge.clone());
         self.refuse(StatusCode::UNAUTHORIZED, Some(field))
+    }
+
+    /// For a request on a cached route whose method is not safe: the stored object its
+    /// response purges if it succeeds (RFC 9111 §4.4).
+    pub(super) fn invalidation(
+        &self,
+        conn: &Conn,
+        head: &RequestHead,
+        route: &ProxyRoute,
+    ) -> Option<(Arc<Cache>, Invalidation)> {
+        if !route.cache {
+            return None;
+        }
+        let scheme = super::scheme(conn);
+        let invalidation = Invalidation::for_request(&head.method, || key_of(head, scheme))?;
+        Some((self.runtime.cache.clone(), invalidation))
+    }
+}
+
+impl Worker {
+    /// What admission reads, borrowed for one request.
+    pub(super) fn gate(&self) -> Gate<'_> {
+        Gate {
+            runtime: &self.runtime,
+            table: &self.clients.table,
+            worker: self.id,
+            now: self.now,
+        }
     }
 
     /// Hands a parked request's credentials to the verifier threads; the verdict comes back
@@ -339,24 +380,9 @@ impl Worker {
         let Some(index) = self.clients.index(token.token) else {
             return;
         };
-        let admission = self.admit_with(index, &head, true, Some(verdict));
+        let conn = &self.clients.conns[index];
+        let admission = self.gate().admit_with(conn, &head, true, Some(verdict));
         self.resume_verified(Client::of(index, token), head, admission);
-    }
-
-    /// For a request on a cached route whose method is not safe: the stored object its
-    /// response purges if it succeeds (RFC 9111 §4.4).
-    pub(super) fn invalidation(
-        &self,
-        index: usize,
-        head: &RequestHead,
-        route: &ProxyRoute,
-    ) -> Option<(Arc<Cache>, Invalidation)> {
-        if !route.cache {
-            return None;
-        }
-        let scheme = super::scheme(&self.clients.conns[index]);
-        let invalidation = Invalidation::for_request(&head.method, || key_of(head, scheme))?;
-        Some((self.runtime.cache.clone(), invalidation))
     }
 }
 

@@ -230,7 +230,9 @@ impl Worker {
                 Ok(Some(Event::Head(head))) => {
                     conn.request_started = conn.head_started.take().unwrap_or(self.now);
                     let bodiless = head.body == squall_h1::BodyKind::Empty;
-                    let admission = self.admit(index, &head, bodiless);
+                    let admission = self
+                        .gate()
+                        .admit(&self.clients.conns[index], &head, bodiless);
                     if let Some(decoded) = self.admitted_h1(index, head, admission) {
                         return Some(decoded);
                     }

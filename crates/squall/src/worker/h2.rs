@@ -229,7 +229,9 @@ impl Worker {
                     self.downstream().refuse_h2(index, stream_id, status, None);
                     return;
                 };
-                let admission = self.admit(index, &head, end_stream);
+                let admission = self
+                    .gate()
+                    .admit(&self.clients.conns[index], &head, end_stream);
                 self.admitted_h2(index, stream_id, head, end_stream, admission);
                 return;
             }
