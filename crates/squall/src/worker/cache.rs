@@ -89,14 +89,19 @@ impl Worker {
             self.start_session(client, head, route, None, None);
             return Begun::Forwarded;
         }
-        let from_peer = self.hop_from_peer(client, &mut head);
-        let key = key_of(&head, self.key_scheme(client, &head, from_peer));
+        let conn = &self.clients.conns[client.conn()];
+        let owners = self.owners();
+        let from_peer = owners.hop_from_peer(conn, &mut head);
+        let key = key_of(&head, owners.key_scheme(conn, &head, from_peer));
         if is_purge(&head.method) {
             return self.purge(client, head, route, cache, key, from_peer);
         }
-        if !from_peer && let Some(node) = self.owner_elsewhere(client, &head, &key) {
+        let owner = (!from_peer)
+            .then(|| owners.owner_elsewhere(conn, &head, &key))
+            .flatten();
+        if let Some(node) = owner {
             let local_ttl = self.runtime.cluster.as_ref().map(|c| c.local_ttl);
-            if let Some(owned) = self.route_to_owner(&route, node, &mut head) {
+            if let Some(owned) = self.owners().route_to_owner(&route, node, &mut head) {
                 if local_ttl.is_none_or(|ttl| ttl.is_zero()) {
                     // No local copy: the owner answers, from its cache or its origin.
                     self.start_session(client, head, owned, None, None);
@@ -140,7 +145,7 @@ impl Worker {
         cache: Arc<Cache>,
         begun: cached::Begun,
     ) -> Begun {
-        self.count_cache(begun.count);
+        count_cache(self.runtime.metrics.worker(self.id), begun.count);
         let way = match begun.answer {
             Answer::Bypass(head) => {
                 self.start_session(client, head, route.clone(), None, None);
@@ -180,21 +185,6 @@ impl Worker {
             self.start_background_session(client, head, route, fill);
         }
         way
-    }
-
-    fn count_cache(&self, count: Count) {
-        let counters = self.runtime.metrics.worker(self.id);
-        match count {
-            Count::Nothing => {}
-            Count::Hit => counters.cache_hits.inc(),
-            Count::Stale => counters.cache_stale.inc(),
-            Count::Miss => counters.cache_misses.inc(),
-            Count::Pass => {
-                counters.cache_misses.inc();
-                counters.cache_passes.inc();
-            }
-            Count::Coalesced => counters.cache_coalesced.inc(),
-        }
     }
 
     /// Parks `client`'s request behind the fetch of `key` that it joined as a follower, for
@@ -349,5 +339,20 @@ impl Worker {
         let fetch = cache.route(&route).fetch(head, key, None, None, self.wall);
         self.start_fill(client, fetch, route, cache, Some(purge));
         Begun::Forwarded
+    }
+}
+
+/// Counts how a request on a cached route was found.
+fn count_cache(counters: &crate::metrics::WorkerCounters, count: Count) {
+    match count {
+        Count::Nothing => {}
+        Count::Hit => counters.cache_hits.inc(),
+        Count::Stale => counters.cache_stale.inc(),
+        Count::Miss => counters.cache_misses.inc(),
+        Count::Pass => {
+            counters.cache_misses.inc();
+            counters.cache_passes.inc();
+        }
+        Count::Coalesced => counters.cache_coalesced.inc(),
     }
 }

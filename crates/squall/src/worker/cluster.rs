@@ -14,6 +14,7 @@
 
 use std::cell::Cell;
 use std::sync::Arc;
+use std::time::Instant;
 
 use squall_cache::CacheKey;
 use squall_h1::RequestHead;
@@ -22,11 +23,14 @@ use squall_upstream::HealthState;
 
 use super::Worker;
 use super::cache::Begun;
+use super::conn::Conn;
 use super::downstream;
 use super::ids::Client;
 use super::ids::SessionId;
+use super::origin::Origins;
 use crate::cache::Waiter;
 use crate::cluster::{self, Cluster, HOP, fanout};
+use crate::runtime::Runtime;
 use crate::worker::parked::ClusterWait;
 use crate::worker::parked::Parked;
 
@@ -35,19 +39,29 @@ thread_local! {
     static TURN: Cell<usize> = const { Cell::new(0) };
 }
 
-impl Worker {
+/// What the choice of a key's owner reads: the runtime, this worker's view of its upstream
+/// groups (a peer's health), the clock and the worker's index, lent for one request
+/// (`Worker::owners`).
+pub(super) struct Owners<'a> {
+    pub runtime: &'a Runtime,
+    pub origins: &'a Origins,
+    pub now: Instant,
+    pub worker: usize,
+}
+
+impl Owners<'_> {
     /// Whether `head` comes from another node (a trusted hop field); an untrusted hop field is
     /// removed.
-    pub(super) fn hop_from_peer(&mut self, client: Client, head: &mut RequestHead) -> bool {
+    pub(super) fn hop_from_peer(&self, conn: &Conn, head: &mut RequestHead) -> bool {
         if !head.headers.contains_key(HOP) {
             return false;
         }
-        let peer = self.clients.conns[client.conn()].peer;
+        let peer = conn.peer;
         let trusted = (self.runtime.cluster.as_ref())
             .zip(peer)
             .is_some_and(|(cluster, peer)| cluster.trusts(peer.ip()));
         if trusted {
-            (self.runtime.metrics.worker(self.id))
+            (self.runtime.metrics.worker(self.worker))
                 .cluster_served_for_peers
                 .inc();
         } else {
@@ -58,17 +72,12 @@ impl Worker {
 
     /// The scheme a request's cache key has: a peer's forward says the client's own in
     /// `X-Forwarded-Proto` (the hop between nodes is clear text).
-    pub(super) fn key_scheme(
-        &self,
-        client: Client,
-        head: &RequestHead,
-        peer: bool,
-    ) -> &'static str {
+    pub(super) fn key_scheme(&self, conn: &Conn, head: &RequestHead, peer: bool) -> &'static str {
         let forwarded = head.headers.get("x-forwarded-proto");
         match forwarded {
             Some(v) if peer && v.as_bytes().eq_ignore_ascii_case(b"https") => "https",
             Some(_) if peer => "http",
-            _ => super::scheme(&self.clients.conns[client.conn()]),
+            _ => super::scheme(conn),
         }
     }
 
@@ -76,12 +85,12 @@ impl Worker {
     /// worker believes alive); `None` to serve it here.
     pub(super) fn owner_elsewhere(
         &self,
-        client: Client,
+        conn: &Conn,
         head: &RequestHead,
         key: &CacheKey,
     ) -> Option<usize> {
         let cluster = self.runtime.cluster.as_deref()?;
-        let peer = self.clients.conns[client.conn()].peer;
+        let peer = conn.peer;
         let hash = cluster::request_hash(cluster.hash_key.as_ref(), key, head, peer);
         let seeds: Vec<u64> = cluster.seeds().collect();
         let owners = cluster::owners(
@@ -147,6 +156,18 @@ impl Worker {
             },
             body_bytes_max: route.body_bytes_max,
         }))
+    }
+}
+
+impl Worker {
+    /// What the choice of a key's owner reads, borrowed for one request.
+    pub(super) fn owners(&self) -> Owners<'_> {
+        Owners {
+            runtime: &self.runtime,
+            origins: &self.origins,
+            now: self.now,
+            worker: self.id,
+        }
     }
 
     /// The hook of a session's error: a forward to an owner that failed before its response
