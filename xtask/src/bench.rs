@@ -542,6 +542,8 @@ mod tests {
             responses: 100_000,
             cpu_secs_per_100k: per_100k,
             user_share: 50.0,
+            machine_cpu_secs_per_100k: 2.0,
+            softirq_secs_per_100k: 0.1,
         }))
     }
 

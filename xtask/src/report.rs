@@ -16,6 +16,8 @@ pub enum Figure {
     ReqPerSec,
     CpuPer100k,
     UserShare,
+    MachineCpuPer100k,
+    SoftirqPer100k,
     LatencyMean,
     LatencySd,
     LatencyMax,
@@ -33,6 +35,8 @@ impl Figure {
             Figure::ReqPerSec => "requests/s",
             Figure::CpuPer100k => "server CPU s per 100k requests",
             Figure::UserShare => "user share (% of server CPU)",
+            Figure::MachineCpuPer100k => "machine CPU s per 100k requests (every core)",
+            Figure::SoftirqPer100k => "softirq s per 100k requests (every core)",
             Figure::LatencyMean => "latency mean (ms)",
             Figure::LatencySd => "latency sd (ms)",
             Figure::LatencyMax => "latency max (ms)",
@@ -51,6 +55,8 @@ impl Figure {
         match self {
             Figure::ReqPerSec | Figure::MaxRate => Some(Better::Higher),
             Figure::CpuPer100k
+            | Figure::MachineCpuPer100k
+            | Figure::SoftirqPer100k
             | Figure::LatencyMean
             | Figure::LatencySd
             | Figure::LatencyMax
@@ -63,7 +69,7 @@ impl Figure {
 
     fn decimals(self) -> usize {
         match self {
-            Figure::CpuPer100k => 3,
+            Figure::CpuPer100k | Figure::MachineCpuPer100k | Figure::SoftirqPer100k => 3,
             Figure::LatencyMean
             | Figure::LatencySd
             | Figure::LatencyMax
@@ -318,6 +324,8 @@ mod tests {
             cpu_secs: cpu,
             responses: 1_000,
             cpu_secs_per_100k: cpu,
+            machine_cpu_secs_per_100k: 2.0,
+            softirq_secs_per_100k: 0.1,
             user_share: 50.0,
         }))
     }

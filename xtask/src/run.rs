@@ -76,6 +76,13 @@ pub struct Measured {
     /// The part of `cpu_secs` spent in user space (utime over utime + stime), in percent: what
     /// is left to Squall's own code once the kernel's share (TCP, io_uring) is taken out.
     pub user_share: f64,
+    /// CPU seconds of the whole machine (every core: the server, the load generator, the
+    /// origin, and the kernel's softirq work wherever it is booked) per 100k responses: the
+    /// honest total when the kernel books a server's work on the client's core (large
+    /// responses drained by the receiver's ACKs), which the server's own figure misses.
+    pub machine_cpu_secs_per_100k: f64,
+    /// Of that, the softirq seconds (network receive and transmit processing) per 100k.
+    pub softirq_secs_per_100k: f64,
 }
 
 impl Outcome {
@@ -114,6 +121,8 @@ impl Measured {
             (Figure::ReqPerSec, r.req_per_sec),
             (Figure::CpuPer100k, self.cpu_secs_per_100k),
             (Figure::UserShare, self.user_share),
+            (Figure::MachineCpuPer100k, self.machine_cpu_secs_per_100k),
+            (Figure::SoftirqPer100k, self.softirq_secs_per_100k),
             (Figure::LatencyMean, r.request.mean_us / 1e3),
             (Figure::LatencySd, r.request.sd_us / 1e3),
             (Figure::LatencyMax, r.request.max_us / 1e3),
@@ -272,6 +281,7 @@ fn measure_started(
     }
     let before = server.cpu_secs(settings.clock_ticks)?;
     let user_before = user_secs(server, settings.clock_ticks)?;
+    let machine_before = MachineTicks::read()?;
     let measured = plan(
         scenario,
         settings,
@@ -283,6 +293,7 @@ fn measure_started(
     // Read the CPU time while the process still exists, before judging the report.
     let after = server.cpu_secs(settings.clock_ticks);
     let user_after = user_secs(server, settings.clock_ticks);
+    let machine = MachineTicks::read()?.since(machine_before);
     let report = report?;
     if !server.running() {
         bail!("the server exited during the run: {}", server.log_tail());
@@ -300,8 +311,11 @@ fn measure_started(
         );
     }
     let cpu_secs = after - before;
+    let per_100k = |ticks: u64| ticks as f64 / settings.clock_ticks / responses as f64 * 1e5;
     Ok(Measured {
         cpu_secs_per_100k: cpu_secs / responses as f64 * 1e5,
+        machine_cpu_secs_per_100k: per_100k(machine.busy),
+        softirq_secs_per_100k: per_100k(machine.softirq),
         user_share: if cpu_secs > 0.0 {
             (user / cpu_secs * 100.0).clamp(0.0, 100.0)
         } else {
@@ -330,6 +344,45 @@ fn user_secs(server: &Server, clock_ticks: f64) -> Result<f64> {
         }
     }
     Ok(ticks as f64 / clock_ticks)
+}
+
+/// The machine's CPU time so far, from the `cpu` line of `/proc/stat` (every core), in
+/// clock ticks: what was busy (user, nice, system, irq, softirq, steal; guest time is inside
+/// user already) and, of that, softirq.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct MachineTicks {
+    busy: u64,
+    softirq: u64,
+}
+
+impl MachineTicks {
+    fn read() -> Result<MachineTicks> {
+        let stat = fs::read_to_string("/proc/stat").context("reading /proc/stat")?;
+        MachineTicks::parse(&stat).context("parsing the cpu line of /proc/stat")
+    }
+
+    fn parse(stat: &str) -> Option<MachineTicks> {
+        let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+        let fields: Vec<u64> = line
+            .split_whitespace()
+            .skip(1)
+            .map(|f| f.parse().ok())
+            .collect::<Option<_>>()?;
+        // user nice system idle iowait irq softirq steal ...
+        let at = |i: usize| fields.get(i).copied().unwrap_or(0);
+        (fields.len() >= 7).then(|| MachineTicks {
+            busy: at(0) + at(1) + at(2) + at(5) + at(6) + at(7),
+            softirq: at(6),
+        })
+    }
+
+    /// What was spent since `earlier`.
+    fn since(self, earlier: MachineTicks) -> MachineTicks {
+        MachineTicks {
+            busy: self.busy.saturating_sub(earlier.busy),
+            softirq: self.softirq.saturating_sub(earlier.softirq),
+        }
+    }
 }
 
 /// utime, field 14 of `/proc/PID/stat`, counted after the parenthesised command name.
@@ -520,6 +573,32 @@ mod tests {
             load_cpu: 0,
             clock_ticks: 100.0,
         }
+    }
+
+    #[test]
+    fn machine_ticks_from_proc_stat() {
+        let stat = "cpu  100 5 50 9000 7 3 40 2 0 0\ncpu0 50 2 25 4500 3 1 20 1 0 0\nintr 1 2\n";
+        let ticks = MachineTicks::parse(stat).unwrap();
+        assert_eq!(
+            ticks,
+            MachineTicks {
+                busy: 200,
+                softirq: 40
+            }
+        );
+        let later = MachineTicks {
+            busy: 260,
+            softirq: 55,
+        };
+        assert_eq!(
+            later.since(ticks),
+            MachineTicks {
+                busy: 60,
+                softirq: 15
+            }
+        );
+        assert_eq!(MachineTicks::parse("cpu0 1 2 3\n"), None);
+        assert_eq!(MachineTicks::parse("cpu  1 2 x 4 5 6 7\n"), None);
     }
 
     #[test]
