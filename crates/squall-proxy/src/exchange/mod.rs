@@ -54,6 +54,10 @@ use squall_upstream::{Outcome, RetryPolicy, ServerId, UpstreamErrorClass};
 use crate::ProxyRoute;
 use crate::compress::{Compressor, Stats};
 
+/// The actions an exchange's queue has room for from the start: what a plain request queues
+/// between two events, so that its queue is allocated once and not grown.
+const ACTIONS_USUAL: usize = 8;
+
 /// The protocol the client speaks, which decides how the response is framed for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClientProtocol {
@@ -388,7 +392,9 @@ impl Exchange {
             config,
             started: now,
             phase: Phase::Picking,
-            actions: VecDeque::new(),
+            // Room for a request's usual batch (pick, connect, write, the response's pieces):
+            // one allocation per exchange instead of one and a grow.
+            actions: VecDeque::with_capacity(ACTIONS_USUAL),
             server: None,
             tried: Vec::new(),
             holding_origin: false,
