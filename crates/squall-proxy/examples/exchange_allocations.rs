@@ -30,13 +30,13 @@ fn main() {
     println!("heap allocations per proxied GET in the exchange ({REQUESTS} requests each)");
     println!("| client | response body | allocations | bytes allocated |");
     println!("|---|---:|---:|---:|");
-    for protocol in [ClientProtocol::Http11, ClientProtocol::H2] {
+    let clients = [
+        ("HTTP/1.1", ClientProtocol::Http11),
+        ("HTTP/2", ClientProtocol::H2),
+    ];
+    for (name, protocol) in clients {
         for body in [13, 1024] {
             let (allocations, bytes) = measure(protocol, body);
-            let name = match protocol {
-                ClientProtocol::H2 => "HTTP/2",
-                _ => "HTTP/1.1",
-            };
             println!("| {name} | {body} B | {allocations:.1} | {bytes:.0} |");
         }
     }

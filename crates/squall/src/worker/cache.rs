@@ -96,19 +96,19 @@ impl Worker {
         if is_purge(&head.method) {
             return self.purge(client, head, route, cache, key, from_peer);
         }
-        let owner = (!from_peer)
+        // A key another node owns goes to that node, with its peer group as the route.
+        let owned = (!from_peer)
             .then(|| owners.owner_elsewhere(conn, &head, &key))
-            .flatten();
-        if let Some(node) = owner {
+            .flatten()
+            .and_then(|node| owners.route_to_owner(&route, node, &mut head));
+        if let Some(owned) = owned {
             let local_ttl = self.runtime.cluster.as_ref().map(|c| c.local_ttl);
-            if let Some(owned) = self.owners().route_to_owner(&route, node, &mut head) {
-                if local_ttl.is_none_or(|ttl| ttl.is_zero()) {
-                    // No local copy: the owner answers, from its cache or its origin.
-                    self.start_session(client, head, owned, None, None);
-                    return Begun::Forwarded;
-                }
-                return self.begin_here(client, head, owned, cache, key, local_ttl);
+            if local_ttl.is_none_or(|ttl| ttl.is_zero()) {
+                // No local copy: the owner answers, from its cache or its origin.
+                self.start_session(client, head, owned, None, None);
+                return Begun::Forwarded;
             }
+            return self.begin_here(client, head, owned, cache, key, local_ttl);
         }
         self.begin_here(client, head, route, cache, key, None)
     }

@@ -163,6 +163,19 @@ impl Conn {
         self.out.len() + self.wire.len() + self.chain.bytes
     }
 
+    /// Brings this connection's charge in the process's count of buffered response bytes
+    /// (`limits.buffer_memory_max`) up to date with what it holds now, and whether it is
+    /// answering a proxied request.
+    pub fn account(&mut self, buffered: &crate::metrics::BufferedBytes) {
+        let held = self.held_bytes();
+        let before = std::mem::replace(&mut self.charged, held);
+        buffered.charge(before, held, true);
+        let responding = self.proto.has_sessions();
+        if responding != std::mem::replace(&mut self.responding, responding) {
+            buffered.set_responding(responding);
+        }
+    }
+
     /// Response bytes this connection holds for its client: unsent, in flight, and queued on
     /// its HTTP/2 streams under flow control.
     pub fn held_bytes(&self) -> usize {

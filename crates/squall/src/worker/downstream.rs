@@ -223,15 +223,8 @@ impl Downstream<'_> {
     /// Brings connection `index`'s charge in the process's count of buffered response bytes
     /// (`limits.buffer_memory_max`) up to date with what it holds now.
     pub fn account(&mut self, index: usize) {
-        let Some(conn) = self.conns.get_mut(index) else {
-            return;
-        };
-        let held = conn.held_bytes();
-        let before = std::mem::replace(&mut conn.charged, held);
-        self.buffered.charge(before, held, true);
-        let responding = conn.proto.has_sessions();
-        if responding != std::mem::replace(&mut conn.responding, responding) {
-            self.buffered.set_responding(responding);
+        if let Some(conn) = self.conns.get_mut(index) {
+            conn.account(self.buffered);
         }
     }
 

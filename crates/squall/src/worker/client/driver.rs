@@ -111,7 +111,10 @@ impl Worker {
                 }
             }
         }
-        self.downstream().account(index);
+        if let Some(conn) = self.clients.conns.get_mut(index) {
+            // The conn's own accounting: no downstream to build on this path.
+            conn.account(&self.runtime.metrics.buffered);
+        }
     }
 
     /// A send or writev on client connection `index` completed (`done`, from
