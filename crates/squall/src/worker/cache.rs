@@ -37,6 +37,7 @@ use tracing::debug;
 
 use super::Worker;
 use super::downstream;
+use super::downstream::part_downstream;
 use super::ids::Client;
 use super::parked::Parked;
 use super::purge::Purged;
@@ -44,17 +45,6 @@ use super::session::CacheFill;
 use crate::cache::{Cache, Waiter};
 
 pub(crate) use squall_proxy::cached::CacheFields;
-
-/// What `begin_cached` did with a request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Begun {
-    /// Answered from the cache (or refused): the client may go on to its next request.
-    Answered,
-    /// Forwarded: a session runs.
-    Forwarded,
-    /// Parked behind another fetch.
-    Parked,
-}
 
 /// The cache key of a request: scheme, host (from Host or `:authority`) and target.
 pub fn key_of(head: &RequestHead, scheme: &str) -> CacheKey {
@@ -83,11 +73,11 @@ impl Worker {
         client: Client,
         mut head: RequestHead,
         route: Arc<ProxyRoute>,
-    ) -> Begun {
+    ) {
         let cache = self.runtime.cache.clone();
         if cache.memory == 0 {
             self.start_session(client, head, route, None, None);
-            return Begun::Forwarded;
+            return;
         }
         let conn = &self.clients.conns[client.conn()];
         let owners = self.owners();
@@ -106,7 +96,7 @@ impl Worker {
             if local_ttl.is_none_or(|ttl| ttl.is_zero()) {
                 // No local copy: the owner answers, from its cache or its origin.
                 self.start_session(client, head, owned, None, None);
-                return Begun::Forwarded;
+                return;
             }
             return self.begin_here(client, head, owned, cache, key, local_ttl);
         }
@@ -125,10 +115,10 @@ impl Worker {
         cache: Arc<Cache>,
         key: CacheKey,
         borrowed: Option<std::time::Duration>,
-    ) -> Begun {
+    ) {
         let waiter = Waiter {
             worker: self.id,
-            client: self.downstream().client_token(client),
+            client: part_downstream!(self).client_token(client),
         };
         let cached = cache.route(&route);
         let inflight = &cache.inflight;
@@ -144,12 +134,11 @@ impl Worker {
         route: Arc<ProxyRoute>,
         cache: Arc<Cache>,
         begun: cached::Begun,
-    ) -> Begun {
+    ) {
         count_cache(self.runtime.metrics.worker(self.id), begun.count);
-        let way = match begun.answer {
+        match begun.answer {
             Answer::Bypass(head) => {
                 self.start_session(client, head, route.clone(), None, None);
-                Begun::Forwarded
             }
             Answer::Serve {
                 head,
@@ -157,24 +146,21 @@ impl Worker {
                 served,
             } => {
                 let x_cache = cache.x_cache;
-                (self.downstream()).serve_entry(client, &head, &entry, served, x_cache, route.id);
-                Begun::Answered
+                part_downstream!(self)
+                    .serve_entry(client, &head, &entry, served, x_cache, route.id);
             }
             // RFC 9111 §5.2.1.7: nothing the client accepts is stored, so 504 without asking
             // the origin.
             Answer::GatewayTimeout(head) => {
-                self.downstream()
-                    .answer_status(client, &head, StatusCode::GATEWAY_TIMEOUT);
-                Begun::Answered
+                part_downstream!(self).answer_status(client, &head, StatusCode::GATEWAY_TIMEOUT);
             }
             Answer::Park { head, key, fetched } => {
                 self.park(client, head, route.clone(), key, &cache, fetched)
             }
             Answer::Fetch(fetch) => {
                 self.start_fill(client, fetch, route.clone(), cache.clone(), None);
-                Begun::Forwarded
             }
-        };
+        }
         if let Some(fetch) = begun.background {
             let Fetch { head, plan } = *fetch;
             let fill = Box::new(CacheFill {
@@ -184,7 +170,6 @@ impl Worker {
             });
             self.start_background_session(client, head, route, fill);
         }
-        way
     }
 
     /// Parks `client`'s request behind the fetch of `key` that it joined as a follower, for
@@ -197,7 +182,7 @@ impl Worker {
         key: CacheKey,
         cache: &Cache,
         fetched: bool,
-    ) -> Begun {
+    ) {
         let parked = Parked {
             head,
             route,
@@ -209,7 +194,6 @@ impl Worker {
         };
         downstream::park(&mut self.clients.conns[client.conn()], client, parked);
         self.update_deadline(client.conn());
-        Begun::Parked
     }
 
     /// Sends `fetch` to the origin in a session answering `client`.
@@ -243,7 +227,7 @@ impl Worker {
         let mut parked = *parked;
         if let Some(wait) = parked.cluster.take() {
             self.unpark_cluster(client, parked, wait);
-            self.downstream().resume(client);
+            part_downstream!(self).resume(client);
             return;
         }
         let Parked {
@@ -257,8 +241,8 @@ impl Worker {
         let cache = self.runtime.cache.clone();
         let cached = cache.route(&route);
         let begun = cached::after_wait(&cached, head, key, since, fetched, self.wall);
-        let _: Begun = self.run_begun(client, route, cache, begun);
-        self.downstream().resume(client);
+        self.run_begun(client, route, cache, begun);
+        part_downstream!(self).resume(client);
     }
 
     /// Wakes parked requests whose wait has run out.
@@ -296,11 +280,11 @@ impl Worker {
         cache: Arc<Cache>,
         key: CacheKey,
         from_peer: bool,
-    ) -> Begun {
+    ) {
         let fleet = !from_peer && self.runtime.cluster.is_some();
         let (mut head, removed, refetch) =
             match self.purge_request(client, head, &cache, &key, from_peer, fleet) {
-                Purged::Answered => return Begun::Answered,
+                Purged::Answered => return,
                 Purged::Refetch(head) => (head, 0, true),
                 Purged::Fleet(head, removed) => (head, removed, false),
             };
@@ -312,10 +296,10 @@ impl Worker {
                     return self.refetch(client, head, route, cache, key2);
                 }
                 Some((back, _, _)) => {
-                    self.downstream().answer_purged(client, &back, removed);
-                    return Begun::Answered;
+                    part_downstream!(self).answer_purged(client, &back, removed);
+                    return;
                 }
-                None => return Begun::Parked,
+                None => return,
             }
         } else {
             route
@@ -332,13 +316,12 @@ impl Worker {
         route: Arc<ProxyRoute>,
         cache: Arc<Cache>,
         key: CacheKey,
-    ) -> Begun {
+    ) {
         let purge = std::mem::replace(&mut head.method, Method::GET);
         head.headers.remove(PURGE_HEADER);
         head.headers.remove(crate::cluster::HOP);
         let fetch = cache.route(&route).fetch(head, key, None, None, self.wall);
         self.start_fill(client, fetch, route, cache, Some(purge));
-        Begun::Forwarded
     }
 }
 

@@ -22,9 +22,9 @@ use squall_proxy::ProxyRoute;
 use squall_upstream::HealthState;
 
 use super::Worker;
-use super::cache::Begun;
 use super::conn::Conn;
 use super::downstream;
+use super::downstream::part_downstream;
 use super::ids::Client;
 use super::ids::SessionId;
 use super::origin::Origins;
@@ -214,7 +214,7 @@ impl Worker {
         self.update_deadline(client.conn());
         let waiter = Waiter {
             worker: self.id,
-            client: self.downstream().client_token(client),
+            client: part_downstream!(self).client_token(client),
         };
         crate::cache::wake(&self.peers, vec![waiter]);
         true
@@ -256,7 +256,7 @@ impl Worker {
         let target = head.uri.path_and_query().map_or("/", |pq| pq.as_str());
         let hop = cluster.hop_value.as_bytes();
         let request = fanout::request_bytes(target, key.host(), key.scheme(), hop, &fields);
-        let token = self.downstream().client_token(client);
+        let token = part_downstream!(self).client_token(client);
         let (peer_channels, worker) = (self.peers.clone(), self.id);
         let done = move || {
             if wait {
@@ -300,7 +300,7 @@ impl Worker {
                 let Parked {
                     head, route, key, ..
                 } = parked;
-                let _: Begun = self.begin_here(client, head, route, cache, key, None);
+                self.begin_here(client, head, route, cache, key, None);
             }
             ClusterWait::Purge {
                 fanout,
@@ -324,8 +324,7 @@ impl Worker {
                         _ => counters.cluster_purge_failed.inc(),
                     }
                 }
-                self.downstream()
-                    .answer_fleet_purge(client, &parked.head, &nodes);
+                part_downstream!(self).answer_fleet_purge(client, &parked.head, &nodes);
             }
         }
     }

@@ -10,7 +10,7 @@
 //! Why a struct of borrowed parts and not methods of the worker: a session's driver holds
 //! its session (in the worker's session slab) while it writes to the client, and the
 //! downstream needs only the connections, the log and the clock, never the sessions, the
-//! origins or the ring. [`Worker::split`] hands out both halves at once.
+//! origins or the ring. `part_downstream!` builds it from the worker beside any other part.
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -24,7 +24,6 @@ use squall_h1::RequestHead;
 use squall_h2::{ErrorCode, StreamId};
 use squall_proxy::{ClientFraming, ClientProtocol, ToClient};
 
-use super::Worker;
 use super::conn::Conn;
 use super::ids::Label;
 use super::ids::{Client, ClientToken};
@@ -34,6 +33,7 @@ use crate::metrics::WorkerCounters;
 
 mod file;
 mod grpc;
+pub(super) mod heard;
 mod hit;
 mod log;
 pub(super) mod proto;
@@ -45,8 +45,8 @@ pub(super) use file::FileAnswered;
 pub(super) use log::RequestLog;
 pub(super) use proto::Due;
 pub(super) use slots::{
-    awaits_origin, files_of, h1_session, lift_body_limit, park, parked_due, sessions_of, set_file,
-    set_session, set_verifying, take_early, take_parked,
+    Answering, answering, awaits_origin, files_of, h1_session, lift_body_limit, park, parked_due,
+    sessions_of, set_file, set_session, set_verifying, take_early, take_parked,
 };
 pub(super) use write::EncodedDate;
 use write::{write_h1, write_h2};
@@ -157,6 +157,10 @@ pub(super) struct Downstream<'a> {
     pub service: &'a crate::route_rules::Service,
     /// The Date field HPACK-encoded for HTTP/2 answers, re-encoded when the second changes.
     pub h2_date: &'a mut write::EncodedDate,
+    /// What a new connection's protocol is set up with: HTTP/1.1's decoder limits, HTTP/2's
+    /// settings.
+    pub h1_limits: squall_h1::Limits,
+    pub h2: &'a squall_h2::ServerConfig,
 }
 
 /// The worker's `Downstream`, borrowing only the fields it names, so that a part (another
@@ -177,16 +181,12 @@ macro_rules! part_downstream {
             ready: &mut $worker.clients.ready,
             service: &$worker.runtime.service,
             h2_date: &mut $worker.h2_date,
+            h1_limits: $worker.runtime.h1_limits,
+            h2: &$worker.runtime.h2,
         }
     };
 }
 pub(super) use part_downstream;
-
-impl Worker {
-    pub(super) fn downstream(&mut self) -> Downstream<'_> {
-        part_downstream!(self)
-    }
-}
 
 impl Downstream<'_> {
     /// Queues connection `index` to be processed at the end of this turn (see the worker's

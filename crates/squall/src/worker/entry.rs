@@ -26,6 +26,7 @@ use tracing::debug;
 use super::Worker;
 use super::cache::{is_purge, key_of};
 use super::conn::Conn;
+use super::downstream::part_downstream;
 use super::ids::Client;
 use crate::auth::{Check, Credentials, RouteAuth, Verdict};
 use crate::cache::Cache;
@@ -343,7 +344,7 @@ impl Worker {
     /// on this worker's control channel as `Control::Verified`.
     pub(super) fn verify_parked(&mut self, client: Client, head: RequestHead, verify: Verify) {
         super::downstream::set_verifying(&mut self.clients.conns[client.conn()], true);
-        let token = self.downstream().client_token(client);
+        let token = part_downstream!(self).client_token(client);
         let peer = self
             .peers
             .get(self.id)

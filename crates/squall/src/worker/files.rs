@@ -136,7 +136,7 @@ impl Worker {
         );
         while let Some(news) = self.files.next_news() {
             match news {
-                FileNews::Resume(client) => self.downstream().resume(client),
+                FileNews::Resume(client) => part_downstream!(self).resume(client),
                 FileNews::Ended { id, charged } => {
                     let holder = Waiter::File(id);
                     (self.admission).end_descriptor(&self.runtime, holder, charged);
@@ -147,23 +147,17 @@ impl Worker {
     }
 
     /// Starts serving `head` from `root` for `client` (`Files::start`), charging its
-    /// descriptor or queueing it for one. Returns true when it was answered at once.
-    pub(super) fn start_file(
-        &mut self,
-        client: Client,
-        head: RequestHead,
-        root: Arc<Root>,
-    ) -> bool {
+    /// descriptor or queueing it for one, unless it was answered at once.
+    pub(super) fn start_file(&mut self, client: Client, head: RequestHead, root: Arc<Root>) {
         let Some(id) = self.with_files(|files, io, down| files.start(io, down, client, head, root))
         else {
-            return true;
+            return;
         };
         if self.admission.take_descriptor(&self.runtime) {
             self.with_files(|files, io, _| files.open_charged(io, id));
         } else {
             (self.admission).wait_for_descriptor(&part_io!(self), Waiter::File(id));
         }
-        false
     }
 }
 

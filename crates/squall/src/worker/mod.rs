@@ -20,6 +20,7 @@ mod listen;
 mod origin;
 mod parked;
 mod purge;
+mod request;
 mod session;
 mod socket;
 mod token;
@@ -41,7 +42,7 @@ use crate::date::DateCache;
 use crate::runtime::Runtime;
 use crate::timer::{Entry, TimerWheel};
 use conn::{Conn, Phase};
-use downstream::RequestLog;
+use downstream::{RequestLog, part_downstream};
 pub use ids::ClientToken;
 use ids::{Client, Waiter};
 
@@ -174,6 +175,10 @@ struct Worker {
     old_inflight: Vec<Arc<squall_cache::InFlight<crate::cache::Waiter>>>,
     /// `limits.buffer_memory_max` in bytes for this machine (0: no budget); see `budget.rs`.
     buffer_limit: usize,
+    /// Reused by `process`: the sessions fed request body bytes, driven once decoding stops.
+    fed: Vec<ids::SessionId>,
+    /// Reused by `drained`: what answers the clients of the connection that drained.
+    answering: Vec<downstream::Answering>,
 }
 
 /// Runs a worker until it has drained after a stop.
@@ -228,10 +233,12 @@ pub fn run(setup: Setup) {
         files: files::Files::default(),
         old_inflight: Vec::new(),
         buffer_limit: 0,
+        fed: Vec::new(),
+        answering: Vec::new(),
     };
-    worker.set_buffer_limit();
-    worker.rebuild_upstreams();
-    worker.start(setup.listeners);
+    worker.apply_runtime();
+    (worker.ring).poll_waker(&worker.waker, Token::waker().raw());
+    (worker.admission).add(&mut part_io!(worker), setup.listeners);
     let _ = setup.ready.send(Ok(()));
     if let Err(e) = worker.event_loop() {
         warn!(worker = worker.id, "event loop failed: {e}");
@@ -254,18 +261,11 @@ fn ring_error(e: &io::Error) -> String {
 }
 
 impl Worker {
-    /// Runs `f` on the origins with the I/O context their methods take.
-    fn with_origins<R>(&mut self, f: impl FnOnce(&mut origin::Origins, &mut Io<'_>) -> R) -> R {
-        f(&mut self.origins, &mut part_io!(self))
-    }
-
-    fn start(&mut self, listeners: Vec<(SocketAddr, OwnedFd)>) {
-        self.ring.poll_waker(&self.waker, Token::waker().raw());
-        self.admission.add(&mut part_io!(self), listeners);
-    }
-
-    /// Resolves `limits.buffer_memory_max` for this machine; worker 0 logs it.
-    fn set_buffer_limit(&mut self) {
+    /// Puts the runtime in force to work: resolves `limits.buffer_memory_max` for this
+    /// machine (worker 0 logs it), and builds this worker's upstream state from the runtime's
+    /// groups. On a reload the old pooled connections close (their group may be gone); busy
+    /// ones finish their exchange and then close instead of going back to a pool.
+    fn apply_runtime(&mut self) {
         let limit = budget::limit(&self.runtime.limits);
         if self.id == 0 && limit != self.buffer_limit {
             match limit {
@@ -278,12 +278,6 @@ impl Worker {
         }
         self.buffer_limit = limit;
         self.origins.set_buffer_limit(limit);
-    }
-
-    /// Builds this worker's upstream state from the runtime's groups. On a reload the old
-    /// pooled connections close (their group may be gone); busy ones finish their exchange
-    /// and then close instead of going back to a pool.
-    fn rebuild_upstreams(&mut self) {
         let seed = self.id as u64;
         let groups: Result<Vec<_>, _> = self
             .runtime
@@ -299,7 +293,7 @@ impl Worker {
             );
             Vec::new()
         });
-        self.with_origins(|o, io| o.replace_groups(io, groups));
+        self.origins.replace_groups(&mut part_io!(self), groups);
     }
 
     fn event_loop(&mut self) -> io::Result<()> {
@@ -320,15 +314,15 @@ impl Worker {
             if self.drain_deadline.is_none() {
                 self.admission.retry(&mut part_io!(self));
             }
-            self.with_origins(|o, io| o.expire_pools(io));
+            self.origins.expire_pools(&mut part_io!(self));
             self.wake_descriptor_waiters();
-            self.with_origins(|o, io| o.start_due_probes(io));
-            self.with_origins(|o, io| o.publish_upstream_state(io));
+            self.origins.start_due_probes(&mut part_io!(self));
+            self.origins.publish_upstream_state(&mut part_io!(self));
             self.deliver();
             self.run_ready();
             // Streams freed on HTTP/2 origins go to the exchanges queued for them, which may
             // give their clients more to do.
-            while self.with_origins(|o, io| o.run_h2_pending(io)) {
+            while self.origins.run_h2_pending(&mut part_io!(self)) {
                 self.deliver();
                 self.run_ready();
             }
@@ -384,7 +378,7 @@ impl Worker {
                 self.drive(id);
             }
         }
-        self.with_origins(|o, io| o.read_on(io));
+        self.origins.read_on(&mut part_io!(self));
     }
 
     fn wait_timeout(&self) -> Option<Duration> {
@@ -435,13 +429,15 @@ impl Worker {
                 more,
             } => match Token::from_raw(token) {
                 t if t.kind() == Kind::Origin => {
-                    self.with_origins(|o, io| o.on_origin_recv(io, t, result, more))
+                    self.origins
+                        .on_origin_recv(&mut part_io!(self), t, result, more)
                 }
                 t => self.on_recv(t, result, more),
             },
             Completion::Send { token, result, buf } => match Token::from_raw(token) {
                 t if t.kind() == Kind::Origin => {
-                    self.with_origins(|o, io| o.on_origin_send(io, t, result, buf))
+                    self.origins
+                        .on_origin_send(&mut part_io!(self), t, result, buf)
                 }
                 t => {
                     if let Some(index) = self.clients.index(t) {
@@ -452,7 +448,8 @@ impl Worker {
                 }
             },
             Completion::Connect { token, result } => {
-                self.with_origins(|o, io| o.on_origin_connect(io, Token::from_raw(token), result));
+                self.origins
+                    .on_origin_connect(&mut part_io!(self), Token::from_raw(token), result);
             }
             Completion::Close { token, .. } => match Token::from_raw(token) {
                 t if t.kind() == Kind::Client => {
@@ -536,8 +533,7 @@ impl Worker {
                         self.old_inflight.push(old.clone());
                     }
                     self.runtime = runtime;
-                    self.set_buffer_limit();
-                    self.rebuild_upstreams();
+                    self.apply_runtime();
                     self.admission.add(&mut part_io!(self), add);
                     info!(worker = self.id, "configuration reloaded");
                 }
@@ -571,7 +567,9 @@ impl Worker {
             .collect();
         for index in open {
             // Nothing for an HTTP/1.1 connection.
-            self.go_away_h2(index, false);
+            if part_downstream!(self).go_away(index, false) {
+                self.pump(index);
+            }
         }
         self.close_idle();
     }

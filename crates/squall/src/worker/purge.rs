@@ -24,6 +24,7 @@ use tracing::debug;
 
 use super::Worker;
 use super::downstream::Downstream;
+use super::downstream::part_downstream;
 use super::ids::Client;
 use crate::cache::Cache;
 use crate::cluster::fanout::Reply;
@@ -112,8 +113,7 @@ impl Worker {
                 .is_some_and(|peer| cache.purge_allowed(peer.ip()));
         if !allowed {
             counters.count_refused(StatusCode::FORBIDDEN);
-            self.downstream()
-                .answer_status(client, &head, StatusCode::FORBIDDEN);
+            part_downstream!(self).answer_status(client, &head, StatusCode::FORBIDDEN);
             return Purged::Answered;
         }
         let mode = mode(&head.headers);
@@ -123,8 +123,7 @@ impl Worker {
             Mode::Tags(tags) => cache.store.purge_tags(tags),
             Mode::Invalid(why) => {
                 debug!(worker = self.id, why, "purge refused");
-                self.downstream()
-                    .answer_status(client, &head, StatusCode::BAD_REQUEST);
+                part_downstream!(self).answer_status(client, &head, StatusCode::BAD_REQUEST);
                 return Purged::Answered;
             }
         };
@@ -136,7 +135,7 @@ impl Worker {
         if fleet {
             return Purged::Fleet(head, removed);
         }
-        self.downstream().answer_purged(client, &head, removed);
+        part_downstream!(self).answer_purged(client, &head, removed);
         Purged::Answered
     }
 }

@@ -68,7 +68,7 @@ pub(super) fn upgrade_allowed(route: &ProxyRoute, head: &RequestHead) -> bool {
 const TUNNEL_RBUF_MAX_BYTES: usize = 8 * 1024 * 1024;
 
 impl Worker {
-    /// `process_h1`'s first step: a connection whose session is a tunnel hands what it
+    /// `process`'s first step: a connection whose session is a tunnel hands what it
     /// received to the exchange. True when the connection is a tunnel's (nothing else of it is
     /// decoded).
     pub(super) fn tunnel_client(&mut self, index: usize) -> bool {

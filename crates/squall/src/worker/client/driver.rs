@@ -10,7 +10,7 @@ use squall_uring::RecvBuf;
 use tracing::debug;
 
 use super::super::conn::Phase;
-use super::super::downstream::{self, Due};
+use super::super::downstream::{self, Due, part_downstream};
 use super::super::token::{Kind, Token};
 use super::super::{Worker, part_io};
 use super::{After, SendDone};
@@ -171,7 +171,8 @@ impl Worker {
         for entry in fired.drain(..) {
             let token = Token::from_raw(entry.key);
             if token.kind() == Kind::Origin {
-                self.with_origins(|o, io| o.on_origin_timer(io, token, entry.due));
+                self.origins
+                    .on_origin_timer(&mut part_io!(self), token, entry.due);
                 continue;
             }
             if token.kind() == Kind::Session {
@@ -218,7 +219,9 @@ impl Worker {
             Due::Cut => self.close_now(index),
             Due::Later => self.update_deadline(index),
             Due::H2Timers { again } => {
-                self.h2_timers(index);
+                if part_downstream!(self).run_timers(index) {
+                    self.pump(index);
+                }
                 if again {
                     self.update_deadline(index);
                 }
@@ -230,7 +233,7 @@ impl Worker {
             {
                 // Slowloris: part of a head arrived, the rest did not come in time.
                 debug!(worker = self.id, conn = index, "request header timeout");
-                self.downstream().head_timeout(index);
+                part_downstream!(self).head_timeout(index);
                 self.flush(index);
                 self.update_deadline(index);
             }
@@ -240,7 +243,9 @@ impl Worker {
                 // its requests were not seen and may send them again. The connection closes
                 // once the GOAWAY has left (then lingers), or after the grace.
                 metrics.timeouts.inc();
-                self.go_away_h2(index, true);
+                if part_downstream!(self).go_away(index, true) {
+                    self.pump(index);
+                }
             }
             Due::Idle => {
                 // Idle keep-alive, a client that stopped reading, or the end of a linger.

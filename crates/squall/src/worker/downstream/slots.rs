@@ -34,6 +34,29 @@ pub(in crate::worker) fn sessions_of(conn: &Conn) -> Vec<SessionId> {
     }
 }
 
+/// What answers a client on a connection: a proxied request's session or a file transfer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(in crate::worker) enum Answering {
+    Session(SessionId),
+    File(FileId),
+}
+
+/// Appends to `out` everything answering a client on this connection, sessions first (an
+/// allocation-free [`sessions_of`] and [`files_of`] for the send path).
+pub(in crate::worker) fn answering(conn: &Conn, out: &mut Vec<Answering>) {
+    match &conn.proto {
+        Proto::H1(h1) => {
+            out.extend(h1.exchange.map(Answering::Session));
+            out.extend(h1.file.map(Answering::File));
+        }
+        Proto::H2(h2) => {
+            out.extend(h2.exchanges.values().copied().map(Answering::Session));
+            out.extend(h2.files.values().copied().map(Answering::File));
+        }
+        Proto::Undecided => {}
+    }
+}
+
 /// Whether a request on this connection waits on its origin (`Exchange::awaits_origin`): the
 /// connection is then not idle, whatever its protocol.
 pub(in crate::worker) fn awaits_origin(conn: &Conn, sessions: &Sessions) -> bool {

@@ -1,6 +1,7 @@
 //! Turning HTTP/2 requests into heads: targets, hosts, framing, extended CONNECT.
 
 use super::*;
+use crate::worker::tunnel::is_h2_upgrade;
 
 fn request(authority: Option<&'static str>, path: &'static str, end_stream: bool) -> Request {
     Request {
