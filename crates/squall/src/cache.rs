@@ -181,3 +181,30 @@ pub fn wake(peers: &[Peer], waiters: Vec<Waiter>) {
         }
     }
 }
+
+/// A worker's in-flight tables: the one in force, then those a reload replaced, kept until no
+/// fetch is left in them. Once per loop turn the followers of leaders whose ticket was dropped
+/// unfinished (a client gone, a session torn down) are woken, on each.
+#[derive(Default)]
+pub struct Abandoned {
+    replaced: Vec<Arc<InFlight<Waiter>>>,
+}
+
+impl Abandoned {
+    /// A reload put `new` in force: `old`, if it is another table, is watched until empty.
+    pub fn replaced(&mut self, old: &Arc<InFlight<Waiter>>, new: &Arc<InFlight<Waiter>>) {
+        if !Arc::ptr_eq(old, new) {
+            self.replaced.push(old.clone());
+        }
+    }
+
+    /// Wakes the followers of abandoned fetches, on `current` and on the replaced tables
+    /// (forgetting those now empty).
+    pub fn wake(&mut self, current: &InFlight<Waiter>, peers: &[Peer]) {
+        wake(peers, current.take_abandoned());
+        self.replaced.retain(|table| {
+            wake(peers, table.take_abandoned());
+            !table.is_empty()
+        });
+    }
+}

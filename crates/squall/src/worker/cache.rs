@@ -32,8 +32,7 @@ use http::{Method, StatusCode};
 use squall_cache::CacheKey;
 use squall_h1::RequestHead;
 use squall_proxy::ProxyRoute;
-use squall_proxy::cached::{self, Answer, Count, Fetch};
-use tracing::debug;
+use squall_proxy::cached::{self, Answer, Count};
 
 use super::Worker;
 use super::downstream;
@@ -154,64 +153,30 @@ impl Worker {
             Answer::GatewayTimeout(head) => {
                 part_downstream!(self).answer_status(client, &head, StatusCode::GATEWAY_TIMEOUT);
             }
+            // Behind the fetch of `key` that it joined as a follower, for at most
+            // `cache.coalesce_timeout`; `fetched` when that fetch is its own.
             Answer::Park { head, key, fetched } => {
-                self.park(client, head, route.clone(), key, &cache, fetched)
+                let parked = Parked {
+                    head,
+                    route: route.clone(),
+                    key,
+                    until: self.now + cache.coalesce_timeout,
+                    since: self.wall,
+                    fetched,
+                    cluster: None,
+                };
+                downstream::park(&mut self.clients.conns[client.conn()], client, parked);
+                self.update_deadline(client.conn());
             }
             Answer::Fetch(fetch) => {
-                self.start_fill(client, fetch, route.clone(), cache.clone(), None);
+                let (head, fill) = CacheFill::of(fetch, cache.clone(), None);
+                self.start_session(client, head, route.clone(), None, Some(fill));
             }
         }
         if let Some(fetch) = begun.background {
-            let Fetch { head, plan } = *fetch;
-            let fill = Box::new(CacheFill {
-                cache,
-                plan,
-                logged_method: None,
-            });
-            self.start_background_session(client, head, route, fill);
+            let (head, fill) = CacheFill::of(fetch, cache, None);
+            self.start_session(client, head, route, None, Some(fill));
         }
-    }
-
-    /// Parks `client`'s request behind the fetch of `key` that it joined as a follower, for
-    /// at most `cache.coalesce_timeout`; `fetched` when that fetch is its own.
-    fn park(
-        &mut self,
-        client: Client,
-        head: RequestHead,
-        route: Arc<ProxyRoute>,
-        key: CacheKey,
-        cache: &Cache,
-        fetched: bool,
-    ) {
-        let parked = Parked {
-            head,
-            route,
-            key,
-            until: self.now + cache.coalesce_timeout,
-            since: self.wall,
-            fetched,
-            cluster: None,
-        };
-        downstream::park(&mut self.clients.conns[client.conn()], client, parked);
-        self.update_deadline(client.conn());
-    }
-
-    /// Sends `fetch` to the origin in a session answering `client`.
-    fn start_fill(
-        &mut self,
-        client: Client,
-        fetch: Box<Fetch>,
-        route: Arc<ProxyRoute>,
-        cache: Arc<Cache>,
-        logged_method: Option<Method>,
-    ) {
-        let Fetch { head, plan } = *fetch;
-        let fill = Box::new(CacheFill {
-            cache,
-            plan,
-            logged_method,
-        });
-        self.start_session(client, head, route, None, Some(fill));
     }
 
     /// A fetch this client waited for has ended (or its wait timed out): look again, then
@@ -245,30 +210,6 @@ impl Worker {
         part_downstream!(self).resume(client);
     }
 
-    /// Wakes parked requests whose wait has run out.
-    pub(super) fn unpark_expired(&mut self, index: usize) {
-        for client in downstream::parked_due(&self.clients.conns[index], index, self.now) {
-            debug!(
-                worker = self.id,
-                conn = index,
-                "coalesce_timeout: to the origin"
-            );
-            self.unpark(client);
-        }
-    }
-
-    /// Wakes the followers of leaders whose ticket was dropped unfinished (a client gone, a
-    /// session torn down), once per loop turn, on the cache in force and on tables a reload
-    /// replaced until they are empty.
-    pub(super) fn wake_abandoned(&mut self) {
-        let woken = self.runtime.cache.inflight.take_abandoned();
-        crate::cache::wake(&self.peers, woken);
-        self.old_inflight.retain(|table| {
-            crate::cache::wake(&self.peers, table.take_abandoned());
-            !table.is_empty()
-        });
-    }
-
     /// PURGE: answered in `purge.rs` (by URL, surrogate key or prefix), except a refetch,
     /// whose fresh copy is fetched here. In a cluster, a PURGE that did not come from a peer
     /// goes to every peer too, and is answered when they have (`cluster.rs`).
@@ -283,7 +224,7 @@ impl Worker {
     ) {
         let fleet = !from_peer && self.runtime.cluster.is_some();
         let (mut head, removed, refetch) =
-            match self.purge_request(client, head, &cache, &key, from_peer, fleet) {
+            match part_downstream!(self).purge(client, head, &cache, &key, from_peer, fleet) {
                 Purged::Answered => return,
                 Purged::Refetch(head) => (head, 0, true),
                 Purged::Fleet(head, removed) => (head, removed, false),
@@ -321,7 +262,8 @@ impl Worker {
         head.headers.remove(PURGE_HEADER);
         head.headers.remove(crate::cluster::HOP);
         let fetch = cache.route(&route).fetch(head, key, None, None, self.wall);
-        self.start_fill(client, fetch, route, cache, Some(purge));
+        let (head, fill) = CacheFill::of(fetch, cache, Some(purge));
+        self.start_session(client, head, route, None, Some(fill));
     }
 }
 

@@ -26,7 +26,7 @@ use tracing::debug;
 use super::Worker;
 use super::cache::{is_purge, key_of};
 use super::conn::Conn;
-use super::downstream::part_downstream;
+use super::downstream::Downstream;
 use super::ids::Client;
 use crate::auth::{Check, Credentials, RouteAuth, Verdict};
 use crate::cache::Cache;
@@ -88,7 +88,7 @@ impl Gate<'_> {
 
     /// [`Gate::admit`] for a request that waited for its credentials' `verdict` (`None`:
     /// not verified yet); the rate limits were taken the first time.
-    fn admit_with(
+    pub(super) fn admit_with(
         &self,
         conn: &Conn,
         head: &RequestHead,
@@ -339,52 +339,41 @@ impl Worker {
             now: self.now,
         }
     }
+}
 
-    /// Hands a parked request's credentials to the verifier threads; the verdict comes back
-    /// on this worker's control channel as `Control::Verified`.
-    pub(super) fn verify_parked(&mut self, client: Client, head: RequestHead, verify: Verify) {
-        super::downstream::set_verifying(&mut self.clients.conns[client.conn()], true);
-        let token = part_downstream!(self).client_token(client);
-        let peer = self
-            .peers
-            .get(self.id)
-            .map(|p| (p.control.clone(), p.waker.clone()));
-        let Verify { auth, credentials } = verify;
-        let head = Box::new(head);
-        let done = move |verdict| {
-            if let Some((control, waker)) = peer {
-                let message = crate::worker::Control::Verified {
-                    client: token,
-                    head,
-                    verdict,
-                };
-                if control.send(message).is_ok() {
-                    waker.wake();
-                }
+/// Hands a parked request's credentials to the verifier threads; the verdict comes back on the
+/// control channel of `peer` (this worker's) as `Control::Verified`.
+pub(super) fn verify_parked(
+    down: &mut Downstream<'_>,
+    peer: Option<&crate::cache::Peer>,
+    client: Client,
+    head: RequestHead,
+    verify: Verify,
+) {
+    if let Some(conn) = down.conns.get_mut(client.conn()) {
+        super::downstream::set_verifying(conn, true);
+    }
+    let token = down.client_token(client);
+    let peer = peer.map(|p| (p.control.clone(), p.waker.clone()));
+    let Verify { auth, credentials } = verify;
+    let head = Box::new(head);
+    let done = move |verdict| {
+        if let Some((control, waker)) = peer {
+            let message = crate::worker::Control::Verified {
+                client: token,
+                head,
+                verdict,
+            };
+            if control.send(message).is_ok() {
+                waker.wake();
             }
-        };
-        crate::auth::submit(crate::auth::Job {
-            auth,
-            credentials,
-            done: Box::new(done),
-        });
-    }
-
-    /// A parked request's verdict: admitted again (routing, `allow` / `deny`), then answered
-    /// as its protocol answers any admitted request.
-    pub(super) fn verified(
-        &mut self,
-        token: super::ClientToken,
-        head: RequestHead,
-        verdict: Verdict,
-    ) {
-        let Some(index) = self.clients.index(token.token) else {
-            return;
-        };
-        let conn = &self.clients.conns[index];
-        let admission = self.gate().admit_with(conn, &head, true, Some(verdict));
-        self.resume_verified(Client::of(index, token), head, admission);
-    }
+        }
+    };
+    crate::auth::submit(crate::auth::Job {
+        auth,
+        credentials,
+        done: Box::new(done),
+    });
 }
 
 /// `Retry-After` for a wait (whole seconds, at least 1).

@@ -119,6 +119,9 @@ pub(super) enum FileNews {
     /// Transfer `id` ended: its descriptor's charge is given back (`charged`), or it leaves
     /// the queue of those waiting for one.
     Ended { id: FileId, charged: bool },
+    /// Transfer `id` began: it is charged a descriptor and opens, or it waits in the queue for
+    /// one (`open_charged` then).
+    Began(FileId),
 }
 
 impl Worker {
@@ -141,23 +144,16 @@ impl Worker {
                     let holder = Waiter::File(id);
                     (self.admission).end_descriptor(&self.runtime, holder, charged);
                 }
+                FileNews::Began(id) => {
+                    if self.admission.take_descriptor(&self.runtime) {
+                        self.files.open_charged(&mut part_io!(self), id);
+                    } else {
+                        (self.admission).wait_for_descriptor(&part_io!(self), Waiter::File(id));
+                    }
+                }
             }
         }
         result
-    }
-
-    /// Starts serving `head` from `root` for `client` (`Files::start`), charging its
-    /// descriptor or queueing it for one, unless it was answered at once.
-    pub(super) fn start_file(&mut self, client: Client, head: RequestHead, root: Arc<Root>) {
-        let Some(id) = self.with_files(|files, io, down| files.start(io, down, client, head, root))
-        else {
-            return;
-        };
-        if self.admission.take_descriptor(&self.runtime) {
-            self.with_files(|files, io, _| files.open_charged(io, id));
-        } else {
-            (self.admission).wait_for_descriptor(&part_io!(self), Waiter::File(id));
-        }
     }
 }
 
@@ -172,10 +168,10 @@ impl Files {
         (!self.news.is_empty()).then(|| self.news.remove(0))
     }
 
-    /// Starts serving `head` from `root` for `client`. Returns `None` when it was answered at
-    /// once (a refusal); else the transfer, noted on the client so that an HTTP/1.1
-    /// connection reads no further request until it ends, and waiting for the loop to charge
-    /// it a descriptor (`open_charged`).
+    /// Starts serving `head` from `root` for `client`: answered at once (a refusal), or a
+    /// transfer, noted on the client so that an HTTP/1.1 connection reads no further request
+    /// until it ends, which asks the loop to charge it a descriptor (`FileNews::Began`, then
+    /// `open_charged`).
     pub(super) fn start(
         &mut self,
         io: &mut Io<'_>,
@@ -183,18 +179,18 @@ impl Files {
         client: Client,
         head: RequestHead,
         root: Arc<Root>,
-    ) -> Option<FileId> {
+    ) {
         if let Some(status) = static_files::method_refusal(&head.method) {
             let allow = Some(("allow", &b"GET, HEAD"[..]));
             self.refuse(down, client, &head, root.id, status, allow);
-            return None;
+            return;
         }
         let target = match static_files::target(head.uri.path()) {
             Ok(target) => target,
             Err(why) => {
                 tracing::debug!(worker = io.worker, ?why, "static file path refused");
                 self.refuse(down, client, &head, root.id, StatusCode::NOT_FOUND, None);
-                return None;
+                return;
             }
         };
         self.generation = token::next_generation(self.generation);
@@ -226,7 +222,7 @@ impl Files {
         });
         let id = FileId { index, generation };
         downstream::set_file(&mut down.conns[client.conn()], client, Some(id));
-        Some(id)
+        self.news.push(FileNews::Began(id));
     }
 
     /// Opens the file of transfer `id`, waiting until now for a descriptor, now charged one;

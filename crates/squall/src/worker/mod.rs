@@ -172,7 +172,7 @@ struct Worker {
     /// Static files being served (see `files.rs`).
     files: files::Files,
     /// In-flight tables a reload replaced, drained of abandoned tickets until empty.
-    old_inflight: Vec<Arc<squall_cache::InFlight<crate::cache::Waiter>>>,
+    abandoned: crate::cache::Abandoned,
     /// `limits.buffer_memory_max` in bytes for this machine (0: no budget); see `budget.rs`.
     buffer_limit: usize,
     /// Reused by `process`: the sessions fed request body bytes, driven once decoding stops.
@@ -231,7 +231,7 @@ pub fn run(setup: Setup) {
         origins: origin::Origins::default(),
         sessions: session::Sessions::default(),
         files: files::Files::default(),
-        old_inflight: Vec::new(),
+        abandoned: crate::cache::Abandoned::default(),
         buffer_limit: 0,
         fed: Vec::new(),
         answering: Vec::new(),
@@ -326,7 +326,7 @@ impl Worker {
                 self.deliver();
                 self.run_ready();
             }
-            self.wake_abandoned();
+            (self.abandoned).wake(&self.runtime.cache.inflight, &self.peers);
             self.deliver();
             debug_assert!(self.origins.quiet());
             if let Some((at, length)) = self.stall
@@ -528,10 +528,8 @@ impl Worker {
                     }
                     self.log.routes = runtime.routes.clone();
                     self.log.real_ip = runtime.real_ip.clone();
-                    let old = &self.runtime.cache.inflight;
-                    if !Arc::ptr_eq(old, &runtime.cache.inflight) {
-                        self.old_inflight.push(old.clone());
-                    }
+                    (self.abandoned)
+                        .replaced(&self.runtime.cache.inflight, &runtime.cache.inflight);
                     self.runtime = runtime;
                     self.apply_runtime();
                     self.admission.add(&mut part_io!(self), add);
@@ -571,21 +569,7 @@ impl Worker {
                 self.pump(index);
             }
         }
-        self.close_idle();
-    }
-
-    /// Closes every open connection with no request in progress and nothing left to send.
-    fn close_idle(&mut self) {
-        let idle: Vec<usize> = self
-            .clients
-            .conns
-            .iter()
-            .filter(|(_, c)| c.phase == Phase::Open && c.is_idle())
-            .map(|(i, _)| i)
-            .collect();
-        for index in idle {
-            self.close_now(index);
-        }
+        // The idle ones close at the top of the next turn (`drain_finished`).
     }
 
     /// During a drain: true once every connection is gone, or the deadline has passed (then the
@@ -608,8 +592,14 @@ impl Worker {
             }
             return true;
         }
-        // Connections that became idle since the drain began close now.
-        self.close_idle();
+        // Connections with no request in progress and nothing left to send close now.
+        let idle: Vec<usize> = (self.clients.conns.iter())
+            .filter(|(_, c)| c.phase == Phase::Open && c.is_idle())
+            .map(|(i, _)| i)
+            .collect();
+        for index in idle {
+            self.close_now(index);
+        }
         self.clients.conns.is_empty()
     }
 }

@@ -22,9 +22,7 @@ use squall_cache::{CacheKey, SURROGATE_KEY, Tag};
 use squall_h1::RequestHead;
 use tracing::debug;
 
-use super::Worker;
 use super::downstream::Downstream;
-use super::downstream::part_downstream;
 use super::ids::Client;
 use crate::cache::Cache;
 use crate::cluster::fanout::Reply;
@@ -82,7 +80,7 @@ fn status_of(removed: usize) -> StatusCode {
     }
 }
 
-/// What [`Worker::purge_request`] did.
+/// What [`Downstream::purge`] did.
 pub(super) enum Purged {
     /// Answered (the count, or a refusal).
     Answered,
@@ -93,11 +91,11 @@ pub(super) enum Purged {
     Fleet(RequestHead, usize),
 }
 
-impl Worker {
+impl Downstream<'_> {
     /// Answers a PURGE of `key` from `cache` (the caller checked the method), unless it asks
     /// for a refetch, or `fleet` has it go to the cluster's other nodes too: see [`Purged`].
     /// A PURGE `from_peer` (with a trusted hop field) needs no `purge_allow`: its node checked.
-    pub(super) fn purge_request(
+    pub(super) fn purge(
         &mut self,
         client: Client,
         head: RequestHead,
@@ -106,14 +104,14 @@ impl Worker {
         from_peer: bool,
         fleet: bool,
     ) -> Purged {
-        let counters = self.runtime.metrics.worker(self.id);
+        let counters = self.counters;
         let allowed = from_peer
-            || self.clients.conns[client.conn()]
-                .peer
+            || (self.conns.get(client.conn()))
+                .and_then(|conn| conn.peer)
                 .is_some_and(|peer| cache.purge_allowed(peer.ip()));
         if !allowed {
             counters.count_refused(StatusCode::FORBIDDEN);
-            part_downstream!(self).answer_status(client, &head, StatusCode::FORBIDDEN);
+            self.answer_status(client, &head, StatusCode::FORBIDDEN);
             return Purged::Answered;
         }
         let mode = mode(&head.headers);
@@ -122,25 +120,23 @@ impl Worker {
             Mode::Prefix => cache.store.purge_prefix(key),
             Mode::Tags(tags) => cache.store.purge_tags(tags),
             Mode::Invalid(why) => {
-                debug!(worker = self.id, why, "purge refused");
-                part_downstream!(self).answer_status(client, &head, StatusCode::BAD_REQUEST);
+                debug!(worker = self.log.worker, why, "purge refused");
+                self.answer_status(client, &head, StatusCode::BAD_REQUEST);
                 return Purged::Answered;
             }
         };
         counters.cache_purges.add(removed as u64);
-        debug!(worker = self.id, removed, ?mode, "purge");
+        debug!(worker = self.log.worker, removed, ?mode, "purge");
         if mode == Mode::Refetch {
             return Purged::Refetch(head);
         }
         if fleet {
             return Purged::Fleet(head, removed);
         }
-        part_downstream!(self).answer_purged(client, &head, removed);
+        self.answer_purged(client, &head, removed);
         Purged::Answered
     }
-}
 
-impl Downstream<'_> {
     /// The answer to a PURGE that removed `removed` objects: the count in the body and in
     /// `X-Squall-Purged`, 404 for none.
     pub(super) fn answer_purged(&mut self, client: Client, head: &RequestHead, removed: usize) {

@@ -9,10 +9,12 @@ use tracing::debug;
 use super::conn::Phase;
 use super::downstream::heard::{Began, Deferred, Heard};
 use super::downstream::{self, Answering, part_downstream};
-use super::entry::Admission;
-use super::ids::Client;
+use super::entry::{Admission, verify_parked};
+use super::ids::{Client, ClientToken};
+use super::session::Told;
 use super::tunnel::is_h2_upgrade;
 use super::{RBUF_BLOCKED_MAX_BYTES, Worker, part_io};
+use crate::auth::Verdict;
 
 impl Worker {
     /// Reads what connection `index` received, in the protocol it speaks (chosen here if it
@@ -28,7 +30,7 @@ impl Worker {
             }
             Began::Refused => return self.close_now(index),
         }
-        if self.tunnel_client(index) {
+        if self.tunnel_client(index, false) {
             return;
         }
         while let Some(heard) = part_downstream!(self).next(index) {
@@ -129,7 +131,7 @@ impl Worker {
             } => self.complete(client, head, deferred),
             Heard::Reset { session, file } => {
                 if let Some(id) = session {
-                    self.abort_session(id);
+                    self.tell(id, Told::ClientGone);
                 }
                 if let Some(id) = file {
                     self.with_files(|files, io, down| files.gone(io, down, id));
@@ -148,7 +150,10 @@ impl Worker {
         };
         let deferred = match admission {
             Admission::Refused(status, field) => return down.refuse(client, &head, status, field),
-            Admission::Verify(verify) => return self.verify_parked(client, head, *verify),
+            Admission::Verify(verify) => {
+                let peer = self.peers.get(self.id);
+                return verify_parked(&mut down, peer, client, head, *verify);
+            }
             Admission::Forward { route, invalidate } => {
                 down.forwarding(client);
                 return self.start_session(client, head, route, invalidate, None);
@@ -168,25 +173,29 @@ impl Worker {
         match deferred {
             Deferred::Cached(route) => self.begin_cached(client, head, route),
             Deferred::Answer(route) => match super::files::files_root(&self.runtime, route) {
-                Some(root) => self.start_file(client, head, root),
+                Some(root) => {
+                    self.with_files(|files, io, down| files.start(io, down, client, head, root));
+                }
                 None => part_downstream!(self).respond(client, &head, route),
             },
         }
     }
 
-    /// A request whose password was checked goes on as any admitted request does (it had no
-    /// body), unless its connection has closed meanwhile.
-    pub(super) fn resume_verified(
-        &mut self,
-        client: Client,
-        head: RequestHead,
-        admission: Admission,
-    ) {
+    /// A parked request's verdict: admitted again (routing, `allow` / `deny`), then it goes
+    /// on as any admitted request does (it had no body), unless its connection has closed
+    /// meanwhile.
+    pub(super) fn verified(&mut self, token: ClientToken, head: RequestHead, verdict: Verdict) {
+        let Some(index) = self.clients.index(token.token) else {
+            return;
+        };
+        let conn = &self.clients.conns[index];
+        let admission = self.gate().admit_with(conn, &head, true, Some(verdict));
+        let client = Client::of(index, token);
         if !part_downstream!(self).verified(client) {
             return;
         }
         self.admitted(client, head, true, admission);
-        self.process(client.conn());
+        self.process(index);
     }
 
     /// A send completed whole: the connection produces and sends more (or, blocked on its
@@ -225,7 +234,7 @@ impl Worker {
         downstream::answering(&self.clients.conns[index], &mut answering);
         for answer in answering.drain(..) {
             match answer {
-                Answering::Session(id) => self.client_drained(id),
+                Answering::Session(id) => self.tell(id, Told::ClientDrained),
                 Answering::File(id) => {
                     self.with_files(|files, io, down| files.drained(io, down, id));
                 }

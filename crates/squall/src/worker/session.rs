@@ -55,6 +55,23 @@ pub struct CacheFill {
     pub logged_method: Option<Method>,
 }
 
+impl CacheFill {
+    /// The request `fetch` sends to the origin, and the fill its response goes into.
+    pub fn of(
+        fetch: Box<squall_proxy::cached::Fetch>,
+        cache: Arc<Cache>,
+        logged_method: Option<Method>,
+    ) -> (RequestHead, Box<CacheFill>) {
+        let squall_proxy::cached::Fetch { head, plan } = *fetch;
+        let fill = CacheFill {
+            cache,
+            plan,
+            logged_method,
+        };
+        (head, Box::new(fill))
+    }
+}
+
 /// One proxied request.
 pub struct Session {
     generation: u32,
@@ -124,6 +141,21 @@ pub(super) struct SessionIo<'a> {
     pub admission: &'a mut Admission,
     /// Every worker's control channel, to wake requests parked on a fill's ticket.
     pub peers: &'a [crate::cache::Peer],
+}
+
+/// What the loop tells a session from outside the session's own actions, besides its origin's
+/// news (`Sessions::hear`) and its client's request body (`Sessions::feed_batched`).
+pub(super) enum Told {
+    /// Its client went away (closed, or reset its stream): the exchange lets its origin go and
+    /// ends without writing anything.
+    ClientGone,
+    /// Its client has room again (a send completed, HTTP/2 output moved on): a paused origin
+    /// may be read again.
+    ClientDrained,
+    /// The exchange's deadline has come.
+    Timer,
+    /// Bytes from its tunnel's client; `eof`: the client closed its side after them.
+    TunnelData { data: bytes::Bytes, eof: bool },
 }
 
 /// An action a session cannot run itself, handed back to the loop by `Sessions::step`.
@@ -473,6 +505,26 @@ impl Sessions {
             (counters.upstream_duration).observe(cx.io.now.saturating_duration_since(started));
         }
         tunnel::count_end(&cx.io, &session.ex, session.client, session.tunnel);
+    }
+
+    /// Tells session `id` what the loop learned for it (see [`Told`]). True when the session
+    /// is to be driven now. In debug builds, the news may not arrive while the session's own
+    /// actions run, and the exchange's invariants are checked after it.
+    pub(super) fn tell(&mut self, cx: &mut SessionIo<'_>, id: SessionId, told: Told) -> bool {
+        let now = cx.io.now;
+        match told {
+            Told::ClientGone => self.abort(cx, id),
+            Told::ClientDrained => self.client_drained(cx, id),
+            Told::Timer => self.feed_batched(id, |ex| ex.on_timer(now)).is_some(),
+            Told::TunnelData { data, eof } => self
+                .feed_batched(id, |ex| {
+                    ex.on_tunnel_client_data(&data, now);
+                    if eof {
+                        ex.on_tunnel_client_eof(now);
+                    }
+                })
+                .is_some(),
+        }
     }
 
     /// The client of session `id` went away: the abandoned request is logged and the exchange

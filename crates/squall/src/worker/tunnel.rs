@@ -25,9 +25,11 @@ use squall_proxy::ProxyRoute;
 use tracing::debug;
 
 use super::Worker;
+use super::client::Clients;
 use super::conn::Phase;
 use super::downstream;
 use super::ids::SessionId;
+use super::session::{Sessions, Told};
 
 /// A fresh `Sec-WebSocket-Key` (RFC 6455 §4.1): 16 random bytes, base64. Random per process
 /// (std seeds `RandomState` from the OS) and per call; it need not be secret, only new.
@@ -68,82 +70,65 @@ pub(super) fn upgrade_allowed(route: &ProxyRoute, head: &RequestHead) -> bool {
 const TUNNEL_RBUF_MAX_BYTES: usize = 8 * 1024 * 1024;
 
 impl Worker {
-    /// `process`'s first step: a connection whose session is a tunnel hands what it
-    /// received to the exchange. True when the connection is a tunnel's (nothing else of it is
+    /// `process`'s first step, and a receive's end of stream (`eof`): a connection whose
+    /// session is a tunnel hands what it received to the exchange, at most what the exchange
+    /// has room for (the rest waits, the receive cancelled until the origin drains), and its
+    /// FIN after the rest. True when the connection is a tunnel's (nothing else of it is
     /// decoded).
-    pub(super) fn tunnel_client(&mut self, index: usize) -> bool {
-        let Some(id) = self.tunnel_of(index) else {
+    pub(super) fn tunnel_client(&mut self, index: usize, eof: bool) -> bool {
+        let Some(id) = tunnel_of(&self.clients, &self.sessions, index) else {
             return false;
         };
-        let now = self.now;
-        let room = self
-            .sessions
-            .get_mut(id)
-            .map_or(0, |s| s.ex.tunnel_client_room());
-        let conn = &mut self.clients.conns[index];
-        let data = conn.rbuf.split_to(room.min(conn.rbuf.len()));
-        // The origin's send completion (`origin_sent`) reads on from here: the client's
-        // receive is cancelled meanwhile, so what waits is bounded by what was in flight.
-        conn.blocked = !conn.rbuf.is_empty() || room == 0;
-        let blocked = conn.blocked;
-        (self.clients).pause_reads(&mut super::part_io!(self), index, blocked);
-        if self.clients.conns[index].rbuf.len() > TUNNEL_RBUF_MAX_BYTES {
-            debug!(
-                worker = self.id,
-                conn = index,
-                "tunnel client sends faster than its origin takes: closing"
-            );
-            self.runtime.metrics.worker(self.id).input_overflows.inc();
-            self.abort_session(id);
-            self.close_now(index);
+        let data = match eof {
+            true => {
+                let conn = &mut self.clients.conns[index];
+                conn.blocked = false;
+                conn.rbuf.split()
+            }
+            false => {
+                let room = (self.sessions.get(id)).map_or(0, |s| s.ex.tunnel_client_room());
+                let conn = &mut self.clients.conns[index];
+                let data = conn.rbuf.split_to(room.min(conn.rbuf.len()));
+                // The origin's send completion (`origin_sent`) reads on from here: the
+                // client's receive is cancelled meanwhile, so what waits is bounded by what
+                // was in flight.
+                conn.blocked = !conn.rbuf.is_empty() || room == 0;
+                let blocked = conn.blocked;
+                (self.clients).pause_reads(&mut super::part_io!(self), index, blocked);
+                if self.clients.conns[index].rbuf.len() > TUNNEL_RBUF_MAX_BYTES {
+                    debug!(
+                        worker = self.id,
+                        conn = index,
+                        "tunnel client sends faster than its origin takes: closing"
+                    );
+                    self.runtime.metrics.worker(self.id).input_overflows.inc();
+                    self.tell(id, Told::ClientGone);
+                    self.close_now(index);
+                    return true;
+                }
+                data
+            }
+        };
+        let data = data.freeze();
+        self.tell(id, Told::TunnelData { data, eof });
+        // Sends what the connection has, and keeps it alive (its own idle timeout does not
+        // run while the tunnel moves bytes).
+        let Some(conn) = (self.clients.conns.get_mut(index)).filter(|c| c.phase == Phase::Open)
+        else {
             return true;
-        }
-        self.feed(id, |ex| ex.on_tunnel_client_data(&data, now));
-        self.settle_tunnel_client(index);
-        true
-    }
-
-    /// The client of a tunnel closed its side: what it sent before goes on to the origin,
-    /// then the origin's write side is shut; its responses still reach the client. True when
-    /// the connection is a tunnel's.
-    pub(super) fn tunnel_client_eof(&mut self, index: usize) -> bool {
-        let Some(id) = self.tunnel_of(index) else {
-            return false;
         };
-        let now = self.now;
-        let data = self.clients.conns[index].rbuf.split();
-        self.clients.conns[index].blocked = false;
-        self.feed(id, |ex| {
-            ex.on_tunnel_client_data(&data, now);
-            ex.on_tunnel_client_eof(now);
-        });
-        self.settle_tunnel_client(index);
-        true
-    }
-
-    /// The session of connection `index`, if it is a tunnel.
-    fn tunnel_of(&mut self, index: usize) -> Option<SessionId> {
-        let conn = self.clients.conns.get(index)?;
-        let id = downstream::h1_session(conn).filter(|_| conn.phase == Phase::Open)?;
-        self.sessions
-            .get_mut(id)
-            .is_some_and(|s| s.ex.is_tunnel())
-            .then_some(id)
-    }
-
-    /// After the client's bytes moved: sends what the connection has, and keeps it alive
-    /// (its own idle timeout does not run while the tunnel moves bytes).
-    fn settle_tunnel_client(&mut self, index: usize) {
-        if self
-            .clients
-            .conns
-            .get(index)
-            .is_none_or(|c| c.phase != Phase::Open)
-        {
-            return;
-        }
-        self.clients.conns[index].last_activity = self.now;
+        conn.last_activity = self.now;
         self.flush(index);
         self.update_deadline(index);
+        true
     }
+}
+
+/// The session of client connection `index`, if it is a tunnel.
+fn tunnel_of(clients: &Clients, sessions: &Sessions, index: usize) -> Option<SessionId> {
+    let conn = clients.conns.get(index)?;
+    let id = downstream::h1_session(conn).filter(|_| conn.phase == Phase::Open)?;
+    (sessions.get(id))
+        .is_some_and(|s| s.ex.is_tunnel())
+        .then_some(id)
 }

@@ -11,9 +11,11 @@ use tracing::debug;
 
 use super::super::conn::Phase;
 use super::super::downstream::{self, Due, part_downstream};
+use super::super::session::Sessions;
+use super::super::session::Told;
 use super::super::token::{Kind, Token};
 use super::super::{Worker, part_io};
-use super::{After, SendDone};
+use super::{After, Clients, SendDone};
 
 impl Worker {
     /// Sets up a connection accepted on listener `listener` and starts reading it.
@@ -40,7 +42,7 @@ impl Worker {
         };
         self.clients.conns[index].socket.on_recv(more);
         // A tunnel's client closed its side: the tunnel runs on, the other way.
-        if matches!(result, Ok(None)) && self.tunnel_client_eof(index) {
+        if matches!(result, Ok(None)) && self.tunnel_client(index, true) {
             self.op_done_at(index);
             return;
         }
@@ -134,7 +136,7 @@ impl Worker {
     /// operations are cancelled and the close of its socket queued.
     pub(in crate::worker) fn close_now(&mut self, index: usize) {
         for id in downstream::sessions_of(&self.clients.conns[index]) {
-            self.abort_session(id);
+            self.tell(id, Told::ClientGone);
         }
         self.with_files(|files, io, down| files.gone_all(io, down, index));
         self.clients.close(&mut part_io!(self), index);
@@ -151,18 +153,9 @@ impl Worker {
 
     /// Recomputes when this connection must next be looked at, and files a timer if needed.
     pub(in crate::worker) fn update_deadline(&mut self, index: usize) {
-        let origin_wait = self.awaits_origin(index);
+        let origin_wait = awaits_origin(&self.clients, &self.sessions, index);
         self.clients
             .deadline(&mut part_io!(self), index, origin_wait);
-    }
-
-    /// A request on connection `index` waits on its origin, and the connection has nothing
-    /// unsent for its client (a client that stops reading is idle, whatever it waits for).
-    fn awaits_origin(&self, index: usize) -> bool {
-        let conn = &self.clients.conns[index];
-        conn.unsent_bytes() == 0
-            && !conn.socket.sending()
-            && downstream::awaits_origin(conn, &self.sessions)
     }
 
     pub(in crate::worker) fn expire_timers(&mut self) {
@@ -178,8 +171,7 @@ impl Worker {
             if token.kind() == Kind::Session {
                 let due = self.with_sessions(|s, cx| s.on_timer(cx, token, entry.due));
                 if let Some(id) = due {
-                    let now = self.now;
-                    self.feed(id, |ex| ex.on_timer(now));
+                    self.tell(id, Told::Timer);
                 }
                 continue;
             }
@@ -205,9 +197,17 @@ impl Worker {
 
     pub(in crate::worker) fn on_deadline(&mut self, index: usize) {
         if self.clients.conns[index].phase == Phase::Open {
-            self.unpark_expired(index);
+            // Parked requests whose wait has run out go to the origin.
+            for client in downstream::parked_due(&self.clients.conns[index], index, self.now) {
+                debug!(
+                    worker = self.id,
+                    conn = index,
+                    "coalesce_timeout: to the origin"
+                );
+                self.unpark(client);
+            }
         }
-        let origin_wait = self.awaits_origin(index);
+        let origin_wait = awaits_origin(&self.clients, &self.sessions, index);
         let conn = &mut self.clients.conns[index];
         let metrics = self.runtime.metrics.worker(self.id);
         let active = conn.last_activity + self.runtime.limits.idle_timeout > self.now;
@@ -254,4 +254,11 @@ impl Worker {
             }
         }
     }
+}
+
+/// A request on connection `index` waits on its origin, and the connection has nothing unsent
+/// for its client (a client that stops reading is idle, whatever it waits for).
+fn awaits_origin(clients: &Clients, sessions: &Sessions, index: usize) -> bool {
+    let conn = &clients.conns[index];
+    conn.unsent_bytes() == 0 && !conn.socket.sending() && downstream::awaits_origin(conn, sessions)
 }

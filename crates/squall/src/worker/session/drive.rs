@@ -5,13 +5,13 @@ use std::sync::Arc;
 
 use squall_cache::Invalidation;
 use squall_h1::RequestHead;
-use squall_proxy::{ClientInfo, ClientProtocol, Exchange, ProxyRoute};
+use squall_proxy::{ClientInfo, ClientProtocol, ProxyRoute};
 
 use super::super::downstream::{Downstream, part_downstream};
 use super::super::ids::Client;
 use super::super::ids::SessionId;
 use super::super::{Worker, part_io};
-use super::{Need, SessionIo, Sessions, Start};
+use super::{Need, SessionIo, Sessions, Start, Told};
 use crate::cache::Cache;
 use crate::worker::session::CacheFill;
 
@@ -32,7 +32,11 @@ impl Worker {
     }
 
     /// Starts a session for `head` on `route`, answering `client`, and runs its first actions
-    /// (unless its client holds its bound already: then it waits for room).
+    /// (unless its client holds its bound already: then it waits for room). A background
+    /// cache fill (the revalidation of an entry served stale meanwhile, RFC 5861 §3) answers
+    /// nobody: its exchange reads the origin's response to the end for the fill, and `client`
+    /// is only the request that started it (its address goes to the origin as the
+    /// forwarded-for one); it ends with its exchange, or with the worker.
     pub(in crate::worker) fn start_session(
         &mut self,
         client: Client,
@@ -41,8 +45,12 @@ impl Worker {
         invalidate: Option<(Arc<Cache>, Invalidation)>,
         fill: Option<Box<CacheFill>>,
     ) {
+        let background = fill.as_ref().is_some_and(|fill| fill.plan.background());
         let started = self.with_sessions(|sessions, cx| {
-            let info = client_info(&cx.down, cx.io.runtime, client, &head);
+            let mut info = client_info(&cx.down, cx.io.runtime, client, &head);
+            if background {
+                info.protocol = ClientProtocol::Http11;
+            }
             let start = Start {
                 client,
                 head,
@@ -51,51 +59,22 @@ impl Worker {
                 invalidate,
                 fill,
             };
-            sessions.start(cx, start)
+            if !background {
+                return sessions.start(cx, start);
+            }
+            let counters = cx.io.runtime.metrics.worker(cx.io.worker);
+            counters.cache_background_fetches.inc();
+            Some(sessions.open(cx, start))
         });
         if let Some(id) = started {
             self.drive(id);
         }
     }
 
-    /// Starts a session that answers nobody: a cache fill in the background (the revalidation
-    /// of an entry served stale meanwhile, RFC 5861 §3). Its exchange reads the origin's
-    /// response to the end for the fill; `client` is only the request that started it (its
-    /// address goes to the origin as the forwarded-for one). It ends with its exchange, or
-    /// with the worker.
-    pub(in crate::worker) fn start_background_session(
-        &mut self,
-        client: Client,
-        head: RequestHead,
-        route: Arc<ProxyRoute>,
-        fill: Box<CacheFill>,
-    ) {
-        debug_assert!(fill.plan.background(), "a fetch that answers nobody");
-        let id = self.with_sessions(|sessions, cx| {
-            let info = ClientInfo {
-                protocol: ClientProtocol::Http11,
-                ..client_info(&cx.down, cx.io.runtime, client, &head)
-            };
-            let start = Start {
-                client,
-                head,
-                route,
-                info,
-                invalidate: None,
-                fill: Some(fill),
-            };
-            let id = sessions.open(cx, start);
-            let counters = cx.io.runtime.metrics.worker(cx.io.worker);
-            counters.cache_background_fetches.inc();
-            id
-        });
-        self.drive(id);
-    }
-
-    /// Feeds the exchange of session `id` one event (`Sessions::feed_batched`), then runs what
-    /// it queued.
-    pub(in crate::worker) fn feed(&mut self, id: SessionId, event: impl FnOnce(&mut Exchange)) {
-        if self.sessions.feed_batched(id, event).is_some() {
+    /// Tells session `id` what the loop learned for it (`Sessions::tell`), then runs what it
+    /// queued.
+    pub(in crate::worker) fn tell(&mut self, id: SessionId, told: Told) {
+        if self.with_sessions(|sessions, cx| sessions.tell(cx, id, told)) {
             self.drive(id);
         }
     }
@@ -122,22 +101,6 @@ impl Worker {
             }
         }
         self.sessions.leave(id);
-    }
-
-    /// The client (or its HTTP/2 stream) went away mid-exchange: the exchange lets its origin
-    /// go (not reusable) and the session ends without writing anything.
-    pub(in crate::worker) fn abort_session(&mut self, id: SessionId) {
-        if self.with_sessions(|sessions, cx| sessions.abort(cx, id)) {
-            self.drive(id);
-        }
-    }
-
-    /// The client has room again (a send completed, HTTP/2 output moved on): a paused origin
-    /// may be read again.
-    pub(in crate::worker) fn client_drained(&mut self, id: SessionId) {
-        if self.with_sessions(|sessions, cx| sessions.client_drained(cx, id)) {
-            self.drive(id);
-        }
     }
 }
 
