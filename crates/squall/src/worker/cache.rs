@@ -35,6 +35,7 @@ use squall_proxy::ProxyRoute;
 use squall_proxy::cached::{self, Answer, Count};
 
 use super::Worker;
+use super::cluster::Owners;
 use super::downstream;
 use super::downstream::part_downstream;
 use super::ids::Client;
@@ -79,7 +80,14 @@ impl Worker {
             return;
         }
         let conn = &self.clients.conns[client.conn()];
-        let owners = self.owners();
+        // The choice of the key's owner reads the runtime and which peers this worker believes
+        // alive, lent for this request.
+        let owners = Owners {
+            runtime: &self.runtime,
+            origins: &self.origins,
+            now: self.now,
+            worker: self.id,
+        };
         let from_peer = owners.hop_from_peer(conn, &mut head);
         let key = key_of(&head, owners.key_scheme(conn, &head, from_peer));
         if is_purge(&head.method) {
@@ -223,7 +231,7 @@ impl Worker {
         from_peer: bool,
     ) {
         let fleet = !from_peer && self.runtime.cluster.is_some();
-        let (mut head, removed, refetch) =
+        let (head, removed, refetch) =
             match part_downstream!(self).purge(client, head, &cache, &key, from_peer, fleet) {
                 Purged::Answered => return,
                 Purged::Refetch(head) => (head, 0, true),
@@ -233,8 +241,8 @@ impl Worker {
             // A refetch is answered by its fresh copy: the peers are told, not waited for.
             match self.fan_out_purge(client, head, route, key, removed, !refetch) {
                 Some((back, route, key2)) if refetch => {
-                    head = back;
-                    return self.refetch(client, head, route, cache, key2);
+                    let (head, fill) = refetch_get(back, &route, cache, key2, self.wall);
+                    return self.start_session(client, head, route, None, Some(fill));
                 }
                 Some((back, _, _)) => {
                     part_downstream!(self).answer_purged(client, &back, removed);
@@ -245,26 +253,25 @@ impl Worker {
         } else {
             route
         };
-        self.refetch(client, head, route, cache, key)
-    }
-
-    /// Fetches a fresh copy of a purged URL now, as a GET, and answers the PURGE with it
-    /// (Tempesta's `X-Tempesta-Cache: get`).
-    fn refetch(
-        &mut self,
-        client: Client,
-        mut head: RequestHead,
-        route: Arc<ProxyRoute>,
-        cache: Arc<Cache>,
-        key: CacheKey,
-    ) {
-        let purge = std::mem::replace(&mut head.method, Method::GET);
-        head.headers.remove(PURGE_HEADER);
-        head.headers.remove(crate::cluster::HOP);
-        let fetch = cache.route(&route).fetch(head, key, None, None, self.wall);
-        let (head, fill) = CacheFill::of(fetch, cache, Some(purge));
+        let (head, fill) = refetch_get(head, &route, cache, key, self.wall);
         self.start_session(client, head, route, None, Some(fill));
     }
+}
+
+/// The GET that fetches a fresh copy of a purged URL now, and the fill that answers the PURGE
+/// with it (Tempesta's `X-Tempesta-Cache: get`), logged as the PURGE it was.
+fn refetch_get(
+    mut head: RequestHead,
+    route: &ProxyRoute,
+    cache: Arc<Cache>,
+    key: CacheKey,
+    wall: std::time::SystemTime,
+) -> (RequestHead, Box<CacheFill>) {
+    let purge = std::mem::replace(&mut head.method, Method::GET);
+    head.headers.remove(PURGE_HEADER);
+    head.headers.remove(crate::cluster::HOP);
+    let fetch = cache.route(route).fetch(head, key, None, None, wall);
+    CacheFill::of(fetch, cache, Some(purge))
 }
 
 /// Counts how a request on a cached route was found.

@@ -84,17 +84,17 @@ impl Clients {
         token.names(conn.generation).then_some(index)
     }
 
-    /// Sets up a connection accepted on the listener configured as `address` and starts
-    /// reading it; `logging` says the access log is on (it needs the peer's address). Returns
-    /// its slot, or `None` when it was refused (an untrusted PROXY protocol sender, an
-    /// address over its connection limit): dropping it closed the socket.
+    /// Sets up a connection accepted on the listener configured as `address`, starts reading
+    /// it and files its first deadline; `logging` says the access log is on (it needs the
+    /// peer's address). A connection refused (an untrusted PROXY protocol sender, an address
+    /// over its connection limit) is dropped, which closes its socket.
     pub(super) fn open(
         &mut self,
         io: &mut Io<'_>,
         fd: OwnedFd,
         address: SocketAddr,
         logging: bool,
-    ) -> Option<usize> {
+    ) {
         let (runtime, worker) = (io.runtime, io.worker);
         // Small responses go out at once: Nagle would hold a pipelined batch's tail for an ACK.
         if let Err(e) = SockRef::from(&fd).set_tcp_nodelay(true) {
@@ -138,11 +138,11 @@ impl Clients {
             {
                 debug!(worker, peer = ?conn.peer, "PROXY protocol: not a trusted balancer");
                 runtime.metrics.worker(worker).proxy_protocol_refused.inc();
-                return None; // dropping `conn` closes the socket
+                return; // dropping `conn` closes the socket
             }
             conn.proxy_header = Some(Vec::new());
         } else if !self.count(io, conn.peer, &mut conn.counted_ip) {
-            return None; // dropping `conn` closes the socket
+            return; // dropping `conn` closes the socket
         }
         let index = self.conns.insert(conn);
         // Counted from the slot's insertion to its removal (`op_done_at`), however it closes.
@@ -151,7 +151,8 @@ impl Clients {
         let conn = &mut self.conns[index];
         conn.socket.arm_recv(io.ring, token);
         runtime.metrics.worker(worker).connections_accepted.inc();
-        Some(index)
+        // A new connection waits on no origin.
+        self.deadline(io, index, false);
     }
 
     /// Counts a connection from `peer` under its address for `connections_per_ip_max`, noting

@@ -40,8 +40,8 @@ thread_local! {
 }
 
 /// What the choice of a key's owner reads: the runtime, this worker's view of its upstream
-/// groups (a peer's health), the clock and the worker's index, lent for one request
-/// (`Worker::owners`).
+/// groups (a peer's health), the clock and the worker's index, lent for one request (built
+/// where `begin_cached` lends it).
 pub(super) struct Owners<'a> {
     pub runtime: &'a Runtime,
     pub origins: &'a Origins,
@@ -160,16 +160,6 @@ impl Owners<'_> {
 }
 
 impl Worker {
-    /// What the choice of a key's owner reads, borrowed for one request.
-    pub(super) fn owners(&self) -> Owners<'_> {
-        Owners {
-            runtime: &self.runtime,
-            origins: &self.origins,
-            now: self.now,
-            worker: self.id,
-        }
-    }
-
     /// The hook of a session's error: a forward to an owner that failed before its response
     /// began is not answered but served here instead (parked, and woken at once). Whether it
     /// took the error over.

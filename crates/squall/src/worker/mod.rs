@@ -301,7 +301,12 @@ impl Worker {
             if self.drain_finished() {
                 return Ok(());
             }
-            self.ring.submit_and_wait(self.wait_timeout())?;
+            let due = [
+                self.admission.next_wake(self.now),
+                self.drain_deadline,
+                self.origins.next_probe_at(),
+            ];
+            (self.ring).submit_and_wait(Some(wait_timeout(self.now, &self.timers, due)))?;
             self.now = Instant::now();
             self.wall = SystemTime::now();
             self.date.update(self.wall);
@@ -381,29 +386,6 @@ impl Worker {
         self.origins.read_on(&mut part_io!(self));
     }
 
-    fn wait_timeout(&self) -> Option<Duration> {
-        let mut timeout = self.timers.timeout(self.now);
-        for at in [
-            self.admission.next_wake(self.now),
-            self.drain_deadline,
-            self.origins.next_probe_at(),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            let d = at
-                .saturating_duration_since(self.now)
-                .max(Duration::from_millis(1));
-            timeout = Some(timeout.map_or(d, |t| t.min(d)));
-        }
-        // The Date header must tick even on an idle worker with no timers.
-        Some(
-            timeout
-                .unwrap_or(Duration::from_secs(1))
-                .min(Duration::from_secs(1)),
-        )
-    }
-
     fn on_completion(&mut self, completion: Completion) {
         match completion {
             Completion::Accept {
@@ -419,7 +401,9 @@ impl Worker {
                     .admission
                     .accepted(io, index, result, more, room, draining)
                 {
-                    self.open_conn(fd, index);
+                    let (address, logging) =
+                        (self.admission.address(index), self.log.access.is_some());
+                    self.clients.open(&mut part_io!(self), fd, address, logging);
                     self.admission.opened(&mut part_io!(self), index, more);
                 }
             }
@@ -522,7 +506,9 @@ impl Worker {
                         for (fd, listener) in self.admission.remove(&mut part_io!(self), address) {
                             if self.drain_deadline.is_none() && self.clients.conns.len() < CONNS_MAX
                             {
-                                self.open_conn(fd, listener);
+                                let address = self.admission.address(listener);
+                                let logging = self.log.access.is_some();
+                                self.clients.open(&mut part_io!(self), fd, address, logging);
                             }
                         }
                     }
@@ -602,6 +588,22 @@ impl Worker {
         }
         self.clients.conns.is_empty()
     }
+}
+
+/// How long the ring may wait for a completion: until the first timer or the first of `due`
+/// (a listener's retry, the drain's deadline, a probe), at least a millisecond, and at most a
+/// second, since the Date header must tick even on an idle worker with no timers.
+fn wait_timeout(now: Instant, timers: &TimerWheel, due: [Option<Instant>; 3]) -> Duration {
+    let mut timeout = timers.timeout(now);
+    for at in due.into_iter().flatten() {
+        let d = at
+            .saturating_duration_since(now)
+            .max(Duration::from_millis(1));
+        timeout = Some(timeout.map_or(d, |t| t.min(d)));
+    }
+    timeout
+        .unwrap_or(Duration::from_secs(1))
+        .min(Duration::from_secs(1))
 }
 
 /// The watchdog's test hook, in debug builds only: `SQUALL_TEST_STALL_WORKER=AFTER_MS:FOR_MS`

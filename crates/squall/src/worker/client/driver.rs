@@ -4,7 +4,6 @@
 //! deadline (whether it waits on an origin is the sessions' to say) and what is due then.
 
 use std::io;
-use std::os::fd::OwnedFd;
 
 use squall_uring::RecvBuf;
 use tracing::debug;
@@ -18,16 +17,6 @@ use super::super::{Worker, part_io};
 use super::{After, Clients, SendDone};
 
 impl Worker {
-    /// Sets up a connection accepted on listener `listener` and starts reading it.
-    pub(in crate::worker) fn open_conn(&mut self, fd: OwnedFd, listener: usize) {
-        let address = self.admission.address(listener);
-        let logging = self.log.access.is_some();
-        let io = &mut part_io!(self);
-        if let Some(index) = self.clients.open(io, fd, address, logging) {
-            self.update_deadline(index);
-        }
-    }
-
     pub(in crate::worker) fn on_recv(
         &mut self,
         token: Token,
