@@ -148,11 +148,12 @@ fn request_authority(head: &RequestHead, route: &ProxyRoute, peer: Peer) -> Head
         .unwrap_or_else(|| client_authority(head))
 }
 
-/// The client's Host field, else its target's authority, else `localhost`.
+/// The client's Host field (sharing the received head's bytes: no copy), else its target's
+/// authority, else `localhost`.
 fn client_authority(head: &RequestHead) -> HeaderValue {
     head.headers
         .get(header::HOST)
-        .map(|v| v.to_header_value())
+        .map(|v| head.headers.shared_value(v))
         .or_else(|| {
             head.uri
                 .authority()

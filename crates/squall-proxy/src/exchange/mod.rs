@@ -48,6 +48,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, StatusCode};
+use smallvec::SmallVec;
 use squall_h1::{RequestHead, ResponseDecoder, ResponseEvent, ResponseLimits};
 use squall_upstream::{Outcome, RetryPolicy, ServerId, UpstreamErrorClass};
 
@@ -57,6 +58,10 @@ use crate::compress::{Compressor, Stats};
 /// The actions an exchange's queue has room for from the start: what a plain request queues
 /// between two events, so that its queue is allocated once and not grown.
 const ACTIONS_USUAL: usize = 8;
+
+/// Servers an exchange remembers having tried without allocating: as many as a request may
+/// try at all, so the list never spills to the heap.
+const TRIED_INLINE: usize = squall_upstream::ATTEMPTS_CAP as usize;
 
 /// The protocol the client speaks, which decides how the response is framed for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -305,8 +310,9 @@ pub struct Exchange {
     actions: VecDeque<Action>,
     /// The server of the current attempt; `Some` from `on_pick` until its `Report`.
     server: Option<ServerId>,
-    /// Servers picked for this request (a same-server retry adds none).
-    tried: Vec<ServerId>,
+    /// Servers picked for this request (a same-server retry adds none): inline for the usual
+    /// few, so that a request's first pick allocates nothing.
+    tried: SmallVec<[ServerId; TRIED_INLINE]>,
     /// A `Connect` was queued and its `ReleaseOrigin` not yet.
     holding_origin: bool,
     /// The current connection came from the pool.
@@ -396,7 +402,7 @@ impl Exchange {
             // one allocation per exchange instead of one and a grow.
             actions: VecDeque::with_capacity(ACTIONS_USUAL),
             server: None,
-            tried: Vec::new(),
+            tried: SmallVec::new(),
             holding_origin: false,
             reused: false,
             deadline: None,
