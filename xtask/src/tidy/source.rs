@@ -3,6 +3,10 @@
 //! - **No `.rs` file over 1,000 lines** outside tests: split a file by responsibility before it
 //!   gets there (test files, `tests.rs` modules and `tests/` folders may be longer: tables of
 //!   cases read best in one place).
+//! - **The driver's types stay small:** `Worker` has at most [`WORKER_METHODS_MAX`] methods and
+//!   every other type of the driver at most [`PART_METHODS_MAX`], counted over its inherent
+//!   `impl` blocks in every file of the driver; a part past the bound is split into sub-parts
+//!   that own their state.
 //! - **The HTTP/1.1-or-HTTP/2 decision lives in the downstream layer.** A request is answered
 //!   through one protocol-neutral interface, so that each feature is written once; a branch on
 //!   the protocol elsewhere in the binary is how the two paths once drifted apart (HTTP/2
@@ -19,6 +23,7 @@
 //! Files that broke a rule before it existed may be listed in [`LEGACY`] with the most they may
 //! have, so a rule can land before the file is split; the list may only shrink (it is empty).
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -45,6 +50,12 @@ pub const DRIVER_LINES_MAX: usize = 700;
 /// joins the parts, and what has state of its own belongs to the part that owns it (the
 /// issue "The driver in owned parts" set 40).
 pub const WORKER_METHODS_MAX: usize = 40;
+
+/// The most methods any other type of the driver may have, counted per type name over its
+/// `impl Name {` blocks in every file of the driver (trait impls aside): a part that grows past
+/// it is split by responsibility into sub-parts that own their state and methods (as `Origins`
+/// was into `Conns` and `Upstreams`), not into free functions that take the part.
+pub const PART_METHODS_MAX: usize = 60;
 
 /// The binary's source, where the protocol rule applies.
 const BINARY_SRC: &str = "crates/squall/src/";
@@ -85,6 +96,7 @@ pub fn check(root: &Path) -> Result<Vec<String>> {
     files.sort();
     let mut problems = Vec::new();
     let mut methods = 0;
+    let mut parts = BTreeMap::new();
     for file in files {
         let text = fs::read_to_string(root.join(&file))
             .with_context(|| format!("reading {}", file.display()))?;
@@ -96,9 +108,13 @@ pub fn check(root: &Path) -> Result<Vec<String>> {
             && !is_test(&file)
         {
             methods += worker_methods(&text);
+            for (name, count) in part_methods(&text) {
+                *parts.entry(name).or_default() += count;
+            }
         }
     }
     problems.extend(worker_methods_problem(methods));
+    problems.extend(part_methods_problems(&parts));
     Ok(problems)
 }
 
@@ -113,18 +129,88 @@ pub fn worker_methods(text: &str) -> usize {
         } else if inside && line == "}" {
             inside = false;
         } else if inside {
-            let rest = line.strip_prefix("    ").unwrap_or("");
-            let rest = match rest.strip_prefix("pub") {
-                Some(visible) => visible
-                    .strip_prefix(' ')
-                    .or_else(|| visible.split_once(") ").map(|(_, after)| after))
-                    .unwrap_or(visible),
-                None => rest,
-            };
-            count += usize::from(rest.starts_with("fn "));
+            count += usize::from(is_method(line));
         }
     }
     count
+}
+
+/// Whether `line` defines a method of the top-level block it is in: four spaces, an optional
+/// visibility (`pub`, `pub(super)`, `pub(in path)`), then `fn `.
+fn is_method(line: &str) -> bool {
+    let rest = line.strip_prefix("    ").unwrap_or("");
+    let rest = match rest.strip_prefix("pub") {
+        Some(visible) => visible
+            .strip_prefix(' ')
+            .or_else(|| visible.split_once(") ").map(|(_, after)| after))
+            .unwrap_or(visible),
+        None => rest,
+    };
+    rest.starts_with("fn ")
+}
+
+/// The methods defined in `text`'s inherent `impl Name {` blocks (top-level, generics
+/// allowed: `impl<'a> Gate<'a> {`), counted the way `worker_methods` counts, per type name;
+/// `Worker`, held to its own bound, and trait impls (`impl Trait for Name`) are left out.
+pub fn part_methods(text: &str) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    let mut inside: Option<&str> = None;
+    for line in text.lines() {
+        if let Some(name) = impl_name(line) {
+            inside = (name != "Worker").then_some(name);
+        } else if inside.is_some() && line == "}" {
+            inside = None;
+        } else if let Some(name) = inside
+            && is_method(line)
+        {
+            *counts.entry(name.to_owned()).or_default() += 1;
+        }
+    }
+    counts
+}
+
+/// The type an inherent `impl` block that opens on `line` is for, if one does.
+fn impl_name(line: &str) -> Option<&str> {
+    let rest = line.strip_prefix("impl")?;
+    if !line.ends_with('{') || line.contains(" for ") {
+        return None;
+    }
+    let rest = match rest.strip_prefix('<') {
+        // The block's own generics, up to the `>` that closes them.
+        Some(generics) => {
+            let mut depth = 1;
+            let end = generics.find(|c| {
+                match c {
+                    '<' => depth += 1,
+                    '>' => depth -= 1,
+                    _ => {}
+                }
+                depth == 0
+            })?;
+            &generics[end + 1..]
+        }
+        None => rest,
+    };
+    // The type's path, named by its last segment (`super::Downstream<'_>` is `Downstream`).
+    let rest = rest.strip_prefix(' ')?;
+    let end = rest
+        .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+        .unwrap_or(rest.len());
+    let name = rest[..end].rsplit("::").next()?;
+    (!name.is_empty()).then_some(name)
+}
+
+/// The problems with the driver's other types having `parts` methods each.
+fn part_methods_problems(parts: &BTreeMap<String, usize>) -> Vec<String> {
+    (parts.iter())
+        .filter(|(_, methods)| **methods > PART_METHODS_MAX)
+        .map(|(name, methods)| {
+            format!(
+                "{name} has {methods} methods, over {PART_METHODS_MAX}: split it by \
+                 responsibility into sub-parts that own their state and methods"
+            )
+        })
+        .collect()
 }
 
 /// The problem, if any, with `Worker` having `methods` methods.
@@ -288,6 +374,32 @@ mod tests {
         assert_eq!(worker_methods_problem(WORKER_METHODS_MAX), None);
         let over = worker_methods_problem(WORKER_METHODS_MAX + 1).expect("over the bound");
         assert!(over.contains("over"), "{over}");
+    }
+
+    #[test]
+    fn part_methods_are_counted_per_type_across_blocks_and_trait_impls_left_out() {
+        let text = "impl Origins {\n    fn a() {}\n    pub(in crate::worker) fn b() {}\n}\n\
+                    impl<'a> Gate<'a> {\n    pub fn c() {}\n        fn nested() {}\n}\n\
+                    impl Default for Origins {\n    fn default() -> Self {}\n}\n\
+                    impl Worker {\n    fn w() {}\n}\nfn free() {}\n\
+                    impl Origins {\n    /// doc\n    pub(super) fn d() {}\n}\n\
+                    impl<T: Into<u8>> Conns<T> {\n    fn e() {}\n}\n\
+                    impl super::Gate<'_> {\n    fn g() {}\n}\nimpl Empty {}\n";
+        let counts = part_methods(text);
+        let expected = [("Conns", 1), ("Gate", 2), ("Origins", 3)];
+        let expected: BTreeMap<String, usize> = (expected.iter())
+            .map(|(n, c)| (n.to_string(), *c))
+            .collect();
+        assert_eq!(counts, expected);
+        let at = BTreeMap::from([("Origins".to_owned(), PART_METHODS_MAX)]);
+        assert!(part_methods_problems(&at).is_empty());
+        let over = BTreeMap::from([("Origins".to_owned(), PART_METHODS_MAX + 1)]);
+        let problems = part_methods_problems(&over);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].starts_with("Origins has 61 methods"),
+            "{problems:?}"
+        );
     }
 
     #[test]

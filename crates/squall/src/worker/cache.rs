@@ -84,7 +84,7 @@ impl Worker {
         // alive, lent for this request.
         let owners = Owners {
             runtime: &self.runtime,
-            origins: &self.origins,
+            upstreams: &self.origins.upstreams,
             now: self.now,
             worker: self.id,
         };

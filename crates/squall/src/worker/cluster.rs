@@ -27,7 +27,7 @@ use super::downstream;
 use super::downstream::part_downstream;
 use super::ids::Client;
 use super::ids::SessionId;
-use super::origin::Origins;
+use super::origin::Upstreams;
 use crate::cache::Waiter;
 use crate::cluster::{self, Cluster, HOP, fanout};
 use crate::runtime::Runtime;
@@ -44,7 +44,7 @@ thread_local! {
 /// where `begin_cached` lends it).
 pub(super) struct Owners<'a> {
     pub runtime: &'a Runtime,
-    pub origins: &'a Origins,
+    pub upstreams: &'a Upstreams,
     pub now: Instant,
     pub worker: usize,
 }
@@ -115,7 +115,7 @@ impl Owners<'_> {
         let Some(upstream) = cluster.nodes.get(node).and_then(|n| n.upstream) else {
             return node == cluster.self_index;
         };
-        let Some(group) = self.origins.group(upstream) else {
+        let Some(group) = self.upstreams.group(upstream) else {
             return false;
         };
         let server = group.group.ids().next();

@@ -277,7 +277,7 @@ impl Worker {
             }
         }
         self.buffer_limit = limit;
-        self.origins.set_buffer_limit(limit);
+        self.origins.conns.set_buffer_limit(limit);
         let seed = self.id as u64;
         let groups: Result<Vec<_>, _> = self
             .runtime
@@ -304,7 +304,7 @@ impl Worker {
             let due = [
                 self.admission.next_wake(self.now),
                 self.drain_deadline,
-                self.origins.next_probe_at(),
+                self.origins.upstreams.next_probe_at(),
             ];
             (self.ring).submit_and_wait(Some(wait_timeout(self.now, &self.timers, due)))?;
             self.now = Instant::now();
@@ -322,7 +322,7 @@ impl Worker {
             self.origins.expire_pools(&mut part_io!(self));
             self.wake_descriptor_waiters();
             self.origins.start_due_probes(&mut part_io!(self));
-            self.origins.publish_upstream_state(&mut part_io!(self));
+            self.origins.upstreams.publish(&mut part_io!(self));
             self.deliver();
             self.run_ready();
             // Streams freed on HTTP/2 origins go to the exchanges queued for them, which may
@@ -442,7 +442,7 @@ impl Worker {
                         self.op_done_at(index);
                     }
                 }
-                t if t.kind() == Kind::Origin => self.origins.on_origin_close(t),
+                t if t.kind() == Kind::Origin => self.origins.conns.on_close(t),
                 _ => {}
             },
             Completion::Wake { more, .. } => {

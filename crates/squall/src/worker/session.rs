@@ -269,7 +269,7 @@ impl Sessions {
             runtime.metrics.worker(cx.io.worker).cluster_forwarded.inc();
         }
         let upstream = route.upstream;
-        let group = cx.origins.group(upstream);
+        let group = cx.origins.upstreams.group(upstream);
         // The route's timers over its group's; the read timeout is the head's by default.
         let response_timeout = (route.timeouts.response)
             .unwrap_or_else(|| group.map_or(FALLBACK_TIMEOUT, |g| g.response_timeout));
@@ -308,7 +308,7 @@ impl Sessions {
             origin: None,
             timer_due: None,
             upstream,
-            upstream_generation: cx.origins.groups_generation(),
+            upstream_generation: cx.origins.upstreams.generation(),
             tunnel: None,
             peer: client_addr,
             reply: Reply::new(x_cache),
@@ -486,7 +486,7 @@ impl Sessions {
             "a finished exchange holds no origin"
         );
         if let Some(index) = session.origin
-            && !cx.origins.is_shared(index)
+            && !cx.origins.conns.is_shared(index)
         {
             cx.origins.let_go(&mut cx.io, id, index, false);
         }

@@ -153,12 +153,12 @@ impl Origins {
     /// with session `id` waiting for its first stream.
     pub(in crate::worker) fn share(&mut self, io: &mut Io<'_>, index: usize, id: SessionId) {
         let now = io.now;
-        let upstream = self.slab[index].upstream;
+        let upstream = self.conns[index].upstream;
         let tls = (io.runtime.upstreams.get(upstream)).is_some_and(|u| u.tls.is_some());
-        let mut h2 = OriginH2::new(tls, self.upstream_events(io.runtime, upstream), now);
+        let mut h2 = OriginH2::new(tls, self.upstreams.events(io.runtime, upstream), now);
         h2.waiting.push_back(id);
-        self.slab[index].session = None;
-        self.slab[index].mux = Some(Box::new(h2));
+        self.conns[index].session = None;
+        self.conns[index].mux = Some(Box::new(h2));
         self.shared.push(index);
         self.h2_deadline(io, index);
     }
@@ -176,9 +176,9 @@ impl Origins {
         server: ServerId,
         pooled: bool,
     ) -> Option<usize> {
-        let generation = self.upstreams.generation;
+        let generation = self.upstreams.generation();
         let found = self.shared.iter().copied().find(|&index| {
-            let origin = &self.slab[index];
+            let origin = &self.conns[index];
             let Some(h2) = origin.mux.as_deref() else {
                 return false;
             };
@@ -190,7 +190,7 @@ impl Origins {
                 && h2.has_room()
         });
         let index = found?;
-        let origin = &mut self.slab[index];
+        let origin = &mut self.conns[index];
         let h2 = origin
             .mux
             .as_deref_mut()
@@ -214,8 +214,10 @@ impl Origins {
     /// exchange becomes the first stream of a shared connection.
     pub(in crate::worker) fn become_h2(&mut self, io: &mut Io<'_>, index: usize) {
         let now = io.now;
-        let counters = self.upstream_events(io.runtime, self.slab[index].upstream);
-        let origin = &mut self.slab[index];
+        let counters = self
+            .upstreams
+            .events(io.runtime, self.conns[index].upstream);
+        let origin = &mut self.conns[index];
         let mut h2 = OriginH2::new(true, counters, now);
         h2.waiting.extend(origin.session.take());
         self.h2_pending.push(index);
@@ -223,23 +225,18 @@ impl Origins {
         self.shared.push(index);
     }
 
-    /// Connection `index`'s HTTP/2 state, if it is a shared HTTP/2 connection still in the slab.
-    fn origin_h2_mut(&mut self, index: usize) -> Option<&mut OriginH2> {
-        self.slab.get_mut(index)?.mux.as_deref_mut()
-    }
-
     /// While connecting, the connection's own deadline is its connect timeout.
     fn h2_deadline(&mut self, io: &mut Io<'_>, index: usize) {
-        let origin = &self.slab[index];
-        let timeout = (self.upstreams.groups.get(origin.upstream)).map(|g| g.connect_timeout);
-        self.slab[index].deadline = timeout.map(|t| io.now + t);
-        self.arm_origin_timer(io, index);
+        let origin = &self.conns[index];
+        let timeout = (self.upstreams.group(origin.upstream)).map(|g| g.connect_timeout);
+        self.conns[index].deadline = timeout.map(|t| io.now + t);
+        self.conns.arm_timer(io, index);
     }
 
     /// The connection is up (TCP for `h2c`, the handshake for TLS): the preface goes out; the
     /// waiting exchanges get their streams once the origin's SETTINGS are in.
     pub(in crate::worker) fn h2_connected(&mut self, io: &mut Io<'_>, index: usize) {
-        let origin = &mut self.slab[index];
+        let origin = &mut self.conns[index];
         origin.deadline = None;
         let Some(h2) = origin.mux.as_deref_mut() else {
             return;
@@ -253,7 +250,7 @@ impl Origins {
     /// Only where sessions may be called (not from inside an action: see `h2_pending`).
     fn h2_dispatch(&mut self, index: usize) {
         loop {
-            let Some(h2) = self.origin_h2_mut(index) else {
+            let Some(h2) = self.conns.h2_mut(index) else {
                 return;
             };
             if !h2.ready || !h2.conn.peer_settings_received() || h2.free_streams() == 0 {
@@ -288,11 +285,11 @@ impl Origins {
     /// The connection will take no new stream (a GOAWAY): the exchanges waiting on it go to
     /// another connection to the same server.
     fn h2_requeue(&mut self, index: usize) {
-        let Some(h2) = self.origin_h2_mut(index) else {
+        let Some(h2) = self.conns.h2_mut(index) else {
             return;
         };
         let waiting = std::mem::take(&mut h2.waiting);
-        let (upstream, server) = (self.slab[index].upstream, self.slab[index].server);
+        let (upstream, server) = (self.conns[index].upstream, self.conns[index].server);
         for id in waiting {
             (self.news).tell(id, index, News::Requeue { upstream, server });
         }
@@ -309,7 +306,7 @@ impl Origins {
         head_request: bool,
     ) {
         let worker = io.worker;
-        let Some(h2) = self.origin_h2_mut(index) else {
+        let Some(h2) = self.conns.h2_mut(index) else {
             return;
         };
         let stream = h2.stream_of.get(&id).copied();
@@ -360,7 +357,7 @@ impl Origins {
         index: usize,
         n: usize,
     ) {
-        let Some(h2) = self.origin_h2_mut(index) else {
+        let Some(h2) = self.conns.h2_mut(index) else {
             return;
         };
         let stream = h2.stream_of.get(&id).copied();
@@ -375,7 +372,7 @@ impl Origins {
     /// `Action::ReleaseOrigin` of a session on connection `index`: its stream, if still open,
     /// is reset; the connection stays for the others.
     pub(in crate::worker) fn h2_release(&mut self, io: &mut Io<'_>, id: SessionId, index: usize) {
-        let Some(h2) = self.origin_h2_mut(index) else {
+        let Some(h2) = self.conns.h2_mut(index) else {
             return;
         };
         h2.waiting.retain(|w| *w != id);
@@ -397,7 +394,7 @@ impl Origins {
     /// Moves frames from the HTTP/2 state to the connection's output, while it holds less
     /// than `OUT_HIGH_BYTES`, and notes which exchanges' body bytes went with them.
     pub(in crate::worker) fn h2_flush(&mut self, io: &mut Io<'_>, index: usize) {
-        let Some(origin) = self.slab.get_mut(index) else {
+        let Some(origin) = self.conns.get_mut(index) else {
             return;
         };
         if origin.state == OriginState::Closed || !origin.mux.as_ref().is_some_and(|h| h.ready) {
@@ -429,9 +426,9 @@ impl Origins {
             *unsent > 0
         });
         for piece in pieces.drain(..) {
-            self.write_origin(io, index, piece);
+            self.conns.write(io, index, piece);
         }
-        if let Some(h2) = self.origin_h2_mut(index) {
+        if let Some(h2) = self.conns.h2_mut(index) {
             h2.pieces = pieces;
         }
     }
@@ -440,7 +437,7 @@ impl Origins {
     /// exchanges (which may take more from their clients), and more frames go out.
     pub(in crate::worker) fn h2_sent(&mut self, io: &mut Io<'_>, index: usize) {
         self.h2_flush(io, index);
-        let Some(h2) = self.origin_h2_mut(index) else {
+        let Some(h2) = self.conns.h2_mut(index) else {
             return;
         };
         for (id, n) in std::mem::take(&mut h2.left) {
@@ -451,7 +448,7 @@ impl Origins {
     /// What the origin sent (`OriginH2::take_input`): frames in, events out to the exchanges.
     pub(in crate::worker) fn h2_input(&mut self, io: &mut Io<'_>, index: usize) {
         let now = io.now;
-        let Some(h2) = self.origin_h2_mut(index) else {
+        let Some(h2) = self.conns.h2_mut(index) else {
             return;
         };
         let OriginH2 {
@@ -462,7 +459,7 @@ impl Origins {
         } = h2;
         if let Err(e) = conn.recv(rbuf, now) {
             UpstreamEvents::inc(&counters.h2_errors);
-            let address = self.slab[index].address;
+            let address = self.conns[index].address;
             debug!(worker = io.worker, %address, "origin HTTP/2: {e}");
         }
         self.h2_events(io, index);
@@ -480,7 +477,7 @@ impl Origins {
         index: usize,
         class: UpstreamErrorClass,
     ) {
-        let Some(h2) = self.origin_h2_mut(index) else {
+        let Some(h2) = self.conns.h2_mut(index) else {
             return;
         };
         let waiting = std::mem::take(&mut h2.waiting);
@@ -490,7 +487,7 @@ impl Origins {
             self.news.tell(id, index, News::ConnectFailed(class));
         }
         self.h2_events(io, index);
-        if let Some(h2) = self.origin_h2_mut(index) {
+        if let Some(h2) = self.conns.h2_mut(index) {
             // Anything still mapped heard nothing: fail it as a reset.
             let left: Vec<SessionId> = h2.streams.drain().map(|(_, id)| id).collect();
             for id in &left {
@@ -506,7 +503,7 @@ impl Origins {
     /// The connection's timer: its connect timeout, or the HTTP/2 state's own (stalls).
     pub(in crate::worker) fn h2_timer(&mut self, io: &mut Io<'_>, index: usize) {
         let now = io.now;
-        let origin = &mut self.slab[index];
+        let origin = &mut self.conns[index];
         match origin.state {
             OriginState::Connecting | OriginState::Handshaking => {
                 if origin.state == OriginState::Handshaking {
@@ -530,7 +527,7 @@ impl Origins {
     /// notes when it went idle, and files the HTTP/2 state's next deadline.
     fn h2_settle(&mut self, io: &mut Io<'_>, index: usize) {
         let now = io.now;
-        let Some(origin) = self.slab.get_mut(index) else {
+        let Some(origin) = self.conns.get_mut(index) else {
             return;
         };
         let Some(h2) = origin.mux.as_deref_mut() else {
@@ -551,7 +548,7 @@ impl Origins {
         let deadline = h2.conn.next_deadline();
         if deadline.is_some() {
             origin.deadline = deadline;
-            self.arm_origin_timer(io, index);
+            self.conns.arm_timer(io, index);
         }
     }
 
@@ -559,10 +556,10 @@ impl Origins {
     /// generation a reload replaced (once per loop turn, with the pools).
     pub(in crate::worker) fn expire_h2_origins(&mut self, io: &mut Io<'_>) {
         let now = io.now;
-        let generation = self.upstreams.generation;
+        let generation = self.upstreams.generation();
         let expired: Vec<usize> = (self.shared.iter().copied())
             .filter(|&index| {
-                let origin = &self.slab[index];
+                let origin = &self.conns[index];
                 origin
                     .mux
                     .as_deref()
@@ -573,7 +570,7 @@ impl Origins {
             })
             .collect();
         for index in expired {
-            if let Some(h2) = self.slab[index].mux.as_deref_mut() {
+            if let Some(h2) = self.conns[index].mux.as_deref_mut() {
                 h2.conn.go_away(ErrorCode::NoError);
             }
             self.h2_flush(io, index);

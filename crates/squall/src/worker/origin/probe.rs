@@ -42,64 +42,26 @@ impl Probe {
 impl Origins {
     /// Starts the probes that are due (once per loop turn).
     pub(in crate::worker) fn start_due_probes(&mut self, io: &mut Io<'_>) {
-        let now = io.now;
-        let mut due = Vec::new();
-        for (upstream, group) in self.upstreams.groups.iter_mut().enumerate() {
-            if group.group.next_check_at().is_some_and(|at| at <= now) {
-                due.extend(group.group.due_checks(now).map(|server| (upstream, server)));
-            }
-        }
-        for (upstream, server) in due {
+        for (upstream, server) in self.upstreams.due_probes(io.now) {
             self.start_probe(io, upstream, server);
         }
     }
 
-    /// Publishes this worker's view of every upstream server (up, in flight, picks, failures)
-    /// for `/metrics`, at most every `UPSTREAM_GAUGES_PERIOD`.
-    pub(in crate::worker) fn publish_upstream_state(&mut self, io: &mut Io<'_>) {
-        use std::sync::atomic::Ordering::Relaxed;
-        const UPSTREAM_GAUGES_PERIOD: std::time::Duration = std::time::Duration::from_millis(100);
-        if self.gauges_due.is_some_and(|due| io.now < due) {
-            return;
-        }
-        self.gauges_due = Some(io.now + UPSTREAM_GAUGES_PERIOD);
-        let gauges = io.runtime.upstream_gauges.clone();
-        for (group, published) in self.upstreams.groups.iter().zip(gauges.iter()) {
-            for (id, server) in group.group.ids().zip(published.servers.iter()) {
-                let up = group.group.state(id, io.now) != Some(squall_upstream::HealthState::Down);
-                let stats = group.group.stats(id);
-                let slot = |values: &[std::sync::atomic::AtomicU64], value: u64| {
-                    if let Some(v) = values.get(io.worker) {
-                        v.store(value, Relaxed);
-                    }
-                };
-                slot(&server.up, u64::from(up));
-                slot(&server.in_flight, u64::from(group.group.in_flight(id)));
-                slot(&server.picks, stats.picks);
-                slot(&server.failures, stats.failures);
-            }
-        }
-    }
-
-    /// When the next probe of any group is due, for the loop's wait.
-    pub(in crate::worker) fn next_probe_at(&self) -> Option<std::time::Instant> {
-        (self.upstreams.groups.iter())
-            .filter_map(|g| g.group.next_check_at())
-            .min()
-    }
-
     fn start_probe(&mut self, io: &mut Io<'_>, upstream: usize, server: ServerId) {
-        let group = &self.upstreams.groups[upstream];
+        let Some(group) = self.upstreams.group(upstream) else {
+            return;
+        };
+        let connect_timeout = group.connect_timeout;
         let Some(address) = group.group.address(server) else {
             return;
         };
+        let generation = self.upstreams.generation();
         let fd = match origin_socket(address) {
             Ok(fd) => fd,
             Err(e) => {
-                self.origin_socket_failed(io, Some(address), &e);
-                self.upstreams.groups[upstream]
-                    .group
-                    .record_check(server, false, io.now);
+                self.conns.socket_failed(io, Some(address), &e);
+                self.upstreams
+                    .record_check(generation, upstream, server, false, io.now);
                 return;
             }
         };
@@ -107,20 +69,22 @@ impl Origins {
             upstream,
             server,
             address,
+            generation,
         };
-        let connect_timeout = self.upstreams.groups[upstream].connect_timeout;
         let header = (io.runtime.upstreams.get(upstream))
             .and_then(|u| u.proxy_protocol)
             .map(|version| super::ProxyHeader::new(version, None));
-        let index = self.open_origin(io, fd, target, &http::Method::GET, None, header);
-        self.slab[index].deadline = Some(io.now + connect_timeout);
-        self.arm_origin_timer(io, index);
+        let index = self
+            .conns
+            .open(io, fd, target, &http::Method::GET, None, header);
+        self.conns[index].deadline = Some(io.now + connect_timeout);
+        self.conns.arm_timer(io, index);
     }
 
     /// The probe's connection is up: send the request.
     pub(in crate::worker) fn write_probe(&mut self, io: &mut Io<'_>, index: usize) {
-        let origin = &mut self.slab[index];
-        let Some(upstream) = self.upstreams.groups.get(origin.upstream) else {
+        let origin = &mut self.conns[index];
+        let Some(upstream) = self.upstreams.group(origin.upstream) else {
             self.close_origin(io, index);
             return;
         };
@@ -140,8 +104,8 @@ impl Origins {
             if let Some(probe) = origin.probe.as_mut() {
                 probe.mux = Some(conn);
             }
-            self.arm_origin_timer(io, index);
-            return self.write_origin(io, index, bytes);
+            self.conns.arm_timer(io, index);
+            return self.conns.write(io, index, bytes);
         }
         let mut out = BytesMut::new();
         out.put_slice(b"GET ");
@@ -149,14 +113,14 @@ impl Origins {
         out.put_slice(b" HTTP/1.1\r\nhost: ");
         out.put_slice(origin.address.to_string().as_bytes());
         out.put_slice(b"\r\nuser-agent: squall-health-check\r\nconnection: close\r\n\r\n");
-        self.arm_origin_timer(io, index);
-        // Through write_origin, which encrypts it for a TLS upstream.
-        self.write_origin(io, index, out.freeze());
+        self.conns.arm_timer(io, index);
+        // Through `Conns::write`, which encrypts it for a TLS upstream.
+        self.conns.write(io, index, out.freeze());
     }
 
     /// Reads the probe's answer: its status decides; the body is not waited for.
     pub(in crate::worker) fn read_probe(&mut self, io: &mut Io<'_>, index: usize, eof: bool) {
-        let Some(probe) = self.slab[index].probe.as_mut() else {
+        let Some(probe) = self.conns[index].probe.as_mut() else {
             return;
         };
         if let Some(conn) = probe.mux.as_mut() {
@@ -197,14 +161,13 @@ impl Origins {
 
     /// Records the probe's result and closes its connection.
     pub(in crate::worker) fn end_probe(&mut self, io: &mut Io<'_>, index: usize, ok: bool) {
-        let origin = &self.slab[index];
-        if origin.upstream_generation == self.upstreams.generation
-            && let Some(group) = self.upstreams.groups.get_mut(origin.upstream)
-        {
-            if !ok {
-                debug!(worker = io.worker, address = %origin.address, "health check failed");
-            }
-            group.group.record_check(origin.server, ok, io.now);
+        let origin = &self.conns[index];
+        let (generation, upstream) = (origin.upstream_generation, origin.upstream);
+        let recorded = self
+            .upstreams
+            .record_check(generation, upstream, origin.server, ok, io.now);
+        if recorded && !ok {
+            debug!(worker = io.worker, address = %origin.address, "health check failed");
         }
         self.close_origin(io, index);
     }

@@ -48,6 +48,22 @@ pub struct OriginTls {
 }
 
 impl OriginTls {
+    /// A new TLS client connection when `target`'s upstream is a TLS one, its ClientHello
+    /// appended to `out`.
+    pub fn open(io: &Io<'_>, target: &OriginTarget, out: &mut BytesMut) -> Option<Box<OriginTls>> {
+        let tls = io.runtime.upstreams.get(target.upstream)?.tls.as_ref()?;
+        let name = (tls.name(target.server.index()))
+            .unwrap_or_else(|| squall_tls::ServerName::IpAddress(target.address.ip().into()));
+        let shown = name.to_str().into_owned();
+        Some(Box::new(OriginTls {
+            conn: tls.connector.connect(name, out),
+            counters: tls.counters.clone(),
+            name: shown,
+            unsent_plain: 0,
+            in_flight_plain: 0,
+        }))
+    }
+
     /// Encrypts what the exchange (or a probe) writes into `out`.
     pub fn encrypt(&mut self, plain: &[u8], out: &mut BytesMut) -> Result<(), TlsError> {
         self.conn.write_plain(plain, out)?;
@@ -104,30 +120,9 @@ pub fn cut(origin: &mut super::Origin) {
 }
 
 impl Origins {
-    /// A new TLS client connection when `target`'s upstream is a TLS one, its ClientHello
-    /// appended to `out`.
-    pub(super) fn origin_tls(
-        &mut self,
-        io: &mut Io<'_>,
-        target: &OriginTarget,
-        out: &mut BytesMut,
-    ) -> Option<Box<OriginTls>> {
-        let tls = io.runtime.upstreams.get(target.upstream)?.tls.as_ref()?;
-        let name = (tls.name(target.server.index()))
-            .unwrap_or_else(|| squall_tls::ServerName::IpAddress(target.address.ip().into()));
-        let shown = name.to_str().into_owned();
-        Some(Box::new(OriginTls {
-            conn: tls.connector.connect(name, out),
-            counters: tls.counters.clone(),
-            name: shown,
-            unsent_plain: 0,
-            in_flight_plain: 0,
-        }))
-    }
-
     /// Ciphertext arrived on a TLS origin connection: decrypt it and hand on what it holds.
     pub(super) fn on_origin_cipher(&mut self, io: &mut Io<'_>, index: usize, buf: RecvBuf) {
-        let origin = &mut self.slab[index];
+        let origin = &mut self.conns[index];
         let Some(tls) = origin.tls.as_mut() else {
             io.ring.recycle(buf);
             return;
@@ -143,7 +138,7 @@ impl Origins {
         );
         io.ring.recycle(buf);
         // The second flight, or the alert that ends the connection.
-        self.flush_origin(io, index);
+        self.conns.flush(io, index);
         if let Err(e) = result {
             return self.origin_tls_failed(io, index, handshaking, &e);
         }
@@ -153,14 +148,14 @@ impl Origins {
         if !plain.is_empty() {
             self.origin_plain(io, index, plain);
         }
-        if closed && self.slab.contains(index) {
+        if closed && self.conns.contains(index) {
             self.origin_eof(io, index);
         }
     }
 
     /// The handshake is done: the exchange (or probe) hears "connected" now.
     fn handshake_done(&mut self, io: &mut Io<'_>, index: usize, resumed: bool) {
-        let origin = &mut self.slab[index];
+        let origin = &mut self.conns[index];
         if origin.state != OriginState::Handshaking {
             return;
         }
@@ -173,10 +168,10 @@ impl Origins {
         if origin.mux.is_none() && origin.session.is_some() && alpn_h2 {
             self.become_h2(io, index);
         }
-        if self.slab[index].mux.is_some() {
+        if self.conns[index].mux.is_some() {
             return self.h2_connected(io, index);
         }
-        let origin = &mut self.slab[index];
+        let origin = &mut self.conns[index];
         match origin.session {
             Some(id) => (self.news).tell(id, index, News::Connected { reused: false }),
             None => self.write_probe(io, index),
@@ -185,7 +180,7 @@ impl Origins {
 
     /// Decrypted bytes, as a cleartext origin's are taken in `on_origin_recv`.
     fn origin_plain(&mut self, io: &mut Io<'_>, index: usize, plain: BytesMut) {
-        let origin = &mut self.slab[index];
+        let origin = &mut self.conns[index];
         if let Some(h2) = origin.mux.as_deref_mut() {
             h2.take_input(&plain);
             return self.h2_input(io, index);
@@ -215,7 +210,7 @@ impl Origins {
             let why = HandshakeFailure::of(error);
             return self.handshake_failed(io, index, why, &error.to_string());
         }
-        let origin = &self.slab[index];
+        let origin = &self.conns[index];
         debug!(worker = io.worker, address = %origin.address, "origin tls: {error}");
         match origin.state {
             OriginState::Busy => self.origin_failed(io, index, News::Failed),
@@ -232,12 +227,12 @@ impl Origins {
         detail: &str,
     ) {
         let now = io.now;
-        let origin = &self.slab[index];
+        let origin = &self.conns[index];
         let Some(tls) = &origin.tls else {
             return;
         };
         tls.counters.handshake_failed(why);
-        let upstream = (self.upstreams.groups.get(origin.upstream)).map_or("", |g| g.group.name());
+        let upstream = self.upstreams.group_name(origin.upstream);
         if tls.counters.should_log(now, FAILURE_LOG_INTERVAL) {
             warn!(
                 worker = io.worker,
@@ -262,7 +257,7 @@ impl Origins {
     /// The connect timeout passed during the handshake: counted (the exchange's timer or the
     /// probe's does the rest).
     pub(super) fn handshake_timed_out(&mut self, io: &mut Io<'_>, index: usize) {
-        if let Some(tls) = &self.slab[index].tls {
+        if let Some(tls) = &self.conns[index].tls {
             tls.counters.handshake_failed(HandshakeFailure::Timeout);
             debug!(worker = io.worker, name = %tls.name, "origin handshake timed out");
         }

@@ -103,7 +103,7 @@ impl Sessions {
             Action::Connect { server, pooled } => self.connect(cx, id, server, pooled),
             Action::WriteOrigin(bytes) => {
                 if let Some(index) = origin {
-                    cx.origins.write_origin(&mut cx.io, index, bytes);
+                    cx.origins.conns.write(&mut cx.io, index, bytes);
                 }
             }
             Action::SendOrigin(message) => {
@@ -121,17 +121,17 @@ impl Sessions {
             }
             Action::PauseOrigin => {
                 if let Some(index) = origin {
-                    cx.origins.pause_origin(&mut cx.io, index);
+                    cx.origins.conns.pause(&mut cx.io, index);
                 }
             }
             Action::ResumeOrigin => {
                 if let Some(index) = origin {
-                    cx.origins.resume_origin(&mut cx.io, index);
+                    cx.origins.conns.resume(&mut cx.io, index);
                 }
             }
             Action::ShutdownOrigin => {
                 if let Some(index) = origin
-                    && !cx.origins.shutdown_write(index)
+                    && !cx.origins.conns.shutdown_write(index)
                 {
                     tracing::debug!(worker = cx.io.worker, "tunnel: origin shutdown failed");
                 }
@@ -147,6 +147,7 @@ impl Sessions {
                 let session = self.slab.get(id.index)?;
                 let (generation, upstream) = (session.upstream_generation, session.upstream);
                 cx.origins
+                    .upstreams
                     .report(generation, upstream, server, outcome, now);
             }
             Action::ClientBodyConsumed(n) => {

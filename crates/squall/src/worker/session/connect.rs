@@ -38,7 +38,9 @@ impl Sessions {
         let key = (cx.io.runtime.upstreams.get(session.upstream)).map(|u| {
             squall_proxy::forward::balance_key(&u.hash_key, session.ex.head(), session.peer)
         });
-        let picked = (cx.origins).pick(session.upstream, key, now, session.ex.tried());
+        let picked = (cx.origins)
+            .upstreams
+            .pick(session.upstream, key, now, session.ex.tried());
         session.ex.on_pick(picked, now);
     }
 
@@ -93,17 +95,20 @@ impl Sessions {
         let replayable =
             (self.get(id)).is_some_and(|s| squall_proxy::forward::replayable(s.ex.head()));
         while pooled
-            && let Some(ConnId(raw)) = cx.origins.checkout(&cx.io, upstream, server, replayable)
+            && let Some(ConnId(raw)) = cx
+                .origins
+                .upstreams
+                .checkout(&cx.io, upstream, server, replayable)
         {
-            let Some(index) = cx.origins.origin_index(Token::from_raw(raw)) else {
+            let Some(index) = cx.origins.conns.slot(Token::from_raw(raw)) else {
                 continue;
             };
-            if !cx.origins.take_pooled(index, id) {
+            if !cx.origins.conns.take_pooled(index, id) {
                 continue;
             }
             // Its receive may have ended while it was pooled (a pause's cancellation
             // reporting late): a busy connection must be read.
-            cx.origins.arm_origin_recv(&mut cx.io, index);
+            cx.origins.conns.arm_recv(&mut cx.io, index);
             (cx.io.runtime.metrics.worker(cx.io.worker))
                 .upstream_reuses
                 .inc();
@@ -149,11 +154,11 @@ impl Sessions {
     ) -> Option<usize> {
         let now = cx.io.now;
         let proxy_header = self.origin_proxy_header(cx, id, upstream);
-        let address = (cx.origins.group(upstream)).and_then(|g| g.group.address(server));
+        let address = (cx.origins.upstreams.group(upstream)).and_then(|g| g.group.address(server));
         let fd = address.map(origin::origin_socket);
         let Some(Ok(fd)) = fd else {
             if let Some(Err(e)) = fd {
-                cx.origins.origin_socket_failed(&mut cx.io, address, &e);
+                cx.origins.conns.socket_failed(&mut cx.io, address, &e);
             }
             if let Some(session) = self.get_mut(id) {
                 session
@@ -166,10 +171,12 @@ impl Sessions {
             upstream,
             server,
             address: address.expect("a socket was made for it"),
+            generation: cx.origins.upstreams.generation(),
         };
         let method = &http::Method::GET;
-        let index =
-            (cx.origins).open_origin(&mut cx.io, fd, target, method, Some(id), proxy_header);
+        let index = (cx.origins)
+            .conns
+            .open(&mut cx.io, fd, target, method, Some(id), proxy_header);
         (cx.io.runtime.metrics.worker(cx.io.worker))
             .upstream_connects
             .inc();
@@ -205,11 +212,11 @@ impl Sessions {
             return;
         };
         let (origin, deadline) = (session.origin, session.ex.next_deadline());
-        if origin.is_some_and(|index| cx.origins.is_shared(index)) {
+        if origin.is_some_and(|index| cx.origins.conns.is_shared(index)) {
             return self.arm_own_timer(cx, id);
         }
         if let Some(index) = origin {
-            cx.origins.set_deadline(&mut cx.io, index, deadline);
+            cx.origins.conns.set_deadline(&mut cx.io, index, deadline);
         }
     }
 

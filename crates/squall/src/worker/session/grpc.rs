@@ -29,7 +29,7 @@ impl Sessions {
             return None;
         }
         let upstream = session.upstream;
-        let name = cx.origins.group_name(upstream);
+        let name = cx.origins.upstreams.group_name(upstream);
         if status == http::StatusCode::PAYLOAD_TOO_LARGE {
             return Some(OVER_LIMIT.to_owned());
         }
@@ -59,7 +59,7 @@ impl Sessions {
             return Some(("8", OVER_LIMIT.to_owned()));
         }
         let upstream = session.upstream;
-        let name = cx.origins.group_name(upstream);
+        let name = cx.origins.upstreams.group_name(upstream);
         Some(match session.ex.failure() {
             Some(UpstreamErrorClass::ResponseTimeout) => (
                 "4",
@@ -101,7 +101,7 @@ impl Sessions {
             .is_none_or(|at| cx.io.now >= at + Duration::from_secs(60))
         {
             self.grpc_logged_at = Some(cx.io.now);
-            let name = cx.origins.group_name(upstream);
+            let name = cx.origins.upstreams.group_name(upstream);
             tracing::warn!(
                 worker = cx.io.worker,
                 upstream = name,

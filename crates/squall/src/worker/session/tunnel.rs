@@ -37,9 +37,9 @@ impl Sessions {
         }
         let (runtime, worker, now) = (cx.io.runtime, cx.io.worker, cx.io.now);
         runtime.metrics.worker(worker).tunnels.inc();
-        let generation = cx.origins.groups_generation();
+        let generation = cx.origins.upstreams.generation();
         let upstream = session.upstream(generation);
-        let events = upstream.map(|upstream| cx.origins.upstream_events(runtime, upstream));
+        let events = upstream.map(|upstream| cx.origins.upstreams.events(runtime, upstream));
         if let Some(events) = &events {
             events.tunnels.inc(worker);
         }

@@ -7,7 +7,7 @@ impl Origins {
     /// Hands every event the connection has to the exchange of its stream.
     pub(super) fn h2_events(&mut self, io: &mut Io<'_>, index: usize) {
         loop {
-            let Some(h2) = self.origin_h2_mut(index) else {
+            let Some(h2) = self.conns.h2_mut(index) else {
                 return;
             };
             let Some(event) = h2.conn.poll_event() else {
@@ -15,7 +15,7 @@ impl Origins {
             };
             let Some(stream) = event.stream_id() else {
                 UpstreamEvents::inc(&h2.counters.h2_goaways);
-                debug!(worker = io.worker, address = %self.slab[index].address, ?event, "origin GOAWAY");
+                debug!(worker = io.worker, address = %self.conns[index].address, ?event, "origin GOAWAY");
                 self.h2_requeue(index);
                 continue;
             };
@@ -53,7 +53,7 @@ impl Origins {
                         refused,
                         "origin stream reset"
                     );
-                    if let Some(h2) = self.origin_h2_mut(index) {
+                    if let Some(h2) = self.conns.h2_mut(index) {
                         h2.stream_of.remove(&id);
                         UpstreamEvents::inc(&h2.counters.h2_resets);
                     }
@@ -111,7 +111,7 @@ impl Origins {
     /// A response the proxy cannot take (a field list it cannot hold): the stream is reset
     /// and its exchange fails as for a malformed response.
     fn h2_stream_failed(&mut self, index: usize, id: SessionId, stream: StreamId) {
-        if let Some(h2) = self.origin_h2_mut(index) {
+        if let Some(h2) = self.conns.h2_mut(index) {
             h2.streams.remove(&stream);
             h2.stream_of.remove(&id);
             h2.conn.reset_stream(stream, ErrorCode::ProtocolError);
