@@ -74,11 +74,19 @@ fn round_trip(fields: &[Field]) {
     let mut encoder = Encoder::new(config);
     encoder.apply_peer_settings(4096, 1);
     let mut block = BytesMut::new();
-    encoder.encode_section(0, fields.iter().map(|f| (&f.name[..], &f.value[..], f.sensitive)), &mut block);
+    encoder.encode_section(
+        0,
+        fields
+            .iter()
+            .map(|f| (&f.name[..], &f.value[..], f.sensitive)),
+        &mut block,
+    );
     encoder.check_invariants();
     let mut decoder = Decoder::new(4096, 1);
     if let Some(stream) = encoder.take_encoder_stream() {
-        decoder.feed_encoder_stream(&stream).expect("our own encoder stream");
+        decoder
+            .feed_encoder_stream(&stream)
+            .expect("our own encoder stream");
     }
     let Ok(Section::Fields(decoded)) = decoder.decode_section(0, &block.freeze(), u64::MAX) else {
         panic!("our own section");
