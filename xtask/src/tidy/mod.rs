@@ -40,7 +40,7 @@ const INDEPENDENT_GROUPS: &[&[&str]] = &[
     &["squall-cache"],
     &["squall-upstream"],
     &["squall-h1"],
-    &["squall-h2", "squall-hpack"],
+    &["squall-h2", "squall-h3", "squall-hpack"],
     &["squall-tls"],
 ];
 
