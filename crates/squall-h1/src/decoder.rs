@@ -84,6 +84,17 @@ impl RequestDecoder {
         self.poisoned.is_none() && matches!(self.state, State::Head(_))
     }
 
+    /// After the head of a request without a body, takes the `End` the next `decode` would
+    /// give (it reads no byte), so that the caller has the request whole with its head. True
+    /// when it did; false, changing nothing, in any other state.
+    pub fn take_end(&mut self) -> bool {
+        if self.poisoned.is_some() || !matches!(self.state, State::End) {
+            return false;
+        }
+        self.state = State::Head(SectionScan::default());
+        true
+    }
+
     pub fn limits(&self) -> &Limits {
         &self.limits
     }

@@ -360,3 +360,44 @@ fn same_outcome_with_tight_limits() {
     assert_eq!(outcome.error, None);
     assert_eq!(body(&outcome), b"xyz");
 }
+
+/// `take_end` gives a bodiless request whole with its head: the pipelined request after it
+/// decodes next, split anywhere; after a head with a body, or between messages, it does
+/// nothing.
+#[test]
+fn take_end_completes_a_bodiless_request_at_its_head() {
+    let wire = b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nPOST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhiGET /c HTTP/1.1\r\nHost: x\r\n\r\n";
+    for split in 0..=wire.len() {
+        let mut decoder = RequestDecoder::new(Limits::default());
+        assert!(!decoder.take_end(), "nothing to take before a head");
+        let mut buf = BytesMut::from(&wire[..split]);
+        let mut rest = &wire[split..];
+        let (mut seen, mut received) = (Vec::new(), Vec::new());
+        loop {
+            match decoder.decode(&mut buf).expect("well-formed") {
+                Some(Event::Head(head)) => {
+                    let bodiless = head.body == BodyKind::Empty;
+                    assert_eq!(decoder.take_end(), bodiless, "{}", head.uri);
+                    assert!(!decoder.take_end(), "taken once");
+                    seen.push(format!("{} {}", head.method, head.uri));
+                    if bodiless {
+                        assert!(decoder.is_between_messages());
+                    }
+                }
+                Some(Event::Data(data)) => received.extend_from_slice(&data),
+                Some(Event::End { .. }) => seen.push("end".to_owned()),
+                None if rest.is_empty() => break,
+                None => {
+                    buf.extend_from_slice(rest);
+                    rest = &[];
+                }
+            }
+        }
+        assert_eq!(
+            seen,
+            ["GET /a", "POST /b", "end", "GET /c"],
+            "split at {split}"
+        );
+        assert_eq!(received, b"hi", "split at {split}");
+    }
+}

@@ -46,7 +46,10 @@ impl Downstream<'_> {
             match h1.decoder.decode(&mut conn.rbuf) {
                 Ok(Some(Event::Head(head))) => {
                     conn.request_started = conn.head_started.take().unwrap_or(self.now);
-                    let end = head.body == squall_h1::BodyKind::Empty;
+                    // A request without a body is whole with its head: its end is taken now,
+                    // so that it is answered at once, as an HTTP/2 stream ended with its
+                    // HEADERS is.
+                    let end = head.body == squall_h1::BodyKind::Empty && h1.decoder.take_end();
                     return Some(Heard::Head { client, head, end });
                 }
                 // A proxied request's body goes to its session, which frames it for the

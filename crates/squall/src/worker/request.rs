@@ -155,7 +155,9 @@ impl Worker {
                 return verify_parked(&mut down, peer, client, head, *verify);
             }
             Admission::Forward { route, invalidate } => {
-                down.forwarding(client);
+                if !end {
+                    down.forwarding(client);
+                }
                 return self.start_session(client, head, route, invalidate, None);
             }
             Admission::Cached(route) => Deferred::Cached(route),

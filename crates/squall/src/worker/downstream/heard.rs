@@ -120,9 +120,10 @@ impl Downstream<'_> {
         }
     }
 
-    /// Keeps an admitted request whose answer waits for its end: an HTTP/1.1 request always
-    /// (its end is the decoder's next event; `100 Continue` is said now if asked for), an
-    /// HTTP/2 one while its body arrives. Gives it back when it is to be answered now.
+    /// Keeps an admitted request whose answer waits for its end, while its body arrives
+    /// (HTTP/1.1: until the decoder's `End`, with `100 Continue` said now if asked for; HTTP/2:
+    /// until its stream ends). Gives it back when it is to be answered now (`end`: it is
+    /// whole).
     pub fn defer(
         &mut self,
         client: Client,
@@ -135,6 +136,9 @@ impl Downstream<'_> {
             (Proto::H1(h1), _, deferred) => {
                 if head.expect_continue {
                     squall_h1::encode_continue(&mut conn.out);
+                }
+                if end {
+                    return Some((head, deferred));
                 }
                 match deferred {
                     Deferred::Cached(route) => h1.cached_route = Some(route),
@@ -151,7 +155,7 @@ impl Downstream<'_> {
         }
     }
 
-    /// Notes that `client`'s request goes to a session as it arrives: an HTTP/1.1
+    /// Notes that the body of `client`'s request goes to a session as it arrives: an HTTP/1.1
     /// connection's decoder hands its body and end to the session.
     pub fn forwarding(&mut self, client: Client) {
         if let Some(h1) = (self.conns.get_mut(client.conn())).and_then(|c| c.proto.h1_mut()) {
