@@ -77,6 +77,10 @@ fn settings_pairs(settings: &Settings) -> Vec<(u64, u64)> {
     if settings.h3_datagram {
         pairs.push((setting::H3_DATAGRAM, 1));
     }
+    // A limit past what a varint carries says "as much as can be said": the largest one.
+    for (_, value) in &mut pairs {
+        *value = (*value).min(varint::VARINT_MAX);
+    }
     pairs
 }
 

@@ -31,14 +31,35 @@ pub fn encoded_len(value: u64) -> usize {
     }
 }
 
-/// Appends `value` in its shortest encoding. Panics above [`VARINT_MAX`]: every value this
-/// crate writes is bounded well below it, so a larger one is a bug of the caller's.
-pub fn encode(value: u64, out: &mut impl BufMut) {
-    match encoded_len(value) {
+/// A value above [`VARINT_MAX`], which no variable-length integer carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooLarge(pub u64);
+
+/// Appends `value` in its shortest encoding and returns its length, or refuses a value above
+/// [`VARINT_MAX`] (writing nothing).
+pub fn try_encode(value: u64, out: &mut impl BufMut) -> Result<usize, TooLarge> {
+    let len = match value {
+        0..=0x3f => 1,
+        0x40..=0x3fff => 2,
+        0x4000..=0x3fff_ffff => 4,
+        0x4000_0000..=VARINT_MAX => 8,
+        _ => return Err(TooLarge(value)),
+    };
+    match len {
         1 => out.put_u8(value as u8),
         2 => out.put_u16(0x4000 | value as u16),
         4 => out.put_u32(0x8000_0000 | value as u32),
         _ => out.put_u64(0xc000_0000_0000_0000 | value),
+    }
+    Ok(len)
+}
+
+/// Appends `value` in its shortest encoding. Every value this crate writes is bounded below
+/// [`VARINT_MAX`] (types, lengths of buffers, stream and push ids, which QUIC bounds, and
+/// setting values, clamped to it): a larger one is a bug of the caller's, and panics.
+pub fn encode(value: u64, out: &mut impl BufMut) {
+    if let Err(TooLarge(value)) = try_encode(value, out) {
+        panic!("{value} does not fit a QUIC variable-length integer");
     }
 }
 
@@ -125,9 +146,16 @@ mod tests {
     }
 
     #[test]
-    #[should_panic(expected = "does not fit")]
-    fn encoding_past_the_maximum_panics() {
-        enc(VARINT_MAX + 1);
+    fn a_value_past_the_maximum_is_refused_and_nothing_written() {
+        let mut out = Vec::new();
+        assert_eq!(
+            try_encode(VARINT_MAX + 1, &mut out),
+            Err(TooLarge(VARINT_MAX + 1))
+        );
+        assert_eq!(try_encode(u64::MAX, &mut out), Err(TooLarge(u64::MAX)));
+        assert!(out.is_empty());
+        assert_eq!(try_encode(VARINT_MAX, &mut out), Ok(8));
+        assert_eq!(decode(&out), Some((VARINT_MAX, 8)));
     }
 
     #[test]

@@ -362,3 +362,23 @@ fn an_error_sticks() {
     assert_eq!(decoder.decode(&mut more), Err(error));
     assert_eq!(decoder.finish(), Err(error));
 }
+
+/// A configured limit past what a varint carries is sent as the largest one, not a panic.
+#[test]
+fn a_setting_past_the_varint_maximum_is_sent_as_the_maximum() {
+    let settings = Settings {
+        qpack_max_table_capacity: u64::MAX,
+        max_field_section_size: Some(u64::MAX),
+        ..Settings::default()
+    };
+    let bytes = encode(&[Frame::Settings(settings)]);
+    let clamped = Settings {
+        qpack_max_table_capacity: varint::VARINT_MAX,
+        max_field_section_size: Some(varint::VARINT_MAX),
+        ..Settings::default()
+    };
+    assert_eq!(
+        feed_every_split(control, &bytes, false).frames,
+        [Frame::Settings(clamped)]
+    );
+}

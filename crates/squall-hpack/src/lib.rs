@@ -62,7 +62,7 @@ mod static_table;
 use bytes::Bytes;
 
 pub use decoder::{Decoder, FieldSpan};
-pub use encoder::policy::Indexing;
+pub use encoder::policy::{Decision, Indexing, decide};
 pub use encoder::{Encoder, EncoderConfig, encode_static};
 pub use error::DecodeError;
 pub use integer::INTEGER_MAX;

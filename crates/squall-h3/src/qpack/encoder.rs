@@ -28,10 +28,10 @@ use bytes::{Bytes, BytesMut};
 
 use super::field_line::{FieldLine, SectionPrefix};
 use super::instruction::{DecoderInstruction, EncoderInstruction, TableRef};
-use super::policy::{Decision, Indexing, decide};
 use super::static_table::{self, StaticMatch};
 use super::table::DynamicTable;
 use super::{QpackError, entry_size, max_entries};
+use squall_hpack::{Decision, Indexing, decide};
 
 /// How the encoder behaves; see the module documentation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -215,13 +215,9 @@ impl Encoder {
 
     /// The representation of one field, inserting it first if the policy and table allow.
     fn line(&mut self, name: &[u8], value: &[u8], sensitive: bool, refs: &mut Refs) -> FieldLine {
-        let decision = decide(
-            self.config.indexing,
-            name,
-            value,
-            sensitive,
-            self.table.capacity(),
-        );
+        // squall-hpack's policy: the same fields are worth a table entry in QPACK.
+        let capacity = usize::try_from(self.table.capacity()).unwrap_or(usize::MAX);
+        let decision = decide(self.config.indexing, name, value, sensitive, capacity);
         let never_index = decision == Decision::NeverIndex;
         let static_match = static_table::find(name, value);
         if !never_index {

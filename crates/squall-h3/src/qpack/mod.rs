@@ -29,7 +29,6 @@ mod decoder;
 mod encoder;
 mod field_line;
 mod instruction;
-mod policy;
 mod prefix;
 mod static_table;
 mod table;
@@ -38,9 +37,9 @@ pub use decoder::{Decoder, Section};
 pub use encoder::{Encoder, EncoderConfig};
 pub use field_line::{FieldLine, SectionPrefix};
 pub use instruction::{DecoderInstruction, EncoderInstruction, TableRef};
-pub use policy::Indexing;
 pub use prefix::INTEGER_MAX;
 pub use squall_hpack::Field;
+pub use squall_hpack::Indexing;
 pub use static_table::STATIC_TABLE_LEN;
 
 use crate::ErrorCode;

@@ -1,4 +1,5 @@
-//! Which fields the encoder adds to the dynamic table (RFC 7541 §6.2 leaves it to us).
+//! Which fields the encoder adds to the dynamic table (RFC 7541 §6.2 leaves it to us). The
+//! QPACK encoder of squall-h3 asks the same [`decide`]: the same fields pay off there.
 //!
 //! Indexing a field costs a table slot and evicts older entries; it pays off only when the
 //! same name *and value* come again on the connection. The default, [`Indexing::Selective`],
@@ -35,9 +36,10 @@ pub enum Indexing {
     All,
 }
 
-/// The representation chosen for a field that is not sent as an index.
+/// The representation chosen for a field that is not sent as an index (QPACK's encoder,
+/// squall-h3's, makes the same choice: insert, literal, or literal with the N bit).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Decision {
+pub enum Decision {
     /// Literal with incremental indexing (§6.2.1).
     Index,
     /// Literal without indexing (§6.2.2).
@@ -66,7 +68,7 @@ const VOLATILE_NAMES: &[&[u8]] = &[
 ];
 
 /// Decides how to send `name: value` when the tables have no exact match for it.
-pub(crate) fn decide(
+pub fn decide(
     indexing: Indexing,
     name: &[u8],
     value: &[u8],

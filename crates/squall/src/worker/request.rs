@@ -88,21 +88,15 @@ impl Worker {
                 let Some(session) = self.sessions.get(id) else {
                     return true;
                 };
+                if is_h2_upgrade(session.ex.head()) && !session.ex.is_tunnel() {
+                    // An HTTP/2 tunnel's bytes: kept until the origin said yes.
+                    part_downstream!(self).keep_early(client, data, end);
+                    return true;
+                }
                 self.fed.push(id);
                 if is_h2_upgrade(session.ex.head()) {
-                    // An HTTP/2 tunnel's bytes: kept until the origin said yes.
-                    if !session.ex.is_tunnel() {
-                        self.fed.pop();
-                        part_downstream!(self).keep_early(client, data, end);
-                        return true;
-                    }
-                    let now = self.now;
-                    self.sessions.feed_batched(id, |ex| {
-                        ex.on_tunnel_client_data(&data, now);
-                        if end {
-                            ex.on_tunnel_client_eof(now);
-                        }
-                    });
+                    let told = Told::TunnelData { data, eof: end };
+                    self.with_sessions(|sessions, cx| sessions.tell(cx, id, told));
                     return true;
                 }
                 let room = self.sessions.feed_batched(id, |ex| {
