@@ -90,6 +90,62 @@ pub struct Config {
     pub cluster: Option<crate::Cluster>,
     /// `[tls]`: settings of every TLS listener beyond their certificates.
     pub tls: TlsOptions,
+    /// `[quic]`: settings of every listener that serves HTTP/3.
+    pub quic: Quic,
+}
+
+/// When a QUIC listener asks a new client to prove its address with a Retry packet (RFC 9000
+/// §8.1) before it spends a handshake on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuicRetry {
+    /// Only while more handshakes are in progress than `Quic::handshakes_max` (a flood of
+    /// Initial packets from spoofed addresses): one round trip more for new clients then.
+    Load,
+    /// Every new connection: one round trip more for all, no amplification ever.
+    Always,
+    /// Never: the amplification limit (3x what the client sent, RFC 9000 §8) still holds.
+    Never,
+}
+
+/// The `[quic]` section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quic {
+    pub retry: QuicRetry,
+    /// Handshakes in progress per worker beyond which `retry = "load"` sends Retry.
+    pub handshakes_max: u32,
+    /// 0-RTT (TLS early data) accepted on resumed connections; requests in it with an unsafe
+    /// method are answered `425 Too Early` (RFC 8470).
+    pub early_data: bool,
+    /// Concurrent request streams per connection (QUIC's initial_max_streams_bidi).
+    pub streams_max: u32,
+    /// Receive window of one request body, in bytes.
+    pub stream_window: u64,
+    /// Receive window of a whole connection, in bytes.
+    pub connection_window: u64,
+    /// How long a client may remember the `Alt-Svc` advertisement added to HTTP/1.1 and
+    /// HTTP/2 responses of an h3 listener's port (`ma`); zero: no `Alt-Svc` field.
+    pub alt_svc_max_age: Duration,
+    /// Send several packets in one system call (UDP generic segmentation offload), where the
+    /// kernel supports it.
+    pub gso: bool,
+    /// Receive several packets in one buffer (UDP generic receive offload).
+    pub gro: bool,
+}
+
+impl Default for Quic {
+    fn default() -> Self {
+        Quic {
+            retry: QuicRetry::Load,
+            handshakes_max: 1000,
+            early_data: false,
+            streams_max: 128,
+            stream_window: 1024 * 1024,
+            connection_window: 16 * 1024 * 1024,
+            alt_svc_max_age: Duration::from_secs(86_400),
+            gso: true,
+            gro: true,
+        }
+    }
 }
 
 /// The `[tls]` section.
@@ -294,6 +350,9 @@ pub enum Protocol {
     H2c,
     /// HTTP/2 over TLS, chosen by ALPN (RFC 9113 §3.2).
     H2,
+    /// HTTP/3 over QUIC (RFC 9114, RFC 9000): UDP on the listener's port number, with the
+    /// listener's certificates (ALPN `h3`, TLS 1.3 inside QUIC). Needs `tls`.
+    H3,
 }
 
 impl Protocol {
@@ -303,16 +362,23 @@ impl Protocol {
             Protocol::Http1 => "http1",
             Protocol::H2c => "h2c",
             Protocol::H2 => "h2",
+            Protocol::H3 => "h3",
         }
     }
 
-    /// The ALPN protocol ID to offer for it on a TLS listener (RFC 7301); h2c has none.
+    /// The ALPN protocol ID to offer for it on a TLS listener's TCP connections (RFC 7301);
+    /// h2c has none, and h3 is offered only inside QUIC, never on TCP.
     pub fn alpn_id(self) -> Option<&'static [u8]> {
         match self {
             Protocol::Http1 => Some(b"http/1.1"),
             Protocol::H2 => Some(b"h2"),
-            Protocol::H2c => None,
+            Protocol::H2c | Protocol::H3 => None,
         }
+    }
+
+    /// True for the protocols carried over TCP (all but HTTP/3).
+    pub fn is_tcp(self) -> bool {
+        self != Protocol::H3
     }
 
     /// What a listener speaks when `protocols` is absent.

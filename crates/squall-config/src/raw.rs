@@ -44,6 +44,22 @@ pub(crate) struct RawConfig {
     pub vhost: Vec<Spanned<RawVhost>>,
     pub cluster: Option<Spanned<RawCluster>>,
     pub tls: Option<Spanned<RawTls>>,
+    pub quic: Option<Spanned<RawQuic>>,
+}
+
+/// `[quic]`: settings of every listener that serves HTTP/3.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawQuic {
+    pub retry: Option<Str>,
+    pub handshakes_max: Option<Int>,
+    pub early_data: Option<Spanned<bool>>,
+    pub streams_max: Option<Int>,
+    pub stream_window: Option<Val>,
+    pub connection_window: Option<Val>,
+    pub alt_svc_max_age: Option<Val>,
+    pub gso: Option<Spanned<bool>>,
+    pub gro: Option<Spanned<bool>>,
 }
 
 /// `[tls]`: TLS settings shared by every TLS listener.

@@ -71,11 +71,11 @@ fn unknown_keys() {
         ),
         (
             "[serverz]\n",
-            "test.toml:1:2: unknown section [serverz]; expected one of \"server\", \"admin\", \"log\", \"listen\", \"certificate\", \"limits\", \"cache\", \"upstream\", \"vhost\", \"cluster\", \"tls\"",
+            "test.toml:1:2: unknown section [serverz]; expected one of \"server\", \"admin\", \"log\", \"listen\", \"certificate\", \"limits\", \"cache\", \"upstream\", \"vhost\", \"cluster\", \"tls\", \"quic\"",
         ),
         (
             "colour = 1\n[server]\n",
-            "test.toml:1:1: unknown key \"colour\" at the top level; expected one of \"server\", \"admin\", \"log\", \"listen\", \"certificate\", \"limits\", \"cache\", \"upstream\", \"vhost\", \"cluster\", \"tls\"",
+            "test.toml:1:1: unknown key \"colour\" at the top level; expected one of \"server\", \"admin\", \"log\", \"listen\", \"certificate\", \"limits\", \"cache\", \"upstream\", \"vhost\", \"cluster\", \"tls\", \"quic\"",
         ),
         (
             "[[upstream]]\nname = \"a\"\nservers = [{ address = \"127.0.0.1:1\", wieght = 2 }]\n",
@@ -244,7 +244,31 @@ fn listeners() {
         ),
         (
             "[[listen]]\naddress = \"127.0.0.1:80\"\nprotocols = [\"http1\", \"h3\"]\n",
-            "test.toml:3:23: unknown protocol \"h3\": use http1, h2c or h2",
+            "test.toml:3:23: \"h3\" needs tls = true: HTTP/3 runs over QUIC, which is always encrypted",
+        ),
+        (
+            "[[listen]]\naddress = \"127.0.0.1:80\"\nprotocols = [\"http1\", \"h4\"]\n",
+            "test.toml:3:23: unknown protocol \"h4\": use http1, h2c, h2 or h3",
+        ),
+        (
+            "[[certificate]]\nhosts = [\"a.test\"]\nself_signed = true\n[[listen]]\naddress = \"127.0.0.1:443\"\ntls = true\nprotocols = [\"h2\", \"h3\"]\nproxy_protocol = true\nproxy_protocol_from = [\"10.0.0.0/8\"]\n",
+            "test.toml:8:18: proxy_protocol is a header on TCP connections; \"h3\" (QUIC over UDP) has none: serve h3 on a listener of its own",
+        ),
+        (
+            "[quic]\nretry = \"sometimes\"\n",
+            "test.toml:2:9: retry: unknown value \"sometimes\": use load, always or never",
+        ),
+        (
+            "[quic]\nstreams_max = 0\n",
+            "test.toml:2:15: streams_max must be from 1 to 1048576, not 0",
+        ),
+        (
+            "[quic]\nstream_window = \"0\"\n",
+            "test.toml:2:17: stream_window must be more than 0",
+        ),
+        (
+            "[quic]\nhandshake = 3\n",
+            "test.toml:2:1: unknown key \"handshake\" in [quic]; expected one of \"retry\", \"handshakes_max\", \"early_data\", \"streams_max\", \"stream_window\", \"connection_window\", \"alt_svc_max_age\", \"gso\", \"gro\"",
         ),
         (
             "[[listen]]\naddress = \"127.0.0.1:80\"\nprotocols = [\"http1\", \"http1\"]\n",
@@ -252,7 +276,7 @@ fn listeners() {
         ),
         (
             "[[listen]]\naddress = \"127.0.0.1:80\"\nprotocols = []\n",
-            "test.toml:3:13: protocols is empty: list at least one of http1, h2c, h2",
+            "test.toml:3:13: protocols is empty: list at least one of http1, h2c, h2, h3",
         ),
     ]);
 }

@@ -145,6 +145,7 @@ fn contract_example_parses() {
         }],
         cluster: None,
         tls: Default::default(),
+        quic: Quic::default(),
     };
     assert_eq!(config, expected);
 }
@@ -201,6 +202,7 @@ fn defaults_of_a_minimal_file() {
         vhost: Vec::new(),
         cluster: None,
         tls: Default::default(),
+        quic: Quic::default(),
     };
     assert_eq!(config, expected);
 }
@@ -697,6 +699,58 @@ fn buffer_memory_max_is_auto_or_a_size() {
     assert_eq!(BufferMemory::Auto.resolve(64 << 30), BUFFER_MEMORY_AUTO_MAX);
     assert_eq!(BufferMemory::Auto.resolve(0), 1);
     assert_eq!(BufferMemory::Bytes(0).resolve(64 << 30), 0);
+}
+
+/// `h3` on a TLS listener, and `[quic]` with every key; absent, `[quic]` is its defaults.
+#[test]
+fn h3_listener_and_quic_section() {
+    let text = r#"
+[[certificate]]
+hosts = ["a.test"]
+self_signed = true
+
+[[listen]]
+address = "127.0.0.1:8443"
+tls = true
+protocols = ["h3", "h2", "http1"]
+
+[quic]
+retry = "always"
+handshakes_max = 50
+early_data = true
+streams_max = 64
+stream_window = "256KiB"
+connection_window = "4MiB"
+alt_svc_max_age = "1h"
+gso = false
+gro = false
+"#;
+    let config = parse(text, "quic.toml").unwrap();
+    let listen = &config.listen[0];
+    assert_eq!(
+        listen.protocols,
+        vec![Protocol::H3, Protocol::H2, Protocol::Http1]
+    );
+    assert!(!Protocol::H3.is_tcp() && Protocol::H2.is_tcp());
+    assert_eq!(Protocol::H3.alpn_id(), None, "h3 is never offered on TCP");
+    assert_eq!(
+        config.quic,
+        Quic {
+            retry: QuicRetry::Always,
+            handshakes_max: 50,
+            early_data: true,
+            streams_max: 64,
+            stream_window: 256 * 1024,
+            connection_window: 4 << 20,
+            alt_svc_max_age: secs(3600),
+            gso: false,
+            gro: false,
+        }
+    );
+    let plain = parse("[[listen]]\naddress = \"[::1]:80\"\n", "min.toml").unwrap();
+    assert_eq!(plain.quic, Quic::default());
+    assert_eq!(Quic::default().retry, QuicRetry::Load);
+    assert!(!Quic::default().early_data, "0-RTT is off unless asked for");
 }
 
 /// `allow` / `deny`: the most specific network decides, a tie is a deny, and a client in no

@@ -88,8 +88,10 @@ mod unbuffered;
 pub use client::{CLIENT_SESSIONS_MAX, ClientSpec, Connector, TlsClientConn, server_name};
 pub use conn::{Engine, TlsConn, TlsVersion};
 pub use error::{CertField, ErrorKind, Fault, TlsError, Warning, WarningKind};
+/// The rustls this crate builds on, for the QUIC transport that takes its server config.
+pub use rustls;
 pub use rustls_pki_types::ServerName;
-pub use store::{Acceptor, CertSpec, KeySource, SESSION_CACHE_ENTRIES_MAX, TlsStore};
+pub use store::{Acceptor, CertSpec, H3_ALPN, KeySource, SESSION_CACHE_ENTRIES_MAX, TlsStore};
 pub use ticket::{
     TICKET_KEY_BYTES, TICKET_KEYS_MAX, TICKET_LIFETIME_SECS, TicketKeyError, TicketKeys,
 };

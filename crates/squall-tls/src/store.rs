@@ -60,6 +60,9 @@ pub struct CertSpec {
     pub source: KeySource,
 }
 
+/// The ALPN id of HTTP/3 (RFC 9114 §3.1), offered only inside QUIC.
+pub const H3_ALPN: &[u8] = b"h3";
+
 /// The most TLS 1.2 sessions remembered for session-id resumption, across all workers.
 /// A session is a few hundred bytes, so this caps the cache near 20 MiB; beyond it the oldest
 /// sessions are forgotten and those clients do a full handshake.
@@ -155,6 +158,17 @@ impl TlsStore {
             config: Arc::new(config),
             engine: Engine::default(),
         }
+    }
+
+    /// The TLS config of a QUIC listener (RFC 9001): the same certificates, SNI resolver,
+    /// ticket keys and key exchange groups (X25519MLKEM768 first) as the TCP listeners', TLS
+    /// 1.3 only, ALPN `h3` alone. `early_data`: resumed clients may send 0-RTT data (QUIC wants
+    /// the limit at 0 or at its maximum, `u32::MAX`: QUIC's own flow control bounds it).
+    pub fn quic_config(&self, early_data: bool) -> Arc<ServerConfig> {
+        let mut config = (*self.base).clone();
+        config.alpn_protocols = vec![H3_ALPN.to_vec()];
+        config.max_early_data_size = if early_data { u32::MAX } else { 0 };
+        Arc::new(config)
     }
 
     /// How many certificate entries were loaded.

@@ -306,3 +306,22 @@ fn a_self_signed_entry_without_hosts_is_for_localhost() {
     assert_eq!(san.value.general_names.len(), 1);
     assert_eq!(san.value.general_names[0].to_string(), "DNSName(localhost)");
 }
+
+/// The QUIC listener's config: the same certificates, ALPN `h3` alone, TLS 1.3, and early
+/// data at one of the two values QUIC accepts (RFC 9001 §4.6.1); rustls's QUIC server
+/// connection takes it.
+#[test]
+fn quic_config_offers_h3_over_tls13() {
+    use squall_tls::rustls;
+    let (store, _) = TlsStore::load(&[self_signed("demo", &["demo.test"])]).unwrap();
+    for (early, limit) in [(false, 0), (true, u32::MAX)] {
+        let config = store.quic_config(early);
+        assert_eq!(config.alpn_protocols, vec![b"h3".to_vec()]);
+        assert_eq!(config.max_early_data_size, limit);
+        let params = vec![0u8; 0];
+        let conn = rustls::quic::ServerConnection::new(config, rustls::quic::Version::V1, params);
+        assert!(conn.is_ok(), "{:?}", conn.err());
+    }
+    // The TCP acceptors are not touched: they still offer their own ALPN.
+    assert_eq!(store.acceptor(&[Alpn::H2]).alpn(), vec![Alpn::H2]);
+}

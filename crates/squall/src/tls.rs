@@ -160,7 +160,7 @@ fn alpn(protocols: &[Protocol]) -> Vec<Alpn> {
         .filter_map(|p| match p {
             Protocol::H2 => Some(Alpn::H2),
             Protocol::Http1 => Some(Alpn::Http1),
-            Protocol::H2c => None,
+            Protocol::H2c | Protocol::H3 => None,
         })
         .collect();
     if offered.is_empty() {

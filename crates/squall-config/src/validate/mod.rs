@@ -65,6 +65,74 @@ pub(crate) fn config(raw: &RawConfig, r: &mut Report) -> Config {
         vhost,
         cluster,
         tls: tls(raw.tls.as_ref(), !raw.certificate.is_empty(), r),
+        quic: raw
+            .quic
+            .as_ref()
+            .map_or_else(Quic::default, |q| quic(q.get_ref(), r)),
+    }
+}
+
+/// `[quic]`: each key in its range; absent keys keep their defaults.
+fn quic(raw: &RawQuic, r: &mut Report) -> Quic {
+    let d = Quic::default();
+    let retry = match raw.retry.as_ref() {
+        None => d.retry,
+        Some(value) => match value.get_ref().as_str() {
+            "load" => QuicRetry::Load,
+            "always" => QuicRetry::Always,
+            "never" => QuicRetry::Never,
+            other => {
+                let message = format!("retry: unknown value {other:?}: use load, always or never");
+                r.error(&value.span(), message);
+                d.retry
+            }
+        },
+    };
+    let flag = |value: &Option<Spanned<bool>>, default: bool| {
+        value.as_ref().map_or(default, |v| *v.get_ref())
+    };
+    // QUIC's flow-control limits are varints (RFC 9000 §16); a window over 2^62-1 is refused.
+    let window = |r: &mut Report, key: &str, value: Option<&Val>, default: u64| {
+        let bytes = nonzero_size_or(r, key, value, default);
+        if bytes >= 1 << 62 {
+            if let Some(value) = value {
+                r.error(&value.span(), format!("{key}: at most 2^62-1 bytes"));
+            }
+            return default;
+        }
+        bytes
+    };
+    let stream_window = window(
+        r,
+        "stream_window",
+        raw.stream_window.as_ref(),
+        d.stream_window,
+    );
+    let connection_window = window(
+        r,
+        "connection_window",
+        raw.connection_window.as_ref(),
+        d.connection_window,
+    );
+    Quic {
+        retry,
+        handshakes_max: (raw.handshakes_max.as_ref())
+            .and_then(|v| int_in(r, "handshakes_max", v, 1..=u32::MAX))
+            .unwrap_or(d.handshakes_max),
+        early_data: flag(&raw.early_data, d.early_data),
+        streams_max: (raw.streams_max.as_ref())
+            .and_then(|v| int_in(r, "streams_max", v, 1..=1 << 20))
+            .unwrap_or(d.streams_max),
+        stream_window,
+        connection_window,
+        alt_svc_max_age: duration_or(
+            r,
+            "alt_svc_max_age",
+            raw.alt_svc_max_age.as_ref(),
+            d.alt_svc_max_age,
+        ),
+        gso: flag(&raw.gso, d.gso),
+        gro: flag(&raw.gro, d.gro),
     }
 }
 
@@ -233,6 +301,13 @@ fn listeners(raw: &[Spanned<RawListen>], have_certificate: bool, r: &mut Report)
             .as_ref()
             .map_or_else(|| Protocol::defaults(tls), |p| protocols(p, tls, r));
         let proxy_protocol_from = proxy_protocol(item, r);
+        if let (false, Some(flag)) = (proxy_protocol_from.is_empty(), &item.proxy_protocol)
+            && protocols.contains(&Protocol::H3)
+        {
+            let message = "proxy_protocol is a header on TCP connections; \"h3\" (QUIC over \
+                           UDP) has none: serve h3 on a listener of its own";
+            r.error(&flag.span(), message);
+        }
         listen.push(Listen {
             address,
             tls,
@@ -279,7 +354,7 @@ fn protocols(raw: &List<String>, tls: bool, r: &mut Report) -> Vec<Protocol> {
     if raw.get_ref().is_empty() {
         r.error(
             &raw.span(),
-            "protocols is empty: list at least one of http1, h2c, h2",
+            "protocols is empty: list at least one of http1, h2c, h2, h3",
         );
     }
     let mut protocols = Vec::new();
@@ -300,10 +375,16 @@ fn protocols(raw: &List<String>, tls: bool, r: &mut Report) -> Vec<Protocol> {
                 continue;
             }
             "h2" => Protocol::H2,
+            "h3" if !tls => {
+                let why = "HTTP/3 runs over QUIC, which is always encrypted";
+                r.error(&name.span(), format!("\"h3\" needs tls = true: {why}"));
+                continue;
+            }
+            "h3" => Protocol::H3,
             other => {
                 r.error(
                     &name.span(),
-                    format!("unknown protocol {other:?}: use http1, h2c or h2"),
+                    format!("unknown protocol {other:?}: use http1, h2c, h2 or h3"),
                 );
                 continue;
             }
