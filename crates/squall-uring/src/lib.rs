@@ -26,6 +26,7 @@ mod bufring;
 mod enter;
 mod file;
 mod limits;
+mod udp;
 mod waker;
 
 use std::io;
@@ -41,6 +42,10 @@ use slab::Slab;
 pub use bufring::RecvBuf;
 pub use file::{FileStat, is_not_found};
 pub use limits::{raise_nofile_limit, release_free_memory, set_tcp_notsent_lowat};
+pub use udp::{
+    SockFilter, attach_reuseport_cbpf, enable_pktinfo, enable_udp_gro, gso_supported, is_gso_error,
+    quic_steering_program, set_socket_buffers, udp_socket,
+};
 pub use waker::Waker;
 
 use bufring::BufRing;

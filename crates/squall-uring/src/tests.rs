@@ -1,5 +1,7 @@
 //! Tests against real loopback sockets: the ring's operations as the worker uses them.
 
+mod udp_sockets;
+
 use super::*;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
