@@ -12,6 +12,11 @@
 //! dropped with operations still in flight it cancels them and waits; memory that the kernel might
 //! still touch after that is leaked rather than freed.
 //!
+//! For QUIC the ring also carries UDP: a multishot `recvmsg` into a buffer group of its own
+//! and a `sendmsg` with segmentation offload and a chosen source address (`datagram.rs`), and
+//! `udp.rs` sets up the sockets and the BPF program that steers each packet to the worker that
+//! owns its connection.
+//!
 //! Nothing in here knows about HTTP or connections: a caller names each operation with an opaque
 //! `u64` token and gets it back in the completion.
 //!
@@ -23,9 +28,11 @@
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
 mod bufring;
+mod datagram;
 mod enter;
 mod file;
 mod limits;
+mod udp;
 mod waker;
 
 use std::io;
@@ -39,8 +46,13 @@ use io_uring::{IoUring, cqueue, opcode, squeue};
 use slab::Slab;
 
 pub use bufring::RecvBuf;
+pub use datagram::{DATAGRAM_HEADROOM, Datagram, UDP_BUFFER_BYTES_GRO};
 pub use file::{FileStat, is_not_found};
 pub use limits::{raise_nofile_limit, release_free_memory, set_tcp_notsent_lowat};
+pub use udp::{
+    SockFilter, attach_reuseport_cbpf, enable_pktinfo, enable_udp_gro, gso_supported, is_gso_error,
+    quic_steering_program, set_socket_buffers, udp_socket,
+};
 pub use waker::Waker;
 
 use bufring::BufRing;
@@ -55,6 +67,14 @@ pub struct RingConfig {
     pub recv_buffers: u16,
     /// Bytes in each provided receive buffer.
     pub recv_buffer_bytes: u32,
+    /// Number of datagram receive buffers, a group of their own (a power of two, at most
+    /// 32,768); 0, the default, makes none, and the ring cannot receive datagrams (see
+    /// `datagram.rs` for why UDP does not share the TCP buffers).
+    pub udp_buffers: u16,
+    /// Bytes in each datagram buffer, [`DATAGRAM_HEADROOM`] of them before the payload. The
+    /// default, [`UDP_BUFFER_BYTES_GRO`], holds what receive offload coalesces; without
+    /// offload, the largest datagram expected plus the headroom is enough.
+    pub udp_buffer_bytes: u32,
     /// Register the ring's descriptor with the creating thread (the only one that can use a
     /// `Ring`), so that entering the kernel skips the descriptor lookup (see `enter.rs`).
     /// Off by default: no measurable gain.
@@ -79,6 +99,8 @@ impl Default for RingConfig {
             sq_entries: 4096,
             recv_buffers: 4096,
             recv_buffer_bytes: 16 * 1024,
+            udp_buffers: 0,
+            udp_buffer_bytes: UDP_BUFFER_BYTES_GRO,
             register_ring_fd: false,
             wait_batch: 1,
             wait_batch_usec: 0,
@@ -116,7 +138,8 @@ pub enum Completion {
         result: io::Result<Option<RecvBuf>>,
         more: bool,
     },
-    /// A send finished; `buf` is what was handed in, `result` the number of bytes sent.
+    /// A send finished; `buf` is what was handed in, `result` the number of bytes sent. Also
+    /// the completion of [`Ring::send_datagrams`].
     Send {
         token: u64,
         result: io::Result<usize>,
@@ -127,6 +150,14 @@ pub enum Completion {
         token: u64,
         result: io::Result<usize>,
         bufs: Vec<Bytes>,
+    },
+    /// A datagram from [`Ring::recvmsg_multi`]; `more` false means the receive has ended
+    /// (ENOBUFS when buffers ran out, an empty datagram, error, cancel) and must be queued
+    /// again.
+    Datagram {
+        token: u64,
+        result: io::Result<Datagram>,
+        more: bool,
     },
     /// A connect finished: `Ok` once the TCP handshake completed.
     Connect { token: u64, result: io::Result<()> },
@@ -191,6 +222,14 @@ enum Lent {
     Statx(Box<libc::statx>),
     /// The buffer a read fills (its spare capacity).
     Read(Vec<u8>),
+    /// A datagram receive's `msghdr` (only its lengths matter to the kernel).
+    RecvMsg(#[allow(dead_code)] Box<libc::msghdr>),
+    /// A datagram send: the payload, and the message that points at it.
+    SendMsg {
+        buf: Bytes,
+        #[allow(dead_code)]
+        parts: Box<datagram::SendParts>,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -207,6 +246,8 @@ enum Kind {
     Open,
     Statx,
     Read,
+    RecvMsg,
+    SendMsg,
 }
 
 struct Op {
@@ -235,6 +276,8 @@ pub struct Ring {
     enter: Enter,
     ops: Slab<Op>,
     bufs: Option<BufRing>,
+    /// The datagram buffers, when [`RingConfig::udp_buffers`] asked for them.
+    udp_bufs: Option<BufRing>,
     flavor: Flavor,
     zero_copy_min_bytes: usize,
 }
@@ -252,6 +295,23 @@ impl Ring {
             config.recv_buffers,
             config.recv_buffer_bytes,
         )?;
+        // Made after the TCP group: if this fails, both are dropped before any operation
+        // could use them.
+        let udp_bufs = match config.udp_buffers {
+            0 => None,
+            _ if config.udp_buffer_bytes as usize <= DATAGRAM_HEADROOM => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "udp_buffer_bytes leaves no room for a payload",
+                ));
+            }
+            n => Some(BufRing::new(
+                &uring,
+                datagram::UDP_GROUP,
+                n,
+                config.udp_buffer_bytes,
+            )?),
+        };
         let enter = Enter::new(
             &uring,
             config.register_ring_fd,
@@ -263,6 +323,7 @@ impl Ring {
             enter,
             ops: Slab::with_capacity(1024),
             bufs: Some(bufs),
+            udp_bufs,
             flavor,
             zero_copy_min_bytes: config.zero_copy_min_bytes,
         })
@@ -513,6 +574,17 @@ impl Ring {
         if let Some(waker) = &self.ops[key].waker {
             drain_eventfd(waker.raw_fd());
         }
+        if kind == Kind::RecvMsg {
+            let result = self.datagram(res, flags);
+            if !more {
+                self.ops.remove(key);
+            }
+            return Completion::Datagram {
+                token,
+                result,
+                more,
+            };
+        }
         if !more || !matches!(kind, Kind::Accept | Kind::Recv | Kind::Wake) {
             let op = self.ops.remove(key);
             return finish(op, res, flags, more);
@@ -631,6 +703,7 @@ impl Drop for Ring {
             // The kernel may still write into receive buffers or read lent send buffers: leak
             // them instead of handing freed memory to it.
             std::mem::forget(self.bufs.take());
+            std::mem::forget(self.udp_bufs.take());
             std::mem::forget(std::mem::take(&mut self.ops));
         }
         self.enter.unregister();
@@ -688,11 +761,13 @@ fn finish(op: Op, res: i32, flags: u32, more: bool) -> Completion {
             result: received(res, flags),
             more,
         },
-        (Kind::Send, Lent::Send(buf)) => Completion::Send {
-            token,
-            result: count(res),
-            buf,
-        },
+        (Kind::Send, Lent::Send(buf)) | (Kind::SendMsg, Lent::SendMsg { buf, .. }) => {
+            Completion::Send {
+                token,
+                result: count(res),
+                buf,
+            }
+        }
         (Kind::Writev, Lent::Writev { bufs, .. }) => Completion::Writev {
             token,
             result: count(res),

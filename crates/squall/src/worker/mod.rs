@@ -467,6 +467,13 @@ impl Worker {
                 _ => {}
             },
             Completion::Cancel { .. } => {}
+            // No UDP socket is armed yet (HTTP/3 listeners are refused at start-up); a
+            // datagram's buffer would go back to the ring all the same.
+            Completion::Datagram { result, .. } => {
+                if let Ok(datagram) = result {
+                    self.ring.recycle_datagram(datagram);
+                }
+            }
             // Static files (`files.rs`).
             Completion::Open { token, result } => {
                 self.with_files(|files, io, down| files.on_open(io, down, token, result));
