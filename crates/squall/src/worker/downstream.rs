@@ -85,6 +85,14 @@ impl Client {
         }
     }
 
+    /// The stream a multiplexed connection's client is, as the stream maps key it.
+    pub fn stream(self) -> Option<u64> {
+        match self {
+            Client::H1(_) => None,
+            Client::H2(_, stream) => Some(u64::from(stream)),
+        }
+    }
+
     /// Whether an answer to this client can end with trailers of its own (an HTTP/2 stream):
     /// what a gRPC error without a response needs (`grpc-status` in a trailers-only answer).
     pub fn ends_with_trailers(self) -> bool {
@@ -243,7 +251,7 @@ impl Downstream<'_> {
         let held = match (client, conn.proto.h2()) {
             (Client::H2(_, stream), Some(h2)) => Held {
                 own: h2.conn.queued_data(stream),
-                streams: h2.exchanges.len() + h2.files.len(),
+                streams: h2.streams.exchanges.len() + h2.streams.files.len(),
                 window: h2.conn.send_window(stream),
                 connection: conn.held_bytes() + conn.session_bytes,
             },

@@ -204,7 +204,7 @@ impl Downstream<'_> {
                     // A proxied body (or tunnel) moves on to the origin; its window is given
                     // back as it leaves (`ClientBodyConsumed`), so the client cannot outrun
                     // the origin.
-                    if let Some(&id) = h2.exchanges.get(&stream_id) {
+                    if let Some(&id) = h2.streams.exchanges.get(&u64::from(stream_id)) {
                         let client = Client::H2(index, stream_id);
                         let end = end_stream;
                         return Some(Heard::Body {
@@ -215,20 +215,22 @@ impl Downstream<'_> {
                         });
                     }
                     h2.conn.release_capacity(stream_id, data.len());
-                    match end_stream.then(|| h2.pending.remove(&stream_id)).flatten() {
+                    let pending =
+                        end_stream.then(|| h2.streams.pending.remove(&u64::from(stream_id)));
+                    match pending.flatten() {
                         Some(pending) => complete(index, stream_id, pending),
                         None => continue,
                     }
                 }
                 Event::Trailers { stream_id, headers } => {
-                    if let Some(&id) = h2.exchanges.get(&stream_id) {
+                    if let Some(&id) = h2.streams.exchanges.get(&u64::from(stream_id)) {
                         // Request trailers reach the origin in the last chunk; a body of
                         // declared length has no place for them in HTTP/1.1 (RFC 9112
                         // §7.1.2), so there they are dropped.
                         let trailers = Some(headers);
                         return Some(Heard::End { id, trailers });
                     }
-                    match h2.pending.remove(&stream_id) {
+                    match h2.streams.pending.remove(&u64::from(stream_id)) {
                         Some(pending) => complete(index, stream_id, pending),
                         None => continue,
                     }
@@ -241,11 +243,7 @@ impl Downstream<'_> {
                         ?code,
                         "h2: stream reset"
                     );
-                    h2.pending.remove(&stream_id);
-                    h2.parked.remove(&stream_id);
-                    h2.early.remove(&stream_id);
-                    let file = h2.files.remove(&stream_id);
-                    let session = h2.exchanges.get(&stream_id).copied();
+                    let (session, file) = h2.streams.reset(u64::from(stream_id));
                     Heard::Reset { session, file }
                 }
             };

@@ -148,7 +148,7 @@ impl Downstream<'_> {
                 None
             }
             (Proto::H2(h2), Client::H2(_, stream), Deferred::Answer(route)) if !end => {
-                h2.pending.insert(stream, (head, route));
+                h2.streams.pending.insert(u64::from(stream), (head, route));
                 None
             }
             (_, _, deferred) => Some((head, deferred)),
@@ -194,7 +194,7 @@ impl Downstream<'_> {
                 true
             }
             (Proto::H2(h2), Client::H2(..)) => {
-                h2.verifying = h2.verifying.saturating_sub(1);
+                h2.streams.verifying = h2.streams.verifying.saturating_sub(1);
                 open
             }
             (_, _) => {
@@ -279,7 +279,11 @@ impl Downstream<'_> {
             return;
         };
         if let Some(h2) = self.conns.get_mut(index).and_then(|c| c.proto.h2_mut()) {
-            h2.early.entry(stream).or_default().push((data, end));
+            h2.streams
+                .early
+                .entry(u64::from(stream))
+                .or_default()
+                .push((data, end));
         }
     }
 
@@ -314,7 +318,7 @@ impl Downstream<'_> {
             return false;
         };
         if idle {
-            h2.idle_goaway = Some(self.now);
+            h2.streams.idle_goaway = Some(self.now);
         }
         h2.conn.go_away(ErrorCode::NoError);
         true

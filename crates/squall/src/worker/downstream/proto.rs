@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use squall_h1::{RequestDecoder, RequestHead};
-use squall_h2::{Connection, StreamId};
+use squall_h2::Connection;
 use squall_proxy::ProxyRoute;
 
 use super::super::IDLE_GOAWAY_GRACE;
@@ -105,7 +105,7 @@ impl Proto {
         match self {
             Proto::Undecided => false,
             Proto::H1(h1) => h1.exchange.is_some(),
-            Proto::H2(h2) => !h2.exchanges.is_empty(),
+            Proto::H2(h2) => !h2.streams.exchanges.is_empty(),
         }
     }
 
@@ -118,7 +118,7 @@ impl Proto {
                 h1.request = None;
                 h1.parked = None;
             }
-            Proto::H2(h2) => h2.parked.clear(),
+            Proto::H2(h2) => h2.streams.parked.clear(),
         }
     }
 
@@ -135,9 +135,9 @@ impl Proto {
         origin_wait: bool,
     ) -> Instant {
         let idle = match self {
-            Proto::H2(h2) => match h2.idle_goaway {
+            Proto::H2(h2) => match h2.streams.idle_goaway {
                 Some(sent) => sent + IDLE_GOAWAY_GRACE,
-                None if h2.verifying > 0 || origin_wait => now + idle_timeout,
+                None if h2.streams.verifying > 0 || origin_wait => now + idle_timeout,
                 None => last_activity + idle_timeout,
             },
             _ if origin_wait => now + idle_timeout,
@@ -147,7 +147,7 @@ impl Proto {
             Proto::Undecided => None,
             Proto::H1(h1) => h1.parked.as_ref().map(|p| p.until),
             Proto::H2(h2) => {
-                let parked = h2.parked.values().map(|p| p.until).min();
+                let parked = h2.streams.parked.values().map(|p| p.until).min();
                 [h2.conn.next_deadline(), parked]
                     .into_iter()
                     .flatten()
@@ -162,16 +162,20 @@ impl Proto {
     pub fn at_deadline(&self, now: Instant, active_since_idle: bool, origin_wait: bool) -> Due {
         let active = active_since_idle || origin_wait;
         match self {
-            Proto::H2(h2) if h2.idle_goaway.is_some_and(|t| t + IDLE_GOAWAY_GRACE <= now) => {
+            Proto::H2(h2)
+                if (h2.streams.idle_goaway).is_some_and(|t| t + IDLE_GOAWAY_GRACE <= now) =>
+            {
                 Due::Cut
             }
             Proto::H1(h1) if (h1.parked.is_some() || h1.exchange.is_some()) && active => Due::Later,
             // A stream waits for its password check or its origin, not for the client: not
             // idle. Its HTTP/2 timers (stalled streams) still run.
-            Proto::H2(h2) if h2.verifying > 0 || origin_wait => Due::H2Timers { again: true },
+            Proto::H2(h2) if h2.streams.verifying > 0 || origin_wait => {
+                Due::H2Timers { again: true }
+            }
             // Not idle: an HTTP/2 timer (a stalled stream) is due.
             Proto::H2(_) if active_since_idle => Due::H2Timers { again: false },
-            Proto::H2(h2) if h2.idle_goaway.is_none() => Due::GoAway,
+            Proto::H2(h2) if h2.streams.idle_goaway.is_none() => Due::GoAway,
             _ => Due::Idle,
         }
     }
@@ -236,18 +240,19 @@ impl H1 {
     }
 }
 
-/// The HTTP/2 side of a connection.
-pub struct H2 {
-    pub conn: Connection,
+/// The per-stream request state of a multiplexed connection (HTTP/2 or HTTP/3), keyed by
+/// stream id (HTTP/2's 31-bit ids and QUIC's 62-bit ones alike).
+#[derive(Default)]
+pub struct Streams {
     /// Requests whose body or trailers are still arriving: answered at their end, as HTTP/1.1
     /// answers `respond` routes after the body. Bounded by the streams the connection admits.
-    pub pending: HashMap<StreamId, (RequestHead, Option<u32>)>,
+    pub pending: HashMap<u64, (RequestHead, Option<u32>)>,
     /// Streams forwarded to an origin (`proxy` routes), one session each.
-    pub exchanges: HashMap<StreamId, SessionId>,
+    pub exchanges: HashMap<u64, SessionId>,
     /// Streams waiting for another request's fetch of the same object.
-    pub parked: HashMap<StreamId, Box<crate::worker::parked::Parked>>,
+    pub parked: HashMap<u64, Box<crate::worker::parked::Parked>>,
     /// Streams answered with a static file (`root` routes), one transfer each.
-    pub files: HashMap<StreamId, FileId>,
+    pub files: HashMap<u64, FileId>,
     /// When `idle_timeout` sent this connection its GOAWAY: it is closed `IDLE_GOAWAY_GRACE`
     /// later at the latest.
     pub idle_goaway: Option<Instant>,
@@ -256,29 +261,45 @@ pub struct H2 {
     pub verifying: usize,
     /// Tunnel bytes an extended CONNECT's client sent before its tunnel began, kept (their
     /// window not given back, which bounds them) until it does (`tunnel.rs`).
-    pub early: HashMap<StreamId, Vec<(Bytes, bool)>>,
+    pub early: HashMap<u64, Vec<(Bytes, bool)>>,
 }
 
-impl H2 {
-    pub fn new(conn: Connection) -> H2 {
-        H2 {
-            conn,
-            pending: HashMap::new(),
-            exchanges: HashMap::new(),
-            parked: HashMap::new(),
-            files: HashMap::new(),
-            idle_goaway: None,
-            verifying: 0,
-            early: HashMap::new(),
-        }
-    }
-
+impl Streams {
+    /// No request of the connection's is in progress or waiting on Squall.
     pub fn is_idle(&self) -> bool {
         self.pending.is_empty()
             && self.exchanges.is_empty()
             && self.parked.is_empty()
             && self.files.is_empty()
             && self.verifying == 0
-            && self.conn.is_idle()
+    }
+
+    /// Forgets what a stream the client reset had; gives back its session and file, which
+    /// the loop ends.
+    pub fn reset(&mut self, stream: u64) -> (Option<SessionId>, Option<FileId>) {
+        self.pending.remove(&stream);
+        self.parked.remove(&stream);
+        self.early.remove(&stream);
+        let file = self.files.remove(&stream);
+        (self.exchanges.get(&stream).copied(), file)
+    }
+}
+
+/// The HTTP/2 side of a connection.
+pub struct H2 {
+    pub conn: Connection,
+    pub streams: Streams,
+}
+
+impl H2 {
+    pub fn new(conn: Connection) -> H2 {
+        H2 {
+            conn,
+            streams: Streams::default(),
+        }
+    }
+
+    pub fn is_idle(&self) -> bool {
+        self.streams.is_idle() && self.conn.is_idle()
     }
 }

@@ -20,7 +20,7 @@ use crate::worker::parked::Parked;
 pub(in crate::worker) fn set_session(conn: &mut Conn, client: Client, id: Option<SessionId>) {
     match &mut conn.proto {
         Proto::H1(h1) => h1.exchange = id,
-        Proto::H2(h2) => set_stream(&mut h2.exchanges, client, id),
+        Proto::H2(h2) => set_stream(&mut h2.streams.exchanges, client, id),
         Proto::Undecided => {}
     }
 }
@@ -29,7 +29,7 @@ pub(in crate::worker) fn set_session(conn: &mut Conn, client: Client, id: Option
 pub(in crate::worker) fn sessions_of(conn: &Conn) -> Vec<SessionId> {
     match &conn.proto {
         Proto::H1(h1) => h1.exchange.into_iter().collect(),
-        Proto::H2(h2) => h2.exchanges.values().copied().collect(),
+        Proto::H2(h2) => h2.streams.exchanges.values().copied().collect(),
         Proto::Undecided => Vec::new(),
     }
 }
@@ -50,8 +50,9 @@ pub(in crate::worker) fn answering(conn: &Conn, out: &mut Vec<Answering>) {
             out.extend(h1.file.map(Answering::File));
         }
         Proto::H2(h2) => {
-            out.extend(h2.exchanges.values().copied().map(Answering::Session));
-            out.extend(h2.files.values().copied().map(Answering::File));
+            let streams = &h2.streams;
+            out.extend(streams.exchanges.values().copied().map(Answering::Session));
+            out.extend(streams.files.values().copied().map(Answering::File));
         }
         Proto::Undecided => {}
     }
@@ -63,7 +64,7 @@ pub(in crate::worker) fn awaits_origin(conn: &Conn, sessions: &Sessions) -> bool
     let awaits = |id: &SessionId| sessions.get(*id).is_some_and(|s| s.ex.awaits_origin());
     match &conn.proto {
         Proto::H1(h1) => h1.exchange.iter().any(awaits),
-        Proto::H2(h2) => h2.exchanges.values().any(awaits),
+        Proto::H2(h2) => h2.streams.exchanges.values().any(awaits),
         Proto::Undecided => false,
     }
 }
@@ -80,7 +81,9 @@ pub(in crate::worker) fn park(conn: &mut Conn, client: Client, parked: Parked) {
     match (&mut conn.proto, client) {
         (Proto::H1(h1), Client::H1(_)) => h1.parked = Some(Box::new(parked)),
         (Proto::H2(h2), Client::H2(_, stream)) => {
-            h2.parked.insert(stream, Box::new(parked));
+            h2.streams
+                .parked
+                .insert(u64::from(stream), Box::new(parked));
         }
         _ => debug_assert!(false, "a client of another protocol than its connection's"),
     }
@@ -89,7 +92,7 @@ pub(in crate::worker) fn park(conn: &mut Conn, client: Client, parked: Parked) {
 pub(in crate::worker) fn take_parked(conn: &mut Conn, client: Client) -> Option<Box<Parked>> {
     match (&mut conn.proto, client) {
         (Proto::H1(h1), Client::H1(_)) => h1.parked.take(),
-        (Proto::H2(h2), Client::H2(_, stream)) => h2.parked.remove(&stream),
+        (Proto::H2(h2), Client::H2(_, stream)) => h2.streams.parked.remove(&u64::from(stream)),
         _ => None,
     }
 }
@@ -101,9 +104,11 @@ pub(in crate::worker) fn parked_due(conn: &Conn, index: usize, now: Instant) -> 
             vec![Client::H1(index)]
         }
         Proto::H2(h2) => {
-            let streams = h2.parked.iter().filter(|(_, p)| p.until <= now);
+            let streams = h2.streams.parked.iter().filter(|(_, p)| p.until <= now);
             streams
-                .map(|(stream, _)| Client::H2(index, *stream))
+                .filter_map(|(stream, _)| {
+                    Some(Client::H2(index, StreamId::try_from(*stream).ok()?))
+                })
                 .collect()
         }
         _ => Vec::new(),
@@ -114,7 +119,7 @@ pub(in crate::worker) fn parked_due(conn: &Conn, index: usize, now: Instant) -> 
 pub(in crate::worker) fn set_file(conn: &mut Conn, client: Client, id: Option<FileId>) {
     match &mut conn.proto {
         Proto::H1(h1) => h1.file = id,
-        Proto::H2(h2) => set_stream(&mut h2.files, client, id),
+        Proto::H2(h2) => set_stream(&mut h2.streams.files, client, id),
         Proto::Undecided => {}
     }
 }
@@ -123,7 +128,7 @@ pub(in crate::worker) fn set_file(conn: &mut Conn, client: Client, id: Option<Fi
 pub(in crate::worker) fn files_of(conn: &Conn) -> Vec<FileId> {
     match &conn.proto {
         Proto::H1(h1) => h1.file.into_iter().collect(),
-        Proto::H2(h2) => h2.files.values().copied().collect(),
+        Proto::H2(h2) => h2.streams.files.values().copied().collect(),
         Proto::Undecided => Vec::new(),
     }
 }
@@ -135,9 +140,10 @@ pub(in crate::worker) fn set_verifying(conn: &mut Conn, on: bool) {
     match &mut conn.proto {
         Proto::H1(h1) => h1.verifying = on,
         Proto::H2(h2) => {
-            h2.verifying = match on {
-                true => h2.verifying + 1,
-                false => h2.verifying.saturating_sub(1),
+            let streams = &mut h2.streams;
+            streams.verifying = match on {
+                true => streams.verifying + 1,
+                false => streams.verifying.saturating_sub(1),
             };
         }
         Proto::Undecided => {}
@@ -151,7 +157,7 @@ pub(in crate::worker) fn take_early(
     client: Client,
 ) -> Option<Vec<(bytes::Bytes, bool)>> {
     match (&mut conn.proto, client) {
-        (Proto::H2(h2), Client::H2(_, stream)) => h2.early.remove(&stream),
+        (Proto::H2(h2), Client::H2(_, stream)) => h2.streams.early.remove(&u64::from(stream)),
         _ => None,
     }
 }
@@ -163,8 +169,8 @@ pub(in crate::worker) fn h1_session(conn: &Conn) -> Option<SessionId> {
 }
 
 /// Sets (or, with `None`, clears) `client`'s entry in an HTTP/2 connection's map.
-fn set_stream<T>(streams: &mut HashMap<StreamId, T>, client: Client, value: Option<T>) {
-    let Client::H2(_, stream) = client else {
+fn set_stream<T>(streams: &mut HashMap<u64, T>, client: Client, value: Option<T>) {
+    let Some(stream) = client.stream() else {
         debug_assert!(false, "an HTTP/1.1 client on an HTTP/2 connection");
         return;
     };
