@@ -83,6 +83,7 @@ mod encode;
 mod error;
 mod frame;
 pub mod qpack;
+pub mod server;
 pub mod varint;
 
 pub use decode::{FRAME_PAYLOAD_BYTES_DEFAULT, FrameDecoder, StreamKind, StreamTypeDecoder};
