@@ -57,6 +57,7 @@ impl Connection {
             stream_id: id,
             code,
         });
+        self.decoder.cancel_stream(id);
         self.closed.insert(id);
         self.count(Counted::Kind(FloodKind::RapidReset), 1)
     }
@@ -412,12 +413,14 @@ impl Connection {
             Some(stream) if stream.recv.is_over() => return Ok(()),
             Some(_) => self.end_exchange(id, cancelled, None, Some(code)),
             None if self.closed.contains(id) => return Ok(()),
-            // Reset before any byte arrived: our sending part goes too.
+            // Reset before any byte arrived: our sending part goes too, and QPACK is told,
+            // since the sections the peer sent on it will never be read (RFC 9204 §4.4.2).
             None => {
                 self.command(Command::ResetStream {
                     stream_id: id,
                     code: ErrorCode::RequestCancelled,
                 });
+                self.decoder.cancel_stream(id);
                 self.closed.insert(id);
             }
         }
@@ -438,6 +441,7 @@ impl Connection {
                     stream_id: id,
                     code: ErrorCode::RequestCancelled,
                 });
+                self.decoder.cancel_stream(id);
                 self.closed.insert(id);
             }
         }

@@ -87,6 +87,12 @@ impl Client {
         frame
     }
 
+    /// The encoder stream's type was sent already ([`connected`] opens the stream).
+    pub fn encoder_stream_opened(mut self) -> Self {
+        self.encoder_stream_started = true;
+        self
+    }
+
     /// The client's encoder stream bytes so far (its type first, the first time).
     pub fn encoder_stream(&mut self) -> Vec<u8> {
         let mut out = Vec::new();
@@ -382,10 +388,21 @@ pub struct Response {
     pub fin: bool,
 }
 
-/// A client's reader of our responses: a QPACK decoder that follows our encoder stream.
+/// A client's reader of our responses: a QPACK decoder that follows our encoder stream,
+/// and per request stream the frames read so far. A section that references insertions
+/// our encoder stream has not brought yet waits, as a client's would.
 pub struct Reader {
     pub decoder: qpack::Decoder,
     encoder_fed: usize,
+    streams: BTreeMap<u64, StreamReader>,
+}
+
+struct StreamReader {
+    frames: FrameDecoder,
+    /// Bytes of the stream consumed so far.
+    fed: usize,
+    blocked: Option<Bytes>,
+    response: Response,
 }
 
 impl Reader {
@@ -394,53 +411,107 @@ impl Reader {
         Self {
             decoder: qpack::Decoder::new(4096, 16),
             encoder_fed: 0,
+            streams: BTreeMap::new(),
         }
     }
 
-    /// The response on request stream `id` in what the connection wrote so far.
+    /// The response on request stream `id` in what the connection wrote so far; panics if
+    /// one of its sections waits for our encoder stream.
     pub fn response(&mut self, wire: &Wire, id: u64) -> Response {
+        self.poll(wire, id)
+            .expect("no section waits for the encoder stream")
+    }
+
+    /// Reads what is new on our encoder stream and on stream `id`: the response so far, or
+    /// `None` while one of its sections waits for insertions.
+    pub fn poll(&mut self, wire: &Wire, id: u64) -> Option<Response> {
         let encoder = wire.uni(Uni::QpackEncoder, StreamType::QpackEncoder);
         let unblocked = self
             .decoder
             .feed_encoder_stream(&encoder[self.encoder_fed..]);
         unblocked.expect("our encoder stream decodes");
         self.encoder_fed = encoder.len();
-        let mut frames = FrameDecoder::new(StreamKind::Request, 1 << 20);
-        let mut input = Bytes::copy_from_slice(wire.request(id));
-        let mut response = Response::default();
-        while let Some(frame) = frames.decode(&mut input).expect("a valid response stream") {
+        let stream = self.streams.entry(id).or_insert_with(|| StreamReader {
+            frames: FrameDecoder::new(StreamKind::Request, 1 << 20),
+            fed: 0,
+            blocked: None,
+            response: Response::default(),
+        });
+        if let Some(section) = stream.blocked.take()
+            && !read_section(&mut self.decoder, id, section, stream)
+        {
+            return None;
+        }
+        let bytes = wire.request(id);
+        let mut input = Bytes::copy_from_slice(&bytes[stream.fed..]);
+        loop {
+            let before = input.len();
+            let frame = stream
+                .frames
+                .decode(&mut input)
+                .expect("a valid response stream");
+            stream.fed += before - input.len();
             match frame {
-                Frame::Headers(section) => {
-                    let Section::Fields(fields) = (self.decoder)
-                        .decode_section(id, &section, 1 << 20)
-                        .expect("our section decodes")
-                    else {
-                        panic!("our encoder stream was fed first");
-                    };
-                    let text = |b: &[u8]| String::from_utf8(b.to_vec()).unwrap();
-                    let mut list: Vec<(String, String)> = (fields.iter())
-                        .map(|f| (text(&f.name), text(&f.value)))
-                        .collect();
-                    if list.first().is_some_and(|(n, _)| n == ":status") {
-                        let status = list.remove(0).1.parse().unwrap();
-                        assert!(response.body.is_empty() && response.trailers.is_none());
-                        response.heads.push((status, list));
-                    } else {
-                        assert!(response.trailers.is_none());
-                        response.trailers = Some(list);
+                Some(Frame::Headers(section)) => {
+                    if !read_section(&mut self.decoder, id, section, stream) {
+                        return None;
                     }
                 }
-                Frame::Data(piece) => {
+                Some(Frame::Data(piece)) => {
+                    let response = &mut stream.response;
                     assert!(response.trailers.is_none(), "DATA after trailers");
+                    assert!(!response.heads.is_empty(), "DATA before HEADERS");
                     response.body.extend_from_slice(&piece);
                 }
-                other => panic!("{other:?} on a request stream"),
+                Some(other) => panic!("{other:?} on a request stream"),
+                None => break,
             }
         }
-        assert!(frames.is_between_frames(), "the stream ends between frames");
-        response.fin = wire.finished(OutStream::Request(id));
-        response
+        stream.response.fin = wire.finished(OutStream::Request(id));
+        if stream.response.fin {
+            assert!(
+                stream.frames.is_between_frames(),
+                "the stream ends between frames"
+            );
+        }
+        Some(stream.response.clone())
     }
+}
+
+/// Decodes a section into the stream's response; false (and the section kept) when it
+/// waits for insertions.
+fn read_section(
+    decoder: &mut qpack::Decoder,
+    id: u64,
+    section: Bytes,
+    stream: &mut StreamReader,
+) -> bool {
+    let decoded = decoder.decode_section(id, &section, 1 << 20);
+    let fields = match decoded.expect("our section decodes") {
+        Section::Fields(fields) => fields,
+        Section::Blocked => {
+            stream.blocked = Some(section);
+            return false;
+        }
+    };
+    let text = |b: &[u8]| String::from_utf8(b.to_vec()).unwrap();
+    let mut list: Vec<(String, String)> = (fields.iter())
+        .map(|f| (text(&f.name), text(&f.value)))
+        .collect();
+    let response = &mut stream.response;
+    if list.first().is_some_and(|(n, _)| n == ":status") {
+        let status = list.remove(0).1.parse().unwrap();
+        assert!(response.body.is_empty() && response.trailers.is_none());
+        assert!(
+            response.heads.last().is_none_or(|(s, _)| *s < 200),
+            "a head after the final one"
+        );
+        response.heads.push((status, list));
+    } else {
+        assert!(response.trailers.is_none());
+        response.trailers = Some(list);
+    }
+    true
 }
 
 /// A connection with the client's control stream and QPACK streams open, its SETTINGS
