@@ -84,6 +84,8 @@ pub struct FrameDecoder {
     settings_seen: bool,
     /// Whether any frame header was read (for SETTINGS first on a control stream).
     frames_seen: u64,
+    /// Frames of unknown or reserved types whose header was read (and payload skipped).
+    unknown_frames: u64,
     /// The error that ended the stream's decoding; every later call returns it.
     poisoned: Option<FrameError>,
 }
@@ -102,6 +104,7 @@ impl FrameDecoder {
             payload: BytesMut::new(),
             settings_seen: false,
             frames_seen: 0,
+            unknown_frames: 0,
             poisoned: None,
         }
     }
@@ -147,6 +150,13 @@ impl FrameDecoder {
         };
         self.poisoned = Some(error);
         Err(error)
+    }
+
+    /// How many frames of unknown or reserved types (§7.2.8, §9) this decoder has skipped
+    /// (counted when their length is read): they never reach the caller, who may still want
+    /// to bound them (a peer sending nothing but grease makes work for nothing).
+    pub fn unknown_frames(&self) -> u64 {
+        self.unknown_frames
     }
 
     /// True when the decoder is between frames: the stream may end here.
@@ -274,6 +284,7 @@ impl FrameDecoder {
             }
             self.state = State::Data { left: len };
         } else if !known {
+            self.unknown_frames += 1;
             self.state = if len == 0 {
                 State::Type
             } else {

@@ -109,8 +109,8 @@ pub struct Settings {
 
 /// One frame.
 ///
-/// The decoder hands DATA out as pieces of its payload, as they arrive ([`crate::Decoded`]);
-/// [`Frame::Data`] is for the encoder, which writes a whole frame. PUSH_PROMISE has no
+/// The decoder ([`crate::FrameDecoder`]) hands DATA out as pieces of its payload, as they
+/// arrive; for the encoder, [`Frame::Data`] is a whole frame. PUSH_PROMISE has no
 /// variant: a server refuses it (RFC 9114 §7.2.5) and sends none, since Squall does not push.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Frame {

@@ -1,10 +1,11 @@
-//! squall-h3: HTTP/3 framing (RFC 9114) and QPACK (RFC 9204), sans-IO.
+//! squall-h3: HTTP/3 framing (RFC 9114) and QPACK (RFC 9204), and the server side of an
+//! HTTP/3 connection above QUIC streams, sans-IO.
 //!
-//! This is the codec layer of HTTP/3 and nothing more: bytes in, values and bytes out, like
-//! `squall-h2`'s frame layer and `squall-hpack`. It has **no QUIC** (no packets, no
+//! The codec layer of HTTP/3 (bytes in, values and bytes out, like `squall-h2`'s frame
+//! layer and `squall-hpack`), and above it [`server::Connection`], the connection layer of a
+//! server, as `squall-h2`'s `Connection` is for HTTP/2. It has **no QUIC** (no packets, no
 //! encryption, no loss recovery, no congestion control, no stream flow control), **no I/O**
-//! and no clock. Whatever carries QUIC streams feeds each stream's bytes to the decoder
-//! meant for it and sends what the encoders write.
+//! and no clock: QUIC streams are ids and bytes here, and `Instant`s are passed in.
 //!
 //! # Parts
 //!
@@ -20,13 +21,46 @@
 //! - Errors: [`ErrorCode`] (RFC 9114 §8.1, RFC 9204 §6), [`FrameError`] for the frame layer,
 //!   [`qpack::QpackError`] for QPACK. Each says which code closes the connection.
 //!
-//! # What is not here
+//! # The server connection ([`server`])
 //!
-//! The connection: which streams exist and what each one's frames mean together (a request's
-//! HEADERS, DATA and trailers in order; the control stream's SETTINGS applied to QPACK;
-//! GOAWAY; one control stream and one of each QPACK stream per side), request validation
-//! (RFC 9114 §4.3), and answering errors by closing or resetting. That is the caller's, and
-//! the module docs of the decoders say which check is whose.
+//! [`server::Connection`] is one server connection: stream bytes and `Instant`s in;
+//! [`server::Event`]s for the application, [`server::Command`]s and stream bytes for the
+//! driver out. It keeps `squall-h2`'s vocabulary ([`server::Request`] has the fields of
+//! `squall_h2::Request`, its [`server::HeaderFields`] the shape of `squall_h2::HeaderFields`),
+//! so a server treats both alike.
+//!
+//! - Streams: client bidirectional streams carry requests; client unidirectional streams
+//!   start with their type: one control stream (SETTINGS first, applied to our QPACK
+//!   encoder; GOAWAY and MAX_PUSH_ID checked and otherwise ignored: we never push), one
+//!   QPACK encoder stream (our decoder) and one QPACK decoder stream (our encoder); a
+//!   second of any, a push stream, or one of them closed or reset is a connection error;
+//!   unknown types are read and discarded, a few at a time, the rest stopped. We open the
+//!   same three ([`server::Uni`]).
+//! - Requests (RFC 9114 §4.1): HEADERS, DATA, optional trailers, end; frames out of that
+//!   order are a connection error H3_FRAME_UNEXPECTED. A section blocked on the QPACK
+//!   encoder stream waits, with what follows it (bounded), until the encoder stream
+//!   unblocks it; its stream being reset or abandoned cancels it. Heads and trailers are
+//!   validated as `squall-h2` validates HTTP/2's (same rules, same answers); a malformed
+//!   request is a stream error H3_MESSAGE_ERROR (both parts of the stream reset, counted),
+//!   not a connection error. 413, 414, 431 and 501 are answered by the connection itself.
+//!   Extended CONNECT (RFC 9220) when configured.
+//! - Responses: `send_headers` (1xx first if wanted), `send_data` (the body queued as the
+//!   application's `Bytes`, behind a DATA frame header: never copied), `send_trailers`,
+//!   `reset_stream`; queued per QUIC stream. [`server::Connection::poll_output`] offers the
+//!   chunks to the driver, which writes what QUIC flow control takes and leaves the rest.
+//! - Limits: rapid reset, empty and unknown (grease) frames, control frames, QPACK
+//!   insertions, each per window (H3_EXCESSIVE_LOAD); see [`server::ServerConfig`].
+//!
+//! What the driver still does: QUIC itself (quinn-proto, in the binary): opening our three
+//! unidirectional streams and mapping them to [`server::Uni`], feeding each received chunk
+//! to [`server::Connection::recv`] and the peer's RESET_STREAM and STOP_SENDING to
+//! [`server::Connection::stream_reset`] and [`server::Connection::stop_sending`] (and
+//! resetting a stream the peer stopped), writing [`server::Connection::poll_output`]'s
+//! chunks, carrying out [`server::Command`]s, flow control (reading no more of a stream
+//! than the application keeps up with: the connection buffers request bodies only while a
+//! section is blocked), timeouts, and closing the connection once
+//! [`server::Connection::is_finished`]. The peer's SETTINGS_MAX_FIELD_SECTION_SIZE is
+//! available ([`server::Connection::peer_settings`]) but not enforced on our responses.
 //!
 //! # Example
 //!
@@ -75,6 +109,61 @@
 //! frames.finish().unwrap();
 //! assert_eq!(body, b"hello");
 //! ```
+//!
+//! # Server example
+//!
+//! ```
+//! use std::time::Instant;
+//!
+//! use bytes::{Bytes, BytesMut};
+//! use squall_h3::server::{Connection, Event, OutStream, ServerConfig, StreamOut};
+//! use squall_h3::{Settings, StreamType, encode_headers, encode_settings, encode_stream_type};
+//!
+//! let now = Instant::now();
+//! let mut conn = Connection::new(ServerConfig::default(), now);
+//!
+//! // The client's control stream (unidirectional stream 2), then GET / on stream 0.
+//! let mut control = BytesMut::new();
+//! encode_stream_type(StreamType::Control, &mut control);
+//! encode_settings(&Settings::default(), &mut control);
+//! conn.recv(2, control.freeze(), false, now).unwrap();
+//! let mut block = BytesMut::new();
+//! squall_h3::qpack::Encoder::default().encode_section(
+//!     0,
+//!     [
+//!         (&b":method"[..], &b"GET"[..], false),
+//!         (b":scheme", b"https", false),
+//!         (b":authority", b"example.com", false),
+//!         (b":path", b"/", false),
+//!     ],
+//!     &mut block,
+//! );
+//! let mut request = BytesMut::new();
+//! encode_headers(&block, &mut request);
+//! conn.recv(0, request.freeze(), true, now).unwrap();
+//!
+//! let Some(Event::Request { stream_id, request }) = conn.poll_event() else {
+//!     panic!("a request");
+//! };
+//! assert_eq!(request.path, "/");
+//! conn.send_headers(stream_id, 200, [(&b"content-type"[..], &b"text/plain"[..])], false)
+//!     .unwrap();
+//! conn.send_data(stream_id, Bytes::from_static(b"hello"), true).unwrap();
+//!
+//! // The driver writes what QUIC takes: here 4 bytes per call.
+//! let mut written = Vec::new();
+//! while conn.has_output() {
+//!     conn.poll_output(|out: StreamOut<'_>| {
+//!         let n = out.data.len().min(4);
+//!         if out.stream == OutStream::Request(stream_id) {
+//!             written.extend_from_slice(&out.data[..n]);
+//!         }
+//!         n
+//!     });
+//! }
+//! assert!(written.ends_with(b"hello"));
+//! assert!(conn.is_idle());
+//! ```
 
 #![forbid(unsafe_code)]
 
@@ -83,6 +172,7 @@ mod encode;
 mod error;
 mod frame;
 pub mod qpack;
+pub mod server;
 pub mod varint;
 
 pub use decode::{FRAME_PAYLOAD_BYTES_DEFAULT, FrameDecoder, StreamKind, StreamTypeDecoder};

@@ -382,3 +382,26 @@ fn a_setting_past_the_varint_maximum_is_sent_as_the_maximum() {
         [Frame::Settings(clamped)]
     );
 }
+
+#[test]
+fn skipped_frames_are_counted_not_buffered() {
+    let input = [
+        raw(reserved(0), b""),
+        raw(0x21 + 0x1f * 40, &[7; 100]),
+        encode(&[Frame::Data(Bytes::from_static(b"x"))]),
+        raw(0xff, b"unknown, not reserved"),
+    ]
+    .concat();
+    for split in [1, 3, input.len()] {
+        let mut decoder = request();
+        let mut frames = Vec::new();
+        for piece in input.chunks(split) {
+            let mut piece = Bytes::copy_from_slice(piece);
+            while let Some(frame) = decoder.decode(&mut piece).unwrap() {
+                frames.push(frame);
+            }
+        }
+        assert_eq!(frames, [Frame::Data(Bytes::from_static(b"x"))]);
+        assert_eq!(decoder.unknown_frames(), 3, "split {split}");
+    }
+}
