@@ -31,23 +31,6 @@ fn check_accepts_the_embedded_default() {
     assert_eq!(stdout.trim(), "ok");
 }
 
-/// A listener that names "h3" is refused at its line, not started without HTTP/3.
-#[test]
-fn check_refuses_h3_until_it_is_served() {
-    let text = "[[certificate]]\nhosts = [\"a.test\"]\nself_signed = true\n\n[[listen]]\naddress = \"127.0.0.1:1\"\ntls = true\nprotocols = [\"h2\", \"h3\"]\n";
-    let (ok, _, stderr, path) = check(text);
-    assert!(!ok, "{stderr}");
-    assert!(stderr.starts_with(&format!("{path}:6:")), "{stderr}");
-    assert!(
-        stderr.contains("\"h3\" is not served by this build yet"),
-        "{stderr}"
-    );
-    let without = text.replace(", \"h3\"", "");
-    let (ok, stdout, stderr, _) = check(&without);
-    assert!(ok, "{stderr}");
-    assert_eq!(stdout.trim(), "ok");
-}
-
 #[test]
 fn check_reports_errors_with_file_line_and_column() {
     let bad = "[server]\nworkers = 2\n\n[[listen]]\naddress = \"127.0.0.1:99999\"\n";

@@ -22,7 +22,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
-use squall_config::{Config, Workers};
+use squall_config::{Config, Protocol, Workers};
 use tracing::{debug, info, warn};
 
 /// The socket's file name in `$RUNTIME_DIRECTORY` when `[server] control` is absent.
@@ -115,6 +115,22 @@ pub fn restart_only_changes(running: &Config, new: &Config, cores: usize) -> Vec
         path(&running.server.control),
         path(&new.server.control),
     );
+    // HTTP/3's UDP sockets (and the receive buffers each worker's ring sets aside for them)
+    // are made at start-up.
+    let h3 = |c: &Config| {
+        let h3 = c
+            .listen
+            .iter()
+            .filter(|l| l.protocols.contains(&Protocol::H3));
+        let addresses: Vec<String> = h3.map(|l| l.address.to_string()).collect();
+        match addresses.is_empty() {
+            true => "none".to_owned(),
+            false => addresses.join(" "),
+        }
+    };
+    differ("listen protocols \"h3\"", h3(running), h3(new));
+    let gro = |c: &Config| c.quic.gro.to_string();
+    differ("quic.gro", gro(running), gro(new));
     changes
 }
 

@@ -40,6 +40,49 @@ pub fn claim(address: SocketAddr) -> io::Result<SocketAddr> {
     local.ok_or_else(|| io::Error::other("a socket without an IP address"))
 }
 
+/// [`claim`] for UDP: checks that no other socket holds `address` for datagrams (an HTTP/3
+/// listener's port) and returns the address to bind the workers' UDP sockets to.
+pub fn claim_udp(address: SocketAddr) -> io::Result<SocketAddr> {
+    let probe = Socket::new(
+        Domain::for_address(address),
+        Type::DGRAM,
+        Some(Protocol::UDP),
+    )?;
+    if address.is_ipv6() {
+        probe.set_only_v6(true)?;
+    }
+    probe.bind(&address.into()).map_err(|e| {
+        if e.kind() == io::ErrorKind::AddrInUse {
+            io::Error::new(
+                e.kind(),
+                format!("another process holds its UDP port ({e})"),
+            )
+        } else {
+            e
+        }
+    })?;
+    let local = probe.local_addr()?.as_socket();
+    local.ok_or_else(|| io::Error::other("a socket without an IP address"))
+}
+
+/// One UDP socket per worker for an HTTP/3 listener, with SO_REUSEPORT: `gro` asks the
+/// kernel to coalesce received datagrams; a wildcard address reports each datagram's
+/// destination, to answer from it. Larger socket buffers than the default, so that a burst
+/// of datagrams waits in the kernel rather than being dropped.
+pub fn bind_udp(address: SocketAddr, gro: bool) -> io::Result<OwnedFd> {
+    /// What each UDP socket asks for in each direction (capped by net.core.{r,w}mem_max).
+    const BUFFER_BYTES: usize = 4 << 20;
+    let fd = squall_uring::udp_socket(address, true)?;
+    if address.ip().is_unspecified() {
+        squall_uring::enable_pktinfo(&fd, address.is_ipv6())?;
+    }
+    if gro {
+        squall_uring::enable_udp_gro(&fd)?;
+    }
+    squall_uring::set_socket_buffers(&fd, Some(BUFFER_BYTES), Some(BUFFER_BYTES))?;
+    Ok(fd)
+}
+
 /// A listening socket for one worker, with SO_REUSEPORT.
 pub fn bind(address: SocketAddr) -> io::Result<OwnedFd> {
     let socket = Socket::new(

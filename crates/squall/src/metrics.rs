@@ -289,9 +289,26 @@ pub struct WorkerCounters {
     pub cluster_owner_failures: Counter,
     pub cluster_purge_confirmed: Counter,
     pub cluster_purge_failed: Counter,
+    /// HTTP/3 and QUIC: connections accepted (handshakes begun), handshakes completed, Retry
+    /// packets sent, new connections refused by the endpoint, packets whose connection ID
+    /// named another worker, request streams, unsafe 0-RTT requests answered 425, connections
+    /// ended for a flood or a protocol error, packets lost and congestion events (from QUIC's
+    /// own counts, when each connection ends).
+    pub quic_connections: Counter,
+    pub quic_handshakes: Counter,
+    pub quic_retries: Counter,
+    pub quic_refused: Counter,
+    pub quic_misrouted: Counter,
+    pub h3_streams: Counter,
+    pub quic_early_refused: Counter,
+    pub h3_floods: Counter,
+    pub h3_protocol_errors: Counter,
+    pub quic_lost_packets: Counter,
+    pub quic_congestion_events: Counter,
     /// Requests answered, by protocol.
     pub requests_h1: Counter,
     pub requests_h2: Counter,
+    pub requests_h3: Counter,
     /// Client connections open now (a gauge the worker sets once per loop turn).
     pub connections_active: AtomicU64,
     /// Time from a request's first byte to its response's last byte being queued.

@@ -49,19 +49,6 @@ pub fn compile(
     open_log: bool,
     addresses: &crate::resolve::Addresses,
 ) -> Result<Prepared, Diagnostics> {
-    // HTTP/3's parts (squall-h3, squall-quic) are built but not yet driven by the workers:
-    // a listener that names "h3" is refused rather than silently served without it.
-    let h3 = (config.listen.iter().enumerate())
-        .filter(|(_, listen)| listen.protocols.contains(&squall_config::Protocol::H3))
-        .map(|(i, _)| {
-            let message = "protocols: \"h3\" is not served by this build yet (HTTP/3 over QUIC \
-                           is being built): leave it out for now";
-            sites.diagnostic(Site::Listen(i), message.to_owned())
-        })
-        .collect::<Vec<_>>();
-    if !h3.is_empty() {
-        return Err(Diagnostics(h3));
-    }
     let runtime = Runtime::new(config, sites, metrics, previous, addresses);
     let access_log = match (&config.log.access, open_log) {
         (Some(path), true) => crate::access_log::open(path).map(Some).map_err(|e| {

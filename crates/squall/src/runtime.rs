@@ -62,6 +62,72 @@ pub struct Runtime {
     pub drain_timeout: Duration,
     /// `[tls] ticket_key_file`, watched for changes (`ticket_watch.rs`).
     pub ticket_key_file: Option<PathBuf>,
+    /// The listeners that serve HTTP/3 and how each worker's QUIC endpoints on them are set
+    /// up; `None` without one.
+    pub quic: Option<QuicRuntime>,
+    /// The TCP listeners (as configured) that also serve HTTP/3, whose HTTP/1.1 and HTTP/2
+    /// responses advertise it (`Alt-Svc`), with the advertisement's lifetime in seconds.
+    pub alt_svc: Vec<(SocketAddr, u64)>,
+}
+
+impl Runtime {
+    /// The `Alt-Svc` field value for connections of the TCP listener configured as `address`
+    /// and bound to `port`, if it advertises HTTP/3 (RFC 7838 §3: `h3=":PORT"; ma=SECONDS`).
+    pub fn alt_svc(&self, address: SocketAddr, port: u16) -> Option<bytes::Bytes> {
+        let (_, max_age) = self.alt_svc.iter().find(|(a, _)| *a == address)?;
+        Some(format!("h3=\":{port}\"; ma={max_age}").into())
+    }
+}
+
+/// What each worker's QUIC endpoints are made from (see `worker/quic.rs`).
+#[derive(Clone)]
+pub struct QuicRuntime {
+    /// Their TLS config: the certificates of every TLS listener, ALPN `h3`.
+    pub tls: Arc<squall_tls::rustls::ServerConfig>,
+    /// The endpoint settings, for worker 0 of all (each worker puts in its own index).
+    pub settings: squall_quic::Settings,
+    /// The Retry token and stateless reset keys every worker shares, kept across reloads.
+    pub keys: squall_quic::SharedKeys,
+    /// `[quic] gro`: receive offload on the UDP sockets (and buffers to hold what it joins).
+    pub gro: bool,
+}
+
+impl QuicRuntime {
+    fn new(
+        config: &squall_config::Config,
+        tls: &Tls,
+        h3_config: squall_h3::server::ServerConfig,
+        workers: usize,
+        previous: Option<&Runtime>,
+    ) -> Option<QuicRuntime> {
+        let mut h3 = config.listen.iter();
+        let any = h3.any(|l| l.protocols.contains(&squall_config::Protocol::H3));
+        let store = tls.store.as_ref().filter(|_| any)?;
+        let quic = &config.quic;
+        let retry = match quic.retry {
+            squall_config::QuicRetry::Load => squall_quic::Retry::Load(quic.handshakes_max),
+            squall_config::QuicRetry::Always => squall_quic::Retry::Always,
+            squall_config::QuicRetry::Never => squall_quic::Retry::Never,
+        };
+        let keys = (previous.and_then(|r| r.quic.as_ref()))
+            .map_or_else(squall_quic::SharedKeys::new, |q| q.keys.clone());
+        Some(QuicRuntime {
+            tls: store.quic_config(quic.early_data),
+            settings: squall_quic::Settings {
+                worker: 0,
+                workers: u8::try_from(workers).unwrap_or(u8::MAX),
+                retry,
+                streams_max: quic.streams_max,
+                stream_window: quic.stream_window,
+                connection_window: quic.connection_window,
+                idle_timeout: config.limits.idle_timeout,
+                gso: quic.gso,
+                h3: h3_config,
+            },
+            keys,
+            gro: quic.gro,
+        })
+    }
 }
 
 /// Connection timeouts from `[limits]`.
@@ -172,6 +238,8 @@ impl Runtime {
                 |r| f(r).clone(),
             )
         };
+        let workers = metrics.workers().len();
+        let quic = QuicRuntime::new(config, &tls, h3_config(limits), workers, previous);
         Ok(Runtime {
             routes,
             needs_client: config.server.real_ip.is_some()
@@ -211,6 +279,14 @@ impl Runtime {
                 })
                 .collect(),
             h2: h2_config(limits),
+            quic,
+            alt_svc: match config.quic.alt_svc_max_age.as_secs() {
+                0 => Vec::new(),
+                max_age => (config.listen.iter())
+                    .filter(|l| l.tls && l.protocols.contains(&squall_config::Protocol::H3))
+                    .map(|l| (l.address, max_age))
+                    .collect(),
+            },
             cache,
             config_hash: fnv1a(format!("{config:?}").as_bytes()),
             drain_timeout: config.server.drain_timeout,
@@ -235,6 +311,19 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
         (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })
+}
+
+/// HTTP/3 settings from `[limits]`, as HTTP/2's: the head, target and body bounds are
+/// HTTP/1.1's, the reset flood limit HTTP/2's. QPACK: a 4 KiB table for the client's
+/// encoder, none for ours (static table and literals: no state a client can make us keep).
+fn h3_config(limits: &squall_config::Limits) -> squall_h3::server::ServerConfig {
+    squall_h3::server::ServerConfig {
+        max_field_section_size: limits.header_bytes_max,
+        max_path_bytes: usize::try_from(limits.uri_bytes_max).unwrap_or(usize::MAX),
+        max_body_bytes: limits.body_bytes_max,
+        max_resets_per_window: limits.h2.resets_max,
+        ..squall_h3::server::ServerConfig::default()
+    }
 }
 
 /// HTTP/2 settings from `[limits]`: the head, target and body bounds are HTTP/1.1's.

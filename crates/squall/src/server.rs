@@ -12,7 +12,7 @@ use std::time::Instant;
 use crossbeam_channel::Sender;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
 use signal_hook::iterator::Signals;
-use squall_config::{Config, Diagnostics, Workers};
+use squall_config::{Config, Diagnostics, Protocol, Workers};
 use squall_uring::Waker;
 use tracing::{info, warn};
 
@@ -105,6 +105,7 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
     // Registered before any worker starts, so a stop signal arriving during start-up is kept.
     let mut signals = Signals::new([SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2])?;
     let (listeners, mut listening) = bind_listeners(config.listen.iter(), count, &[])?;
+    let udp = bind_quic(&config, count, &listening)?;
     if let Some(admin) = &config.admin {
         crate::admin::start(admin.listen, metrics.clone())?;
     }
@@ -124,7 +125,13 @@ fn start(path: Option<&Path>) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let clients = Arc::new(crate::clients::ClientTable::new());
-    let workers = spawn_workers(count, listeners, &runtime, access_log.as_ref(), &clients)?;
+    let workers = spawn_workers(
+        count,
+        (listeners, udp),
+        &runtime,
+        access_log.as_ref(),
+        &clients,
+    )?;
     info!(
         workers = count,
         "squall {} ready: all workers listening",
@@ -239,7 +246,8 @@ fn bind_listeners<'a>(
 ) -> anyhow::Result<(PerWorker, Listening)> {
     let mut per_worker: PerWorker = (0..workers).map(|_| Vec::new()).collect();
     let mut listening = Vec::new();
-    for listen in listens {
+    // An HTTP/3-only listener has no TCP socket (its UDP ones are `bind_quic`'s).
+    for listen in listens.filter(|l| l.protocols.iter().any(|p| p.is_tcp())) {
         let local = if held.contains(&listen.address) {
             Ok(listen.address)
         } else {
@@ -259,9 +267,44 @@ fn bind_listeners<'a>(
     Ok((per_worker, listening))
 }
 
+/// Binds a UDP socket per worker for each listener that serves HTTP/3, on its TCP
+/// listener's port when it has one (so `:0` gives both the same port), and steers each
+/// packet of a group to the worker its connection ID names (see `worker/quic.rs`): sockets
+/// join a reuseport group in worker order, so socket `i` is worker `i`'s.
+fn bind_quic(config: &Config, workers: usize, listening: &Listening) -> anyhow::Result<PerWorker> {
+    let mut per_worker: PerWorker = (0..workers).map(|_| Vec::new()).collect();
+    let h3 = config
+        .listen
+        .iter()
+        .filter(|l| l.protocols.contains(&Protocol::H3));
+    for listen in h3 {
+        let tcp = listening.iter().find(|(a, _)| *a == listen.address);
+        let address = tcp.map_or(listen.address, |(_, local)| *local);
+        let local = listener::claim_udp(address)
+            .map_err(|e| anyhow::anyhow!("cannot listen on {address} (UDP, h3): {e}"))?;
+        info!("listening on https://{local} (HTTP/3 over QUIC, UDP)");
+        let mut group = Vec::with_capacity(workers);
+        for sockets in per_worker.iter_mut() {
+            let fd = listener::bind_udp(local, config.quic.gro)
+                .map_err(|e| anyhow::anyhow!("cannot listen on {local} (UDP, h3): {e}"))?;
+            group.push(fd.try_clone()?);
+            sockets.push((listen.address, fd));
+        }
+        let program = squall_uring::quic_steering_program(u16::try_from(workers).unwrap_or(1));
+        if let Some(first) = group.first()
+            && let Err(e) = squall_uring::attach_reuseport_cbpf(first, &program)
+        {
+            // Without it the kernel spreads packets by address: a connection's packets reach
+            // another worker when its client's address changes, and are dropped there.
+            warn!("{local}: cannot steer QUIC packets to their workers ({e}): by address instead");
+        }
+    }
+    Ok(per_worker)
+}
+
 fn spawn_workers(
     count: usize,
-    listeners: PerWorker,
+    (listeners, udp): (PerWorker, PerWorker),
     runtime: &Arc<Runtime>,
     access_log: Option<&crate::access_log::Logger>,
     clients: &Arc<crate::clients::ClientTable>,
@@ -282,13 +325,13 @@ fn spawn_workers(
             waker: waker.clone(),
         })
         .collect();
-    for ((id, sockets), (control, receiver, waker)) in
-        listeners.into_iter().enumerate().zip(channels)
-    {
+    let sockets = listeners.into_iter().zip(udp);
+    for ((id, (sockets, udp)), (control, receiver, waker)) in sockets.enumerate().zip(channels) {
         let setup = worker::Setup {
             id,
             core: (!cores.is_empty()).then(|| cores[id % cores.len()]),
             listeners: sockets,
+            udp,
             runtime: runtime.clone(),
             control: receiver,
             waker: waker.clone(),

@@ -182,6 +182,61 @@ const FAMILIES: &[Family] = &[
         |w| &w.h2_floods,
     ),
     (
+        "squall_quic_connections_total",
+        "QUIC connections accepted on h3 listeners (handshakes begun).",
+        |w| &w.quic_connections,
+    ),
+    (
+        "squall_quic_handshakes_total",
+        "QUIC handshakes completed.",
+        |w| &w.quic_handshakes,
+    ),
+    (
+        "squall_quic_retries_total",
+        "QUIC Retry packets sent to validate a new client's address ([quic] retry).",
+        |w| &w.quic_retries,
+    ),
+    (
+        "squall_quic_refused_total",
+        "New QUIC connections the endpoint refused (CONNECTION_REFUSED, or an invalid token).",
+        |w| &w.quic_refused,
+    ),
+    (
+        "squall_quic_misrouted_total",
+        "QUIC packets that reached a worker other than their connection's and were handed over.",
+        |w| &w.quic_misrouted,
+    ),
+    (
+        "squall_h3_streams_total",
+        "HTTP/3 request streams opened by clients.",
+        |w| &w.h3_streams,
+    ),
+    (
+        "squall_quic_early_refused_total",
+        "HTTP/3 requests with an unsafe method in 0-RTT data, answered 425 Too Early.",
+        |w| &w.quic_early_refused,
+    ),
+    (
+        "squall_h3_floods_total",
+        "HTTP/3 connections closed with H3_EXCESSIVE_LOAD by a flood limit.",
+        |w| &w.h3_floods,
+    ),
+    (
+        "squall_h3_protocol_errors_total",
+        "HTTP/3 connections closed for a protocol error of the client's.",
+        |w| &w.h3_protocol_errors,
+    ),
+    (
+        "squall_quic_lost_packets_total",
+        "QUIC packets declared lost (counted when each connection ends).",
+        |w| &w.quic_lost_packets,
+    ),
+    (
+        "squall_quic_congestion_events_total",
+        "QUIC congestion events: a loss or an ECN mark that shrank a connection's window (counted when each connection ends).",
+        |w| &w.quic_congestion_events,
+    ),
+    (
         "squall_input_overflows_total",
         "Connections cut for sending far ahead: an HTTP/1.1 client 1 MiB of requests past answers it does not read, a tunnel's client 8 MiB past what its origin takes.",
         |w| &w.input_overflows,
@@ -606,7 +661,12 @@ pub fn render(metrics: &Metrics) -> String {
     );
     let _ = writeln!(out, "# TYPE squall_requests_total counter");
     for (id, worker) in metrics.workers().iter().enumerate() {
-        for (protocol, counter) in [("http1", &worker.requests_h1), ("h2", &worker.requests_h2)] {
+        let protocols = [
+            ("http1", &worker.requests_h1),
+            ("h2", &worker.requests_h2),
+            ("h3", &worker.requests_h3),
+        ];
+        for (protocol, counter) in protocols {
             let _ = writeln!(
                 out,
                 "squall_requests_total{{worker=\"{id}\",protocol=\"{protocol}\"}} {}",

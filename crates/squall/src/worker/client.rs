@@ -113,7 +113,14 @@ impl Clients {
         let generation = self.generation;
         let acceptor = runtime.tls.acceptor(address);
         let tls = acceptor.map(|acceptor| Box::new(TlsConn::new(acceptor)));
+        // A listener that also serves HTTP/3 says so in its responses, with its own port
+        // (the bound one: `:0` in tests).
+        let alt_svc = (runtime.alt_svc.iter().any(|(a, _)| *a == address))
+            .then(|| SockRef::from(&fd).local_addr().ok()?.as_socket())
+            .flatten()
+            .and_then(|local| runtime.alt_svc(address, local.port()));
         let mut conn = Conn::new(fd, generation, tls, io.now);
+        conn.alt_svc = alt_svc;
         conn.protocols = listen::listener_protocols(runtime, address);
         let limits = runtime.client_limits;
         let access = runtime.access_rules;
@@ -153,6 +160,37 @@ impl Clients {
         runtime.metrics.worker(worker).connections_accepted.inc();
         // A new connection waits on no origin.
         self.deadline(io, index, false);
+    }
+
+    /// Gives a new HTTP/3 connection, accepted on the QUIC listener configured as `address`, a
+    /// slot (with no socket: its listener's carries its datagrams) and files its first
+    /// deadline. Its token, for the `Quic` part to find it by; the connection back when its
+    /// address is over `connections_per_ip_max` (it is then closed).
+    pub(super) fn open_quic(
+        &mut self,
+        io: &mut Io<'_>,
+        h3: Box<super::downstream::proto::H3>,
+        address: SocketAddr,
+        peer: SocketAddr,
+    ) -> Result<Token, Box<super::downstream::proto::H3>> {
+        let mut counted = None;
+        if !self.count(io, Some(peer), &mut counted) {
+            return Err(h3);
+        }
+        self.generation = token::next_generation(self.generation);
+        let generation = self.generation;
+        let mut conn = Conn::quic(generation, h3, io.now);
+        conn.protocols = listen::listener_protocols(io.runtime, address);
+        conn.peer = Some(peer);
+        conn.counted_ip = counted;
+        let index = self.conns.insert(conn);
+        io.runtime
+            .metrics
+            .worker(io.worker)
+            .connections_accepted
+            .inc();
+        self.deadline(io, index, false);
+        Ok(Token::client(index, generation))
     }
 
     /// Counts a connection from `peer` under its address for `connections_per_ip_max`, noting
@@ -382,7 +420,9 @@ impl Clients {
         if conn.responding {
             metrics.buffered.set_responding(false);
         }
-        metrics.descriptors.closed();
+        if conn.socket.owned_descriptor() {
+            metrics.descriptors.closed();
+        }
         if let Some(ip) = conn.counted_ip {
             self.table.close(ip);
         }

@@ -16,7 +16,7 @@ use bytes::{Bytes, BytesMut};
 use squall_tls::TlsConn;
 
 use super::socket::Socket;
-use crate::worker::downstream::proto::Proto;
+use crate::worker::downstream::proto::{H3, Proto};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
@@ -73,6 +73,9 @@ pub struct Conn {
     pub protocols: crate::listener::Protocols,
     /// The protocol this connection speaks, once chosen, with its request state.
     pub proto: Proto,
+    /// The `Alt-Svc` field value its HTTP/1.1 and HTTP/2 responses carry (its listener also
+    /// serves HTTP/3), if any.
+    pub alt_svc: Option<Bytes>,
     /// The client's address, read at accept only when the access log needs it; on a PROXY
     /// protocol listener, the address the balancer's header carries.
     pub peer: Option<std::net::SocketAddr>,
@@ -98,8 +101,12 @@ pub struct Conn {
 
 impl Conn {
     pub fn new(fd: OwnedFd, generation: u32, tls: Option<Box<TlsConn>>, now: Instant) -> Conn {
+        Conn::new_with(Socket::new(fd), generation, tls, now)
+    }
+
+    fn new_with(socket: Socket, generation: u32, tls: Option<Box<TlsConn>>, now: Instant) -> Conn {
         Conn {
-            socket: Socket::new(fd),
+            socket,
             generation,
             phase: Phase::Open,
             rbuf: BytesMut::new(),
@@ -120,6 +127,7 @@ impl Conn {
             fresh: true,
             protocols: crate::listener::Protocols::default(),
             proto: Proto::default(),
+            alt_svc: None,
             peer: None,
             proxy_header: None,
             counted_ip: None,
@@ -130,6 +138,15 @@ impl Conn {
             deadline: now,
             timer_due: None,
         }
+    }
+
+    /// An HTTP/3 connection's slot: no socket of its own (its QUIC listener's carries its
+    /// datagrams), its protocol chosen by QUIC's ALPN, its handshake done by QUIC.
+    pub fn quic(generation: u32, h3: Box<H3>, now: Instant) -> Conn {
+        let mut conn = Conn::new_with(Socket::detached(), generation, None, now);
+        conn.proto = Proto::H3(h3);
+        conn.fresh = false;
+        conn
     }
 
     /// True when no request is in progress and nothing is left to send: safe to close at once.
@@ -156,6 +173,22 @@ impl Conn {
         if let Some(tls) = &mut self.tls {
             tls.shrink();
         }
+    }
+
+    /// Adds the `Alt-Svc` line, if the connection has one, to the HTTP/1.1 response head
+    /// written into `out` from `start` (after its status line). Not for 1xx heads.
+    pub fn alt_svc_h1(&mut self, start: usize) {
+        let Some(value) = &self.alt_svc else {
+            return;
+        };
+        let Some(end) = memchr::memmem::find(&self.out[start..], b"\r\n") else {
+            return;
+        };
+        let tail = self.out.split_off(start + end + 2);
+        self.out.extend_from_slice(b"alt-svc: ");
+        self.out.extend_from_slice(value);
+        self.out.extend_from_slice(b"\r\n");
+        self.out.unsplit(tail);
     }
 
     /// Bytes produced but not yet handed to the ring.

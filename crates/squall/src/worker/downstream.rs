@@ -21,7 +21,6 @@ use http::{Method, StatusCode};
 use slab::Slab;
 use squall_cache::{ContentRange, Entry, Multipart, RangeAnswer};
 use squall_h1::RequestHead;
-use squall_h2::{ErrorCode, StreamId};
 use squall_proxy::{ClientFraming, ClientProtocol, ToClient};
 
 use super::conn::Conn;
@@ -30,12 +29,14 @@ use super::ids::{Client, ClientToken};
 use super::session::Session;
 use super::token::Token;
 use crate::metrics::WorkerCounters;
+use proto::Proto;
 
 mod file;
 mod grpc;
 pub(super) mod heard;
 mod hit;
 mod log;
+pub(super) mod mux;
 pub(super) mod proto;
 mod respond;
 mod slots;
@@ -43,13 +44,14 @@ mod write;
 
 pub(super) use file::FileAnswered;
 pub(super) use log::RequestLog;
+use mux::Mux;
 pub(super) use proto::Due;
 pub(super) use slots::{
     Answering, answering, awaits_origin, files_of, h1_session, lift_body_limit, park, parked_due,
     sessions_of, set_file, set_session, set_verifying, take_early, take_parked,
 };
 pub(super) use write::EncodedDate;
-use write::{write_h1, write_h2};
+use write::{write_h1, write_mux};
 
 /// The status logged for a request whose client left before any response head was written to
 /// it (nginx's 499: not a status any client sees).
@@ -62,27 +64,21 @@ impl Client {
     /// The client connection's slot.
     pub fn conn(self) -> usize {
         match self {
-            Client::H1(index) | Client::H2(index, _) => index,
+            Client::H1(index) | Client::H2(index, _) | Client::H3(index, _) => index,
         }
     }
 
     pub fn token(self, generation: u32) -> ClientToken {
-        let stream = match self {
-            Client::H1(_) => None,
-            Client::H2(_, stream) => Some(stream),
-        };
         ClientToken {
             token: Token::client(self.conn(), generation),
-            stream,
+            client: self,
         }
     }
 
-    /// The client a token names, on the connection in slot `index`.
+    /// The client a token names, on the connection in slot `index` (the token's own).
     pub fn of(index: usize, token: ClientToken) -> Client {
-        match token.stream {
-            None => Client::H1(index),
-            Some(stream) => Client::H2(index, stream),
-        }
+        debug_assert_eq!(index, token.client.conn());
+        token.client
     }
 
     /// The stream a multiplexed connection's client is, as the stream maps key it.
@@ -90,19 +86,22 @@ impl Client {
         match self {
             Client::H1(_) => None,
             Client::H2(_, stream) => Some(u64::from(stream)),
+            Client::H3(_, stream) => Some(stream),
         }
     }
 
-    /// Whether an answer to this client can end with trailers of its own (an HTTP/2 stream):
-    /// what a gRPC error without a response needs (`grpc-status` in a trailers-only answer).
+    /// Whether an answer to this client can end with trailers of its own (an HTTP/2 or
+    /// HTTP/3 stream): what a gRPC error without a response needs (`grpc-status` in a
+    /// trailers-only answer).
     pub fn ends_with_trailers(self) -> bool {
-        matches!(self, Client::H2(..))
+        matches!(self, Client::H2(..) | Client::H3(..))
     }
 
-    /// How the exchange must frame a response for this client.
+    /// How the exchange must frame a response for this client: HTTP/3 frames a body as
+    /// HTTP/2 does (DATA frames, the stream's end; no chunking, no connection fields).
     pub fn protocol(self, head: &RequestHead) -> ClientProtocol {
         match self {
-            Client::H2(..) => ClientProtocol::H2,
+            Client::H2(..) | Client::H3(..) => ClientProtocol::H2,
             Client::H1(_) if head.version == http::Version::HTTP_10 => ClientProtocol::Http10,
             Client::H1(_) => ClientProtocol::Http11,
         }
@@ -248,13 +247,24 @@ impl Downstream<'_> {
                 budget_paused: false,
             };
         };
-        let held = match (client, conn.proto.h2()) {
-            (Client::H2(_, stream), Some(h2)) => Held {
+        let held = match (client, &conn.proto) {
+            (Client::H2(_, stream), Proto::H2(h2)) => Held {
                 own: h2.conn.queued_data(stream),
                 streams: h2.streams.exchanges.len() + h2.streams.files.len(),
                 window: h2.conn.send_window(stream),
                 connection: conn.held_bytes() + conn.session_bytes,
             },
+            // QUIC keeps what its flow control lets a stream send; what is still queued in the
+            // HTTP/3 connection after the last flush is what it could not take (no window).
+            (Client::H3(_, stream), Proto::H3(h3)) => {
+                let own = h3.quic.h3_ref().queued_data(stream);
+                Held {
+                    own,
+                    streams: h3.streams.exchanges.len() + h3.streams.files.len(),
+                    window: usize::from(own == 0),
+                    connection: conn.held_bytes() + conn.session_bytes,
+                }
+            }
             _ => Held {
                 own: conn.unsent_bytes() + conn.in_flight,
                 streams: 0,
@@ -323,9 +333,9 @@ impl Downstream<'_> {
                 conn.cut = true;
                 true
             }
-            (Client::H2(_, stream), ToClient::Abort) => {
-                if let Some(h2) = conn.proto.h2_mut() {
-                    h2.conn.reset_stream(stream, ErrorCode::InternalError);
+            (client, ToClient::Abort) => {
+                if let (Some(mut mux), Some(stream)) = (Mux::of(conn), client.stream()) {
+                    mux.cut(stream);
                 }
                 true
             }
@@ -341,11 +351,11 @@ impl Downstream<'_> {
                     keep_alive,
                 )
             }
-            (Client::H2(_, stream), message) => {
-                let Some(h2) = conn.proto.h2_mut() else {
+            (client, message) => {
+                let (Some(mux), Some(stream)) = (Mux::of(conn), client.stream()) else {
                     return Written::default();
                 };
-                write_h2(&mut h2.conn, stream, &mut session.reply, message, self.date)
+                write_mux(mux, stream, &mut session.reply, message, self.date)
             }
         };
         if ended {
@@ -386,7 +396,7 @@ impl Downstream<'_> {
             None if abandoned => CLIENT_CLOSED_REQUEST,
             _ => session.ex.status(),
         };
-        if let Client::H2(..) = session.client {
+        if session.client.stream().is_some() {
             // Streams interleave: the connection's request clock is this stream's.
             conn.request_started = started;
         }
@@ -403,15 +413,16 @@ impl Downstream<'_> {
     /// Answers with a short text response generated here (PURGE results, 403, 502, 504), as
     /// the request's framing allows (keep-alive, no body for HEAD).
     pub fn answer_status(&mut self, client: Client, head: &RequestHead, status: StatusCode) {
-        if let Client::H2(index, stream) = client {
-            self.refuse_h2(index, stream, status, Some(head));
+        if client.stream().is_some() {
+            self.refuse_stream(client, status, Some(head));
             return;
         }
         let (content_type, body) = self.service.error_body(Some(head), status);
         self.answer_body(client, head, status, content_type, None, body);
     }
 
-    /// The error of a gRPC call (`content-type: application/grpc...`) from an HTTP/2 client: a
+    /// The error of a gRPC call (`content-type: application/grpc...`) from an HTTP/2 (or
+    /// HTTP/3) client: a
     /// trailers-only response (HTTP 200, `grpc-status: 14` UNAVAILABLE, or 8 RESOURCE_EXHAUSTED
     /// for a 413, and `message` as
     /// `grpc-message`, gRPC over HTTP/2 §Responses), which gRPC clients report with its message,
@@ -424,13 +435,13 @@ impl Downstream<'_> {
         status: StatusCode,
         message: &str,
     ) {
-        let Client::H2(_, stream) = client else {
+        let Some(stream) = client.stream() else {
             return self.answer_status(client, head, status);
         };
         let Some(conn) = self.conns.get_mut(client.conn()) else {
             return;
         };
-        let Some(h2) = conn.proto.h2_mut() else {
+        let Some(mux) = Mux::of(conn) else {
             return;
         };
         // A body over its limit is RESOURCE_EXHAUSTED (8); every other failure UNAVAILABLE.
@@ -443,19 +454,10 @@ impl Downstream<'_> {
         ];
         let date = self.date;
         let body = Bytes::new();
-        let sent = write::send_reply(
-            &mut h2.conn,
-            stream,
-            StatusCode::OK,
-            fields,
-            None,
-            body,
-            false,
-            date,
-        );
-        if too_large {
+        let sent = write::send_reply(mux, stream, StatusCode::OK, fields, None, body, false, date);
+        if too_large && let Some(mut mux) = Mux::of(conn) {
             // The rest of the body is not wanted: the client stops sending (RFC 9113 §8.1).
-            h2.conn.reset_stream(stream, ErrorCode::NoError);
+            mux.request_unwanted(stream);
         }
         self.log_answer(client.conn(), Some(head), status, sent);
     }
@@ -500,8 +502,8 @@ impl Downstream<'_> {
             return;
         };
         let sent = match client {
-            Client::H2(_, stream) => {
-                let Some(h2) = conn.proto.h2_mut() else {
+            Client::H2(..) | Client::H3(..) => {
+                let (Some(mux), Some(stream)) = (Mux::of(conn), client.stream()) else {
                     return;
                 };
                 let fields = [
@@ -512,16 +514,7 @@ impl Downstream<'_> {
                 .chain(extra.map(|(name, value)| (name.as_bytes(), value)));
                 let is_head = head.method == Method::HEAD;
                 let date = self.date;
-                write::send_reply(
-                    &mut h2.conn,
-                    stream,
-                    status,
-                    fields,
-                    None,
-                    body,
-                    is_head,
-                    date,
-                )
+                write::send_reply(mux, stream, status, fields, None, body, is_head, date)
             }
             Client::H1(_) => {
                 let mut raw = BytesMut::from(&b"server: squall\r\n"[..]);
@@ -541,7 +534,10 @@ impl Downstream<'_> {
                 let before = conn.out.len();
                 let mut framing = head.framing();
                 framing.keep_alive &= !self.draining;
-                if squall_h1::encode_response_head(&response, framing, self.date, &mut conn.out) {
+                let whole =
+                    squall_h1::encode_response_head(&response, framing, self.date, &mut conn.out);
+                conn.alt_svc_h1(before);
+                if whole {
                     conn.out.extend_from_slice(&body);
                 }
                 // `Connection: close` from the client (or HTTP/1.0 without keep-alive): the
@@ -591,19 +587,19 @@ impl Downstream<'_> {
         self.log_answer(index, Some(head), status, sent);
     }
 
-    /// Answers a request Squall refuses itself (400, 429, 502, ...) on an HTTP/2 stream, with a
-    /// short text body.
-    pub fn refuse_h2(
+    /// Answers a request Squall refuses itself (400, 429, 502, ...) on an HTTP/2 or HTTP/3
+    /// stream, with a short text body.
+    pub fn refuse_stream(
         &mut self,
-        index: usize,
-        stream: StreamId,
+        client: Client,
         status: StatusCode,
         head: Option<&RequestHead>,
     ) {
+        let index = client.conn();
         let Some(conn) = self.conns.get_mut(index) else {
             return;
         };
-        let Some(h2) = conn.proto.h2_mut() else {
+        let (Some(mux), Some(stream)) = (Mux::of(conn), client.stream()) else {
             return;
         };
         let (content_type, body) = self.service.error_body(head, status);
@@ -611,16 +607,8 @@ impl Downstream<'_> {
             (&b"server"[..], &b"squall"[..]),
             (&b"content-type"[..], content_type.as_bytes()),
         ];
-        let sent = write::send_reply(
-            &mut h2.conn,
-            stream,
-            status,
-            fields,
-            None,
-            body,
-            head.is_some_and(|h| h.method == Method::HEAD),
-            self.date,
-        );
+        let is_head = head.is_some_and(|h| h.method == Method::HEAD);
+        let sent = write::send_reply(mux, stream, status, fields, None, body, is_head, self.date);
         if status.is_client_error() && status != StatusCode::TOO_MANY_REQUESTS {
             self.log_bad_request(index, head, status, sent);
         } else {

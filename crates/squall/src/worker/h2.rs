@@ -73,16 +73,48 @@ pub fn select(conn: &Conn) -> Selection {
 /// have sent: no other HTTP/2 request can carry those fields, so only this one is taken for
 /// an upgrade by the exchange.
 pub fn request_head(request: Request) -> Option<RequestHead> {
-    let Request {
+    let (bytes, spans) = request.headers.into_parts();
+    let spans = (spans.into_iter())
+        .map(|s| [s.name, s.name_len, s.value, s.value_len])
+        .collect();
+    head_of(
+        Parts {
+            method: request.method,
+            authority: request.authority,
+            path: request.path,
+            fields: (bytes, spans),
+            content_length: request.content_length,
+            end_stream: request.end_stream,
+            protocol: request.protocol,
+        },
+        Version::HTTP_2,
+    )
+}
+
+/// A validated request of a multiplexed protocol (HTTP/2 or HTTP/3: the same pseudo-header
+/// fields, and regular fields as spans of one decoded block).
+pub struct Parts {
+    pub method: Method,
+    pub authority: Option<Bytes>,
+    pub path: Bytes,
+    /// The block's bytes, and each field's `[name, name_len, value, value_len]` in them.
+    pub fields: (Bytes, Vec<[u32; 4]>),
+    pub content_length: Option<u64>,
+    pub end_stream: bool,
+    pub protocol: Option<Bytes>,
+}
+
+/// [`request_head`] for either protocol, `version` saying which.
+pub fn head_of(parts: Parts, version: Version) -> Option<RequestHead> {
+    let Parts {
         mut method,
         authority,
         path,
-        headers,
+        fields: (bytes, spans),
         content_length,
         mut end_stream,
         protocol,
-        ..
-    } = request;
+    } = parts;
     // `:path` is read as an HTTP/1.1 origin-form target is: normalised once, here.
     let normal = match &path[..] {
         b"*" => None,
@@ -97,10 +129,6 @@ pub fn request_head(request: Request) -> Option<RequestHead> {
     };
     // The decoded block's bytes and spans become the head's fields as they are: the span
     // vector is reused in place (same layout), so nothing is copied or allocated per field.
-    let (bytes, spans) = headers.into_parts();
-    let spans = (spans.into_iter())
-        .map(|s| [s.name, s.name_len, s.value, s.value_len])
-        .collect();
     let mut headers = squall_h1::Fields::from_parts(bytes, spans)?;
     if let Some(authority) = authority
         && !headers.contains_key(http::header::HOST)
@@ -136,7 +164,7 @@ pub fn request_head(request: Request) -> Option<RequestHead> {
         method,
         uri,
         received_target,
-        version: Version::HTTP_2,
+        version,
         headers,
         keep_alive: true,
         expect_continue: false,
@@ -190,7 +218,11 @@ impl Downstream<'_> {
                     // An extended CONNECT's stream carries a tunnel, never a body.
                     let end = request.end_stream || request.protocol.is_some();
                     let Some(head) = request_head(request) else {
-                        self.refuse_h2(index, stream_id, StatusCode::BAD_REQUEST, None);
+                        self.refuse_stream(
+                            Client::H2(index, stream_id),
+                            StatusCode::BAD_REQUEST,
+                            None,
+                        );
                         continue;
                     };
                     let client = Client::H2(index, stream_id);

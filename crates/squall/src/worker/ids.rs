@@ -29,11 +29,13 @@ pub enum Waiter {
     File(FileId),
 }
 
-/// Whom an answer goes to: an HTTP/1.x connection, or one stream of an HTTP/2 connection.
+/// Whom an answer goes to: an HTTP/1.x connection, or one stream of an HTTP/2 or HTTP/3
+/// connection (HTTP/3's streams are QUIC stream ids).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Client {
     H1(usize),
     H2(usize, StreamId),
+    H3(usize, u64),
 }
 
 /// A [`Client`] as something that outlives a turn of the loop remembers it (a request parked
@@ -42,7 +44,7 @@ pub enum Client {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClientToken {
     pub token: Token,
-    pub stream: Option<StreamId>,
+    pub client: Client,
 }
 
 /// The `X-Cache` label of a response (the access log's cache field).

@@ -15,13 +15,16 @@ mod entry;
 mod files;
 mod h1;
 mod h2;
+mod h3;
 mod ids;
 mod listen;
 mod origin;
 mod parked;
 mod purge;
+mod quic;
 mod request;
 mod session;
+mod setup;
 mod socket;
 mod token;
 mod tunnel;
@@ -97,6 +100,8 @@ pub struct Setup {
     pub core: Option<core_affinity::CoreId>,
     /// Listening sockets with the address each was configured as (`127.0.0.1:0` stays so).
     pub listeners: Vec<(SocketAddr, OwnedFd)>,
+    /// UDP sockets of the listeners that serve HTTP/3, likewise.
+    pub udp: Vec<(SocketAddr, OwnedFd)>,
     pub runtime: Arc<Runtime>,
     pub control: Receiver<Control>,
     pub waker: Waker,
@@ -179,6 +184,10 @@ struct Worker {
     fed: Vec<ids::SessionId>,
     /// Reused by `drained`: what answers the clients of the connection that drained.
     answering: Vec<downstream::Answering>,
+    /// The UDP sockets of the HTTP/3 listeners and their QUIC endpoints (`quic.rs`).
+    quic: quic::Quic,
+    /// Reused for what a received datagram means for other parts.
+    arrivals: Vec<quic::Arrival>,
 }
 
 /// Runs a worker until it has drained after a stop.
@@ -186,15 +195,24 @@ pub fn run(setup: Setup) {
     if let Some(core) = setup.core {
         core_affinity::set_for_current(core);
     }
+    // Datagram buffers only for HTTP/3: 64 KiB each with receive offload (what GRO
+    // coalesces), a packet's worth without.
+    let (udp_buffers, udp_buffer_bytes) = match &setup.runtime.quic {
+        Some(quic) if quic.gro => (256, squall_uring::UDP_BUFFER_BYTES_GRO),
+        Some(_) => (1024, (2048 + squall_uring::DATAGRAM_HEADROOM) as u32),
+        None => (0, squall_uring::UDP_BUFFER_BYTES_GRO),
+    };
     let ring = match Ring::new(&RingConfig {
         sq_entries: 4096,
         recv_buffers: 1024,
         recv_buffer_bytes: 16 * 1024,
+        udp_buffers,
+        udp_buffer_bytes,
         ..RingConfig::default()
     }) {
         Ok(ring) => ring,
         Err(e) => {
-            let _ = setup.ready.send(Err(ring_error(&e)));
+            let _ = setup.ready.send(Err(setup::ring_error(&e)));
             return;
         }
     };
@@ -225,7 +243,7 @@ pub fn run(setup: Setup) {
             real_ip,
         },
         peers: setup.peers,
-        stall: test_stall(setup.id),
+        stall: setup::test_stall(setup.id),
         h2_date: downstream::EncodedDate::default(),
         scratch: bytes::BytesMut::new(),
         origins: origin::Origins::default(),
@@ -235,10 +253,13 @@ pub fn run(setup: Setup) {
         buffer_limit: 0,
         fed: Vec::new(),
         answering: Vec::new(),
+        quic: quic::Quic::default(),
+        arrivals: Vec::new(),
     };
     worker.apply_runtime();
     (worker.ring).poll_waker(&worker.waker, Token::waker().raw());
     (worker.admission).add(&mut part_io!(worker), setup.listeners);
+    (worker.quic).add(&mut part_io!(worker), setup.udp);
     let _ = setup.ready.send(Ok(()));
     if let Err(e) = worker.event_loop() {
         warn!(worker = worker.id, "event loop failed: {e}");
@@ -247,17 +268,6 @@ pub fn run(setup: Setup) {
         log.flush(worker.runtime.metrics.worker(worker.id));
     }
     debug!(worker = worker.id, "stopped");
-}
-
-fn ring_error(e: &io::Error) -> String {
-    if squall_uring::is_unavailable(e) {
-        format!(
-            "io_uring is unavailable on this host ({e}): Squall needs Linux 6.1 or later with \
-             io_uring enabled (sysctl kernel.io_uring_disabled=0, and no seccomp filter denying it)"
-        )
-    } else {
-        format!("cannot set up io_uring: {e}")
-    }
 }
 
 impl Worker {
@@ -305,6 +315,7 @@ impl Worker {
                 self.admission.next_wake(self.now),
                 self.drain_deadline,
                 self.origins.upstreams.next_probe_at(),
+                self.quic.next_wake(),
             ];
             (self.ring).submit_and_wait(Some(wait_timeout(self.now, &self.timers, due)))?;
             self.now = Instant::now();
@@ -315,6 +326,7 @@ impl Worker {
                 self.deliver();
             }
             self.expire_timers();
+            self.quic.expire(&mut part_io!(self));
             self.deliver();
             if self.drain_deadline.is_none() {
                 self.admission.retry(&mut part_io!(self));
@@ -419,6 +431,7 @@ impl Worker {
                 t => self.on_recv(t, result, more),
             },
             Completion::Send { token, result, buf } => match Token::from_raw(token) {
+                t if t.kind() == Kind::Udp => self.quic.on_send(&part_io!(self), t, result),
                 t if t.kind() == Kind::Origin => {
                     self.origins
                         .on_origin_send(&mut part_io!(self), t, result, buf)
@@ -467,12 +480,43 @@ impl Worker {
                 _ => {}
             },
             Completion::Cancel { .. } => {}
-            // No UDP socket is armed yet (HTTP/3 listeners are refused at start-up); a
-            // datagram's buffer would go back to the ring all the same.
-            Completion::Datagram { result, .. } => {
-                if let Ok(datagram) = result {
-                    self.ring.recycle_datagram(datagram);
+            // HTTP/3: what a datagram means goes to the part it concerns (`quic.rs`).
+            Completion::Datagram {
+                token,
+                result,
+                more,
+            } => {
+                let mut arrivals = std::mem::take(&mut self.arrivals);
+                let token = Token::from_raw(token);
+                let io = &mut part_io!(self);
+                self.quic.receive(io, token, result, more, &mut arrivals);
+                for arrival in arrivals.drain(..) {
+                    match arrival {
+                        quic::Arrival::New {
+                            listener,
+                            handle,
+                            conn,
+                            peer,
+                        } => {
+                            let h3 = Box::new(downstream::proto::H3::new(conn, listener, handle));
+                            let address = self.quic.address(listener).unwrap_or(peer);
+                            let io = &mut part_io!(self);
+                            match self.clients.open_quic(io, h3, address, peer) {
+                                Ok(client) => {
+                                    self.quic.opened(listener, handle, client);
+                                    part_downstream!(self).schedule(client.index());
+                                }
+                                Err(h3) => self.quic.retire(&mut part_io!(self), h3),
+                            }
+                        }
+                        quic::Arrival::Packet { client, event } => {
+                            if let Some(index) = self.clients.index(client) {
+                                part_downstream!(self).receive_h3(index, event);
+                            }
+                        }
+                    }
                 }
+                self.arrivals = arrivals;
             }
             // Static files (`files.rs`).
             Completion::Open { token, result } => {
@@ -492,6 +536,11 @@ impl Worker {
         while let Some(token) = self.clients.ready.pop_front() {
             if let Some(index) = self.clients.index(token) {
                 self.clients.conns[index].scheduled = false;
+                if self.clients.conns[index].phase == Phase::Closed {
+                    // A connection without a socket (HTTP/3) closed this turn: its slot goes.
+                    self.op_done_at(index);
+                    continue;
+                }
                 self.process(index);
             }
         }
@@ -525,6 +574,7 @@ impl Worker {
                         .replaced(&self.runtime.cache.inflight, &runtime.cache.inflight);
                     self.runtime = runtime;
                     self.apply_runtime();
+                    self.quic.reloaded(&part_io!(self));
                     self.admission.add(&mut part_io!(self), add);
                     info!(worker = self.id, "configuration reloaded");
                 }
@@ -549,6 +599,8 @@ impl Worker {
         }
         self.drain_deadline = Some(deadline);
         self.admission.close_all(&mut part_io!(self));
+        // QUIC listeners take no new connection; theirs keep their datagrams until they end.
+        self.quic.stop_accepting();
         // Every HTTP/2 connection gets a GOAWAY first (RFC 9113 §6.8), idle ones included, so
         // a client knows its requests were not lost; those with streams in progress finish
         // them. A connection closes once it is idle and its GOAWAY has left.
@@ -600,7 +652,7 @@ impl Worker {
 /// How long the ring may wait for a completion: until the first timer or the first of `due`
 /// (a listener's retry, the drain's deadline, a probe), at least a millisecond, and at most a
 /// second, since the Date header must tick even on an idle worker with no timers.
-fn wait_timeout(now: Instant, timers: &TimerWheel, due: [Option<Instant>; 3]) -> Duration {
+fn wait_timeout(now: Instant, timers: &TimerWheel, due: [Option<Instant>; 4]) -> Duration {
     let mut timeout = timers.timeout(now);
     for at in due.into_iter().flatten() {
         let d = at
@@ -613,21 +665,13 @@ fn wait_timeout(now: Instant, timers: &TimerWheel, due: [Option<Instant>; 3]) ->
         .min(Duration::from_secs(1))
 }
 
-/// The watchdog's test hook, in debug builds only: `SQUALL_TEST_STALL_WORKER=AFTER_MS:FOR_MS`
-/// freezes worker 0 for FOR_MS once AFTER_MS have passed, so that a test can see the
-/// watchdog pings stop. Release builds ignore it.
-fn test_stall(worker: usize) -> Option<(Instant, Duration)> {
-    if !cfg!(debug_assertions) || worker != 0 {
-        return None;
-    }
-    let value = std::env::var("SQUALL_TEST_STALL_WORKER").ok()?;
-    let (after, length) = value.split_once(':')?;
-    let after = Duration::from_millis(after.parse().ok()?);
-    let length = Duration::from_millis(length.parse().ok()?);
-    Some((Instant::now() + after, length))
-}
-
 /// The scheme requests on `conn` arrived with.
 pub(super) fn scheme(conn: &Conn) -> &'static str {
-    if conn.tls.is_some() { "https" } else { "http" }
+    // HTTP/3 runs over QUIC, whose TLS is QUIC's own (no `tls` on the connection).
+    let h3 = matches!(conn.proto, downstream::proto::Proto::H3(_));
+    if conn.tls.is_some() || h3 {
+        "https"
+    } else {
+        "http"
+    }
 }

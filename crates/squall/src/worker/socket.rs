@@ -26,6 +26,11 @@ use super::token::Token;
 pub struct Socket {
     /// The descriptor; `None` once its close is queued.
     fd: Option<OwnedFd>,
+    /// A connection with no socket of its own (HTTP/3: its datagrams go through its QUIC
+    /// listener's socket), open until closed.
+    detached: bool,
+    /// Whether it had a descriptor of its own (counted in the process's descriptors).
+    own: bool,
     /// The armed multishot receive, until its last completion (`more` false) reports, also
     /// after a cancel.
     recv: Option<OpId>,
@@ -41,6 +46,22 @@ impl Socket {
     pub fn new(fd: OwnedFd) -> Socket {
         Socket {
             fd: Some(fd),
+            detached: false,
+            own: true,
+            recv: None,
+            send: None,
+            ops: 0,
+            once: false,
+        }
+    }
+
+    /// A connection without a socket of its own: no operation is ever queued on it, and it is
+    /// drained as soon as it is closed.
+    pub fn detached() -> Socket {
+        Socket {
+            fd: None,
+            detached: true,
+            own: false,
             recv: None,
             send: None,
             ops: 0,
@@ -65,9 +86,14 @@ impl Socket {
             .expect("operations are queued only on an open socket")
     }
 
+    /// Whether the socket had a descriptor of its own (not a detached one).
+    pub fn owned_descriptor(&self) -> bool {
+        self.own
+    }
+
     /// True until the close is queued.
     pub fn is_open(&self) -> bool {
-        self.fd.is_some()
+        self.fd.is_some() || self.detached
     }
 
     pub fn receiving(&self) -> bool {
@@ -150,6 +176,7 @@ impl Socket {
 
     /// Cancels what is in flight and queues the close; [`Socket::on_close`] when it reports.
     pub fn close(&mut self, ring: &mut Ring, token: Token) {
+        self.detached = false;
         for op in [self.recv, self.send].into_iter().flatten() {
             ring.cancel(op, token.raw());
         }
@@ -165,7 +192,7 @@ impl Socket {
 
     /// Closed, and every operation has reported: the slot may be reused.
     pub fn drained(&self) -> bool {
-        self.fd.is_none() && self.ops == 0
+        !self.is_open() && self.ops == 0
     }
 
     fn done(&mut self) {

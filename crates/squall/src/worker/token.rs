@@ -22,6 +22,8 @@ pub enum Kind {
     /// A session's own timer: an exchange on a stream of a shared HTTP/2 origin connection,
     /// whose deadline is its own, not its connection's (`origin/h2.rs`).
     Session,
+    /// A QUIC listener's UDP socket (its datagrams in and out, `quic.rs`).
+    Udp,
 }
 
 /// Bits 61–63: the kind.
@@ -57,6 +59,7 @@ impl Token {
             Kind::Origin => 3,
             Kind::File => 4,
             Kind::Session => 5,
+            Kind::Udp => 6,
         };
         Token(
             (kind << KIND_SHIFT)
@@ -85,6 +88,10 @@ impl Token {
         Token::new(Kind::Listener, index, 0)
     }
 
+    pub fn udp(index: usize) -> Token {
+        Token::new(Kind::Udp, index, 0)
+    }
+
     pub fn waker() -> Token {
         Token::new(Kind::Waker, 0, 0)
     }
@@ -106,7 +113,8 @@ impl Token {
             2 => Kind::Waker,
             3 => Kind::Origin,
             4 => Kind::File,
-            _ => Kind::Session,
+            5 => Kind::Session,
+            _ => Kind::Udp,
         }
     }
 
@@ -142,6 +150,7 @@ mod tests {
             Kind::Origin,
             Kind::File,
             Kind::Session,
+            Kind::Udp,
         ];
         for kind in kinds {
             for index in [0, 1, 0xffff, 0x1_0000, INDEX_MAX] {

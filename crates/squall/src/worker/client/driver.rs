@@ -93,6 +93,16 @@ impl Worker {
     /// it holds to the process's count of buffered response bytes, and closes or lingers a
     /// connection whose last bytes have left.
     pub(in crate::worker) fn flush(&mut self, index: usize) {
+        // HTTP/3: the QUIC connection sends through its listener's socket, and a connection
+        // QUIC ended closes its slot.
+        if let Some(h3) = self.clients.conns[index].proto.h3_mut() {
+            if self.quic.flush(&mut part_io!(self), h3) {
+                self.close_now(index);
+            } else if let Some(conn) = self.clients.conns.get_mut(index) {
+                conn.account(&self.runtime.metrics.buffered);
+            }
+            return;
+        }
         match self.clients.flush_out(&mut part_io!(self), index) {
             After::Nothing => {}
             After::Close => self.close_now(index),
@@ -129,6 +139,16 @@ impl Worker {
         }
         self.with_files(|files, io, down| files.gone_all(io, down, index));
         self.clients.close(&mut part_io!(self), index);
+        // An HTTP/3 connection finishes QUIC's close in the `Quic` part. Its slot, which has
+        // no socket to wait for, is freed at the end of the turn (`run_ready`), when nothing
+        // of this turn holds its index any more.
+        let conn = &mut self.clients.conns[index];
+        if let downstream::proto::Proto::H3(_) = conn.proto
+            && let downstream::proto::Proto::H3(h3) = std::mem::take(&mut conn.proto)
+        {
+            self.quic.retire(&mut part_io!(self), h3);
+            part_downstream!(self).schedule(index);
+        }
     }
 
     /// Frees a closed connection's slot once the kernel has reported all its operations; a
@@ -207,7 +227,7 @@ impl Worker {
         match due {
             Due::Cut => self.close_now(index),
             Due::Later => self.update_deadline(index),
-            Due::H2Timers { again } => {
+            Due::Timers { again } => {
                 if part_downstream!(self).run_timers(index) {
                     self.pump(index);
                 }

@@ -53,10 +53,11 @@ impl Downstream<'_> {
                 framing.keep_alive &= !draining;
                 let before = conn.out.len();
                 squall_h1::encode_response_head(&response, framing, date, &mut conn.out);
+                conn.alt_svc_h1(before);
                 Some((conn.out.len() - before, !framing.keep_alive))
             }
-            Client::H2(_, stream) => {
-                let h2 = conn.proto.h2_mut()?;
+            Client::H2(..) | Client::H3(..) => {
+                let (mut mux, stream) = (Mux::of(conn)?, client.stream()?);
                 let mut length = length.map(squall_proxy::digits::itoa_buf);
                 let length = length
                     .as_mut()
@@ -66,9 +67,8 @@ impl Downstream<'_> {
                     .chain(fields.iter().copied())
                     .chain([(&b"date"[..], date)])
                     .chain(length);
-                let before = h2.conn.encoded_bytes();
-                let _ = (h2.conn).send_headers(stream, status.as_u16(), fields, no_body);
-                Some((h2.conn.encoded_bytes().saturating_sub(before), false))
+                let sent = mux.send_headers(stream, status.as_u16(), fields, no_body);
+                Some((sent.unwrap_or(0), false))
             }
         }
     }
@@ -90,9 +90,9 @@ impl Downstream<'_> {
                 let copy = conn.tls.is_some();
                 conn.chain.push(&mut conn.out, data, copy);
             }
-            Client::H2(_, stream) => {
-                if let Some(h2) = conn.proto.h2_mut() {
-                    let _ = h2.conn.send_data(stream, data, last);
+            Client::H2(..) | Client::H3(..) => {
+                if let (Some(mut mux), Some(stream)) = (Mux::of(conn), client.stream()) {
+                    let _ = mux.send_data(stream, data, last);
                 }
             }
         }
@@ -109,9 +109,9 @@ impl Downstream<'_> {
                 conn.close_after = true;
                 conn.cut = true;
             }
-            Client::H2(_, stream) => {
-                if let Some(h2) = conn.proto.h2_mut() {
-                    h2.conn.reset_stream(stream, ErrorCode::InternalError);
+            Client::H2(..) | Client::H3(..) => {
+                if let (Some(mut mux), Some(stream)) = (Mux::of(conn), client.stream()) {
+                    mux.cut(stream);
                 }
             }
         }
@@ -138,7 +138,7 @@ impl Downstream<'_> {
         let Some(answered) = answered else {
             return;
         };
-        if let Client::H2(..) = client {
+        if client.stream().is_some() {
             // Streams interleave: the connection's request clock is this stream's.
             conn.request_started = answered.started;
         }

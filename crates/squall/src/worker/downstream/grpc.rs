@@ -9,19 +9,18 @@ impl Downstream<'_> {
     /// Ends `session`'s cut response with trailers `grpc-status: status` and `grpc-message`;
     /// a stream that can no longer carry them is reset, an HTTP/1.x client is cut.
     pub fn cut_grpc(&mut self, session: &mut Session, status: &str, message: &str) -> Written {
-        let Client::H2(_, stream) = session.client else {
+        let Some(stream) = session.client.stream() else {
             return self.write(session, ToClient::Abort);
         };
-        let Some(h2) = (self.conns.get_mut(session.client.conn())).and_then(|c| c.proto.h2_mut())
-        else {
+        let Some(mut mux) = (self.conns.get_mut(session.client.conn())).and_then(Mux::of) else {
             return Written::default();
         };
         let fields = [
             (&b"grpc-status"[..], status.as_bytes()),
             (b"grpc-message", message.as_bytes()),
         ];
-        if h2.conn.send_trailers(stream, fields).is_err() {
-            h2.conn.reset_stream(stream, ErrorCode::InternalError);
+        if mux.send_trailers(stream, fields).is_err() {
+            mux.cut(stream);
             return Written { queued: true };
         }
         // The response ended, with the status the client got (the origin's head's).

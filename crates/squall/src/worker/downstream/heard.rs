@@ -117,6 +117,7 @@ impl Downstream<'_> {
             Proto::Undecided => None,
             Proto::H1(_) => self.next_h1(index),
             Proto::H2(_) => self.next_h2(index),
+            Proto::H3(_) => self.next_h3(index),
         }
     }
 
@@ -215,8 +216,10 @@ impl Downstream<'_> {
     ) {
         match (client, field) {
             (Client::H1(index), field) => self.refuse_h1(index, head, status, field),
-            (Client::H2(index, stream), None) => self.refuse_h2(index, stream, status, Some(head)),
-            (Client::H2(..), Some((name, value))) => {
+            (Client::H2(..) | Client::H3(..), None) => {
+                self.refuse_stream(client, status, Some(head));
+            }
+            (Client::H2(..) | Client::H3(..), Some((name, value))) => {
                 self.refuse_with(client, head, status, Some((name, &value[..])));
             }
         }
@@ -266,7 +269,7 @@ impl Downstream<'_> {
             stream,
             "extended CONNECT on a route that does not allow its upgrade: 501"
         );
-        self.refuse_h2(index, stream, StatusCode::NOT_IMPLEMENTED, Some(head));
+        self.refuse_stream(client, StatusCode::NOT_IMPLEMENTED, Some(head));
         if let Some(h2) = self.conns[index].proto.h2_mut() {
             h2.conn.reset_stream(stream, ErrorCode::NoError);
         }
@@ -289,9 +292,15 @@ impl Downstream<'_> {
 
     /// Moves what an HTTP/2 connection has to say into its output, up to the output bound,
     /// and marks it to close once it has nothing more to do. True when it did (its streams
-    /// may have drained); false on HTTP/1.1, whose answers are written as they are made.
+    /// may have drained); false on HTTP/1.1, whose answers are written as they are made. An
+    /// HTTP/3 connection's output moves into QUIC when it is flushed: here its counts are
+    /// taken, and its streams may have drained.
     pub fn pump(&mut self, index: usize) -> bool {
         let conn = &mut self.conns[index];
+        if let Some(h3) = conn.proto.h3_mut() {
+            super::super::h3::count_stats(self.counters, h3.quic.h3().take_stats());
+            return true;
+        }
         let Some(h2) = conn.proto.h2_mut() else {
             return false;
         };
@@ -314,6 +323,12 @@ impl Downstream<'_> {
     /// at the latest. True when there was one to send (the caller pumps it); nothing on
     /// HTTP/1.1.
     pub fn go_away(&mut self, index: usize, idle: bool) -> bool {
+        if let Some(h3) = self.conns[index].proto.h3_mut() {
+            // HTTP/3's GOAWAY (RFC 9114 §5.2): requests after it are refused, those before
+            // it finish; QUIC's own idle timeout ends an idle connection.
+            h3.quic.h3().go_away();
+            return true;
+        }
         let Some(h2) = self.conns[index].proto.h2_mut() else {
             return false;
         };
@@ -327,6 +342,11 @@ impl Downstream<'_> {
     /// Runs an HTTP/2 connection's own timers (a stream stalled on a zero window). True when
     /// it has them (the caller pumps what they said).
     pub fn run_timers(&mut self, index: usize) -> bool {
+        if let Some(h3) = self.conns[index].proto.h3_mut() {
+            h3.quic.timeout(self.now);
+            h3.quic.drive(self.now);
+            return true;
+        }
         let Some(h2) = self.conns[index].proto.h2_mut() else {
             return false;
         };

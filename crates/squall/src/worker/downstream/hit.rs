@@ -37,8 +37,8 @@ impl Downstream<'_> {
             return;
         };
         let sent = match client {
-            Client::H2(_, stream) => {
-                let Some(h2) = conn.proto.h2_mut() else {
+            Client::H2(..) | Client::H3(..) => {
+                let (Some(mut mux), Some(stream)) = (Mux::of(conn), client.stream()) else {
                     return;
                 };
                 let mut length = squall_proxy::digits::itoa_buf(body_len as u64);
@@ -53,21 +53,15 @@ impl Downstream<'_> {
                     .chain([(&b"date"[..], date), (&b"age"[..], age)])
                     .chain(label.map(|l| (&b"x-cache"[..], l)))
                     .chain((!not_modified).then_some((&b"content-length"[..], length)));
-                let before = h2.conn.encoded_bytes();
-                if h2
-                    .conn
-                    .send_headers(stream, status.as_u16(), fields, no_body)
-                    .is_err()
-                {
+                let Ok(head) = mux.send_headers(stream, status.as_u16(), fields, no_body) else {
                     return;
-                }
-                let head = h2.conn.encoded_bytes().saturating_sub(before);
+                };
                 if no_body {
                     head
                 } else {
                     let last = body.len() - 1;
                     for (n, piece) in body.iter().enumerate() {
-                        let _ = h2.conn.send_data(stream, piece.clone(), n == last);
+                        let _ = mux.send_data(stream, piece.clone(), n == last);
                     }
                     head + body_len
                 }
@@ -104,9 +98,11 @@ impl Downstream<'_> {
                     body_len: Some(length as u64),
                 };
                 let before = conn.out.len() + conn.chain.bytes;
-                if squall_h1::encode_response_head(&response, framing, date, &mut conn.out)
-                    && !not_modified
-                {
+                let head_at = conn.out.len();
+                let whole =
+                    squall_h1::encode_response_head(&response, framing, date, &mut conn.out);
+                conn.alt_svc_h1(head_at);
+                if whole && !not_modified {
                     let copy = conn.tls.is_some();
                     for piece in body {
                         conn.chain.push(&mut conn.out, piece.clone(), copy);

@@ -39,10 +39,10 @@ fn record(
     };
     let elapsed = now.saturating_duration_since(started);
     counters.request_duration.observe(elapsed);
-    if matches!(conn.proto, Proto::H2(_)) {
-        counters.requests_h2.inc();
-    } else {
-        counters.requests_h1.inc();
+    match conn.proto {
+        Proto::H2(_) => counters.requests_h2.inc(),
+        Proto::H3(_) => counters.requests_h3.inc(),
+        Proto::H1(_) | Proto::Undecided => counters.requests_h1.inc(),
     }
     let note = std::mem::take(&mut conn.log_note);
     if let Some(route) = note.route {

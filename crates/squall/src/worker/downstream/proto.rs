@@ -28,6 +28,9 @@ pub enum Proto {
     H1(Box<H1>),
     /// HTTP/2, with its streams.
     H2(Box<H2>),
+    /// HTTP/3: a QUIC connection (the worker's `Quic` part moves its datagrams) with its
+    /// streams.
+    H3(Box<H3>),
 }
 
 /// What a connection's deadline, once reached, calls for (see [`Proto::at_deadline`]).
@@ -35,9 +38,11 @@ pub enum Proto {
 pub enum Due {
     /// Not idle after all (a request in progress, or activity since): compute it again.
     Later,
-    /// HTTP/2's own timers (a stream stalled on a zero window) are due; `again`: the
-    /// connection waits on Squall (a password check), so its deadline is computed again.
-    H2Timers { again: bool },
+    /// The protocol's own timers are due (HTTP/2: a stream stalled on a zero window; HTTP/3:
+    /// QUIC's loss detection, acknowledgments and idle timeout); `again`: the connection's
+    /// deadline is computed again (it waits on Squall, such as a password check, or its
+    /// timers are QUIC's, which decide its idleness themselves).
+    Timers { again: bool },
     /// The grace after an idle GOAWAY is over: what is still in flight is cut.
     Cut,
     /// An idle HTTP/2 connection: GOAWAY(NO_ERROR) first, then close.
@@ -61,17 +66,34 @@ impl Proto {
         }
     }
 
-    pub fn h2(&self) -> Option<&H2> {
+    pub fn h2_mut(&mut self) -> Option<&mut H2> {
         match self {
             Proto::H2(h2) => Some(h2),
             _ => None,
         }
     }
 
-    pub fn h2_mut(&mut self) -> Option<&mut H2> {
+    pub fn h3_mut(&mut self) -> Option<&mut H3> {
         match self {
-            Proto::H2(h2) => Some(h2),
+            Proto::H3(h3) => Some(h3),
             _ => None,
+        }
+    }
+
+    /// The per-stream request state of a multiplexed connection (HTTP/2 or HTTP/3).
+    pub fn streams(&self) -> Option<&Streams> {
+        match self {
+            Proto::H2(h2) => Some(&h2.streams),
+            Proto::H3(h3) => Some(&h3.streams),
+            Proto::H1(_) | Proto::Undecided => None,
+        }
+    }
+
+    pub fn streams_mut(&mut self) -> Option<&mut Streams> {
+        match self {
+            Proto::H2(h2) => Some(&mut h2.streams),
+            Proto::H3(h3) => Some(&mut h3.streams),
+            Proto::H1(_) | Proto::Undecided => None,
         }
     }
 
@@ -82,6 +104,9 @@ impl Proto {
             Proto::Undecided => rbuf_empty,
             Proto::H1(h1) => h1.is_idle(rbuf_empty),
             Proto::H2(h2) => h2.is_idle() && rbuf_empty,
+            Proto::H3(h3) => {
+                h3.streams.is_idle() && h3.held.is_empty() && h3.quic.h3_ref().is_idle()
+            }
         }
     }
 
@@ -91,13 +116,18 @@ impl Proto {
         match self {
             Proto::Undecided => !rbuf_empty,
             Proto::H1(h1) => h1.head_in_progress(rbuf_empty),
-            Proto::H2(_) => false,
+            Proto::H2(_) | Proto::H3(_) => false,
         }
     }
 
-    /// Response bytes queued on HTTP/2 streams under flow control (none on HTTP/1.x).
+    /// Response bytes queued on HTTP/2 or HTTP/3 streams under flow control (none on
+    /// HTTP/1.x).
     pub fn queued_bytes(&self) -> usize {
-        self.h2().map_or(0, |h2| h2.conn.queued_data_total())
+        match self {
+            Proto::H2(h2) => h2.conn.queued_data_total(),
+            Proto::H3(h3) => h3.quic.h3_ref().queued_data_total(),
+            Proto::H1(_) | Proto::Undecided => 0,
+        }
     }
 
     /// True while a proxied request answers this connection.
@@ -106,6 +136,7 @@ impl Proto {
             Proto::Undecided => false,
             Proto::H1(h1) => h1.exchange.is_some(),
             Proto::H2(h2) => !h2.streams.exchanges.is_empty(),
+            Proto::H3(h3) => !h3.streams.exchanges.is_empty(),
         }
     }
 
@@ -119,6 +150,7 @@ impl Proto {
                 h1.parked = None;
             }
             Proto::H2(h2) => h2.streams.parked.clear(),
+            Proto::H3(h3) => h3.streams.parked.clear(),
         }
     }
 
@@ -140,6 +172,9 @@ impl Proto {
                 None if h2.streams.verifying > 0 || origin_wait => now + idle_timeout,
                 None => last_activity + idle_timeout,
             },
+            // QUIC closes an idle connection itself (its max_idle_timeout is `idle_timeout`):
+            // this deadline only runs its timers.
+            Proto::H3(h3) => h3.due.unwrap_or(now + idle_timeout),
             _ if origin_wait => now + idle_timeout,
             _ => last_activity + idle_timeout,
         };
@@ -153,6 +188,7 @@ impl Proto {
                     .flatten()
                     .min()
             }
+            Proto::H3(h3) => h3.streams.parked.values().map(|p| p.until).min(),
         };
         sooner.map_or(idle, |at| at.min(idle))
     }
@@ -170,11 +206,10 @@ impl Proto {
             Proto::H1(h1) if (h1.parked.is_some() || h1.exchange.is_some()) && active => Due::Later,
             // A stream waits for its password check or its origin, not for the client: not
             // idle. Its HTTP/2 timers (stalled streams) still run.
-            Proto::H2(h2) if h2.streams.verifying > 0 || origin_wait => {
-                Due::H2Timers { again: true }
-            }
+            Proto::H2(h2) if h2.streams.verifying > 0 || origin_wait => Due::Timers { again: true },
             // Not idle: an HTTP/2 timer (a stalled stream) is due.
-            Proto::H2(_) if active_since_idle => Due::H2Timers { again: false },
+            Proto::H2(_) if active_since_idle => Due::Timers { again: false },
+            Proto::H3(_) => Due::Timers { again: true },
             Proto::H2(h2) if h2.streams.idle_goaway.is_none() => Due::GoAway,
             _ => Due::Idle,
         }
@@ -282,6 +317,42 @@ impl Streams {
         self.early.remove(&stream);
         let file = self.files.remove(&stream);
         (self.exchanges.get(&stream).copied(), file)
+    }
+}
+
+/// The HTTP/3 side of a connection: QUIC and HTTP/3 together (`squall_quic::Conn`), which
+/// of the worker's QUIC listeners it came on, and its name there.
+pub struct H3 {
+    pub quic: Box<squall_quic::Conn>,
+    pub listener: usize,
+    pub handle: squall_quic::ConnectionHandle,
+    pub streams: Streams,
+    /// When QUIC's timers next need running, as of the last time it was driven.
+    pub due: Option<Instant>,
+    /// Heads of requests with a safe method and no length whose stream has not ended yet
+    /// (QUIC may carry the FIN in a later packet than the HEADERS): held until their end
+    /// says they have no body, or their first body bytes say they do (`h3.rs`).
+    pub held: HashMap<u64, RequestHead>,
+    /// An event of the HTTP/3 connection taken early (the first body bytes of a held
+    /// request), handed out after the head it follows.
+    pub stash: Option<squall_h3::server::Event>,
+}
+
+impl H3 {
+    pub fn new(
+        quic: Box<squall_quic::Conn>,
+        listener: usize,
+        handle: squall_quic::ConnectionHandle,
+    ) -> H3 {
+        H3 {
+            quic,
+            listener,
+            handle,
+            streams: Streams::default(),
+            due: None,
+            held: HashMap::new(),
+            stash: None,
+        }
     }
 }
 

@@ -9,6 +9,7 @@ use squall_h1::RequestHead;
 use super::super::entry::Field;
 use super::super::ids::Client;
 use super::Downstream;
+use super::mux::Mux;
 use super::write::send_reply;
 
 impl Downstream<'_> {
@@ -36,17 +37,18 @@ impl Downstream<'_> {
                 if !outcome.keep_alive {
                     conn.close_after = true;
                 }
+                conn.alt_svc_h1(before);
                 (outcome.status, conn.out.len() - before)
             }
-            Client::H2(_, stream) => {
+            Client::H2(..) | Client::H3(..) => {
                 conn.log_note.route = route;
                 let reply = self.service.answering(route, head).reply(head, scheme);
                 let encoded_date = self.h2_date.get(self.date);
-                let Some(h2) = conn.proto.h2_mut() else {
+                let (Some(mux), Some(stream)) = (Mux::of(conn), client.stream()) else {
                     return;
                 };
                 let sent = send_reply(
-                    &mut h2.conn,
+                    mux,
                     stream,
                     reply.status,
                     reply.fields.iter().map(|(n, v)| (&n[..], &v[..])),

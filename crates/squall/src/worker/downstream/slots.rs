@@ -13,15 +13,18 @@ use super::super::ids::Client;
 use super::super::ids::FileId;
 use super::super::ids::SessionId;
 use super::super::session::Sessions;
-use crate::worker::downstream::proto::Proto;
+use crate::worker::downstream::proto::{Proto, Streams};
 use crate::worker::parked::Parked;
 
 /// Records that `id` answers `client` (or, with `None`, that it no longer does).
 pub(in crate::worker) fn set_session(conn: &mut Conn, client: Client, id: Option<SessionId>) {
     match &mut conn.proto {
         Proto::H1(h1) => h1.exchange = id,
-        Proto::H2(h2) => set_stream(&mut h2.streams.exchanges, client, id),
-        Proto::Undecided => {}
+        proto => {
+            if let Some(streams) = proto.streams_mut() {
+                set_stream(&mut streams.exchanges, client, id);
+            }
+        }
     }
 }
 
@@ -29,8 +32,9 @@ pub(in crate::worker) fn set_session(conn: &mut Conn, client: Client, id: Option
 pub(in crate::worker) fn sessions_of(conn: &Conn) -> Vec<SessionId> {
     match &conn.proto {
         Proto::H1(h1) => h1.exchange.into_iter().collect(),
-        Proto::H2(h2) => h2.streams.exchanges.values().copied().collect(),
-        Proto::Undecided => Vec::new(),
+        proto => {
+            (proto.streams()).map_or_else(Vec::new, |s| s.exchanges.values().copied().collect())
+        }
     }
 }
 
@@ -49,12 +53,12 @@ pub(in crate::worker) fn answering(conn: &Conn, out: &mut Vec<Answering>) {
             out.extend(h1.exchange.map(Answering::Session));
             out.extend(h1.file.map(Answering::File));
         }
-        Proto::H2(h2) => {
-            let streams = &h2.streams;
-            out.extend(streams.exchanges.values().copied().map(Answering::Session));
-            out.extend(streams.files.values().copied().map(Answering::File));
+        proto => {
+            if let Some(streams) = proto.streams() {
+                out.extend(streams.exchanges.values().copied().map(Answering::Session));
+                out.extend(streams.files.values().copied().map(Answering::File));
+            }
         }
-        Proto::Undecided => {}
     }
 }
 
@@ -64,13 +68,13 @@ pub(in crate::worker) fn awaits_origin(conn: &Conn, sessions: &Sessions) -> bool
     let awaits = |id: &SessionId| sessions.get(*id).is_some_and(|s| s.ex.awaits_origin());
     match &conn.proto {
         Proto::H1(h1) => h1.exchange.iter().any(awaits),
-        Proto::H2(h2) => h2.streams.exchanges.values().any(awaits),
-        Proto::Undecided => false,
+        proto => (proto.streams()).is_some_and(|s| s.exchanges.values().any(awaits)),
     }
 }
 
 /// Takes the connection's body limit off `client`'s request, which its session bounds instead:
-/// an HTTP/2 stream's; an HTTP/1.1 connection's decoder keeps `limits.body_bytes_max`.
+/// an HTTP/2 stream's; an HTTP/1.1 connection's decoder keeps `limits.body_bytes_max`, and an
+/// HTTP/3 connection keeps it too.
 pub(in crate::worker) fn lift_body_limit(conn: &mut Conn, client: Client) {
     if let (Client::H2(_, stream), Proto::H2(h2)) = (client, &mut conn.proto) {
         h2.conn.lift_body_limit(stream);
@@ -78,39 +82,44 @@ pub(in crate::worker) fn lift_body_limit(conn: &mut Conn, client: Client) {
 }
 
 pub(in crate::worker) fn park(conn: &mut Conn, client: Client, parked: Parked) {
-    match (&mut conn.proto, client) {
-        (Proto::H1(h1), Client::H1(_)) => h1.parked = Some(Box::new(parked)),
-        (Proto::H2(h2), Client::H2(_, stream)) => {
-            h2.streams
-                .parked
-                .insert(u64::from(stream), Box::new(parked));
+    match (&mut conn.proto, client.stream()) {
+        (Proto::H1(h1), None) => h1.parked = Some(Box::new(parked)),
+        (proto, Some(stream)) => {
+            if let Some(streams) = proto.streams_mut() {
+                streams.parked.insert(stream, Box::new(parked));
+            }
         }
         _ => debug_assert!(false, "a client of another protocol than its connection's"),
     }
 }
 
 pub(in crate::worker) fn take_parked(conn: &mut Conn, client: Client) -> Option<Box<Parked>> {
-    match (&mut conn.proto, client) {
-        (Proto::H1(h1), Client::H1(_)) => h1.parked.take(),
-        (Proto::H2(h2), Client::H2(_, stream)) => h2.streams.parked.remove(&u64::from(stream)),
+    match (&mut conn.proto, client.stream()) {
+        (Proto::H1(h1), None) => h1.parked.take(),
+        (proto, Some(stream)) => proto.streams_mut()?.parked.remove(&stream),
         _ => None,
     }
 }
 
 /// The requests on connection `index` whose wait on the cache ends by `now`.
 pub(in crate::worker) fn parked_due(conn: &Conn, index: usize, now: Instant) -> Vec<Client> {
+    let due = |streams: &Streams| -> Vec<u64> {
+        let parked = streams.parked.iter();
+        parked
+            .filter(|(_, p)| p.until <= now)
+            .map(|(&s, _)| s)
+            .collect()
+    };
     match &conn.proto {
         Proto::H1(h1) if h1.parked.as_ref().is_some_and(|p| p.until <= now) => {
             vec![Client::H1(index)]
         }
-        Proto::H2(h2) => {
-            let streams = h2.streams.parked.iter().filter(|(_, p)| p.until <= now);
-            streams
-                .filter_map(|(stream, _)| {
-                    Some(Client::H2(index, StreamId::try_from(*stream).ok()?))
-                })
-                .collect()
-        }
+        Proto::H2(h2) => (due(&h2.streams).into_iter())
+            .filter_map(|stream| Some(Client::H2(index, StreamId::try_from(stream).ok()?)))
+            .collect(),
+        Proto::H3(h3) => (due(&h3.streams).into_iter())
+            .map(|stream| Client::H3(index, stream))
+            .collect(),
         _ => Vec::new(),
     }
 }
@@ -119,8 +128,11 @@ pub(in crate::worker) fn parked_due(conn: &Conn, index: usize, now: Instant) -> 
 pub(in crate::worker) fn set_file(conn: &mut Conn, client: Client, id: Option<FileId>) {
     match &mut conn.proto {
         Proto::H1(h1) => h1.file = id,
-        Proto::H2(h2) => set_stream(&mut h2.streams.files, client, id),
-        Proto::Undecided => {}
+        proto => {
+            if let Some(streams) = proto.streams_mut() {
+                set_stream(&mut streams.files, client, id);
+            }
+        }
     }
 }
 
@@ -128,8 +140,7 @@ pub(in crate::worker) fn set_file(conn: &mut Conn, client: Client, id: Option<Fi
 pub(in crate::worker) fn files_of(conn: &Conn) -> Vec<FileId> {
     match &conn.proto {
         Proto::H1(h1) => h1.file.into_iter().collect(),
-        Proto::H2(h2) => h2.streams.files.values().copied().collect(),
-        Proto::Undecided => Vec::new(),
+        proto => (proto.streams()).map_or_else(Vec::new, |s| s.files.values().copied().collect()),
     }
 }
 
@@ -139,14 +150,14 @@ pub(in crate::worker) fn files_of(conn: &Conn) -> Vec<FileId> {
 pub(in crate::worker) fn set_verifying(conn: &mut Conn, on: bool) {
     match &mut conn.proto {
         Proto::H1(h1) => h1.verifying = on,
-        Proto::H2(h2) => {
-            let streams = &mut h2.streams;
-            streams.verifying = match on {
-                true => streams.verifying + 1,
-                false => streams.verifying.saturating_sub(1),
-            };
+        proto => {
+            if let Some(streams) = proto.streams_mut() {
+                streams.verifying = match on {
+                    true => streams.verifying + 1,
+                    false => streams.verifying.saturating_sub(1),
+                };
+            }
         }
-        Proto::Undecided => {}
     }
 }
 
@@ -156,10 +167,8 @@ pub(in crate::worker) fn take_early(
     conn: &mut Conn,
     client: Client,
 ) -> Option<Vec<(bytes::Bytes, bool)>> {
-    match (&mut conn.proto, client) {
-        (Proto::H2(h2), Client::H2(_, stream)) => h2.streams.early.remove(&u64::from(stream)),
-        _ => None,
-    }
+    let stream = client.stream()?;
+    conn.proto.streams_mut()?.early.remove(&stream)
 }
 
 /// The session of an HTTP/1.1 connection (whose received bytes may be its tunnel's); `None`

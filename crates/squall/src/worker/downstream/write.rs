@@ -1,17 +1,17 @@
 //! A piece of a proxied response (head, data, end with trailers, abort) written in the
 //! protocol its client speaks: HTTP/1.x framing into the connection's output, or HEADERS and
-//! DATA frames on the client's HTTP/2 stream.
+//! DATA frames on the client's HTTP/2 or HTTP/3 stream.
 
 use bytes::{Bytes, BytesMut};
 use http::StatusCode;
 use http::header::{HeaderName, HeaderValue};
 use squall_h1::RequestHead;
-use squall_h2::{Connection, ErrorCode, StreamId};
 use squall_proxy::{ClientFraming, ClientHead, ToClient};
 
 use super::super::conn::Conn;
 use super::super::ids::Label;
 use super::Reply;
+use super::mux::Mux;
 
 /// Writes a piece of a proxied response to an HTTP/1.x connection. Returns true when the
 /// response ended.
@@ -51,7 +51,9 @@ pub(super) fn write_h1(
                 raw_headers: b"",
                 body_len: head.body_len,
             };
+            let head_at = conn.out.len();
             squall_h1::encode_response_head(&response, framing, date, &mut conn.out);
+            conn.alt_svc_h1(head_at);
             reply.framing = Some(head.framing);
             reply.keep_alive = framing.keep_alive;
             false
@@ -86,11 +88,11 @@ pub(super) fn write_h1(
     ended
 }
 
-/// Writes a piece of a proxied response to an HTTP/2 stream. Returns true when the response
-/// ended.
-pub(super) fn write_h2(
-    conn: &mut squall_h2::Connection,
-    stream: StreamId,
+/// Writes a piece of a proxied response to an HTTP/2 or HTTP/3 stream. Returns true when
+/// the response ended.
+pub(super) fn write_mux(
+    mut mux: Mux<'_>,
+    stream: u64,
     reply: &mut Reply,
     message: ToClient,
     date: &[u8],
@@ -110,46 +112,43 @@ pub(super) fn write_h2(
                         .as_mut()
                         .map(|l| (&b"content-length"[..], l.as_bytes())),
                 );
-            let before = conn.encoded_bytes();
-            let _ = conn.send_headers(stream, head.status.as_u16(), fields, no_body);
-            reply.sent += conn.encoded_bytes().saturating_sub(before);
+            let sent = mux.send_headers(stream, head.status.as_u16(), fields, no_body);
+            reply.sent += sent.unwrap_or(0);
             reply.framing = Some(head.framing);
             false
         }
         ToClient::Interim { status, headers } => {
             // An interim HEADERS frame: the stream stays open for the final head (RFC 9113
-            // §8.1).
+            // §8.1, RFC 9114 §4.1).
             let fields = headers
                 .iter()
                 .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()));
-            let before = conn.encoded_bytes();
-            let _ = conn.send_headers(stream, status.as_u16(), fields, false);
-            reply.sent += conn.encoded_bytes().saturating_sub(before);
+            let sent = mux.send_headers(stream, status.as_u16(), fields, false);
+            reply.sent += sent.unwrap_or(0);
             false
         }
         ToClient::Data(data) => {
             reply.sent += data.len();
-            let _ = conn.send_data(stream, data, false);
+            let _ = mux.send_data(stream, data, false);
             false
         }
         ToClient::End {
             trailers,
             request_unfinished,
         } => {
-            // END_STREAM on a trailers HEADERS frame (gRPC's `grpc-status`), or on an empty
-            // DATA frame without them.
+            // The stream ends with a trailers HEADERS frame (gRPC's `grpc-status`), or with
+            // an empty DATA frame (HTTP/2's END_STREAM; HTTP/3's FIN) without them.
             if reply.framing != Some(ClientFraming::Empty) {
                 if let Some(trailers) = trailers {
                     let fields = trailers.iter();
                     let fields = fields.map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()));
-                    let _ = conn.send_trailers(stream, fields);
+                    let _ = mux.send_trailers(stream, fields);
                 } else {
-                    let _ = conn.send_data(stream, Bytes::new(), true);
+                    let _ = mux.send_data(stream, Bytes::new(), true);
                 }
             }
             if request_unfinished {
-                // The response is whole; the rest of the request is not needed (RFC 9113 §8.1).
-                conn.reset_stream(stream, ErrorCode::NoError);
+                mux.request_unwanted(stream);
             }
             true
         }
@@ -169,11 +168,12 @@ fn add_x_cache(reply: &Reply, head: &mut ClientHead) {
 /// Queues a whole response on a stream: HEADERS (with `date` and `content-length`), then the
 /// body as DATA unless the request was HEAD. `encoded`, when given, is the fields and the
 /// content-length already HPACK-encoded (a fixed response) and the encoded date, sent as they
-/// are. Returns the bytes queued (the HEADERS frames and the body), for the access log.
+/// are on HTTP/2 (HTTP/3's QPACK encodes `fields` instead). Returns the bytes queued (the
+/// HEADERS frames and the body), for the access log.
 #[allow(clippy::too_many_arguments)]
 pub(in crate::worker) fn send_reply<'a>(
-    conn: &mut Connection,
-    stream_id: StreamId,
+    mut mux: Mux<'_>,
+    stream: u64,
     status: StatusCode,
     fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
     encoded: Option<(&[u8], &[u8])>,
@@ -182,30 +182,37 @@ pub(in crate::worker) fn send_reply<'a>(
     date: &'a [u8],
 ) -> usize {
     let no_body = is_head || body.is_empty();
-    let before = conn.encoded_bytes();
-    let sent = match encoded {
-        Some((fields, date)) => {
-            conn.send_headers_encoded(stream_id, status.as_u16(), &[fields, date], [], no_body)
+    let sent = match (&mut mux, encoded) {
+        (Mux::H2(conn, alt_svc), Some((fields, date))) => {
+            let before = conn.encoded_bytes();
+            let Ok(id) = squall_h2::StreamId::try_from(stream) else {
+                return 0;
+            };
+            let alt_svc = alt_svc.map(|value| (&b"alt-svc"[..], value));
+            let blocks = [fields, date];
+            (conn.send_headers_encoded(id, status.as_u16(), &blocks, alt_svc, no_body))
+                .map(|()| conn.encoded_bytes().saturating_sub(before))
+                .map_err(|_| super::mux::Gone)
         }
-        None => {
+        _ => {
             let mut length = squall_proxy::digits::itoa_buf(body.len() as u64);
             let length = length.as_bytes();
             let fields = fields
                 .into_iter()
                 .map(|(n, v): (&'a [u8], &'a [u8])| -> (&[u8], &[u8]) { (n, v) })
                 .chain([(&b"date"[..], date), (&b"content-length"[..], length)]);
-            conn.send_headers(stream_id, status.as_u16(), fields, no_body)
+            mux.send_headers(stream, status.as_u16(), fields, no_body)
         }
     };
-    if sent.is_err() {
-        return 0; // the client reset the stream meanwhile
-    }
-    let head = conn.encoded_bytes().saturating_sub(before);
+    // The client reset the stream meanwhile: nothing was sent.
+    let Ok(head) = sent else {
+        return 0;
+    };
     if no_body {
         return head;
     }
     let body_len = body.len();
-    match conn.send_data(stream_id, body, true) {
+    match mux.send_data(stream, body, true) {
         Ok(()) => head + body_len,
         Err(_) => head,
     }

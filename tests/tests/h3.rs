@@ -1,0 +1,381 @@
+//! HTTP/3 against an independent client (hyperium's `h3` over `quinn`, QUIC and TLS of their
+//! own): the same routes, cache, origins and limits as HTTP/1.1 and HTTP/2, over QUIC on the
+//! listener's UDP port; `Alt-Svc` on the TCP side; bad datagrams; Retry; a graceful stop.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use squall_e2e::{PathCounts, Squall, admin_addr, admin_get, metric_sum, tool};
+
+#[path = "support/h3_client.rs"]
+mod h3_client;
+#[path = "support/origin.rs"]
+mod origin;
+
+/// Two workers (so that packets must reach the worker owning their connection), the admin
+/// port, an h3 listener beside h2 and HTTP/1.1, `quic` as the `[quic]` lines, and routes:
+/// fixed answers, and when `origin` is given a proxied and a cached prefix to it.
+fn config(quic: &str, origin: Option<SocketAddr>) -> String {
+    let upstream = origin.map_or(String::new(), |origin| {
+        format!(
+            r#"
+[[upstream]]
+name = "app"
+servers = [{{ address = "{origin}" }}]
+response_timeout = "10s"
+
+[[vhost.route]]
+prefix = "/proxy/"
+proxy = "app"
+
+[[vhost.route]]
+prefix = "/cached/"
+proxy = "app"
+cache = true
+"#
+        )
+    });
+    format!(
+        r#"[server]
+workers = 2
+drain_timeout = "5s"
+
+[admin]
+listen = "127.0.0.2:0"
+
+[[certificate]]
+hosts = ["localhost"]
+self_signed = true
+
+[[listen]]
+address = "ADDR"
+tls = true
+protocols = ["h2", "http1", "h3"]
+
+[limits]
+body_bytes_max = "32MiB"
+
+[quic]
+{quic}
+
+[[vhost]]
+hosts = ["*"]
+
+[[vhost.route]]
+exact = "/"
+respond = {{ status = 200, body = "Hello over QUIC\n", headers = {{ "content-type" = "text/plain", "x-route" = "root" }} }}
+
+[[vhost.route]]
+exact = "/upload"
+methods = ["POST"]
+respond = {{ status = 201, body = "stored" }}
+
+[[vhost.route]]
+prefix = "/old/"
+redirect = {{ status = 301, location = "$scheme://$host/new$uri" }}
+{upstream}"#
+    )
+}
+
+/// A client connection to `squall`, or the failure with squall's log.
+async fn connect(squall: &Squall) -> h3_client::H3 {
+    match h3_client::try_connect(squall.addr).await {
+        Ok(h3) => h3,
+        Err(e) => panic!("{e}; squall's log:\n{}", squall.log()),
+    }
+}
+
+fn base(squall: &Squall) -> String {
+    format!("https://localhost:{}", squall.addr.port())
+}
+
+/// A body whose every byte depends on its offset, so that a reordered, lost or repeated
+/// piece shows.
+fn pattern(len: usize) -> Bytes {
+    (0..len)
+        .map(|i| (i % 251) as u8 ^ (i >> 12) as u8)
+        .collect::<Vec<u8>>()
+        .into()
+}
+
+/// An origin for the proxied routes: `/proxy/echo` sends the request body back, `/proxy/big`
+/// answers 16 MiB, `/proxy/slow` answers after 600 ms, `/cached/*` a cacheable body; each
+/// request is counted by path.
+fn origin(counts: Arc<PathCounts>) -> SocketAddr {
+    origin::hyper_origin(move |request: http::Request<hyper::body::Incoming>| {
+        let counts = counts.clone();
+        async move {
+            let path = request.uri().path().to_owned();
+            counts.hit(&path);
+            let body = request.into_body().collect().await.map(|b| b.to_bytes());
+            let body = body.unwrap_or_default();
+            let (status, cache, reply) = match path.as_str() {
+                "/proxy/echo" => (200, "no-store", body),
+                "/proxy/big" => (200, "no-store", pattern(16 << 20)),
+                "/proxy/slow" => {
+                    tokio::time::sleep(Duration::from_millis(600)).await;
+                    (200, "no-store", Bytes::from_static(b"slow but whole"))
+                }
+                p if p.starts_with("/cached/") => (200, "max-age=60", Bytes::from(p.to_owned())),
+                _ => (404, "no-store", Bytes::from_static(b"none")),
+            };
+            let response = http::Response::builder()
+                .status(status)
+                .header("cache-control", cache)
+                .body(Full::new(reply))
+                .unwrap();
+            Ok(response)
+        }
+    })
+}
+
+#[tokio::test]
+async fn routes_answer_over_http3() {
+    let squall = Squall::start(&config("", None));
+    let mut h3 = connect(&squall).await;
+    let base = base(&squall);
+    let reply = h3_client::fetch(&mut h3, "GET", &format!("{base}/"), None).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.body, b"Hello over QUIC\n");
+    assert_eq!(reply.headers["x-route"], "root");
+    assert_eq!(reply.headers["content-length"], "16");
+    assert_eq!(reply.headers["server"], "squall");
+    assert!(reply.headers.contains_key("date"));
+    assert!(
+        !reply.headers.contains_key("alt-svc"),
+        "HTTP/3 answers need no advertisement of HTTP/3"
+    );
+    let head = h3_client::fetch(&mut h3, "HEAD", &format!("{base}/"), None).await;
+    assert_eq!((head.status, head.body.len()), (200, 0));
+    assert_eq!(head.headers["content-length"], "16");
+    let missing = h3_client::fetch(&mut h3, "GET", &format!("{base}/nothing"), None).await;
+    assert_eq!(missing.status, 404);
+    // `$scheme` is https: QUIC is always encrypted.
+    let moved = h3_client::fetch(&mut h3, "GET", &format!("{base}/old/a?b"), None).await;
+    assert_eq!(moved.status, 301);
+    let location = moved.headers["location"].to_str().unwrap();
+    assert!(location.starts_with("https://localhost"), "{location}");
+    assert!(location.ends_with("/new/old/a"), "{location}");
+    let body = pattern(1 << 20);
+    let stored = h3_client::fetch(&mut h3, "POST", &format!("{base}/upload"), Some(body)).await;
+    assert_eq!((stored.status, &stored.body[..]), (201, &b"stored"[..]));
+    let (_, metrics) = admin_get(admin_addr(&squall), "/metrics");
+    assert!(metric_sum(&metrics, "squall_quic_handshakes_total") >= 1.0);
+    assert!(metric_sum(&metrics, "squall_h3_streams_total") >= 5.0);
+    let h3_requests = (metrics.lines())
+        .filter(|l| l.starts_with("squall_requests_total") && l.contains("protocol=\"h3\""))
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<f64>().unwrap())
+        .sum::<f64>();
+    assert_eq!(h3_requests, 5.0, "{metrics}");
+}
+
+/// HTTP/1.1 and HTTP/2 answers on a listener that also serves HTTP/3 say so (RFC 7838), with
+/// the port and `alt_svc_max_age`; `"0s"` turns it off.
+#[test]
+fn tcp_answers_advertise_http3() {
+    for (quic, expected) in [
+        ("", Some("86400")),
+        ("alt_svc_max_age = \"10m\"", Some("600")),
+        ("alt_svc_max_age = \"0s\"", None),
+    ] {
+        let squall = Squall::start(&config(quic, None));
+        let port = squall.addr.port();
+        for version in ["--http1.1", "--http2"] {
+            let out = tool("curl")
+                .args(["-sk", "-o", "/dev/null", "-D", "-", version])
+                .arg(format!("https://127.0.0.1:{port}/"))
+                .output()
+                .unwrap();
+            let head = String::from_utf8_lossy(&out.stdout).to_lowercase();
+            assert!(head.contains(" 200"), "{version}: {head}");
+            match expected {
+                Some(age) => {
+                    let line = format!("alt-svc: h3=\":{port}\"; ma={age}");
+                    assert!(head.contains(&line), "{version}: {head}");
+                }
+                None => assert!(!head.contains("alt-svc"), "{version}: {head}"),
+            }
+        }
+    }
+}
+
+/// Proxied requests both ways with checksums (a 4 MiB upload echoed, a 16 MiB download), and a
+/// cached route: a miss fetched once, then hits, over HTTP/3.
+#[tokio::test]
+async fn proxied_and_cached_over_http3() {
+    let counts = Arc::new(PathCounts::default());
+    let origin = origin(counts.clone());
+    let squall = Squall::start(&config("", Some(origin)));
+    let mut h3 = connect(&squall).await;
+    let base = base(&squall);
+    let upload = pattern(4 << 20);
+    let echo = h3_client::fetch(
+        &mut h3,
+        "POST",
+        &format!("{base}/proxy/echo"),
+        Some(upload.clone()),
+    )
+    .await;
+    assert_eq!(echo.status, 200);
+    assert!(echo.body == upload[..], "the echoed body is the one sent");
+    let big = h3_client::fetch(&mut h3, "GET", &format!("{base}/proxy/big"), None).await;
+    assert_eq!(big.status, 200);
+    assert_eq!(big.body.len(), 16 << 20);
+    assert!(
+        big.body == pattern(16 << 20)[..],
+        "the download arrives whole, in order"
+    );
+    let first = h3_client::fetch(&mut h3, "GET", &format!("{base}/cached/a"), None).await;
+    assert_eq!((first.status, &first.body[..]), (200, &b"/cached/a"[..]));
+    assert_eq!(first.headers["x-cache"], "MISS");
+    for _ in 0..3 {
+        let hit = h3_client::fetch(&mut h3, "GET", &format!("{base}/cached/a"), None).await;
+        assert_eq!((hit.status, &hit.body[..]), (200, &b"/cached/a"[..]));
+        assert_eq!(hit.headers["x-cache"], "HIT");
+    }
+    assert_eq!(counts.count("/cached/a"), 1, "hits do not reach the origin");
+    // A GET whose end (FIN) comes a while after its HEADERS is still a request without a
+    // body, which the cache answers.
+    let request = http::Request::get(format!("{base}/cached/a"))
+        .body(())
+        .unwrap();
+    let mut stream = h3.send.send_request(request).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    stream.finish().await.unwrap();
+    let response = stream.recv_response().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["x-cache"], "HIT");
+    assert_eq!(counts.count("/cached/a"), 1);
+}
+
+/// A hundred requests at once on one connection, each answered on its own stream.
+#[tokio::test]
+async fn a_hundred_concurrent_streams() {
+    let squall = Squall::start(&config("", None));
+    let h3 = connect(&squall).await;
+    let base = base(&squall);
+    let mut tasks = Vec::new();
+    for i in 0..100 {
+        let mut send = h3.send.clone();
+        let uri = if i % 2 == 0 {
+            format!("{base}/")
+        } else {
+            format!("{base}/missing/{i}")
+        };
+        tasks.push(tokio::spawn(async move {
+            let request = http::Request::get(uri).body(()).unwrap();
+            let mut stream = send.send_request(request).await.unwrap();
+            stream.finish().await.unwrap();
+            let response = stream.recv_response().await.unwrap();
+            let mut len = 0;
+            while let Some(chunk) = stream.recv_data().await.unwrap() {
+                len += bytes::Buf::remaining(&chunk);
+            }
+            (response.status().as_u16(), len)
+        }));
+    }
+    for (i, task) in tasks.into_iter().enumerate() {
+        let (status, len) = tokio::time::timeout(Duration::from_secs(20), task)
+            .await
+            .expect("every stream answered in time")
+            .unwrap();
+        match i % 2 {
+            0 => assert_eq!((status, len), (200, 16)),
+            _ => assert_eq!(status, 404),
+        }
+    }
+}
+
+/// Datagrams that are not QUIC (random bytes, empty, oversized, an Initial's first byte
+/// followed by junk) are dropped: Squall stays up and serves a real client afterwards.
+#[tokio::test]
+async fn junk_datagrams_are_dropped() {
+    let squall = Squall::start(&config("", None));
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    for i in 0..2000usize {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let len = [0, 1, 5, 20, 1200, 1500, 9000][i % 7];
+        let mut datagram: Vec<u8> = (0..len).map(|j| (seed >> (j % 56)) as u8).collect();
+        if i % 3 == 0 && !datagram.is_empty() {
+            // A long header with QUIC v1, the rest junk.
+            datagram[0] = 0xc0;
+            if datagram.len() > 5 {
+                datagram[1..5].copy_from_slice(&1u32.to_be_bytes());
+            }
+        }
+        let _ = socket.send_to(&datagram, squall.addr);
+    }
+    let mut h3 = connect(&squall).await;
+    let reply = h3_client::fetch(&mut h3, "GET", &format!("{}/", base(&squall)), None).await;
+    assert_eq!(reply.status, 200);
+}
+
+/// `retry = "always"`: every new client proves its address first; the client library
+/// follows the Retry and is served, and the metric counts it.
+#[tokio::test]
+async fn retry_validates_addresses() {
+    let squall = Squall::start(&config("retry = \"always\"", None));
+    let mut h3 = connect(&squall).await;
+    let reply = h3_client::fetch(&mut h3, "GET", &format!("{}/", base(&squall)), None).await;
+    assert_eq!(reply.status, 200);
+    let (_, metrics) = admin_get(admin_addr(&squall), "/metrics");
+    assert!(metric_sum(&metrics, "squall_quic_retries_total") >= 1.0);
+}
+
+/// A client that goes away in the middle of a 16 MiB response (its endpoint dropped, no
+/// close) costs nothing lasting: other clients are served, and its connection ends by
+/// itself.
+#[tokio::test]
+async fn a_client_that_vanishes_mid_response() {
+    let counts = Arc::new(PathCounts::default());
+    let origin = origin(counts.clone());
+    let squall = Squall::start(&config("", Some(origin)));
+    let base = base(&squall);
+    {
+        let h3 = connect(&squall).await;
+        let mut send = h3.send.clone();
+        let request = http::Request::get(format!("{base}/proxy/big"))
+            .body(())
+            .unwrap();
+        let mut stream = send.send_request(request).await.unwrap();
+        stream.finish().await.unwrap();
+        let response = stream.recv_response().await.unwrap();
+        assert_eq!(response.status(), 200);
+        let _ = stream.recv_data().await.unwrap();
+        h3.endpoint.set_server_config(None);
+        drop(stream);
+        drop(send);
+        drop(h3);
+    }
+    let mut h3 = connect(&squall).await;
+    let reply = h3_client::fetch(&mut h3, "GET", &format!("{base}/"), None).await;
+    assert_eq!(reply.status, 200);
+}
+
+/// A graceful stop: a request in flight on HTTP/3 is answered whole, and the process exits.
+#[tokio::test]
+async fn a_graceful_stop_finishes_what_is_in_flight() {
+    let counts = Arc::new(PathCounts::default());
+    let origin = origin(counts.clone());
+    let mut squall = Squall::start(&config("", Some(origin)));
+    let mut h3 = connect(&squall).await;
+    let uri = format!("{}/proxy/slow", base(&squall));
+    let request = tokio::spawn(async move {
+        let reply = h3_client::fetch(&mut h3, "GET", &uri, None).await;
+        (reply.status, reply.body)
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    squall.signal(libc::SIGTERM);
+    let (status, body) = request.await.unwrap();
+    assert_eq!((status, &body[..]), (200, &b"slow but whole"[..]));
+    assert!(
+        squall.wait_exit(Duration::from_secs(10)).is_some(),
+        "squall exits once its connections are done"
+    );
+}
