@@ -379,3 +379,179 @@ async fn a_graceful_stop_finishes_what_is_in_flight() {
         "squall exits once its connections are done"
     );
 }
+
+/// An origin that takes a request's head, then reads nothing until `go`, then the body, and
+/// answers its length and a checksum. Its sockets keep 64 KiB kernel buffers.
+fn stalled_origin() -> (SocketAddr, std::sync::mpsc::Sender<()>) {
+    use std::io::{Read, Write};
+    let listener = squall_e2e::listener_with_buffers(64 << 10);
+    let addr = listener.local_addr().unwrap();
+    let (go, wait) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        let Some(Ok(mut stream)) = listener.incoming().next() else {
+            return;
+        };
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 64 << 10];
+        let end = loop {
+            if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                break end + 4;
+            }
+            match stream.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        };
+        let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
+        let length: usize = (head.lines())
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("the request's content-length");
+        if wait.recv_timeout(Duration::from_secs(30)).is_err() {
+            return;
+        }
+        let mut body = got.split_off(end);
+        while body.len() < length {
+            match stream.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => body.extend_from_slice(&buf[..n]),
+            }
+        }
+        let sum = body
+            .iter()
+            .fold(0u64, |s, &b| s.wrapping_mul(31).wrapping_add(u64::from(b)));
+        let answer = format!("len={} sum={sum}", body.len());
+        let response = format!(
+            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{answer}",
+            answer.len()
+        );
+        let _ = stream.write_all(response.as_bytes());
+    });
+    (addr, go)
+}
+
+/// A 16 MiB upload to an origin that does not read: QUIC's flow control holds the client
+/// back (Squall reads a request stream only as far as its origin has taken, plus the stream
+/// window), so the client cannot push the whole body into Squall's memory; once the origin
+/// reads, the body arrives whole.
+#[tokio::test]
+async fn an_upload_to_a_stalled_origin_is_held_back_by_flow_control() {
+    let (origin, go) = stalled_origin();
+    let squall = Squall::start(&config("", Some(origin)));
+    let h3 = connect(&squall).await;
+    let body = pattern(16 << 20);
+    let expected_sum = body
+        .iter()
+        .fold(0u64, |s, &b| s.wrapping_mul(31).wrapping_add(u64::from(b)));
+    let uri = format!("{}/proxy/upload", base(&squall));
+    let mut send = h3.send.clone();
+    let upload = tokio::spawn(async move {
+        let request = http::Request::post(uri)
+            .header("content-length", body.len())
+            .body(())
+            .unwrap();
+        let mut stream = send.send_request(request).await.unwrap();
+        stream.send_data(body).await.unwrap();
+        stream.finish().await.unwrap();
+        let response = stream.recv_response().await.unwrap();
+        let mut text = Vec::new();
+        while let Some(chunk) = stream.recv_data().await.unwrap() {
+            text.extend_from_slice(bytes::Buf::chunk(&chunk));
+        }
+        (response.status().as_u16(), String::from_utf8(text).unwrap())
+    });
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let sent = h3.conn.stats().udp_tx.bytes;
+    assert!(
+        sent < 8 << 20,
+        "{sent} bytes left the client while its origin read nothing"
+    );
+    go.send(()).unwrap();
+    let (status, text) = tokio::time::timeout(Duration::from_secs(30), upload)
+        .await
+        .expect("the upload ends in time")
+        .unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(text, format!("len={} sum={expected_sum}", 16 << 20));
+}
+
+/// 0-RTT with `early_data = true`: a resumed client's unsafe request sent in early data (a
+/// POST: an attacker could replay it) gets `425 Too Early`, counted; with the default (off),
+/// a resumed client is offered no 0-RTT at all. The early request is written on a raw QUIC
+/// stream the moment the connection is made, so that it cannot wait for the handshake: a
+/// control stream with empty SETTINGS, and a HEADERS frame of QPACK static references and
+/// literals (RFC 9204 Appendix A indexes 20 `:method POST`, 23 `:scheme https`, 0
+/// `:authority`, 1 `:path`) followed by one byte of DATA.
+#[tokio::test]
+async fn early_data_refuses_unsafe_requests() {
+    for early in [true, false] {
+        let quic = format!("early_data = {early}");
+        let squall = Squall::start(&config(&quic, None));
+        let base = base(&squall);
+        let endpoint = h3_client::endpoint(squall.addr);
+        // A first connection, for the session ticket.
+        let conn = endpoint
+            .connect(squall.addr, "localhost")
+            .unwrap()
+            .await
+            .unwrap();
+        let mut first = h3_client::setup(endpoint.clone(), conn).await.unwrap();
+        let reply = h3_client::fetch(&mut first, "GET", &format!("{base}/"), None).await;
+        assert_eq!(reply.status, 200);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        drop(first);
+        let connecting = endpoint.connect(squall.addr, "localhost").unwrap();
+        let conn = match connecting.into_0rtt() {
+            Ok((conn, _)) => {
+                assert!(early, "0-RTT offered although early_data is off");
+                conn
+            }
+            Err(_) => {
+                assert!(!early, "no 0-RTT although early_data is on");
+                continue;
+            }
+        };
+        let mut control = conn.open_uni().await.unwrap();
+        control.write_all(&[0x00, 0x04, 0x00]).await.unwrap();
+        let (mut send, mut recv) = conn.open_bi().await.unwrap();
+        let mut section = vec![0x00, 0x00, 0xd4, 0xd7, 0x50, 9];
+        section.extend_from_slice(b"localhost");
+        section.extend_from_slice(&[0x51, 7]);
+        section.extend_from_slice(b"/upload");
+        let mut request = vec![0x01, section.len() as u8];
+        request.extend_from_slice(&section);
+        request.extend_from_slice(&[0x00, 0x01, b'x']);
+        send.write_all(&request).await.unwrap();
+        send.finish().unwrap();
+        let response = tokio::time::timeout(Duration::from_secs(10), recv.read_to_end(1 << 20))
+            .await
+            .expect("an answer in time")
+            .expect("an answer");
+        // HEADERS, then a field section whose first line is static entry 70, `:status 425`
+        // (0xff 0x07: indexed, static, 63 + 7).
+        assert_eq!(response[0], 0x01, "{response:02x?}");
+        // The frame's length: a one- or two-byte QUIC varint (RFC 9000 §16).
+        let section = match response[1] >> 6 {
+            0 => 2,
+            1 => 3,
+            _ => panic!("a response head of over 16 KiB: {response:02x?}"),
+        };
+        let status = &response[section..section + 4];
+        assert_eq!(status, [0x00, 0x00, 0xff, 0x07], "{response:02x?}");
+        let (_, metrics) = admin_get(admin_addr(&squall), "/metrics");
+        let refused = metric_sum(&metrics, "squall_quic_early_refused_total");
+        assert_eq!(refused, 1.0, "the POST in 0-RTT was refused");
+        // After a handshake the same request is served.
+        drop(conn);
+        let conn = endpoint
+            .connect(squall.addr, "localhost")
+            .unwrap()
+            .await
+            .unwrap();
+        let mut after = h3_client::setup(endpoint.clone(), conn).await.unwrap();
+        let body = Some(Bytes::from_static(b"x"));
+        let reply = h3_client::fetch(&mut after, "POST", &format!("{base}/upload"), body).await;
+        assert_eq!(reply.status, 201);
+    }
+}

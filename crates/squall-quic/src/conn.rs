@@ -8,6 +8,7 @@
 //! for QUIC's `Writable`). It runs no clock and does no I/O: the caller hands it packets and
 //! `now`, and sends what [`Conn::transmit`] returns.
 
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -30,6 +31,8 @@ pub const CLIENT_UNI_STREAMS: u32 = 8;
 pub struct Progress {
     /// The handshake finished, or the connection ended before it did (tell the endpoint).
     pub handshake_over: bool,
+    /// Bytes moved from QUIC into the HTTP/3 connection: it may have events.
+    pub delivered: bool,
 }
 
 /// How a connection ended, for logs and metrics.
@@ -56,10 +59,25 @@ pub struct Conn {
     ended: Option<Ended>,
     /// Reused for GSO batches.
     buf: Vec<u8>,
+    /// Bytes read from each request stream that the application has not released yet (its
+    /// body moved on to an origin, or dropped): at most `read_limit` are read ahead of it, so
+    /// that QUIC's flow control, not Squall's memory, holds back a client that uploads faster
+    /// than its origin takes (HTTP/2's window does the same).
+    unreleased: HashMap<StreamId, u64>,
+    read_limit: u64,
+    /// Request streams that have bytes QUIC holds, left unread for want of room.
+    waiting: HashSet<StreamId>,
+    /// Of those, the ones whose room came back: read at the next drive.
+    woken: Vec<StreamId>,
 }
 
 impl Conn {
-    pub(crate) fn new(quic: quinn_proto::Connection, config: &H3Config, now: Instant) -> Conn {
+    pub(crate) fn new(
+        quic: quinn_proto::Connection,
+        config: &H3Config,
+        read_limit: u64,
+        now: Instant,
+    ) -> Conn {
         Conn {
             quic,
             h3: H3::new(config.clone(), now),
@@ -69,12 +87,30 @@ impl Conn {
             handshake_news: false,
             ended: None,
             buf: Vec::new(),
+            unreleased: HashMap::new(),
+            read_limit,
+            waiting: HashSet::new(),
+            woken: Vec::new(),
         }
     }
 
     /// The HTTP/3 connection: its request events, and where responses are written.
     pub fn h3(&mut self) -> &mut H3 {
         &mut self.h3
+    }
+
+    /// The application is done with `n` body bytes of request stream `stream` (they went on
+    /// to an origin, or were dropped): that much more may be read from QUIC, which then gives
+    /// the client its flow-control credit back.
+    pub fn release(&mut self, stream: u64, n: usize) {
+        let id = quic_stream(stream);
+        let Some(unreleased) = self.unreleased.get_mut(&id) else {
+            return;
+        };
+        *unreleased = unreleased.saturating_sub(n as u64);
+        if *unreleased < self.read_limit && self.waiting.remove(&id) {
+            self.woken.push(id);
+        }
     }
 
     /// The HTTP/3 connection, to look at.
@@ -160,6 +196,9 @@ impl Conn {
         if self.uni.is_none() {
             self.open_uni_streams(now);
         }
+        for id in std::mem::take(&mut self.woken) {
+            progress.delivered |= self.read(id, now);
+        }
         while let Some(event) = self.quic.poll() {
             match event {
                 Event::Connected | Event::HandshakeDataReady => {}
@@ -168,8 +207,12 @@ impl Conn {
                         self.ended = Some(Ended::Closed(lost(&reason)));
                     }
                 }
-                Event::Stream(StreamEvent::Opened { dir }) => self.accept_streams(dir, now),
-                Event::Stream(StreamEvent::Readable { id }) => self.read(id, now),
+                Event::Stream(StreamEvent::Opened { dir }) => {
+                    progress.delivered |= self.accept_streams(dir, now);
+                }
+                Event::Stream(StreamEvent::Readable { id }) => {
+                    progress.delivered |= self.read(id, now);
+                }
                 Event::Stream(StreamEvent::Stopped { id, error_code }) => {
                     let code = error_code.into_inner();
                     if let Err(e) = self.h3.stop_sending(id.into(), code, now) {
@@ -225,25 +268,43 @@ impl Conn {
         }
     }
 
-    fn accept_streams(&mut self, dir: Dir, now: Instant) {
+    fn accept_streams(&mut self, dir: Dir, now: Instant) -> bool {
+        let mut delivered = false;
         while let Some(id) = self.quic.streams().accept(dir) {
-            self.read(id, now);
+            delivered |= self.read(id, now);
         }
+        delivered
     }
 
-    /// Reads what stream `id` has into the HTTP/3 connection.
-    fn read(&mut self, id: StreamId, now: Instant) {
+    /// Reads what stream `id` has into the HTTP/3 connection; true when something was read.
+    fn read(&mut self, id: StreamId, now: Instant) -> bool {
+        // A request stream reads at most `read_limit` ahead of what the application released.
+        let request = id.dir() == Dir::Bi;
+        let mut room = match request {
+            true => self.read_limit.saturating_sub(self.unreleased_of(id)),
+            false => u64::MAX,
+        };
+        if room == 0 {
+            self.waiting.insert(id);
+            return false;
+        }
         let mut stream = self.quic.recv_stream(id);
         let Ok(mut chunks) = stream.read(true) else {
-            return;
+            return false;
         };
         // Everything the stream has now (at most its receive window): QUIC reports a stream
         // readable only when more arrives, so what is left unread would wait for that. The
         // last chunk is held back one step, so that a FIN read with it goes with it (a
         // request whose HEADERS and end came together is whole at its head).
         let mut held: Option<Bytes> = None;
+        let mut taken = 0u64;
         let outcome = loop {
-            let next = match chunks.next(usize::MAX) {
+            if room == 0 {
+                // More may be waiting in QUIC: read once the application releases some.
+                self.waiting.insert(id);
+                break Ok(false);
+            }
+            let next = match chunks.next(usize::try_from(room).unwrap_or(usize::MAX)) {
                 Ok(Some(chunk)) => chunk.bytes,
                 Ok(None) => break Ok(true),
                 Err(ReadError::Blocked) => break Ok(false),
@@ -254,14 +315,28 @@ impl Conn {
                         .map(|()| false);
                 }
             };
+            if request {
+                room = room.saturating_sub(next.len() as u64);
+                taken += next.len() as u64;
+            }
             if let Some(data) = held.replace(next)
                 && let Err(e) = self.h3.recv(id.into(), data, false, now)
             {
                 break Err(e);
             }
         };
+        match outcome {
+            // The stream is over: nothing more to hold back.
+            Ok(true) | Err(_) => {
+                self.unreleased.remove(&id);
+                self.waiting.remove(&id);
+            }
+            Ok(false) if taken > 0 => *self.unreleased.entry(id).or_default() += taken,
+            Ok(false) => {}
+        }
         // The window the bytes read took is given back to the client.
         let _ = chunks.finalize();
+        let delivered = held.is_some() || outcome.is_err() || matches!(outcome, Ok(true));
         let outcome = match (outcome, held) {
             (Ok(fin), Some(data)) => self.h3.recv(id.into(), data, fin, now),
             (Ok(true), None) => self.h3.recv(id.into(), Bytes::new(), true, now),
@@ -271,6 +346,7 @@ impl Conn {
         if let Err(e) = outcome {
             self.fail(now, e.code, e.reason);
         }
+        delivered
     }
 
     /// Carries out what the HTTP/3 connection asked for.
@@ -280,13 +356,13 @@ impl Conn {
                 Command::ResetStream { stream_id, code } => {
                     let _ = self
                         .quic
-                        .send_stream(stream(stream_id))
+                        .send_stream(quic_stream(stream_id))
                         .reset(var(code.into()));
                 }
                 Command::StopSending { stream_id, code } => {
                     let _ = self
                         .quic
-                        .recv_stream(stream(stream_id))
+                        .recv_stream(quic_stream(stream_id))
                         .stop(var(code.into()));
                 }
                 Command::Close { code, reason } => self.fail(now, code, reason),
@@ -307,7 +383,7 @@ impl Conn {
                 OutStream::Uni(Uni::Control) => uni[0],
                 OutStream::Uni(Uni::QpackEncoder) => uni[1],
                 OutStream::Uni(Uni::QpackDecoder) => uni[2],
-                OutStream::Request(id) => stream(id),
+                OutStream::Request(id) => quic_stream(id),
             };
             let mut send = quic.send_stream(id);
             let mut chunk = [out.data.clone()];
@@ -325,6 +401,10 @@ impl Conn {
     }
 
     /// Ends the connection for a protocol error (ours to report: the client's).
+    fn unreleased_of(&self, id: StreamId) -> u64 {
+        self.unreleased.get(&id).copied().unwrap_or(0)
+    }
+
     fn fail(&mut self, now: Instant, code: ErrorCode, reason: &'static str) {
         if self.ended.is_none() {
             self.ended = Some(Ended::Error {
@@ -340,7 +420,7 @@ fn var(code: u64) -> VarInt {
     VarInt::from_u64(code).unwrap_or(VarInt::MAX)
 }
 
-fn stream(id: u64) -> StreamId {
+fn quic_stream(id: u64) -> StreamId {
     StreamId::from(VarInt::from_u64(id).unwrap_or(VarInt::MAX))
 }
 

@@ -220,9 +220,10 @@ impl Endpoint {
         self.buf.clear();
         match self.inner.accept(incoming, now, &mut self.buf, None) {
             Ok((handle, conn)) => {
+                let (h3, window) = (&self.settings.h3, self.settings.stream_window);
                 self.stats.accepted += 1;
                 self.handshakes += 1;
-                Received::New(handle, Box::new(Conn::new(conn, &self.settings.h3, now)))
+                Received::New(handle, Box::new(Conn::new(conn, h3, window, now)))
             }
             Err(e) => {
                 self.stats.refused += 1;

@@ -164,10 +164,18 @@ impl TlsStore {
     /// ticket keys and key exchange groups (X25519MLKEM768 first) as the TCP listeners', TLS
     /// 1.3 only, ALPN `h3` alone. `early_data`: resumed clients may send 0-RTT data (QUIC wants
     /// the limit at 0 or at its maximum, `u32::MAX`: QUIC's own flow control bounds it).
+    ///
+    /// With early data, resumption is stateful: tickets are ids into this process's session
+    /// cache, each good for one resumption, instead of sealed by the ticket key. rustls
+    /// accepts 0-RTT only so (RFC 8446 §8.1): an attacker who replays a client's first flight
+    /// finds its ticket already used, and gets no early data.
     pub fn quic_config(&self, early_data: bool) -> Arc<ServerConfig> {
         let mut config = (*self.base).clone();
         config.alpn_protocols = vec![H3_ALPN.to_vec()];
         config.max_early_data_size = if early_data { u32::MAX } else { 0 };
+        if early_data {
+            config.ticketer = Arc::new(StatefulOnly);
+        }
         Arc::new(config)
     }
 
@@ -208,6 +216,29 @@ impl TlsStore {
             entries: certs.len(),
         };
         Ok((store, warnings))
+    }
+}
+
+/// A ticketer that seals no ticket, so that rustls issues stateful ones (ids into the
+/// session cache), the only kind it accepts early data with.
+#[derive(Debug)]
+struct StatefulOnly;
+
+impl ProducesTickets for StatefulOnly {
+    fn enabled(&self) -> bool {
+        false
+    }
+
+    fn lifetime(&self) -> u32 {
+        0
+    }
+
+    fn encrypt(&self, _plain: &[u8]) -> Option<Vec<u8>> {
+        None
+    }
+
+    fn decrypt(&self, _cipher: &[u8]) -> Option<Vec<u8>> {
+        None
     }
 }
 

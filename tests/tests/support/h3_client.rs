@@ -84,6 +84,8 @@ pub fn client_config() -> quinn::ClientConfig {
         .with_custom_certificate_verifier(Arc::new(AnyCert(provider)))
         .with_no_client_auth();
     tls.alpn_protocols = vec![b"h3".to_vec()];
+    // Resumed connections may send requests in 0-RTT, where the server allows it.
+    tls.enable_early_data = true;
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).expect("QUIC TLS");
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));
     let mut transport = quinn::TransportConfig::default();
@@ -99,13 +101,7 @@ pub async fn connect(addr: SocketAddr) -> H3 {
 
 /// [`connect`], saying why it failed.
 pub async fn try_connect(addr: SocketAddr) -> Result<H3, String> {
-    let bind: SocketAddr = if addr.is_ipv4() {
-        "127.0.0.1:0".parse().unwrap()
-    } else {
-        "[::1]:0".parse().unwrap()
-    };
-    let mut endpoint = quinn::Endpoint::client(bind).map_err(|e| e.to_string())?;
-    endpoint.set_default_client_config(client_config());
+    let endpoint = endpoint(addr);
     let connecting = endpoint
         .connect(addr, "localhost")
         .map_err(|e| e.to_string())?;
@@ -113,6 +109,23 @@ pub async fn try_connect(addr: SocketAddr) -> Result<H3, String> {
         .await
         .map_err(|_| "the QUIC handshake timed out".to_owned())?
         .map_err(|e| format!("the QUIC handshake: {e}"))?;
+    setup(endpoint, conn).await
+}
+
+/// A client endpoint on loopback (the family of `addr`) with [`client_config`].
+pub fn endpoint(addr: SocketAddr) -> quinn::Endpoint {
+    let bind: SocketAddr = if addr.is_ipv4() {
+        "127.0.0.1:0".parse().unwrap()
+    } else {
+        "[::1]:0".parse().unwrap()
+    };
+    let mut endpoint = quinn::Endpoint::client(bind).expect("a client endpoint");
+    endpoint.set_default_client_config(client_config());
+    endpoint
+}
+
+/// HTTP/3 set up on a QUIC connection of `endpoint`.
+pub async fn setup(endpoint: quinn::Endpoint, conn: quinn::Connection) -> Result<H3, String> {
     let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(conn.clone()))
         .await
         .map_err(|e| format!("HTTP/3 set-up: {e}"))?;

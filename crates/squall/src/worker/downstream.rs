@@ -220,10 +220,17 @@ impl Downstream<'_> {
     /// Gives back HTTP/2 window for `n` request body bytes that moved on to the origin, so the
     /// client may send more; HTTP/1.x reads on by itself.
     pub fn body_consumed(&mut self, client: Client, n: usize) {
-        if let Client::H2(index, stream) = client
-            && let Some(h2) = self.conns.get_mut(index).and_then(|c| c.proto.h2_mut())
-        {
-            h2.conn.release_capacity(stream, n);
+        let Some(conn) = self.conns.get_mut(client.conn()) else {
+            return;
+        };
+        match (client, &mut conn.proto) {
+            (Client::H2(_, stream), Proto::H2(h2)) => h2.conn.release_capacity(stream, n),
+            // QUIC reads on, and the connection sends the client its credit when flushed.
+            (Client::H3(index, stream), Proto::H3(h3)) => {
+                h3.quic.release(stream, n);
+                self.schedule(index);
+            }
+            _ => {}
         }
     }
 

@@ -155,6 +155,9 @@ impl Downstream<'_> {
                             end,
                         });
                     }
+                    // A body nothing takes (a `respond` route's) is dropped as it comes, and
+                    // QUIC reads on.
+                    h3.quic.release(stream_id, data.len());
                     let pending = end_stream.then(|| h3.streams.pending.remove(&stream_id));
                     match pending.flatten() {
                         Some(pending) => complete(index, stream_id, pending),

@@ -509,8 +509,13 @@ impl Worker {
                                 Err(h3) => self.quic.retire(&mut part_io!(self), h3),
                             }
                         }
-                        quic::Arrival::Packet { client, event } => {
-                            if let Some(index) = self.clients.index(client) {
+                        quic::Arrival::Packet {
+                            listener,
+                            handle,
+                            event,
+                        } => {
+                            let client = self.quic.client(listener, handle);
+                            if let Some(index) = client.and_then(|c| self.clients.index(c)) {
                                 part_downstream!(self).receive_h3(index, event);
                             }
                         }

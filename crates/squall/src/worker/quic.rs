@@ -57,11 +57,24 @@ pub(super) enum Arrival {
         conn: Box<squall_quic::Conn>,
         peer: SocketAddr,
     },
-    /// A packet for the connection in client slot `client`.
+    /// A packet for a connection of listener `listener` (possibly one that arrived as `New`
+    /// earlier in the same batch: its 0-RTT packets follow its Initial), found by
+    /// [`Quic::client`] once the arrivals before it are handled.
     Packet {
-        client: Token,
+        listener: usize,
+        handle: ConnectionHandle,
         event: ConnectionEvent,
     },
+}
+
+/// What flushing an HTTP/3 connection found.
+pub(super) struct Flushed {
+    /// The connection is over (closed by the client, by QUIC's idle timeout, or for an
+    /// error): its slot closes.
+    pub closed: bool,
+    /// Request bytes moved in meanwhile (a stream read on once its body was released): the
+    /// connection has events to process.
+    pub delivered: bool,
 }
 
 /// The worker's QUIC listeners and the connections they carry (see the module docs).
@@ -195,10 +208,18 @@ impl Quic {
                 .receive(io.now, peer, local, piece);
             match received {
                 Received::Dropped | Received::Misrouted(_) => {}
-                Received::Conn(handle, event) => match self.conns.get(&(index, handle)) {
-                    Some(&client) => arrivals.push(Arrival::Packet { client, event }),
-                    None => self.closing_event(io, index, handle, event),
-                },
+                Received::Conn(handle, event) => {
+                    if self.closing.contains_key(&(index, handle)) {
+                        self.closing_event(io, index, handle, event);
+                    } else {
+                        let listener = index;
+                        arrivals.push(Arrival::Packet {
+                            listener,
+                            handle,
+                            event,
+                        });
+                    }
+                }
                 Received::New(handle, conn) => {
                     io.runtime.metrics.worker(io.worker).quic_connections.inc();
                     arrivals.push(Arrival::New {
@@ -218,19 +239,26 @@ impl Quic {
         self.conns.insert((listener, handle), client);
     }
 
+    /// The client slot of connection `handle` of listener `listener`.
+    pub(super) fn client(&self, listener: usize, handle: ConnectionHandle) -> Option<Token> {
+        self.conns.get(&(listener, handle)).copied()
+    }
+
     /// The address listener `listener` serves, as configured.
     pub(super) fn address(&self, listener: usize) -> Option<SocketAddr> {
         self.listeners.get(listener).map(|l| l.address)
     }
 
     /// Sends what connection `h3` has to send: its HTTP/3 output moved into QUIC, then
-    /// QUIC's datagrams; tells its endpoint what it learned. True when the connection is over
-    /// (closed by the client, by QUIC's idle timeout, or for an error): its slot closes.
-    pub(super) fn flush(&mut self, io: &mut Io<'_>, h3: &mut H3) -> bool {
-        h3.quic.drive(io.now);
+    /// QUIC's datagrams; tells its endpoint what it learned.
+    pub(super) fn flush(&mut self, io: &mut Io<'_>, h3: &mut H3) -> Flushed {
+        let progress = h3.quic.drive(io.now);
         self.transmit(io, h3.listener, h3.handle, &mut h3.quic);
         h3.due = h3.quic.deadline();
-        h3.quic.is_closed()
+        Flushed {
+            closed: h3.quic.is_closed(),
+            delivered: progress.delivered,
+        }
     }
 
     /// Hands a closed client slot's QUIC connection back: it finishes QUIC's close here, and

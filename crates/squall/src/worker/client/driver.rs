@@ -96,11 +96,15 @@ impl Worker {
         // HTTP/3: the QUIC connection sends through its listener's socket, and a connection
         // QUIC ended closes its slot.
         if let Some(h3) = self.clients.conns[index].proto.h3_mut() {
-            if self.quic.flush(&mut part_io!(self), h3) {
+            let flushed = self.quic.flush(&mut part_io!(self), h3);
+            if flushed.closed {
                 self.close_now(index);
-            } else if let Some(conn) = self.clients.conns.get_mut(index) {
-                conn.account(&self.runtime.metrics.buffered);
+                return;
             }
+            if flushed.delivered {
+                part_downstream!(self).schedule(index);
+            }
+            self.clients.conns[index].account(&self.runtime.metrics.buffered);
             return;
         }
         match self.clients.flush_out(&mut part_io!(self), index) {
