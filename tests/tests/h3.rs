@@ -555,3 +555,65 @@ async fn early_data_refuses_unsafe_requests() {
         assert_eq!(reply.status, 201);
     }
 }
+
+/// A reload while HTTP/3 requests run, on a connection and on new ones: none fails, and the
+/// requests after it see the new routes.
+#[tokio::test]
+async fn a_reload_under_http3_load_fails_nothing() {
+    let squall = Squall::start(&config("", None));
+    let base = base(&squall);
+    let mut h3 = connect(&squall).await;
+    // The TOML text has the escape `\n`, which the replace keeps.
+    let next = config("", None).replace("Hello over QUIC", "Reloaded QUIC!!");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let (mut before, mut after) = (0, 0);
+    let mut i = 0;
+    // Requests before the reload, through it (until its routes answer) and 100 after.
+    while after < 100 {
+        if i == 50 {
+            squall.rewrite_config(&next);
+            squall.signal(libc::SIGHUP);
+        }
+        if i % 40 == 39 {
+            h3 = connect(&squall).await;
+        }
+        let reply = h3_client::fetch(&mut h3, "GET", &format!("{base}/"), None).await;
+        assert_eq!(reply.status, 200, "request {i}");
+        match &reply.body[..] {
+            b"Reloaded QUIC!!\n" => after += 1,
+            b"Hello over QUIC\n" => {
+                assert_eq!(after, 0, "request {i}: the old routes again");
+                before += 1;
+            }
+            other => panic!("request {i}: {other:?}"),
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", squall.log());
+        i += 1;
+    }
+    assert!(before >= 50, "{before}");
+}
+
+/// The access log names HTTP/3 requests' protocol.
+#[tokio::test]
+async fn the_access_log_says_http3() {
+    let dir = squall_e2e::TempDir::new();
+    let log = dir.path().join("access.log");
+    let text = config("", None).replace("[admin]", &format!("[log]\naccess = {log:?}\n\n[admin]"));
+    let squall = Squall::start(&text);
+    let mut h3 = connect(&squall).await;
+    let reply = h3_client::fetch(&mut h3, "GET", &format!("{}/", base(&squall)), None).await;
+    assert_eq!(reply.status, 200);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if let Some(line) = text.lines().find(|l| l.contains("\"GET / HTTP/3.0\" 200 ")) {
+            assert!(line.starts_with("127.0.0.1 "), "{line}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no HTTP/3 line in:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
