@@ -617,3 +617,30 @@ async fn the_access_log_says_http3() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// An HTTP/3 connection idle for `limits.idle_timeout` ends (QUIC's idle timeout), and its
+/// slot is given back: the connection gauge returns to zero.
+#[tokio::test]
+async fn an_idle_connection_ends() {
+    let text = config("", None).replace("[limits]", "[limits]\nidle_timeout = \"1s\"");
+    let squall = Squall::start(&text);
+    let mut h3 = connect(&squall).await;
+    let reply = h3_client::fetch(&mut h3, "GET", &format!("{}/", base(&squall)), None).await;
+    assert_eq!(reply.status, 200);
+    let admin = admin_addr(&squall);
+    let open = |metrics: &str| metric_sum(metrics, "squall_connections_active");
+    let (_, metrics) = admin_get(admin, "/metrics");
+    assert_eq!(open(&metrics), 1.0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let (_, metrics) = admin_get(admin, "/metrics");
+        if open(&metrics) == 0.0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still open:\n{metrics}"
+        );
+    }
+}

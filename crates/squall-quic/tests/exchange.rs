@@ -591,3 +591,28 @@ fn an_upload_waits_for_the_application_to_release_it() {
     assert_eq!(got.len(), body.len(), "finished: {finished}");
     assert!(got == body, "the body arrives in order");
 }
+
+/// A short-header packet of this worker's connection-ID shape for a connection the endpoint
+/// does not know (a client whose server restarted) is answered with a stateless reset
+/// (RFC 9000 §10.3): a datagram smaller than the packet, ending in a 16-byte token.
+#[test]
+fn an_unknown_connection_gets_a_stateless_reset() {
+    let mut pair = Pair::new(Retry::Never);
+    let mut packet = vec![0x40u8];
+    // Worker 1 of 3: a first byte of 1 + 3k.
+    packet.extend_from_slice(&[4, 9, 9, 9, 9, 9, 9, 9]);
+    packet.extend_from_slice(&[0x55u8; 60]);
+    let from: SocketAddr = CLIENT.parse().unwrap();
+    match (pair.server).receive(pair.now, from, None, BytesMut::from(&packet[..])) {
+        Received::Answer(reset) => {
+            assert_eq!(reset.to, from);
+            assert!(reset.bytes.len() < packet.len() && reset.bytes.len() >= 21);
+            assert_eq!(
+                reset.bytes[0] & 0xc0,
+                0x40,
+                "it looks like a short-header packet"
+            );
+        }
+        _ => panic!("no stateless reset"),
+    }
+}
