@@ -57,8 +57,6 @@ pub struct Conn {
     /// The handshake's end, not yet taken by [`Conn::take_handshake_over`].
     handshake_news: bool,
     ended: Option<Ended>,
-    /// Reused for GSO batches.
-    buf: Vec<u8>,
     /// Bytes read from each request stream that the application has not released yet (its
     /// body moved on to an origin, or dropped): at most `read_limit` are read ahead of it, so
     /// that QUIC's flow control, not Squall's memory, holds back a client that uploads faster
@@ -86,7 +84,6 @@ impl Conn {
             handshake_reported: false,
             handshake_news: false,
             ended: None,
-            buf: Vec::new(),
             unreleased: HashMap::new(),
             read_limit,
             waiting: HashSet::new(),
@@ -237,14 +234,21 @@ impl Conn {
         progress
     }
 
-    /// The next datagram (or GSO batch of at most `max_datagrams`) to send, if any.
-    pub fn transmit(&mut self, now: Instant, max_datagrams: usize) -> Option<Outgoing> {
-        self.buf.clear();
-        let transmit = self.quic.poll_transmit(now, max_datagrams, &mut self.buf)?;
+    /// The next datagram (or GSO batch of at most `max_datagrams`) to send, if any. `buf` is
+    /// scratch space the caller keeps for every connection (a GSO batch is tens of KiB: one
+    /// per connection would stay allocated while it idles).
+    pub fn transmit(
+        &mut self,
+        now: Instant,
+        max_datagrams: usize,
+        buf: &mut Vec<u8>,
+    ) -> Option<Outgoing> {
+        buf.clear();
+        let transmit = self.quic.poll_transmit(now, max_datagrams, buf)?;
         Some(Outgoing {
             to: transmit.destination,
             from: transmit.src_ip,
-            bytes: Bytes::copy_from_slice(&self.buf[..transmit.size]),
+            bytes: Bytes::copy_from_slice(&buf[..transmit.size]),
             segment: transmit.segment_size,
         })
     }

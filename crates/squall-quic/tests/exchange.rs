@@ -209,7 +209,7 @@ impl Pair {
                 }
             }
             let mut out = Vec::new();
-            while let Some(outgoing) = conn.transmit(self.now, 10) {
+            while let Some(outgoing) = conn.transmit(self.now, 10, &mut buf) {
                 out.push(outgoing);
             }
             for outgoing in out {

@@ -85,6 +85,8 @@ pub(super) struct Quic {
     conns: HashMap<(usize, ConnectionHandle), Token>,
     /// Connections whose client slot closed, finishing QUIC's close.
     closing: HashMap<(usize, ConnectionHandle), Box<squall_quic::Conn>>,
+    /// Where every connection builds its datagrams before they are copied out to be sent.
+    scratch: Vec<u8>,
 }
 
 impl Quic {
@@ -351,9 +353,11 @@ impl Quic {
             }
         }
         let batch = if l.gso { GSO_DATAGRAMS_MAX } else { 1 };
-        while let Some(outgoing) = quic.transmit(io.now, batch) {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        while let Some(outgoing) = quic.transmit(io.now, batch, &mut scratch) {
             self.send(io, listener, outgoing);
         }
+        self.scratch = scratch;
     }
 
     /// Sends one datagram (or GSO batch) on listener `index`'s socket.
