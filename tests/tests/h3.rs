@@ -680,3 +680,56 @@ async fn idle_connections_cost_little_memory() {
     assert!(each < 64 * 1024, "{each} bytes per idle connection");
     drop(open);
 }
+
+/// Rapid reset (CVE-2023-44487) over HTTP/3: a client that opens request streams and resets
+/// them at once is closed with H3_EXCESSIVE_LOAD after `h2_resets_max` of them, counted; a
+/// well-behaved connection beside it is served.
+#[tokio::test]
+async fn rapid_reset_closes_the_connection() {
+    let text = config("", None).replace("[limits]", "[limits]\nh2_resets_max = 50");
+    let squall = Squall::start(&text);
+    let endpoint = h3_client::endpoint(squall.addr);
+    let conn = endpoint
+        .connect(squall.addr, "localhost")
+        .unwrap()
+        .await
+        .unwrap();
+    let mut control = conn.open_uni().await.unwrap();
+    control.write_all(&[0x00, 0x04, 0x00]).await.unwrap();
+    // A GET of `/` in QPACK static references and a literal authority (see
+    // early_data_refuses_unsafe_requests): `:method GET` is static entry 17.
+    let mut section = vec![0x00, 0x00, 0xd1, 0xd7, 0xc1, 0x50, 9];
+    section.extend_from_slice(b"localhost");
+    let mut request = vec![0x01, section.len() as u8];
+    request.extend_from_slice(&section);
+    let attack = async {
+        for _ in 0..2000 {
+            let Ok((mut send, _recv)) = conn.open_bi().await else {
+                return;
+            };
+            if send.write_all(&request).await.is_err() {
+                return;
+            }
+            let _ = send.reset(quinn::VarInt::from_u32(0x10c));
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(20), attack).await;
+    let reason = tokio::time::timeout(Duration::from_secs(10), conn.closed())
+        .await
+        .expect("the attacker's connection is closed");
+    match reason {
+        quinn::ConnectionError::ApplicationClosed(close) => {
+            assert_eq!(
+                close.error_code,
+                quinn::VarInt::from_u32(0x107),
+                "{close:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let (_, metrics) = admin_get(admin_addr(&squall), "/metrics");
+    assert_eq!(metric_sum(&metrics, "squall_h3_floods_total"), 1.0);
+    let mut h3 = connect(&squall).await;
+    let reply = h3_client::fetch(&mut h3, "GET", &format!("{}/", base(&squall)), None).await;
+    assert_eq!(reply.status, 200);
+}
