@@ -150,11 +150,10 @@ mod encode;
 mod error;
 mod fields;
 mod frame;
+pub mod head;
 
 pub use client::{ClientConfig, ClientConnection, ClientEvent, OpenError};
-pub use conn::{
-    ConnError, Connection, Event, FloodKind, Request, ServerConfig, Stats, StreamClosed,
-};
+pub use conn::{ConnError, Connection, Event, FloodKind, ServerConfig, Stats, StreamClosed};
 pub use decode::FrameDecoder;
 pub use encode::{
     encode_data_header, encode_goaway, encode_headers, encode_ping, encode_priority,
@@ -167,6 +166,7 @@ pub use frame::{
     FRAME_HEADER_BYTES, FRAME_PAYLOAD_BYTES_DEFAULT, FRAME_PAYLOAD_BYTES_LIMIT, Frame, Priority,
     SettingId, Settings, StreamId, WINDOW_BYTES_INITIAL, WINDOW_BYTES_MAX,
 };
+pub use head::Request;
 
 /// The client connection preface (RFC 9113 §3.4), before the client's first SETTINGS.
 pub const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
