@@ -5,23 +5,25 @@
 //! most of the cost of a request head. The decoder already writes a block's fields into one
 //! buffer ([`squall_hpack::Decoder::decode_spans`]); the request keeps that buffer and the
 //! spans of the fields that passed validation, and the server turns them into its own field
-//! list without copying (`squall_h1::Fields::from_parts`).
+//! list without copying (`squall_h1::Fields::from_parts`). `squall-h3`'s requests carry the
+//! same type: QPACK's fields are copied once into one buffer ([`crate::head::gather`]).
 
 use std::fmt;
 
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 
-/// The regular fields of a request (or trailers), validated as RFC 9113 §8.2 requires:
-/// lowercase token names of at most 65,535 bytes, none connection-specific, values of field
-/// value bytes with no whitespace at either end. Several `cookie` fields are one.
+/// The regular fields of a request (or trailers), validated as RFC 9113 §8.2 (and RFC 9114
+/// §4.2, the same rules) requires: lowercase token names of at most 65,535 bytes, none
+/// connection-specific, values of field value bytes with no whitespace at either end.
+/// Several `cookie` fields are one.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct HeaderFields {
     bytes: Bytes,
     spans: Vec<FieldSpan>,
 }
 
-/// Where one field's name and value lie in [`HeaderFields::bytes`].
+/// Where one field's name and value lie in the buffer of [`HeaderFields::into_parts`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FieldSpan {
     pub name: u32,
@@ -41,7 +43,7 @@ impl HeaderFields {
         HeaderFields { bytes, spans }
     }
 
-    /// The first value of `name` (lowercase, as HTTP/2 names are).
+    /// The first value of `name` (lowercase, as HTTP/2 and HTTP/3 names are).
     pub fn get<'a>(&'a self, name: &'a str) -> Option<&'a [u8]> {
         self.get_all(name).next()
     }

@@ -9,6 +9,15 @@
 //! break by itself (length, stream id, padding, flags, SETTINGS values) and says for each
 //! error whether it ends a stream or the connection ([`ErrorScope`], §5.4).
 //!
+//! # Request layer
+//!
+//! [`head`]: request heads and trailers validated from decoded fields (§8.2, §8.3.1; pure
+//! functions, fields in, a [`Request`] or the answer out: malformed, or 413, 414, 431, 501),
+//! the [`Request`] and its [`HeaderFields`], and the filter on response fields. It knows no
+//! HPACK and no frames: HTTP/3's request rules are these (RFC 9114 §4.2, §4.3), and
+//! `squall-h3`'s server validates its requests here too, so that both protocols accept, refuse
+//! and answer a request alike and hand the application the same [`Request`].
+//!
 //! # Connection layer
 //!
 //! [`Connection`] is one server connection: bytes and `Instant`s in, [`Event`]s and bytes
@@ -150,11 +159,10 @@ mod encode;
 mod error;
 mod fields;
 mod frame;
+pub mod head;
 
 pub use client::{ClientConfig, ClientConnection, ClientEvent, OpenError};
-pub use conn::{
-    ConnError, Connection, Event, FloodKind, Request, ServerConfig, Stats, StreamClosed,
-};
+pub use conn::{ConnError, Connection, Event, FloodKind, ServerConfig, Stats, StreamClosed};
 pub use decode::FrameDecoder;
 pub use encode::{
     encode_data_header, encode_goaway, encode_headers, encode_ping, encode_priority,
@@ -167,6 +175,7 @@ pub use frame::{
     FRAME_HEADER_BYTES, FRAME_PAYLOAD_BYTES_DEFAULT, FRAME_PAYLOAD_BYTES_LIMIT, Frame, Priority,
     SettingId, Settings, StreamId, WINDOW_BYTES_INITIAL, WINDOW_BYTES_MAX,
 };
+pub use head::Request;
 
 /// The client connection preface (RFC 9113 §3.4), before the client's first SETTINGS.
 pub const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";

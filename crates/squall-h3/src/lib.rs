@@ -25,9 +25,12 @@
 //!
 //! [`server::Connection`] is one server connection: stream bytes and `Instant`s in;
 //! [`server::Event`]s for the application, [`server::Command`]s and stream bytes for the
-//! driver out. It keeps `squall-h2`'s vocabulary ([`server::Request`] has the fields of
-//! `squall_h2::Request`, its [`server::HeaderFields`] the shape of `squall_h2::HeaderFields`),
-//! so a server treats both alike.
+//! driver out. It builds on `squall-h2`'s request layer, since HTTP/3's request semantics
+//! (RFC 9114 §4.2, §4.3) are HTTP/2's (RFC 9113 §8.2, §8.3): a request is a
+//! `squall_h2::Request` (re-exported as [`server::Request`], its fields a
+//! [`server::HeaderFields`]), validated by `squall_h2::head`, the code that validates
+//! HTTP/2's, which also filters our response heads; so a server treats both alike. What is
+//! HTTP/3's own stays here: QPACK, QUIC streams and their FIN, the H3 error codes.
 //!
 //! - Streams: client bidirectional streams carry requests; client unidirectional streams
 //!   start with their type: one control stream (SETTINGS first, applied to our QPACK
@@ -40,9 +43,10 @@
 //!   order are a connection error H3_FRAME_UNEXPECTED. A section blocked on the QPACK
 //!   encoder stream waits, with what follows it (bounded), until the encoder stream
 //!   unblocks it; its stream being reset or abandoned cancels it. Heads and trailers are
-//!   validated as `squall-h2` validates HTTP/2's (same rules, same answers); a malformed
-//!   request is a stream error H3_MESSAGE_ERROR (both parts of the stream reset, counted),
-//!   not a connection error. 413, 414, 431 and 501 are answered by the connection itself.
+//!   validated by `squall_h2::head` (QPACK's fields copied once into one buffer), as HTTP/2's
+//!   are (same rules, same answers); a malformed request is a stream error H3_MESSAGE_ERROR
+//!   (both parts of the stream reset, counted), not a connection error. 413, 414, 431 and
+//!   501 are answered by the connection itself.
 //!   Extended CONNECT (RFC 9220) when configured.
 //! - Responses: `send_headers` (1xx first if wanted), `send_data` (the body queued as the
 //!   application's `Bytes`, behind a DATA frame header: never copied), `send_trailers`,

@@ -15,16 +15,18 @@ fn config() -> ServerConfig {
     ServerConfig::default()
 }
 
+/// A connection with the client's streams open, and the client.
+fn start() -> (Instant, Connection, Client) {
+    let now = Instant::now();
+    (now, connected(config(), now), Client::new())
+}
+
 /// Reads back a response: head (connection-specific fields dropped, names lowercased),
 /// body, trailers, and the end of the stream.
 #[test]
 fn a_response_reads_back_whole() {
-    let now = Instant::now();
-    let mut conn = connected(config(), now);
-    let mut client = Client::new();
-    conn.recv(0, Bytes::from(client.headers(0, GET)), true, now)
-        .unwrap();
-    expect_request(&mut conn, 0);
+    let (now, mut conn, mut client) = start();
+    open_request(&mut conn, &mut client, 0, GET, true, now);
     let fields = [
         (&b"content-type"[..], &b"text/plain"[..]),
         (b"X-Mixed-Case", b"v"),
@@ -73,9 +75,7 @@ fn a_response_reads_back_whole() {
 
 #[test]
 fn a_response_head_may_end_the_stream_and_a_body_may_end_empty() {
-    let now = Instant::now();
-    let mut conn = connected(config(), now);
-    let mut client = Client::new();
+    let (now, mut conn, mut client) = start();
     conn.recv(0, Bytes::from(client.headers(0, GET)), true, now)
         .unwrap();
     conn.recv(4, Bytes::from(client.headers(4, GET)), true, now)
@@ -102,12 +102,8 @@ fn a_response_head_may_end_the_stream_and_a_body_may_end_empty() {
 
 #[test]
 fn a_body_leaves_as_the_applications_own_bytes() {
-    let now = Instant::now();
-    let mut conn = connected(config(), now);
-    let mut client = Client::new();
-    conn.recv(0, Bytes::from(client.headers(0, GET)), true, now)
-        .unwrap();
-    expect_request(&mut conn, 0);
+    let (now, mut conn, mut client) = start();
+    open_request(&mut conn, &mut client, 0, GET, true, now);
     conn.send_headers(0, 200, std::iter::empty(), false)
         .unwrap();
     let body = Bytes::from(vec![7u8; 100_000]);
@@ -135,9 +131,7 @@ fn partial_writes_arrive_in_order_with_fin() {
         let now = Instant::now();
         for i in 0..3u64 {
             let id = i * 4;
-            conn.recv(id, Bytes::from(client.headers(id, GET)), true, now)
-                .unwrap();
-            expect_request(conn, id);
+            open_request(conn, &mut client, id, GET, true, now);
             let value = format!("value-{i}");
             conn.send_headers(id, 200, [(&b"x-i"[..], value.as_bytes())], false)
                 .unwrap();
@@ -183,19 +177,13 @@ fn partial_writes_arrive_in_order_with_fin() {
 
 #[test]
 fn goaway_refuses_later_streams_and_lets_earlier_ones_finish() {
-    let now = Instant::now();
-    let mut conn = connected(config(), now);
-    let mut client = Client::new();
-    conn.recv(4, Bytes::from(client.headers(4, GET)), true, now)
-        .unwrap();
-    expect_request(&mut conn, 4);
+    let (now, mut conn, mut client) = start();
+    open_request(&mut conn, &mut client, 4, GET, true, now);
     conn.go_away();
     conn.go_away();
     assert_eq!(conn.goaway_id(), Some(8));
     // Stream 0's bytes come late, below the GOAWAY id: processed.
-    conn.recv(0, Bytes::from(client.headers(0, GET)), true, now)
-        .unwrap();
-    expect_request(&mut conn, 0);
+    open_request(&mut conn, &mut client, 0, GET, true, now);
     conn.recv(8, Bytes::from(client.headers(8, GET)), true, now)
         .unwrap();
     assert!(conn.poll_event().is_none());
@@ -332,9 +320,7 @@ fn the_connection_answers_what_it_refuses() {
     // DATA past the limit after the application has the request: 413 if no response has
     // begun, and the application is told the stream is gone.
     let mut conn = connected(small.clone(), now);
-    let head = client.headers(0, &get_with(&[]));
-    conn.recv(0, Bytes::from(head), false, now).unwrap();
-    expect_request(&mut conn, 0);
+    open_request(&mut conn, &mut client, 0, &get_with(&[]), false, now);
     conn.recv(0, Bytes::from(data_frame(b"0123456789")), false, now)
         .unwrap();
     assert!(matches!(conn.poll_event(), Some(Event::Data { .. })));
@@ -355,9 +341,7 @@ fn the_connection_answers_what_it_refuses() {
 
     // Once the response began, the stream is reset instead.
     let mut conn = connected(small, now);
-    let head = client.headers(0, &get_with(&[]));
-    conn.recv(0, Bytes::from(head), false, now).unwrap();
-    expect_request(&mut conn, 0);
+    open_request(&mut conn, &mut client, 0, &get_with(&[]), false, now);
     conn.send_headers(0, 200, std::iter::empty(), false)
         .unwrap();
     conn.recv(0, Bytes::from(data_frame(&[0; 11])), false, now)
@@ -395,9 +379,7 @@ fn the_peer_resetting_or_stopping_a_request_ends_it() {
 
     // Reset while the body arrives: the application is told; our sending part is reset.
     let mut conn = connected(config(), now);
-    conn.recv(0, Bytes::from(client.headers(0, &post)), false, now)
-        .unwrap();
-    expect_request(&mut conn, 0);
+    open_request(&mut conn, &mut client, 0, &post, false, now);
     conn.send_headers(0, 200, std::iter::empty(), false)
         .unwrap();
     conn.send_data(0, Bytes::from_static(b"partial"), false)
@@ -430,18 +412,14 @@ fn the_peer_resetting_or_stopping_a_request_ends_it() {
     conn.stream_reset(4, 0x10c, now).unwrap();
     assert!(conn.poll_event().is_none());
     // A reset of a request already whole changes nothing: the response goes on.
-    conn.recv(8, Bytes::from(client.headers(8, GET)), true, now)
-        .unwrap();
-    expect_request(&mut conn, 8);
+    open_request(&mut conn, &mut client, 8, GET, true, now);
     conn.stream_reset(8, 0x100, now).unwrap();
     assert!(conn.send_headers(8, 200, std::iter::empty(), true).is_ok());
 
     // STOP_SENDING: the response is dropped (the driver resets the QUIC stream), and a
     // request still arriving is stopped.
     commands(&mut conn);
-    conn.recv(12, Bytes::from(client.headers(12, &post)), false, now)
-        .unwrap();
-    expect_request(&mut conn, 12);
+    open_request(&mut conn, &mut client, 12, &post, false, now);
     conn.send_headers(12, 200, std::iter::empty(), false)
         .unwrap();
     conn.stop_sending(12, 0x10c, now).unwrap();
@@ -488,17 +466,8 @@ fn the_peer_resetting_or_stopping_a_request_ends_it() {
 
 #[test]
 fn the_application_resets_a_stream() {
-    let now = Instant::now();
-    let mut conn = connected(config(), now);
-    let mut client = Client::new();
-    conn.recv(
-        0,
-        Bytes::from(client.headers(0, &get_with(&[]))),
-        false,
-        now,
-    )
-    .unwrap();
-    expect_request(&mut conn, 0);
+    let (now, mut conn, mut client) = start();
+    open_request(&mut conn, &mut client, 0, &get_with(&[]), false, now);
     conn.recv(0, Bytes::from(data_frame(b"unread")), false, now)
         .unwrap();
     conn.send_headers(0, 200, std::iter::empty(), false)

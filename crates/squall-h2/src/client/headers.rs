@@ -11,11 +11,11 @@ use super::recv::{Lookup, Step};
 use super::stream::{INTERIM_HEADS_MAX, RecvState};
 use super::types::ClientEvent;
 use crate::common::block::BlockFragments;
-use crate::conn::request::{parse_decimal, parse_trailers};
 use crate::conn::stream::Closed;
 use crate::error::ErrorCode;
 use crate::fields::HeaderFields;
 use crate::frame::StreamId;
+use crate::head::{parse_decimal, parse_trailers};
 
 /// CONTINUATION frames one block may take: a 64 KiB list in 16 KiB frames takes a few; an
 /// origin that sends a block in a thousand pieces is broken or hostile.

@@ -13,11 +13,11 @@ use super::types::OpenError;
 use super::{ClientConnection, STREAM_ID_MAX};
 use crate::common::send::{SendState, Turn, emit_frame, send_turn};
 use crate::conn::StreamClosed;
-use crate::conn::request::is_connection_specific;
 use crate::conn::stream::Closed;
 use crate::encode::encode_rst_stream;
 use crate::error::ErrorCode;
 use crate::frame::StreamId;
+use crate::head::is_connection_specific;
 
 impl ClientConnection {
     /// Opens a stream: HEADERS (+CONTINUATION as the peer's max frame size needs) with

@@ -11,9 +11,10 @@ use bytes::Bytes;
 
 use super::Connection;
 use super::stream::AppState;
-use super::types::{Event, Request};
+use super::types::Event;
 use crate::error::ErrorCode;
 use crate::frame::StreamId;
+use crate::head::Request;
 
 /// An event waiting for the application.
 #[derive(Debug)]

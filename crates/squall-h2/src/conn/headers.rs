@@ -6,7 +6,6 @@ use squall_hpack::FieldSpan;
 
 use super::priority::PriorityParams;
 use super::recv::Step;
-use super::request::{self, HeadError};
 use super::stream::{Closed, Stream};
 use super::types::FloodKind;
 use super::{Connection, Lookup, Notify};
@@ -15,6 +14,7 @@ use crate::common::send::SendState;
 use crate::error::ErrorCode;
 use crate::fields::HeaderFields;
 use crate::frame::{Priority, StreamId};
+use crate::head::{self, HeadError};
 
 /// A header block whose END_HEADERS has not arrived yet.
 #[derive(Debug)]
@@ -220,7 +220,7 @@ impl Connection {
         let Some((bytes, fields)) = fields else {
             return self.answer(id, 431, end_stream);
         };
-        match request::parse_request(bytes, fields, end_stream, self.limits) {
+        match head::parse_request(bytes, fields, end_stream, self.limits) {
             Ok(request) => {
                 let recv_window = self.settings.local_initial_window();
                 let send_window = i64::from(self.settings.peer_initial_window);
@@ -276,7 +276,7 @@ impl Connection {
         let Some((bytes, fields)) = fields else {
             return self.reject_started(id, 431);
         };
-        let headers = match request::parse_trailers(bytes, fields) {
+        let headers = match head::parse_trailers(bytes, fields) {
             Ok(headers) => headers.to_header_map(),
             Err(HeadError::Malformed(_)) => return self.malformed(id),
             Err(HeadError::Answer(status)) => return self.reject_started(id, status),

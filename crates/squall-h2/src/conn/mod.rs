@@ -6,7 +6,7 @@
 //! - `send.rs`: the application's responses, and the output (send flow control).
 //! - `schedule.rs`, `priority.rs`: the DATA scheduler and the RFC 9218 priorities it orders by.
 //! - `events.rs`: the event queue and request body inboxes.
-//! - `request.rs`: request head validation, pure.
+//! - `headers.rs`: header blocks, validated by `head.rs` (shared with `squall-h3`).
 //! - `stream.rs`, `flood.rs`, `config.rs`, `types.rs`: the pieces.
 //!
 //! What the client role does alike (a stream's send half, body inboxes, header block
@@ -20,7 +20,6 @@ mod headers;
 mod lifecycle;
 mod priority;
 mod recv;
-pub(crate) mod request;
 mod schedule;
 mod send;
 pub(crate) mod stream;
@@ -32,7 +31,7 @@ use std::time::Instant;
 use bytes::BytesMut;
 
 pub use config::ServerConfig;
-pub use types::{ConnError, Event, FloodKind, Request, Stats, StreamClosed};
+pub use types::{ConnError, Event, FloodKind, Stats, StreamClosed};
 
 use crate::common::inbox::Inboxes;
 use crate::common::settings::SettingsState;
@@ -41,11 +40,11 @@ use crate::decode::FrameDecoder;
 use crate::encode::{encode_goaway, encode_settings, encode_window_update};
 use crate::error::ErrorCode;
 use crate::frame::{SettingId, StreamId, WINDOW_BYTES_INITIAL, WINDOW_BYTES_MAX};
+use crate::head::HeadLimits;
 use events::Queued;
 use flood::Floods;
 use lifecycle::{Lookup, Notify};
 use priority::PriorityParams;
-use request::HeadLimits;
 use schedule::{Scheduler, Slot};
 use stream::{ClosedStreams, Stream};
 

@@ -12,7 +12,6 @@ use bytes::Bytes;
 use super::Connection;
 use super::lifecycle::Notify;
 use super::priority::PriorityParams;
-use super::request::is_connection_specific;
 use super::schedule::Slot;
 use super::stream::{AppState, Closed, Stream};
 use super::types::StreamClosed;
@@ -20,20 +19,7 @@ use crate::common::send::{SendState, Turn, emit_frame, send_turn};
 use crate::encode::encode_rst_stream;
 use crate::error::ErrorCode;
 use crate::frame::StreamId;
-
-/// "000" to "999" back to back: `:status` values with a `'static` lifetime, so they can
-/// go through the encoder alongside the caller's borrowed fields.
-static STATUS_DIGITS: [u8; 3000] = {
-    let mut table = [0u8; 3000];
-    let mut i = 0;
-    while i < 1000 {
-        table[3 * i] = b'0' + (i / 100) as u8;
-        table[3 * i + 1] = b'0' + (i / 10 % 10) as u8;
-        table[3 * i + 2] = b'0' + (i % 10) as u8;
-        i += 1;
-    }
-    table
-};
+use crate::head::{response_fields, status_digits};
 
 impl Connection {
     /// Sends the response head: `status` (100..=999) and regular fields with lowercase
@@ -110,7 +96,7 @@ impl Connection {
         fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
     ) -> Result<(), StreamClosed> {
         let stream = self.sending_stream(stream_id, SendState::Open)?;
-        if let Some(fields) = stream.send.end_with_trailers(regular(fields)) {
+        if let Some(fields) = stream.send.end_with_trailers(response_fields(fields)) {
             (self.settings).encode_fields(&mut self.out, stream_id, true, fields);
             self.close_if_done(stream_id);
             return Ok(());
@@ -307,9 +293,7 @@ impl Connection {
         fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
         end_stream: bool,
     ) {
-        debug_assert!((100..=999).contains(&status), "status {status}");
-        let at = usize::from(status.clamp(100, 999)) * 3;
-        let digits: &'static [u8] = &STATUS_DIGITS[at..at + 3];
+        let digits = status_digits(status);
         (self.settings).encode_block(&mut self.out, id, end_stream, |hpack, block| {
             // Table size updates first, then `:status` (static: an index for the common
             // codes), the pre-encoded fragments, and the fields that go through the table.
@@ -318,15 +302,7 @@ impl Connection {
             for fragment in encoded {
                 block.extend_from_slice(fragment);
             }
-            hpack.encode(regular(fields).map(|(n, v)| (n, v, false)), block);
+            hpack.encode(response_fields(fields).map(|(n, v)| (n, v, false)), block);
         });
     }
-}
-
-/// The fields HTTP/2 can carry in a response: no pseudo-header or connection-specific name.
-fn regular<'a>(
-    fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
-) -> impl Iterator<Item = (&'a [u8], &'a [u8])> {
-    (fields.into_iter())
-        .filter(|(name, _)| !name.starts_with(b":") && !is_connection_specific(name))
 }

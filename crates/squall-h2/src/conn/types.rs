@@ -1,33 +1,11 @@
-//! What a connection hands the application ([`Event`], [`Request`]) and its error and
-//! statistics types.
+//! What a connection hands the application ([`Event`]; its [`Request`] is `head.rs`'s) and
+//! its error and statistics types.
 
 use bytes::Bytes;
 
 use crate::error::ErrorCode;
 use crate::frame::StreamId;
-
-/// One request head, validated as RFC 9113 §8.2 and §8.3.1 require.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Request {
-    pub method: http::Method,
-    /// `:scheme`.
-    pub scheme: Bytes,
-    /// `:authority`, else the Host field when there is no `:authority`.
-    pub authority: Option<Bytes>,
-    /// `:path`; `*` for a server-wide OPTIONS.
-    pub path: Bytes,
-    /// Regular fields only, as spans of the decoded block. Several `cookie` fields are
-    /// joined with "; " (RFC 9113 §8.2.3).
-    pub headers: crate::HeaderFields,
-    /// The content-length field, when sent.
-    pub content_length: Option<u64>,
-    /// True when no body follows (END_STREAM on the HEADERS).
-    pub end_stream: bool,
-    /// `:protocol` of an extended CONNECT (RFC 8441 §4; `method` is CONNECT): the stream
-    /// carries that protocol (`websocket`) both ways in DATA frames once answered 2xx.
-    /// Only when `ServerConfig::enable_connect_protocol` is on.
-    pub protocol: Option<Bytes>,
-}
+use crate::head::Request;
 
 /// Something the application must act on, from [`crate::Connection::poll_event`].
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,8 +9,9 @@
 use bytes::Bytes;
 
 use super::Connection;
+use super::Request;
 use super::stream::App;
-use super::types::{Command, Event, Request};
+use super::types::{Command, Event};
 use crate::error::ErrorCode;
 
 /// An event waiting for the application.

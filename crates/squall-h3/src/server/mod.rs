@@ -12,17 +12,17 @@
 //!   resets from the peer.
 //! - `request_stream.rs`: a request stream's frames: head, body, trailers, blocked QPACK
 //!   sections, the answers the connection gives itself, stream errors.
-//! - `request.rs`: request head validation, pure.
 //! - `send.rs`: the application's responses, and the output to the driver.
 //! - `events.rs`: events for the application, commands for the driver.
-//! - `stream.rs`, `flood.rs`, `config.rs`, `types.rs`, `fields.rs`: the pieces.
+//! - `stream.rs`, `flood.rs`, `config.rs`, `types.rs`: the pieces.
+//!
+//! Request heads and trailers are validated by `squall_h2::head` (RFC 9114 §4.2 and §4.3 are
+//! RFC 9113's rules), and a request is a `squall_h2::Request`, re-exported here.
 
 mod config;
 mod events;
-mod fields;
 mod flood;
 mod recv;
-mod request;
 mod request_stream;
 mod send;
 mod stream;
@@ -32,11 +32,12 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
 
 use bytes::BytesMut;
+use squall_h2::head::HeadLimits;
 
 pub use config::ServerConfig;
-pub use fields::{FieldSpan, HeaderFields};
+pub use squall_h2::{FieldSpan, HeaderFields, Request};
 pub use types::{
-    Command, ConnError, Event, FloodKind, OutStream, Request, Stats, StreamClosed, StreamOut, Uni,
+    Command, ConnError, Event, FloodKind, OutStream, Stats, StreamClosed, StreamOut, Uni,
 };
 
 use crate::encode::{encode_settings, encode_stream_type};
@@ -46,7 +47,6 @@ use crate::qpack;
 use events::Queued;
 use flood::{Counted, Floods};
 use recv::UniStream;
-use request::HeadLimits;
 use stream::{App, ClosedStreams, SendQueue, Stream};
 
 /// What a handler returns: `Err` once the connection has failed (Close queued).

@@ -50,23 +50,17 @@ impl Connection {
         fin: bool,
         now: Instant,
     ) -> Result<(), ConnError> {
-        if let Some(error) = self.error {
-            return Err(error);
-        }
-        self.now = self.now.max(now);
-        let result = match stream_id % 4 {
-            0 => self.recv_request(stream_id, data, fin),
-            2 => self.recv_uni(stream_id, data, fin),
+        self.input(now, |conn| match stream_id % 4 {
+            0 => conn.recv_request(stream_id, data, fin),
+            2 => conn.recv_uni(stream_id, data, fin),
             // RFC 9114 §6: the peer cannot send on streams we open; a driver that says it
             // did has the id wrong.
-            _ => Err(self.fail(
+            _ => Err(conn.fail(
                 ErrorCode::StreamCreationError,
                 "data on a server-initiated stream",
                 None,
             )),
-        };
-        self.flush_decoder_stream();
-        result
+        })
     }
 
     /// The peer reset its sending part of stream `stream_id` (QUIC RESET_STREAM) with
@@ -81,28 +75,22 @@ impl Connection {
         code: u64,
         now: Instant,
     ) -> Result<(), ConnError> {
-        if let Some(error) = self.error {
-            return Err(error);
-        }
-        self.now = self.now.max(now);
-        let result = match stream_id % 4 {
-            0 => self.request_reset(stream_id, ErrorCode::from(code)),
-            2 => match self.uni.remove(&stream_id) {
+        self.input(now, |conn| match stream_id % 4 {
+            0 => conn.request_reset(stream_id, ErrorCode::from(code)),
+            2 => match conn.uni.remove(&stream_id) {
                 Some(UniStream::Control(_) | UniStream::Encoder | UniStream::Decoder) => {
                     let reason = "the peer reset its control or a QPACK stream";
-                    Err(self.fail(ErrorCode::ClosedCriticalStream, reason, None))
+                    Err(conn.fail(ErrorCode::ClosedCriticalStream, reason, None))
                 }
                 Some(UniStream::Discard) => {
-                    self.unknown_uni -= 1;
+                    conn.unknown_uni -= 1;
                     Ok(())
                 }
                 _ => Ok(()),
             },
             // QUIC lets the peer reset only what it sends.
             _ => Ok(()),
-        };
-        self.flush_decoder_stream();
-        result
+        })
     }
 
     /// The peer asked us to stop sending on stream `stream_id` (QUIC STOP_SENDING) with
@@ -117,19 +105,26 @@ impl Connection {
         code: u64,
         now: Instant,
     ) -> Result<(), ConnError> {
+        self.input(now, |conn| match stream_id % 4 {
+            0 => conn.request_stopped(stream_id, ErrorCode::from(code)),
+            // Server unidirectional streams: we open only the three critical ones.
+            3 => {
+                let reason = "the peer stopped our control or a QPACK stream";
+                Err(conn.fail(ErrorCode::ClosedCriticalStream, reason, None))
+            }
+            _ => Ok(()),
+        })
+    }
+
+    /// What every entry point for input does around its `step`: nothing once the connection
+    /// has failed (its error again), the clock moved on to `now`, and our decoder's
+    /// acknowledgments (section acknowledgments, stream cancellations) flushed after it.
+    fn input(&mut self, now: Instant, step: impl FnOnce(&mut Self) -> Step) -> Step {
         if let Some(error) = self.error {
             return Err(error);
         }
         self.now = self.now.max(now);
-        let result = match stream_id % 4 {
-            0 => self.request_stopped(stream_id, ErrorCode::from(code)),
-            // Server unidirectional streams: we open only the three critical ones.
-            3 => {
-                let reason = "the peer stopped our control or a QPACK stream";
-                Err(self.fail(ErrorCode::ClosedCriticalStream, reason, None))
-            }
-            _ => Ok(()),
-        };
+        let result = step(self);
         self.flush_decoder_stream();
         result
     }

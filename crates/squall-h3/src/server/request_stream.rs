@@ -1,15 +1,16 @@
 //! Request streams from the peer (RFC 9114 §4.1): a HEADERS frame, DATA frames, optional
 //! trailers, then the end of the stream. The head and trailers are decoded with QPACK (a
 //! section that waits for the encoder stream is kept, with what follows it, until it can
-//! be), validated (`request.rs`), and become events. Malformed requests are stream errors;
+//! be), validated (`squall_h2::head`: HTTP/2's rules, which HTTP/3 takes over), and become
+//! events. Malformed requests are stream errors;
 //! frames out of order are connection errors.
 
 use std::collections::VecDeque;
 
 use bytes::{Bytes, BytesMut};
+use squall_h2::head::{self, HeadError};
 
 use super::flood::Counted;
-use super::request::{self, HeadError};
 use super::stream::{App, Blocked, Recv, Send, Stream};
 use super::types::{Command, ConnError, FloodKind};
 use super::{Connection, Step};
@@ -211,7 +212,8 @@ impl Connection {
     fn on_head(&mut self, id: u64, fields: Option<Vec<Field>>, end: bool) -> Step {
         self.stats.requests += 1;
         let parsed = match fields {
-            Some(fields) => request::parse_request(&fields, end, self.limits),
+            Some(fields) => gather(&fields)
+                .and_then(|(bytes, spans)| head::parse_request(bytes, &spans, end, self.limits)),
             // §4.2.2 lets a server answer 431 (the decoder kept its table in step).
             None => Err(HeadError::Answer(431)),
         };
@@ -243,7 +245,8 @@ impl Connection {
         let Some(fields) = fields else {
             return self.reject_started(id, 431);
         };
-        let headers = match request::parse_trailers(&fields) {
+        let parsed = gather(&fields).and_then(|(bytes, spans)| head::parse_trailers(bytes, &spans));
+        let headers = match parsed {
             Ok(headers) => headers.to_header_map(),
             Err(HeadError::Malformed(_)) => return self.malformed(id, ErrorCode::MessageError),
             Err(HeadError::Answer(status)) => return self.reject_started(id, status),
@@ -498,4 +501,10 @@ impl Connection {
             self.closed.insert(id);
         }
     }
+}
+
+/// QPACK's fields, each its own pair of `Bytes`, copied once into one buffer with their
+/// spans: the shape `squall_h2::head` validates, and the request then keeps.
+fn gather(fields: &[Field]) -> Result<(BytesMut, Vec<head::Decoded>), HeadError> {
+    head::gather(fields.iter().map(|f| (&f.name[..], &f.value[..])))
 }

@@ -9,27 +9,13 @@
 use std::borrow::Cow;
 
 use bytes::{Bytes, BytesMut};
+use squall_h2::head::{response_fields, status_digits};
 
 use super::Connection;
-use super::request::is_connection_specific;
 use super::stream::{Send, Stream};
 use super::types::{OutStream, StreamClosed, StreamOut, Uni};
 use crate::encode::{encode_data_header, encode_headers};
 use crate::error::ErrorCode;
-
-/// "000" to "999" back to back: `:status` values with a `'static` lifetime, so they can
-/// go through the encoder alongside the caller's borrowed fields.
-static STATUS_DIGITS: [u8; 3000] = {
-    let mut table = [0u8; 3000];
-    let mut i = 0;
-    while i < 1000 {
-        table[3 * i] = b'0' + (i / 100) as u8;
-        table[3 * i + 1] = b'0' + (i / 10 % 10) as u8;
-        table[3 * i + 2] = b'0' + (i % 10) as u8;
-        i += 1;
-    }
-    table
-};
 
 impl Connection {
     /// Sends the response head: `status` (100..=999) and regular fields. Names are sent
@@ -190,13 +176,8 @@ impl Connection {
         status: Option<u16>,
         fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
     ) -> Bytes {
-        let status = status.map(|status| {
-            debug_assert!((100..=999).contains(&status), "status {status}");
-            let at = usize::from(status.clamp(100, 999)) * 3;
-            (&b":status"[..], &STATUS_DIGITS[at..at + 3])
-        });
-        let fields: Vec<(Cow<'a, [u8]>, &'a [u8])> = (fields.into_iter())
-            .filter(|(name, _)| !name.starts_with(b":") && !is_connection_specific(name))
+        let status = status.map(|status| (&b":status"[..], status_digits(status)));
+        let fields: Vec<(Cow<'a, [u8]>, &'a [u8])> = response_fields(fields)
             .map(|(name, value)| (lowercase(name), value))
             .collect();
         let lines = (status.into_iter())

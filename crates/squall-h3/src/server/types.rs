@@ -1,35 +1,10 @@
-//! What a connection hands the application ([`Event`], [`Request`]) and the driver
-//! ([`Command`], [`StreamOut`]), and its error and statistics types.
+//! What a connection hands the application ([`Event`], with `squall_h2`'s [`Request`]) and
+//! the driver ([`Command`], [`StreamOut`]), and its error and statistics types.
 
 use bytes::Bytes;
 
+use super::Request;
 use crate::error::ErrorCode;
-
-/// One request head, validated as RFC 9114 §4.2 and §4.3 require. The same fields as
-/// `squall_h2::Request`, so that a server treats both alike.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Request {
-    pub method: http::Method,
-    /// `:scheme`.
-    pub scheme: Bytes,
-    /// `:authority`, else the Host field when there is no `:authority`.
-    pub authority: Option<Bytes>,
-    /// `:path`; `*` for a server-wide OPTIONS.
-    pub path: Bytes,
-    /// Regular fields only, as spans of one buffer. Several `cookie` fields are joined with
-    /// "; " (RFC 9114 §4.2.1).
-    pub headers: super::HeaderFields,
-    /// The content-length field, when sent.
-    pub content_length: Option<u64>,
-    /// True when no body follows: the stream ended right after the HEADERS frame, in the
-    /// same input. Otherwise the end comes as an [`Event::Data`] with `end_stream` (possibly
-    /// empty) or as [`Event::Trailers`].
-    pub end_stream: bool,
-    /// `:protocol` of an extended CONNECT (RFC 9220, after RFC 8441 §4; `method` is
-    /// CONNECT): the stream carries that protocol both ways in DATA frames once answered
-    /// 2xx. Only when `ServerConfig::enable_connect_protocol` is on.
-    pub protocol: Option<Bytes>,
-}
 
 /// Something the application must act on, from [`super::Connection::poll_event`].
 #[derive(Debug, Clone, PartialEq, Eq)]

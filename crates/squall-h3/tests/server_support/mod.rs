@@ -546,6 +546,21 @@ pub fn expect_request(conn: &mut Connection, id: u64) -> Request {
     }
 }
 
+/// Sends a request head of `fields` on stream `id` (`fin`: no body follows) and takes its
+/// request event.
+pub fn open_request<N: AsRef<[u8]>, V: AsRef<[u8]>>(
+    conn: &mut Connection,
+    client: &mut Client,
+    id: u64,
+    fields: &[(N, V)],
+    fin: bool,
+    now: Instant,
+) -> Request {
+    conn.recv(id, Bytes::from(client.headers(id, fields)), fin, now)
+        .unwrap();
+    expect_request(conn, id)
+}
+
 pub fn commands(conn: &mut Connection) -> Vec<Command> {
     std::iter::from_fn(|| conn.poll_command()).collect()
 }

@@ -18,12 +18,13 @@
 use bytes::Bytes;
 use http::{HeaderValue, Method, StatusCode, Uri, Version};
 use squall_h1::{BodyKind, RequestHead};
-use squall_h2::{Event, Request, StreamId};
+use squall_h2::{Event, Request};
 use tracing::debug;
 
 use super::conn::{Conn, Phase};
 use super::downstream::Downstream;
 use super::downstream::heard::{Deferred, Heard};
+use super::downstream::proto::Streams;
 use super::ids::Client;
 
 /// Which protocol a new connection will speak, once known.
@@ -73,48 +74,27 @@ pub fn select(conn: &Conn) -> Selection {
 /// have sent: no other HTTP/2 request can carry those fields, so only this one is taken for
 /// an upgrade by the exchange.
 pub fn request_head(request: Request) -> Option<RequestHead> {
-    let (bytes, spans) = request.headers.into_parts();
-    let spans = (spans.into_iter())
-        .map(|s| [s.name, s.name_len, s.value, s.value_len])
-        .collect();
-    head_of(
-        Parts {
-            method: request.method,
-            authority: request.authority,
-            path: request.path,
-            fields: (bytes, spans),
-            content_length: request.content_length,
-            end_stream: request.end_stream,
-            protocol: request.protocol,
-        },
-        Version::HTTP_2,
-    )
+    head_of(request, Version::HTTP_2)
 }
 
-/// A validated request of a multiplexed protocol (HTTP/2 or HTTP/3: the same pseudo-header
-/// fields, and regular fields as spans of one decoded block).
-pub struct Parts {
-    pub method: Method,
-    pub authority: Option<Bytes>,
-    pub path: Bytes,
-    /// The block's bytes, and each field's `[name, name_len, value, value_len]` in them.
-    pub fields: (Bytes, Vec<[u32; 4]>),
-    pub content_length: Option<u64>,
-    pub end_stream: bool,
-    pub protocol: Option<Bytes>,
-}
-
-/// [`request_head`] for either protocol, `version` saying which.
-pub fn head_of(parts: Parts, version: Version) -> Option<RequestHead> {
-    let Parts {
+/// [`request_head`] for either multiplexed protocol, `version` saying which: an HTTP/3
+/// request is validated by `squall-h2` too (`squall_h3::server::Request` is
+/// `squall_h2::Request`), and differs only in the version its head carries.
+pub fn head_of(request: Request, version: Version) -> Option<RequestHead> {
+    let Request {
         mut method,
         authority,
         path,
-        fields: (bytes, spans),
+        headers,
         content_length,
         mut end_stream,
         protocol,
-    } = parts;
+        ..
+    } = request;
+    let (bytes, spans) = headers.into_parts();
+    let spans = (spans.into_iter())
+        .map(|s| [s.name, s.name_len, s.value, s.value_len])
+        .collect();
     // `:path` is read as an HTTP/1.1 origin-form target is: normalised once, here.
     let normal = match &path[..] {
         b"*" => None,
@@ -236,34 +216,21 @@ impl Downstream<'_> {
                     // A proxied body (or tunnel) moves on to the origin; its window is given
                     // back as it leaves (`ClientBodyConsumed`), so the client cannot outrun
                     // the origin.
-                    if let Some(&id) = h2.streams.exchanges.get(&u64::from(stream_id)) {
-                        let client = Client::H2(index, stream_id);
-                        let end = end_stream;
-                        return Some(Heard::Body {
-                            client,
-                            id,
-                            data,
-                            end,
-                        });
-                    }
-                    h2.conn.release_capacity(stream_id, data.len());
-                    let pending =
-                        end_stream.then(|| h2.streams.pending.remove(&u64::from(stream_id)));
-                    match pending.flatten() {
-                        Some(pending) => complete(index, stream_id, pending),
-                        None => continue,
+                    let (client, len) = (Client::H2(index, stream_id), data.len());
+                    let stream = u64::from(stream_id);
+                    match body(&mut h2.streams, client, stream, data, end_stream) {
+                        Body::Exchange(heard) => return Some(heard),
+                        Body::Dropped(complete) => {
+                            h2.conn.release_capacity(stream_id, len);
+                            let Some(heard) = complete else { continue };
+                            heard
+                        }
                     }
                 }
                 Event::Trailers { stream_id, headers } => {
-                    if let Some(&id) = h2.streams.exchanges.get(&u64::from(stream_id)) {
-                        // Request trailers reach the origin in the last chunk; a body of
-                        // declared length has no place for them in HTTP/1.1 (RFC 9112
-                        // §7.1.2), so there they are dropped.
-                        let trailers = Some(headers);
-                        return Some(Heard::End { id, trailers });
-                    }
-                    match h2.streams.pending.remove(&u64::from(stream_id)) {
-                        Some(pending) => complete(index, stream_id, pending),
+                    let client = Client::H2(index, stream_id);
+                    match trailers(&mut h2.streams, client, u64::from(stream_id), headers) {
+                        Some(heard) => heard,
                         None => continue,
                     }
                 }
@@ -275,8 +242,7 @@ impl Downstream<'_> {
                         ?code,
                         "h2: stream reset"
                     );
-                    let (session, file) = h2.streams.reset(u64::from(stream_id));
-                    Heard::Reset { session, file }
+                    reset(&mut h2.streams, u64::from(stream_id))
                 }
             };
             return Some(heard);
@@ -284,10 +250,65 @@ impl Downstream<'_> {
     }
 }
 
+/// What body bytes on a stream of a multiplexed connection are to the loop ([`body`]).
+pub(super) enum Body {
+    /// The stream's exchange's (a proxied body or a tunnel): their window is given back as
+    /// they leave.
+    Exchange(Heard),
+    /// Dropped (their window is the caller's to give back); if they end a request kept while
+    /// its body arrived, that request, now complete.
+    Dropped(Option<Heard>),
+}
+
+/// Body bytes on `stream` of a multiplexed connection (HTTP/2 or HTTP/3), its `client`;
+/// `end`: the request ends with them.
+pub(super) fn body(
+    streams: &mut Streams,
+    client: Client,
+    stream: u64,
+    data: Bytes,
+    end: bool,
+) -> Body {
+    if let Some(&id) = streams.exchanges.get(&stream) {
+        return Body::Exchange(Heard::Body {
+            client,
+            id,
+            data,
+            end,
+        });
+    }
+    let pending = end.then(|| streams.pending.remove(&stream)).flatten();
+    Body::Dropped(pending.map(|pending| complete(client, pending)))
+}
+
+/// Request trailers on `stream` of a multiplexed connection: the end of its exchange's body,
+/// or of a request kept while its body arrived; `None` when nothing waits for them.
+pub(super) fn trailers(
+    streams: &mut Streams,
+    client: Client,
+    stream: u64,
+    headers: http::HeaderMap,
+) -> Option<Heard> {
+    if let Some(&id) = streams.exchanges.get(&stream) {
+        // Request trailers reach the origin in the last chunk; a body of declared length
+        // has no place for them in HTTP/1.1 (RFC 9112 §7.1.2), so there they are dropped.
+        let trailers = Some(headers);
+        return Some(Heard::End { id, trailers });
+    }
+    let pending = streams.pending.remove(&stream)?;
+    Some(complete(client, pending))
+}
+
+/// A stream the client reset: what answered it ends.
+pub(super) fn reset(streams: &mut Streams, stream: u64) -> Heard {
+    let (session, file) = streams.reset(stream);
+    Heard::Reset { session, file }
+}
+
 /// A stream's request, kept while its body arrived, read to its end.
-fn complete(index: usize, stream: StreamId, (head, route): (RequestHead, Option<u32>)) -> Heard {
+fn complete(client: Client, (head, route): (RequestHead, Option<u32>)) -> Heard {
     Heard::Complete {
-        client: Client::H2(index, stream),
+        client,
         head,
         deferred: Deferred::Answer(route),
     }
@@ -298,17 +319,30 @@ pub(super) fn count_stats(counters: &crate::metrics::WorkerCounters, stats: squa
     counters.h2_streams.add(stats.streams_opened);
     counters.h2_resets_received.add(stats.resets_received);
     counters.timeouts.add(stats.stalls);
-    // Requests the connection refused itself: malformed ones (reset) and 413/414/431/501.
-    counters.bad_requests.add(stats.malformed_requests);
-    for (count, status) in [
-        (stats.answered_413, StatusCode::PAYLOAD_TOO_LARGE),
-        (stats.answered_414, StatusCode::URI_TOO_LONG),
-        (
-            stats.answered_431,
-            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-        ),
-        (stats.answered_501, StatusCode::NOT_IMPLEMENTED),
-    ] {
+    let answered = [
+        stats.answered_413,
+        stats.answered_414,
+        stats.answered_431,
+        stats.answered_501,
+    ];
+    count_refused(counters, stats.malformed_requests, answered);
+}
+
+/// Counts the requests a multiplexed connection (HTTP/2 or HTTP/3) refused itself:
+/// `malformed` ones (reset), and those it `answered` 413, 414, 431 and 501, in that order.
+pub(super) fn count_refused(
+    counters: &crate::metrics::WorkerCounters,
+    malformed: u64,
+    answered: [u64; 4],
+) {
+    counters.bad_requests.add(malformed);
+    let statuses = [
+        StatusCode::PAYLOAD_TOO_LARGE,
+        StatusCode::URI_TOO_LONG,
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+        StatusCode::NOT_IMPLEMENTED,
+    ];
+    for (count, status) in answered.into_iter().zip(statuses) {
         for _ in 0..count {
             counters.count_bad_request(status);
         }

@@ -4,45 +4,28 @@
 //! A connection is HTTP/3 from its first packet: QUIC's handshake chose ALPN `h3`, and the
 //! worker's `Quic` part (`quic.rs`) accepted it into a client slot with no socket of its own.
 //! Its packets reach it through [`Downstream::receive_h3`]; the bytes they carry become
-//! request events ([`Heard`]) in the vocabulary of the other two protocols, from the same
-//! validated fields as HTTP/2's (`h2::head_of`), with version HTTP/3. Answers are written on
-//! its streams through the same [`Mux`](super::downstream::mux::Mux) as HTTP/2's, and leave
-//! as datagrams when the loop flushes the connection through the `Quic` part.
+//! request events ([`Heard`]) in the vocabulary of the other two protocols: its requests are
+//! `squall-h2`'s, validated by the same code, and become heads as HTTP/2's do (`h2::head_of`),
+//! with version HTTP/3; body, trailers and resets are met as HTTP/2's (`h2::body`,
+//! `h2::trailers`, `h2::reset`). Answers are written on its streams through the same
+//! [`Mux`](super::downstream::mux::Mux) as HTTP/2's, and leave as datagrams when the loop
+//! flushes the connection through the `Quic` part.
 //!
 //! 0-RTT: a request that arrives while the handshake is still running came in early data,
 //! which an attacker may replay; unless its method is safe (GET, HEAD, OPTIONS, TRACE) it
 //! is answered `425 Too Early` (RFC 8470 §5.2), which clients retry after the handshake.
 
 use http::{StatusCode, Version};
-use squall_h1::{BodyKind, RequestHead};
-use squall_h3::server::{Event, Request};
+use squall_h1::BodyKind;
+use squall_h3::server::Event;
 use squall_quic::ConnectionEvent;
 use tracing::debug;
 
 use super::conn::Phase;
 use super::downstream::Downstream;
-use super::downstream::heard::{Deferred, Heard};
-use super::h2::{Parts, head_of};
+use super::downstream::heard::Heard;
+use super::h2::{Body, body, count_refused, head_of, reset, trailers};
 use super::ids::Client;
-
-/// Turns a validated HTTP/3 request into the head the router and the proxy know, as an
-/// HTTP/2 one is (`h2::request_head`).
-pub fn request_head(request: Request) -> Option<RequestHead> {
-    let (bytes, spans) = request.headers.into_parts();
-    let spans = (spans.into_iter())
-        .map(|s| [s.name, s.name_len, s.value, s.value_len])
-        .collect();
-    let parts = Parts {
-        method: request.method,
-        authority: request.authority,
-        path: request.path,
-        fields: (bytes, spans),
-        content_length: request.content_length,
-        end_stream: request.end_stream,
-        protocol: request.protocol,
-    };
-    head_of(parts, Version::HTTP_3)
-}
 
 impl Downstream<'_> {
     /// A packet (or an endpoint's answer) for HTTP/3 connection `index`: QUIC takes it, and
@@ -79,7 +62,7 @@ impl Downstream<'_> {
                     conn.request_started = self.now;
                     let client = Client::H3(index, stream_id);
                     let end = request.end_stream;
-                    let Some(head) = request_head(request) else {
+                    let Some(head) = head_of(request, Version::HTTP_3) else {
                         self.refuse_stream(client, StatusCode::BAD_REQUEST, None);
                         continue;
                     };
@@ -145,34 +128,25 @@ impl Downstream<'_> {
                     data,
                     end_stream,
                 } => {
-                    if let Some(&id) = h3.streams.exchanges.get(&stream_id) {
-                        let client = Client::H3(index, stream_id);
-                        let end = end_stream;
-                        return Some(Heard::Body {
-                            client,
-                            id,
-                            data,
-                            end,
-                        });
-                    }
-                    // A body nothing takes (a `respond` route's) is dropped as it comes, and
-                    // QUIC reads on.
-                    h3.quic.release(stream_id, data.len());
-                    let pending = end_stream.then(|| h3.streams.pending.remove(&stream_id));
-                    match pending.flatten() {
-                        Some(pending) => complete(index, stream_id, pending),
-                        None => continue,
+                    let client = Client::H3(index, stream_id);
+                    let len = data.len();
+                    match body(&mut h3.streams, client, stream_id, data, end_stream) {
+                        Body::Exchange(heard) => heard,
+                        // A body nothing takes (a `respond` route's) is dropped as it comes,
+                        // and QUIC reads on.
+                        Body::Dropped(heard) => {
+                            h3.quic.release(stream_id, len);
+                            match heard {
+                                Some(heard) => heard,
+                                None => continue,
+                            }
+                        }
                     }
                 }
                 Event::Trailers { stream_id, headers } => {
-                    if let Some(&id) = h3.streams.exchanges.get(&stream_id) {
-                        return Some(Heard::End {
-                            id,
-                            trailers: Some(headers),
-                        });
-                    }
-                    match h3.streams.pending.remove(&stream_id) {
-                        Some(pending) => complete(index, stream_id, pending),
+                    let client = Client::H3(index, stream_id);
+                    match trailers(&mut h3.streams, client, stream_id, headers) {
+                        Some(heard) => heard,
                         None => continue,
                     }
                 }
@@ -185,21 +159,11 @@ impl Downstream<'_> {
                         "h3: stream reset"
                     );
                     h3.held.remove(&stream_id);
-                    let (session, file) = h3.streams.reset(stream_id);
-                    Heard::Reset { session, file }
+                    reset(&mut h3.streams, stream_id)
                 }
             };
             return Some(heard);
         }
-    }
-}
-
-/// A stream's request, kept while its body arrived, read to its end.
-fn complete(index: usize, stream: u64, (head, route): (RequestHead, Option<u32>)) -> Heard {
-    Heard::Complete {
-        client: Client::H3(index, stream),
-        head,
-        deferred: Deferred::Answer(route),
     }
 }
 
@@ -210,20 +174,13 @@ pub(super) fn count_stats(
 ) {
     counters.h3_streams.add(stats.requests);
     counters.h2_resets_received.add(stats.resets_received);
-    counters.bad_requests.add(stats.malformed);
-    for (count, status) in [
-        (stats.answered_413, StatusCode::PAYLOAD_TOO_LARGE),
-        (stats.answered_414, StatusCode::URI_TOO_LONG),
-        (
-            stats.answered_431,
-            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-        ),
-        (stats.answered_501, StatusCode::NOT_IMPLEMENTED),
-    ] {
-        for _ in 0..count {
-            counters.count_bad_request(status);
-        }
-    }
+    let answered = [
+        stats.answered_413,
+        stats.answered_414,
+        stats.answered_431,
+        stats.answered_501,
+    ];
+    count_refused(counters, stats.malformed, answered);
     if stats.flood.is_some() {
         counters.h3_floods.inc();
     } else if stats.protocol_errors > 0 {

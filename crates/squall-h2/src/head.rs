@@ -1,18 +1,63 @@
-//! Request heads and trailers from decoded fields: field validity (RFC 9113 §8.2.1),
-//! connection-specific fields (§8.2.2), cookies (§8.2.3), request pseudo-header fields
-//! (§8.3.1), the extended CONNECT of RFC 8441 §4 and content-length (§8.1.1). Pure functions: fields in, a [`Request`] or the
-//! answer the stream gets out.
+//! Request heads and trailers from decoded fields, for HTTP/2 and HTTP/3 alike: field
+//! validity (RFC 9113 §8.2.1), connection-specific fields (§8.2.2), cookies (§8.2.3), request
+//! pseudo-header fields (§8.3.1), CONNECT (§8.5), the extended CONNECT of RFC 8441 §4 and
+//! content-length (§8.1.1). Pure functions: fields in, a [`Request`] or the answer the
+//! stream gets out.
+//!
+//! HTTP/3 takes these rules over unchanged (RFC 9114 §4.1.2, §4.2, §4.3, §4.4; RFC 9220 for
+//! the extended CONNECT), so `squall-h3`'s server validates its requests here too, and a
+//! request is accepted, refused or answered alike over either protocol. What differs stays
+//! with each protocol: how fields are decoded (HPACK, QPACK), how the end of the stream is
+//! signalled (END_STREAM, QUIC FIN), the error code of a malformed request (PROTOCOL_ERROR,
+//! H3_MESSAGE_ERROR), and the field section size limit, which each decoder enforces (431).
+//!
+//! The fields come as one buffer and the [`Decoded`] span of each name and value in it, as
+//! [`squall_hpack::Decoder::decode_spans`] writes them; a decoder that hands out fields one
+//! by one (QPACK) writes them so with [`gather`]. The request keeps that buffer and the spans
+//! of its regular fields: nothing is allocated per field.
+//!
+//! Responses: [`response_fields`] drops what neither protocol may carry, and
+//! [`status_digits`] gives `:status` values as `'static` bytes.
 
 use bytes::{BufMut, Bytes, BytesMut};
-use squall_hpack::FieldSpan as Decoded;
+pub use squall_hpack::FieldSpan as Decoded;
 
-use super::types::Request;
 use crate::fields::{FieldSpan, HeaderFields};
 
+/// One request head, validated as RFC 9113 §8.2 and §8.3.1 require (RFC 9114 §4.2 and §4.3
+/// for HTTP/3, the same rules): what [`parse_request`] makes, and what a server connection of
+/// either protocol hands the application.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub method: http::Method,
+    /// `:scheme`.
+    pub scheme: Bytes,
+    /// `:authority`, else the Host field when there is no `:authority`.
+    pub authority: Option<Bytes>,
+    /// `:path`; `*` for a server-wide OPTIONS.
+    pub path: Bytes,
+    /// Regular fields only, as spans of the decoded block. Several `cookie` fields are
+    /// joined with "; " (RFC 9113 §8.2.3, RFC 9114 §4.2.1).
+    pub headers: HeaderFields,
+    /// The content-length field, when sent.
+    pub content_length: Option<u64>,
+    /// True when no body follows: in HTTP/2, END_STREAM on the HEADERS; in HTTP/3, the
+    /// stream ended right after the HEADERS frame, in the same input (otherwise its end
+    /// comes as body data marked as the end, possibly empty, or as trailers).
+    pub end_stream: bool,
+    /// `:protocol` of an extended CONNECT (RFC 8441 §4, RFC 9220 for HTTP/3; `method` is
+    /// CONNECT): the stream carries that protocol (`websocket`) both ways in DATA frames once
+    /// answered 2xx. Only when the server enabled it ([`HeadLimits::connect_protocol`]:
+    /// `ServerConfig::enable_connect_protocol` in either crate).
+    pub protocol: Option<Bytes>,
+}
+
 /// The limits a request head is checked against.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct HeadLimits {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeadLimits {
+    /// A longer `:path` is answered 414.
     pub path_bytes_max: usize,
+    /// A larger content-length is answered 413.
     pub body_bytes_max: u64,
     /// We advertised SETTINGS_ENABLE_CONNECT_PROTOCOL: `:protocol` is allowed on CONNECT.
     pub connect_protocol: bool,
@@ -20,14 +65,17 @@ pub(crate) struct HeadLimits {
 
 /// Why a head was not turned into a request, and what the stream gets instead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum HeadError {
-    /// Malformed (§8.1.1): a stream error of type PROTOCOL_ERROR.
+pub enum HeadError {
+    /// Malformed (RFC 9113 §8.1.1, RFC 9114 §4.1.2): a stream error, of type PROTOCOL_ERROR
+    /// in HTTP/2 and H3_MESSAGE_ERROR in HTTP/3. The text is for logs.
     Malformed(&'static str),
-    /// Well-formed, but answered by the connection with this status and no body.
+    /// Well-formed, but answered by the connection with this status (413, 414, 431 or 501)
+    /// and no body.
     Answer(u16),
 }
 
-/// Fields that make a message malformed in HTTP/2 whatever their value (§8.2.2).
+/// Fields that make a message malformed whatever their value (RFC 9113 §8.2.2, RFC 9114
+/// §4.2).
 const CONNECTION_SPECIFIC: [&str; 5] = [
     "connection",
     "keep-alive",
@@ -36,17 +84,83 @@ const CONNECTION_SPECIFIC: [&str; 5] = [
     "upgrade",
 ];
 
-/// Whether a response field is one HTTP/2 cannot carry (§8.2.2); the connection drops it.
-pub(crate) fn is_connection_specific(name: &[u8]) -> bool {
+/// Whether a field is connection-specific (RFC 9113 §8.2.2, RFC 9114 §4.2), which neither
+/// HTTP/2 nor HTTP/3 can carry: a request with one is malformed, and a response's is
+/// dropped ([`response_fields`]). Any case.
+pub fn is_connection_specific(name: &[u8]) -> bool {
     CONNECTION_SPECIFIC
         .iter()
         .any(|c| c.as_bytes().eq_ignore_ascii_case(name))
 }
 
-/// Builds a request from a decoded header block: `bytes` and the `decoded` spans into it,
-/// as the HPACK decoder wrote them. The request keeps `bytes` (a joined cookie is appended
-/// to it) and the spans of its regular fields; nothing is allocated per field.
-pub(crate) fn parse_request(
+/// The fields HTTP/2 and HTTP/3 can carry in a response head or trailers: no pseudo-header
+/// name (the connection writes `:status` itself) and no connection-specific field.
+pub fn response_fields<'a>(
+    fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+) -> impl Iterator<Item = (&'a [u8], &'a [u8])> {
+    (fields.into_iter())
+        .filter(|(name, _)| !name.starts_with(b":") && !is_connection_specific(name))
+}
+
+/// "000" to "999" back to back: `:status` values with a `'static` lifetime.
+static STATUS_DIGITS: [u8; 3000] = {
+    let mut table = [0u8; 3000];
+    let mut i = 0;
+    while i < 1000 {
+        table[3 * i] = b'0' + (i / 100) as u8;
+        table[3 * i + 1] = b'0' + (i / 10 % 10) as u8;
+        table[3 * i + 2] = b'0' + (i % 10) as u8;
+        i += 1;
+    }
+    table
+};
+
+/// The three digits of `status` (100..=999; others are clamped), with a `'static` lifetime
+/// so that `:status` can go through a field encoder alongside a caller's borrowed fields.
+pub fn status_digits(status: u16) -> &'static [u8] {
+    debug_assert!((100..=999).contains(&status), "status {status}");
+    let at = usize::from(status.clamp(100, 999)) * 3;
+    &STATUS_DIGITS[at..at + 3]
+}
+
+/// Writes fields given one by one (`(name, value)` pairs in received order, as QPACK hands
+/// them out) into one buffer, each name then its value, with their spans: the shape
+/// [`parse_request`] and [`parse_trailers`] take. A list whose bytes do not fit `u32`
+/// offsets can only come from a very large limit: it is answered like one too large (431).
+pub fn gather<'a, I>(fields: I) -> Result<(BytesMut, Vec<Decoded>), HeadError>
+where
+    I: IntoIterator<Item = (&'a [u8], &'a [u8])>,
+    I::IntoIter: Clone,
+{
+    let fields = fields.into_iter();
+    let (total, count) = (fields.clone()).fold((0usize, 0usize), |(total, count), (n, v)| {
+        (total.saturating_add(n.len() + v.len()), count + 1)
+    });
+    if total > u32::MAX as usize {
+        return Err(HeadError::Answer(431));
+    }
+    let mut bytes = BytesMut::with_capacity(total);
+    let mut spans = Vec::with_capacity(count);
+    for (name, value) in fields {
+        let at = bytes.len() as u32;
+        bytes.put_slice(name);
+        bytes.put_slice(value);
+        spans.push(Decoded {
+            name: at,
+            name_len: name.len() as u32,
+            value: at + name.len() as u32,
+            value_len: value.len() as u32,
+            sensitive: false,
+        });
+    }
+    Ok((bytes, spans))
+}
+
+/// Builds a request from a decoded field block: `bytes` and the `decoded` spans of each
+/// field in it, in received order, as the HPACK decoder wrote them (or [`gather`]);
+/// `end_stream`: no body follows. The request keeps `bytes` (a joined cookie is appended to
+/// it) and the spans of its regular fields; nothing is allocated per field.
+pub fn parse_request(
     mut bytes: BytesMut,
     decoded: &[Decoded],
     end_stream: bool,
@@ -97,11 +211,9 @@ pub(crate) fn parse_request(
     })
 }
 
-/// Builds trailers from a decoded header block: regular fields only (§8.1).
-pub(crate) fn parse_trailers(
-    mut bytes: BytesMut,
-    decoded: &[Decoded],
-) -> Result<HeaderFields, HeadError> {
+/// Builds trailers from a decoded field block, as [`parse_request`] takes it: regular
+/// fields only (RFC 9113 §8.1, RFC 9114 §4.1).
+pub fn parse_trailers(mut bytes: BytesMut, decoded: &[Decoded]) -> Result<HeaderFields, HeadError> {
     let mut regular = Regular::with_capacity(decoded.len());
     for span in decoded {
         let (name, value) = (span.name(&bytes), span.value(&bytes));
@@ -435,4 +547,135 @@ pub(crate) fn parse_decimal(value: &[u8]) -> Option<u64> {
         let digit = char::from(b).to_digit(10)?;
         n.checked_mul(10)?.checked_add(u64::from(digit))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMITS: HeadLimits = HeadLimits {
+        path_bytes_max: 64,
+        body_bytes_max: 1000,
+        connect_protocol: true,
+    };
+
+    /// Validates `list` as QPACK's fields are: given one by one, gathered into one buffer.
+    fn parse(list: &[(&str, &str)], end_stream: bool) -> Result<Request, HeadError> {
+        let (bytes, spans) = gather(list.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())))?;
+        parse_request(bytes, &spans, end_stream, LIMITS)
+    }
+
+    fn get(extra: &[(&'static str, &'static str)]) -> Vec<(&'static str, &'static str)> {
+        let mut list = vec![
+            (":method", "GET"),
+            (":scheme", "https"),
+            (":authority", "example.com"),
+            (":path", "/a"),
+        ];
+        list.extend_from_slice(extra);
+        list
+    }
+
+    #[test]
+    fn gathered_fields_lie_in_one_buffer() {
+        let (bytes, spans) = gather([(&b"ab"[..], &b"c"[..]), (b"d", b"")]).unwrap();
+        assert_eq!(&bytes[..], b"abcd");
+        let pairs: Vec<_> = spans
+            .iter()
+            .map(|s| (s.name(&bytes), s.value(&bytes)))
+            .collect();
+        assert_eq!(pairs, [(&b"ab"[..], &b"c"[..]), (b"d", b"")]);
+    }
+
+    #[test]
+    fn cookies_join_and_spans_point_into_one_buffer() {
+        let list = get(&[("cookie", "a=1"), ("accept", "*/*"), ("cookie", "b=2")]);
+        let request = parse(&list, true).unwrap();
+        assert_eq!(request.method, http::Method::GET);
+        assert_eq!(request.authority.as_deref(), Some(&b"example.com"[..]));
+        let got: Vec<_> = request.headers.iter().collect();
+        assert_eq!(
+            got,
+            [(&b"accept"[..], &b"*/*"[..]), (b"cookie", b"a=1; b=2")]
+        );
+        let (bytes, spans) = request.headers.into_parts();
+        for span in spans {
+            assert!((span.value + span.value_len) as usize <= bytes.len());
+        }
+    }
+
+    #[test]
+    fn each_rule_refuses_or_answers() {
+        let malformed = |list: Vec<(&str, &str)>, end| {
+            assert!(
+                matches!(parse(&list, end), Err(HeadError::Malformed(_))),
+                "{list:?}"
+            );
+        };
+        malformed(get(&[("Accept", "x")]), true);
+        malformed(get(&[("connection", "close")]), true);
+        malformed(get(&[("te", "gzip")]), true);
+        malformed(get(&[(":path", "/b")]), true);
+        malformed(get(&[(":status", "200")]), true);
+        malformed(get(&[("content-length", "5")]), true);
+        malformed(get(&[("content-length", "x")]), true);
+        malformed(get(&[("x", " padded")]), true);
+        malformed(vec![(":method", "GET"), ("a", "b"), (":path", "/")], true);
+        malformed(
+            vec![
+                (":method", "CONNECT"),
+                (":authority", "a:443"),
+                (":path", "/"),
+            ],
+            true,
+        );
+        let answer = |list: Vec<(&str, &str)>| match parse(&list, false) {
+            Err(HeadError::Answer(status)) => status,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(answer(get(&[("content-length", "1001")])), 413);
+        assert_eq!(
+            answer(vec![(":method", "CONNECT"), (":authority", "a:443")]),
+            501
+        );
+        let long = format!("/{}", "a".repeat(64));
+        let list = vec![
+            (":method", "GET"),
+            (":scheme", "https"),
+            (":authority", "a"),
+            (":path", long.as_str()),
+        ];
+        assert_eq!(answer(list), 414);
+        assert!(parse(&get(&[("te", "trailers")]), true).is_ok());
+    }
+
+    #[test]
+    fn trailers_take_regular_fields_only() {
+        let list = [(&b"x"[..], &b"1"[..]), (b"cookie", b"a"), (b"cookie", b"b")];
+        let (bytes, spans) = gather(list).unwrap();
+        let trailers = parse_trailers(bytes, &spans).unwrap();
+        let got: Vec<_> = trailers.iter().collect();
+        assert_eq!(got, [(&b"x"[..], &b"1"[..]), (b"cookie", b"a; b")]);
+        let (bytes, spans) = gather([(&b":path"[..], &b"/"[..])]).unwrap();
+        assert!(matches!(
+            parse_trailers(bytes, &spans),
+            Err(HeadError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn responses_drop_what_neither_protocol_carries() {
+        let fields = [
+            (&b"content-type"[..], &b"text/plain"[..]),
+            (b"Connection", b"close"),
+            (b"transfer-encoding", b"chunked"),
+            (b":status", b"500"),
+            (b"x-a", b"1"),
+        ];
+        let kept: Vec<_> = response_fields(fields).map(|(n, _)| n).collect();
+        assert_eq!(kept, [&b"content-type"[..], b"x-a"]);
+        assert_eq!(status_digits(200), b"200");
+        assert_eq!(status_digits(103), b"103");
+        assert_eq!(status_digits(999), b"999");
+    }
 }
