@@ -543,6 +543,7 @@ respond = {{ status = 201, body = "C" }}
 /// Every program the end-to-end tests run, with the Debian package `.ci/run` installs it from.
 /// The README's test section names each; a test enforces both.
 pub const TOOLS: &[(&str, &str)] = &[
+    ("chromium", "chromium"),
     ("curl", "curl"),
     ("h2load", "nghttp2-client"),
     ("haproxy", "haproxy"),
