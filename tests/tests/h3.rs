@@ -542,6 +542,19 @@ async fn early_data_refuses_unsafe_requests() {
         let (_, metrics) = admin_get(admin_addr(&squall), "/metrics");
         let refused = metric_sum(&metrics, "squall_quic_early_refused_total");
         assert_eq!(refused, 1.0, "the POST in 0-RTT was refused");
+        // Counted when the handshake ends, which the early answer need not wait for.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let (_, metrics) = admin_get(admin_addr(&squall), "/metrics");
+            if metric_sum(&metrics, "squall_quic_early_accepted_total") == 1.0 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "0-RTT not counted:\n{metrics}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         // After a handshake the same request is served.
         drop(conn);
         let conn = endpoint

@@ -741,3 +741,52 @@ fn a_grpc_call_to_an_unreachable_origin_gets_grpc_status_14() {
     );
     assert_eq!(errors, 1.0, "{metrics}");
 }
+
+#[path = "support/h3_client.rs"]
+mod h3_client;
+
+/// HTTP/3 clients to an HTTP/2 origin: a 1 MiB body echoed back with its trailer answered,
+/// and 4 MiB downloaded, checked byte for byte.
+#[test]
+fn http3_clients_reach_an_h2c_origin() {
+    let (origin, _seen) = h2_origin(None, None);
+    let config = format!(
+        "[server]\nworkers = 1\n\n[[certificate]]\nhosts = [\"localhost\"]\nself_signed = true\n\n\
+         [[listen]]\naddress = \"ADDR\"\ntls = true\nprotocols = [\"h2\", \"http1\", \"h3\"]\n\n\
+         [[vhost]]\nhosts = [\"*\"]\n\n[[vhost.route]]\nprefix = \"/o/\"\nproxy = \"o\"\n\n\
+         [[upstream]]\nname = \"o\"\n{}\n",
+        h2c_upstream(origin)
+    );
+    let squall = Squall::start(&config);
+    runtime().block_on(async {
+        let mut h3 = h3_client::connect(squall.addr).await;
+        let base = format!("https://localhost:{}", squall.addr.port());
+        let body: Vec<u8> = (0..1 << 20).map(|i| (i % 239) as u8).collect();
+        let request = http::Request::post(format!("{base}/o/echo"))
+            .body(())
+            .unwrap();
+        let mut stream = h3.send.send_request(request).await.unwrap();
+        stream.send_data(Bytes::from(body.clone())).await.unwrap();
+        let mut trailers = http::HeaderMap::new();
+        trailers.insert("x-sum", http::HeaderValue::from_static("1234"));
+        stream.send_trailers(trailers).await.unwrap();
+        let response = stream.recv_response().await.unwrap();
+        assert_eq!(response.status(), 200);
+        let mut echoed = Vec::new();
+        while let Some(chunk) = stream.recv_data().await.unwrap() {
+            echoed.extend_from_slice(bytes::Buf::chunk(&chunk));
+        }
+        assert!(
+            echoed == body,
+            "{} bytes echoed of {}",
+            echoed.len(),
+            body.len()
+        );
+        let trailers = stream.recv_trailers().await.unwrap().expect("trailers");
+        assert_eq!(trailers["x-echo"], "1234");
+        let mib = h3_client::fetch(&mut h3, "GET", &format!("{base}/o/mib"), None).await;
+        assert_eq!(mib.status, 200);
+        let expected: Vec<u8> = (0..4 << 20).map(|i| (i % 241) as u8).collect();
+        assert!(mib.body == expected, "{} bytes", mib.body.len());
+    });
+}

@@ -290,3 +290,47 @@ fn a_chunked_http11_requests_trailers_reach_the_origin() {
     assert!(body.contains("te=-\n"), "{body}");
     assert!(body.contains("trailers=x-checksum: c0ffee\n"), "{body}");
 }
+
+#[path = "support/h3_client.rs"]
+mod h3_client;
+
+/// [`config`] on a TLS listener that also serves HTTP/3.
+fn h3_config(origin: SocketAddr) -> String {
+    config(origin).replace(
+        "protocols = [\"http1\", \"h2c\"]",
+        "tls = true\nprotocols = [\"h2\", \"http1\", \"h3\"]\n\n[[certificate]]\nhosts = [\"localhost\"]\nself_signed = true",
+    )
+}
+
+/// Trailers both ways over HTTP/3: the client's request trailers reach the origin in its last
+/// chunk, and the origin's trailers come back in a trailing HEADERS frame.
+#[tokio::test]
+async fn http3_trailers_both_ways() {
+    let squall = Squall::start(&h3_config(hyper_echo()));
+    let mut h3 = h3_client::connect(squall.addr).await;
+    let request = http::Request::post(format!("https://localhost:{}/t", squall.addr.port()))
+        .header("te", "trailers")
+        .body(())
+        .unwrap();
+    let mut stream = h3.send.send_request(request).await.unwrap();
+    stream
+        .send_data(Bytes::from_static(b"hello"))
+        .await
+        .unwrap();
+    let mut request_trailers = HeaderMap::new();
+    request_trailers.insert("x-checksum", HeaderValue::from_static("c0ffee"));
+    stream.send_trailers(request_trailers).await.unwrap();
+    stream.finish().await.unwrap();
+    let response = stream.recv_response().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let mut text = Vec::new();
+    while let Some(chunk) = stream.recv_data().await.unwrap() {
+        text.extend_from_slice(bytes::Buf::chunk(&chunk));
+    }
+    let body = String::from_utf8(text).unwrap();
+    assert!(body.contains("body=hello\n"), "{body}");
+    assert!(body.contains("trailers=x-checksum: c0ffee\n"), "{body}");
+    let trailers = stream.recv_trailers().await.unwrap().expect("trailers");
+    assert_eq!(fields(&trailers), "grpc-status: 0, x-sum: abc");
+    drop(h3);
+}

@@ -301,6 +301,7 @@ pub struct WorkerCounters {
     pub quic_misrouted: Counter,
     pub h3_streams: Counter,
     pub quic_early_refused: Counter,
+    pub quic_early_accepted: Counter,
     pub h3_floods: Counter,
     pub h3_protocol_errors: Counter,
     pub quic_lost_packets: Counter,

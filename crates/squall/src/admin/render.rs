@@ -217,6 +217,11 @@ const FAMILIES: &[Family] = &[
         |w| &w.quic_early_refused,
     ),
     (
+        "squall_quic_early_accepted_total",
+        "QUIC connections whose 0-RTT data was accepted (quic.early_data).",
+        |w| &w.quic_early_accepted,
+    ),
+    (
         "squall_h3_floods_total",
         "HTTP/3 connections closed with H3_EXCESSIVE_LOAD by a flood limit.",
         |w| &w.h3_floods,

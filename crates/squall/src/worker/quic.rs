@@ -343,8 +343,12 @@ impl Quic {
         };
         if quic.take_handshake_over() {
             l.endpoint.handshake_over();
+            let counters = io.runtime.metrics.worker(io.worker);
             if !quic.is_closed() {
-                io.runtime.metrics.worker(io.worker).quic_handshakes.inc();
+                counters.quic_handshakes.inc();
+            }
+            if quic.accepted_0rtt() {
+                counters.quic_early_accepted.inc();
             }
         }
         while let Some(event) = quic.endpoint_event() {
