@@ -746,3 +746,56 @@ async fn rapid_reset_closes_the_connection() {
     let reply = h3_client::fetch(&mut h3, "GET", &format!("{}/", base(&squall)), None).await;
     assert_eq!(reply.status, 200);
 }
+
+/// A reload's certificates serve new QUIC handshakes at once; connections keep theirs.
+#[tokio::test]
+async fn a_reload_swaps_the_certificate_of_new_handshakes() {
+    use base64::Engine;
+    let dirs = [squall_e2e::TempDir::new(), squall_e2e::TempDir::new()];
+    let certs: Vec<_> = dirs
+        .iter()
+        .map(|d| squall_e2e::openssl_cert(d.path(), "localhost"))
+        .collect();
+    let with = |(cert, key): &(std::path::PathBuf, std::path::PathBuf)| {
+        config("", None).replace(
+            "self_signed = true",
+            &format!("cert = {cert:?}\nkey = {key:?}"),
+        )
+    };
+    // The DER of a PEM file's first certificate.
+    let der = |path: &std::path::Path| {
+        let pem = std::fs::read_to_string(path).unwrap();
+        let body: String = (pem.lines())
+            .skip_while(|l| !l.starts_with("-----BEGIN CERTIFICATE"))
+            .skip(1)
+            .take_while(|l| !l.starts_with("-----END"))
+            .collect();
+        base64::engine::general_purpose::STANDARD
+            .decode(body)
+            .unwrap()
+    };
+    let served = |h3: &h3_client::H3| {
+        let identity = h3.conn.peer_identity().expect("a certificate");
+        let chain = identity
+            .downcast::<Vec<rustls::pki_types::CertificateDer<'static>>>()
+            .expect("rustls certificates");
+        chain[0].to_vec()
+    };
+    let squall = Squall::start(&with(&certs[0]));
+    let mut before = connect(&squall).await;
+    assert_eq!(served(&before), der(&certs[0].0));
+    squall.rewrite_config(&with(&certs[1]));
+    squall.signal(libc::SIGHUP);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let after = connect(&squall).await;
+        if served(&after) == der(&certs[1].0) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", squall.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The connection made before the reload goes on.
+    let reply = h3_client::fetch(&mut before, "GET", &format!("{}/", base(&squall)), None).await;
+    assert_eq!(reply.status, 200);
+}
