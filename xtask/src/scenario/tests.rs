@@ -410,6 +410,7 @@ fn the_http3_scenarios_are_what_they_say() {
         ("h3-small-nogso", "h2-tls-small"),
         ("h3-cache-hit-1k", "h2-tls-cache-hit-1k"),
         ("h3-cache-hit-64k", "h2-tls-cache-hit-64k"),
+        ("h3-cache-hit-64k-nogso", "h2-tls-cache-hit-64k"),
     ] {
         let (h3, twin) = (by_name(name), by_name(twin));
         let load = &h3.load;
@@ -437,13 +438,14 @@ fn the_http3_scenarios_are_what_they_say() {
             .get("quic")
             .and_then(|quic| quic.get("gso"))
             .and_then(Value::as_bool);
-        assert_eq!(gso, (name == "h3-small-nogso").then_some(false), "{name}");
+        assert_eq!(gso, name.ends_with("-nogso").then_some(false), "{name}");
     }
     let small = &by_name("h3-small").load;
     assert_eq!((small.connections, small.streams), (100, 10));
     assert_eq!(by_name("h3-small-nogso").load, *small);
     let large = &by_name("h3-cache-hit-64k").load;
     assert_eq!((large.connections, large.streams), (16, 4));
+    assert_eq!(by_name("h3-cache-hit-64k-nogso").load, *large);
     let origin = by_name("h3-cache-hit-64k")
         .origin
         .clone()
