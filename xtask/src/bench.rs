@@ -109,6 +109,10 @@ pub fn main(args: &BenchArgs) -> Result<ExitCode> {
     // Origins are started before any run and stopped (dropped) on return.
     let _origins = start_origins(&mut scenarios, args.load_cpu, &out)?;
     write_sites(&mut scenarios, &out)?;
+    let h3load = match scenarios.iter().any(|s| s.load.protocol == Protocol::H3) {
+        true => Some(build::h3load(&repo, &layout)?),
+        false => None,
+    };
     let settings = Settings {
         duration_secs: args.duration,
         warmup_secs: args.warmup,
@@ -118,6 +122,7 @@ pub fn main(args: &BenchArgs) -> Result<ExitCode> {
         server_cpu: args.server_cpu,
         load_cpu: args.load_cpu,
         clock_ticks: clock_ticks()?,
+        h3load,
     };
     let session = Session {
         args,
@@ -209,7 +214,8 @@ fn write_sites(scenarios: &mut [Scenario], out: &Path) -> Result<()> {
 
 /// One clear line for each thing missing, before anything is built.
 fn preflight(args: &BenchArgs, scenarios: &[Scenario]) -> Result<()> {
-    if which("h2load").is_none() {
+    // HTTP/3 scenarios run `cargo xtask h3load`, this program, instead.
+    if scenarios.iter().any(|s| s.load.protocol != Protocol::H3) && which("h2load").is_none() {
         bail!("h2load is not on PATH: install it with `apt-get install nghttp2-client`");
     }
     if which("taskset").is_none() {
@@ -559,6 +565,7 @@ mod tests {
             server_cpu: 1,
             load_cpu: 0,
             clock_ticks: 100.0,
+            h3load: None,
         };
         let words = |name: &str| {
             let s = all.iter().find(|s| s.name == name).expect("shipped");
@@ -580,6 +587,10 @@ mod tests {
         assert_eq!(
             words("h2-tls-small-m100"),
             "100 connections × 100 in flight, GET / over TLS (h2)"
+        );
+        assert_eq!(
+            words("h3-small"),
+            "100 connections × 10 in flight, GET / over QUIC (h3)"
         );
         let handshake = words("h1-tls-handshake");
         assert!(

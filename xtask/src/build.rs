@@ -200,8 +200,34 @@ fn worktree(repo: &Path, dir: &Path, commit: &str) -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// The HTTP/3 load generator, `xtask h3load`, optimized: this very program when it is a release
+/// build, else xtask built in release from the working tree (`cargo build --release -p xtask`
+/// in the ordinary target folder) and kept in `BENCH/builds/h3load/`. `cargo xtask` runs a
+/// debug build, in which quinn, rustls and h3 send less than half the requests a release build
+/// does from the same core: the server would be measured under a lighter load than h2load
+/// gives it.
+pub fn h3load(repo: &Path, layout: &Layout) -> Result<PathBuf> {
+    if !cfg!(debug_assertions) {
+        return std::env::current_exe().context("finding the xtask binary");
+    }
+    eprintln!("bench: building the HTTP/3 load generator (xtask h3load) in release");
+    cargo_build_package(repo, &layout.target, &layout.build("h3load"), "xtask")
+        .map_err(anyhow::Error::msg)
+}
+
 /// `cargo build --release -p squall` in `workspace`, then the binary copied into `cache`.
 fn cargo_build(workspace: &Path, target_dir: &Path, cache: &Path) -> Result<PathBuf, String> {
+    cargo_build_package(workspace, target_dir, cache, "squall")
+}
+
+/// `cargo build --release -p PACKAGE` in `workspace`, then its binary (named as the package)
+/// copied into `cache`.
+fn cargo_build_package(
+    workspace: &Path,
+    target_dir: &Path,
+    cache: &Path,
+    package: &str,
+) -> Result<PathBuf, String> {
     fs::create_dir_all(cache).map_err(|err| format!("creating {}: {err}", cache.display()))?;
     let log_path = cache.join("build.log");
     let log =
@@ -210,7 +236,7 @@ fn cargo_build(workspace: &Path, target_dir: &Path, cache: &Path) -> Result<Path
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     eprintln!("bench:   log: {}", log_path.display());
     let mut child = Command::new(cargo)
-        .args(["build", "--release", "--package", "squall"])
+        .args(["build", "--release", "--package", package])
         .current_dir(workspace)
         .env("CARGO_TARGET_DIR", target_dir)
         .stdin(Stdio::null())
@@ -231,8 +257,8 @@ fn cargo_build(workspace: &Path, target_dir: &Path, cache: &Path) -> Result<Path
             log_path.display()
         ));
     }
-    let built = target_dir.join("release/squall");
-    let kept = cache.join("squall");
+    let built = target_dir.join("release").join(package);
+    let kept = cache.join(package);
     fs::copy(&built, &kept).map_err(|err| format!("copying {}: {err}", built.display()))?;
     Ok(kept)
 }

@@ -1,4 +1,5 @@
-//! The command line of `cargo xtask`: every flag of `bench`, `tidy`, `fuzz` and `soak`, with its default.
+//! The command line of `cargo xtask`: every flag of `bench`, `tidy`, `fuzz` and `soak`, with its
+//! default (`h3load`'s are h2load's, in `h3load.rs`).
 //!
 //! `bench/README.md` documents every flag; a change here needs a change there.
 
@@ -24,6 +25,8 @@ pub enum Command {
     Fuzz(crate::fuzz::FuzzArgs),
     /// Run Squall for minutes under mixed traffic and scheduled faults, and judge it.
     Soak(SoakArgs),
+    /// Load an HTTP/3 server as h2load loads HTTP/1.1 and HTTP/2 ones, with h2load's report.
+    H3load(crate::h3load::H3loadArgs),
 }
 
 /// A bounded soak test with faults; see docs/TESTING.md ("Soak").
@@ -238,6 +241,44 @@ mod tests {
         assert!(parse(&["soak", "--duration", "10s"]).is_err());
         assert!(parse(&["soak", "--rate", "0"]).is_err());
         assert!(parse(&["soak", "--rate", "many"]).is_err());
+    }
+
+    #[test]
+    fn h3load_takes_what_the_bench_gives_h2load() {
+        let plan = crate::h2load::Plan {
+            url: "https://127.0.0.1:9/a".into(),
+            connections: 20,
+            streams: 10,
+            headers: vec!["Accept-Encoding: gzip".into()],
+            stop: crate::h2load::Stop::Duration(5),
+            rate: Some(4_000.0),
+            connect_rate: None,
+            protocol: crate::scenario::Protocol::H3,
+        };
+        let mut line = vec!["h3load".to_string()];
+        line.extend(plan.args());
+        let words: Vec<&str> = line.iter().map(String::as_str).collect();
+        let Command::H3load(args) = parse(&words).expect("valid").command else {
+            panic!("not parsed as h3load");
+        };
+        assert_eq!((args.connections, args.streams), (20, 10));
+        assert_eq!((args.duration, args.requests), (Some(5), None));
+        assert_eq!(args.rps, Some(200.0));
+        assert_eq!(args.headers, ["Accept-Encoding: gzip"]);
+        assert_eq!(args.url, "https://127.0.0.1:9/a");
+        let Command::H3load(args) = parse(&["h3load", "-n", "100", "https://h/"])
+            .unwrap()
+            .command
+        else {
+            panic!("not parsed as h3load");
+        };
+        assert_eq!(
+            (args.connections, args.streams, args.requests),
+            (1, 1, Some(100))
+        );
+        assert!(parse(&["h3load", "-D", "5", "-n", "5", "https://h/"]).is_err());
+        assert!(parse(&["h3load", "-c", "0", "https://h/"]).is_err());
+        assert!(parse(&["h3load"]).is_err());
     }
 
     #[test]

@@ -118,8 +118,8 @@ pub fn search(build: &Build, scenario: &Scenario, settings: &Settings, dir: &Pat
     while let Some(rate) = search.next() {
         let secs = settings.duration_secs;
         let plan = run::plan(scenario, settings, started.port, secs, Some(rate));
-        let output = dir.join(format!("find-max-{rate:.0}.h2load.txt"));
-        let step = match run::run_h2load(&plan, settings.load_cpu, &output) {
+        let output = dir.join(format!("find-max-{rate:.0}.{}.txt", plan.tool()));
+        let step = match run::run_h2load(&plan, settings, &output) {
             Ok(report) => judge(&report, rate, secs),
             Err(err) => {
                 return Outcome::Failed {

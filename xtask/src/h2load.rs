@@ -1,4 +1,6 @@
 //! h2load, the load generator: the command line for one run, and the parser of its text report.
+//! HTTP/3 runs use `cargo xtask h3load` (`h3load.rs`), which takes the same arguments and
+//! writes the same report.
 //!
 //! h2load (nghttp2) speaks HTTP/1.1 and HTTP/2 with one client thread, pipelines with `-m`,
 //! and paces an open loop with `--rps`. Its report is text meant for people, so the parser
@@ -78,16 +80,26 @@ pub struct Plan {
     /// Rate mode: new clients at a fixed pace instead of `connections` clients from the start.
     pub connect_rate: Option<ConnectRate>,
     /// HTTP/1.1 (`--h1`), or HTTP/2: h2load's default, h2c with prior knowledge for `http://`
-    /// and ALPN `h2` for `https://`.
+    /// and ALPN `h2` for `https://`; or HTTP/3, which `cargo xtask h3load` speaks with the
+    /// same arguments (h2load 1.52 has none).
     pub protocol: Protocol,
 }
 
 impl Plan {
-    /// h2load's arguments, program name excluded.
+    /// The load generator that runs this plan: `h2load`, or `h3load` (an xtask subcommand)
+    /// for HTTP/3. Its report is h2load's either way.
+    pub fn tool(&self) -> &'static str {
+        match self.protocol {
+            Protocol::H1 | Protocol::H2 => "h2load",
+            Protocol::H3 => "h3load",
+        }
+    }
+
+    /// h2load's arguments (h3load takes the same), program name excluded.
     pub fn args(&self) -> Vec<String> {
         let mut args = match self.protocol {
             Protocol::H1 => vec!["--h1".to_string()],
-            Protocol::H2 => Vec::new(),
+            Protocol::H2 | Protocol::H3 => Vec::new(),
         };
         args.extend(["-c".into(), self.connections.to_string()]);
         args.extend(["-m".into(), self.streams.to_string()]);
@@ -474,6 +486,33 @@ mod tests {
         assert_eq!(
             plan.args().join(" "),
             "-c 100 -m 10 -D 10 http://127.0.0.1:1/"
+        );
+    }
+
+    #[test]
+    fn http3_plans_run_h3load_with_h2loads_arguments() {
+        let plan = Plan {
+            url: "https://127.0.0.1:1/".into(),
+            connections: 20,
+            streams: 10,
+            headers: vec!["Accept: */*".into()],
+            stop: Stop::Duration(5),
+            rate: Some(2_000.0),
+            connect_rate: None,
+            protocol: Protocol::H3,
+        };
+        assert_eq!(plan.tool(), "h3load");
+        assert_eq!(
+            plan.args().join(" "),
+            "-c 20 -m 10 -D 5 --rps=100.000 -H Accept: */* https://127.0.0.1:1/"
+        );
+        assert_eq!(
+            Plan {
+                protocol: Protocol::H2,
+                ..plan
+            }
+            .tool(),
+            "h2load"
         );
     }
 

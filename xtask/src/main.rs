@@ -8,6 +8,8 @@
 //!   runs it too.
 //! - `fuzz`: run every `cargo fuzz` target in turn for a given time (docs/TESTING.md); never
 //!   run by CI or `cargo test`.
+//! - `h3load`: the HTTP/3 load generator the bench runs for `protocol = "h3"` scenarios (h2load
+//!   1.52 has no HTTP/3): h2load's options and report, on hyperium's h3 over quinn.
 //! - `soak`: Squall for minutes under mixed traffic and scheduled faults, sampled every second
 //!   and judged (docs/TESTING.md); never run by CI or `cargo test`.
 #![forbid(unsafe_code)]
@@ -19,6 +21,7 @@ mod find_max;
 mod fuzz;
 mod h2load;
 mod h2o;
+mod h3load;
 mod layout;
 mod nginx;
 mod origin;
@@ -45,6 +48,7 @@ fn main() -> ExitCode {
         cli::Command::Tidy => tidy::main(),
         cli::Command::Fuzz(args) => fuzz::main(&args),
         cli::Command::Soak(args) => soak::main(&args),
+        cli::Command::H3load(args) => h3load::main(&args),
     };
     match result {
         Ok(code) => code,

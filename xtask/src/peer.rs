@@ -94,6 +94,12 @@ impl Peer {
 /// How to start `peer` on a Squall config (listen address already set, `ORIGIN` replaced), or
 /// why it cannot serve it.
 pub fn launch(peer: Peer, squall: &Table, layout: &Layout) -> Result<Launch, String> {
+    if layout.protocol == Protocol::H3 {
+        return Err(format!(
+            "HTTP/3 ({} as installed here serves none)",
+            peer.short()
+        ));
+    }
     match peer {
         Peer::Nginx => crate::nginx::launch(squall, layout),
         Peer::H2o => crate::h2o::launch(squall, layout),

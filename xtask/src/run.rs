@@ -35,6 +35,9 @@ pub struct Settings {
     pub server_cpu: usize,
     pub load_cpu: usize,
     pub clock_ticks: f64,
+    /// The xtask binary whose `h3load` runs HTTP/3 loads (an optimized one, see
+    /// `build::h3load`); this program itself when `None`.
+    pub h3load: Option<PathBuf>,
 }
 
 /// What a run produced.
@@ -224,9 +227,15 @@ pub fn start(
     let path = &load.path;
     let probe = match (load.tls, load.protocol) {
         (false, Protocol::H1) => server.probe(path),
+        // curl has no HTTP/3 here: HTTP/2 on the same listener's TCP side, and h3load checks
+        // the QUIC side itself (ALPN h3, statuses counted).
+        (tls, Protocol::H3) => server.probe_curl(path, tls, Protocol::H2),
         (tls, protocol) => server.probe_curl(path, tls, protocol),
     };
-    let over = load.over();
+    let over = match load.protocol {
+        Protocol::H3 => " over TLS (h2) on the TCP side of the h3 listener",
+        _ => load.over(),
+    };
     match probe {
         Ok(status) if status == scenario.load.expect_status => Ok(Started {
             server,
@@ -277,7 +286,8 @@ fn measure_started(
             settings.warmup_secs,
             settings.rate,
         );
-        run_h2load(&warmup, settings.load_cpu, &dir.join("warmup.h2load.txt"))?;
+        let name = report_name("warmup.", &warmup);
+        run_h2load(&warmup, settings, &dir.join(name))?;
     }
     let before = server.cpu_secs(settings.clock_ticks)?;
     let user_before = user_secs(server, settings.clock_ticks)?;
@@ -289,7 +299,8 @@ fn measure_started(
         settings.duration_secs,
         settings.rate,
     );
-    let report = run_h2load(&measured, settings.load_cpu, &dir.join("h2load.txt"));
+    let name = report_name("", &measured);
+    let report = run_h2load(&measured, settings, &dir.join(name));
     // Read the CPU time while the process still exists, before judging the report.
     let after = server.cpu_secs(settings.clock_ticks);
     let user_after = user_secs(server, settings.clock_ticks);
@@ -392,42 +403,69 @@ fn utime_ticks(stat: &str) -> Option<u64> {
 }
 
 /// Fails a run in which h2load spoke another protocol than the scenario's, as h2load over TLS
-/// does when a server offers only `http/1.1` by ALPN.
+/// does when a server offers only `http/1.1` by ALPN. h3load always says what it spoke (ALPN
+/// `h3` is all it offers); a report without it had no connection established.
 fn check_protocol(report: &h2load::Report, load: &Load) -> Result<()> {
+    let tool = match load.protocol {
+        Protocol::H3 => "h3load",
+        Protocol::H1 | Protocol::H2 => "h2load",
+    };
     match &report.application_protocol {
         Some(spoken) if !load.application_protocols().contains(&spoken.as_str()) => bail!(
-            "h2load spoke {spoken}, not {}",
+            "{tool} spoke {spoken}, not {}",
             load.application_protocols().join(" or ")
         ),
+        None if load.protocol == Protocol::H3 => {
+            bail!("h3load established no HTTP/3 connection")
+        }
         _ => Ok(()),
     }
 }
 
-/// Runs h2load pinned to `cpu`, its report saved to `output`, and parses the report.
-pub fn run_h2load(plan: &Plan, cpu: usize, output: &Path) -> Result<h2load::Report> {
+/// Runs the plan's load generator (h2load, or h3load for HTTP/3) pinned to the load CPU, its
+/// report saved to `output`, and parses the report.
+pub fn run_h2load(plan: &Plan, settings: &Settings, output: &Path) -> Result<h2load::Report> {
+    let cpu = settings.load_cpu;
+    let tool = plan.tool();
     let file = File::create(output).with_context(|| format!("creating {}", output.display()))?;
     let errors = output.with_extension("stderr.txt");
-    let mut child = Command::new("taskset")
-        .arg("-c")
-        .arg(cpu.to_string())
-        .arg("h2load")
+    let mut command = Command::new("taskset");
+    command.arg("-c").arg(cpu.to_string());
+    match plan.protocol {
+        // This very program, whose `h3load` subcommand is the HTTP/3 load generator.
+        Protocol::H3 => {
+            let xtask = match &settings.h3load {
+                Some(bin) => bin.clone(),
+                None => std::env::current_exe().context("finding the xtask binary")?,
+            };
+            command.arg(xtask).arg("h3load")
+        }
+        Protocol::H1 | Protocol::H2 => command.arg("h2load"),
+    };
+    let mut child = command
         .args(plan.args())
         .stdin(Stdio::null())
         .stdout(file)
         .stderr(File::create(&errors)?)
         .spawn()
-        .context("starting h2load")?;
+        .with_context(|| format!("starting {tool}"))?;
     let limit = plan.deadline_secs(count_secs_max(plan));
     let status = wait_bounded(&mut child, Duration::from_secs(limit))?;
     let text = fs::read_to_string(output)?;
     match status {
-        None => bail!("h2load did not finish within {limit}s and was killed"),
+        None => bail!("{tool} did not finish within {limit}s and was killed"),
         Some(status) if !status.success() => {
             let stderr = fs::read_to_string(&errors).unwrap_or_default();
-            bail!("h2load failed ({status}): {}", last_line(&stderr))
+            bail!("{tool} failed ({status}): {}", last_line(&stderr))
         }
         Some(_) => h2load::parse(&text).with_context(|| format!("reading {}", output.display())),
     }
+}
+
+/// The file a run's report goes to: `h2load.txt`, or `h3load.txt` for HTTP/3 (with a prefix
+/// for the warm-up, `warmup.h3load.txt`).
+fn report_name(prefix: &str, plan: &Plan) -> String {
+    format!("{prefix}{}.txt", plan.tool())
 }
 
 /// A ceiling for count-based runs: the count at a slow 500 requests/s (paced runs get at least
@@ -572,6 +610,7 @@ mod tests {
             server_cpu: 1,
             load_cpu: 0,
             clock_ticks: 100.0,
+            h3load: None,
         }
     }
 
@@ -628,6 +667,32 @@ mod tests {
         let plan = plan(&h2, &settings(), 9, 10, None);
         assert_eq!(plan.protocol, Protocol::H2);
         assert!(!plan.args().contains(&"--h1".to_string()));
+    }
+
+    #[test]
+    fn http3_runs_are_h3loads_and_must_speak_h3() {
+        let text = "description = \"t\"\n[load]\npath = \"/\"\nconnections = 20\nstreams = 10\n\
+                    tls = true\nprotocol = \"h3\"\n[squall]\nconfig = \"\"\"\n[[listen]]\n\
+                    address = \"127.0.0.1:1\"\ntls = true\nprotocols = [\"h2\", \"http1\", \"h3\"]\n\
+                    \"\"\"\n";
+        let h3 = Scenario::parse("t", text, Path::new(".")).expect("valid scenario");
+        let report = |spoken: Option<&str>| h2load::Report {
+            application_protocol: spoken.map(String::from),
+            ..h2load::Report::default()
+        };
+        assert!(check_protocol(&report(Some("h3")), &h3.load).is_ok());
+        let err = check_protocol(&report(None), &h3.load).expect_err("no connection");
+        assert_eq!(format!("{err}"), "h3load established no HTTP/3 connection");
+        let err = check_protocol(&report(Some("h2")), &h3.load).expect_err("not h3");
+        assert_eq!(format!("{err}"), "h3load spoke h2, not h3");
+        let plan = plan(&h3, &settings(), 9, 10, None);
+        assert_eq!((plan.protocol, plan.tool()), (Protocol::H3, "h3load"));
+        assert_eq!(
+            plan.args().join(" "),
+            "-c 20 -m 10 -D 10 https://127.0.0.1:9/"
+        );
+        assert_eq!(report_name("warmup.", &plan), "warmup.h3load.txt");
+        assert_eq!(report_name("", &plan), "h3load.txt");
     }
 
     #[test]

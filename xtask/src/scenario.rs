@@ -1,5 +1,5 @@
 //! Scenarios: the data in `bench/scenarios/*.toml` that says what Squall serves and how h2load
-//! loads it.
+//! (or, for HTTP/3, `cargo xtask h3load`) loads it.
 //!
 //! A scenario holds the Squall config (inline, or a file beside it), optionally a route template
 //! stamped out N times (so a 10,000-route table is generated rather than committed), and the
@@ -75,18 +75,22 @@ pub struct Load {
     #[serde(default = "yes")]
     pub tls_resumption: bool,
     /// What h2load speaks: HTTP/1.1 (`--h1`, the default) or HTTP/2, with prior knowledge in
-    /// cleartext (h2c) and by ALPN over TLS. The `[[listen]]` must offer it.
+    /// cleartext (h2c) and by ALPN over TLS; or HTTP/3, which `cargo xtask h3load` speaks
+    /// instead of h2load (QUIC, so `tls = true`). The `[[listen]]` must offer it.
     #[serde(default)]
     pub protocol: Protocol,
 }
 
-/// The HTTP version h2load speaks in a scenario.
+/// The HTTP version the load generator speaks in a scenario: h2load for HTTP/1.1 and HTTP/2,
+/// `cargo xtask h3load` for HTTP/3.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Protocol {
     #[default]
     H1,
     H2,
+    /// HTTP/3 over QUIC, on UDP at the TLS listener's port number.
+    H3,
 }
 
 impl Load {
@@ -101,13 +105,15 @@ impl Load {
         self.tls && self.close && !self.tls_resumption
     }
 
-    /// How requests travel, for people: ``, ` over TLS`, ` over h2c`, ` over TLS (h2)`.
+    /// How requests travel, for people: ``, ` over TLS`, ` over h2c`, ` over TLS (h2)`,
+    /// ` over QUIC (h3)`.
     pub fn over(&self) -> &'static str {
         match (self.tls, self.protocol) {
             (false, Protocol::H1) => "",
             (true, Protocol::H1) => " over TLS",
             (false, Protocol::H2) => " over h2c",
             (true, Protocol::H2) => " over TLS (h2)",
+            (_, Protocol::H3) => " over QUIC (h3)",
         }
     }
 
@@ -117,6 +123,7 @@ impl Load {
             (Protocol::H1, _) => "http1",
             (Protocol::H2, false) => "h2c",
             (Protocol::H2, true) => "h2",
+            (Protocol::H3, _) => "h3",
         }
     }
 
@@ -126,6 +133,7 @@ impl Load {
         match self.protocol {
             Protocol::H1 => &["http/1.1"],
             Protocol::H2 => &["h2", "h2c"],
+            Protocol::H3 => &["h3"],
         }
     }
 }
@@ -257,6 +265,13 @@ impl Scenario {
             offered.iter().any(|p| p == wanted),
             "the load speaks {wanted} but the squall config's [[listen]] offers {offered:?}"
         );
+        // The probe of an HTTP/3 scenario is curl over HTTP/2 on the listener's TCP side (curl
+        // here has no HTTP/3); the load generator checks the HTTP/3 side itself.
+        ensure!(
+            file.load.protocol != Protocol::H3 || offered.iter().any(|p| p == "h2"),
+            "the load speaks h3, and its probe h2 on the same port over TCP, but the squall \
+             config's [[listen]] offers {offered:?}: list \"h2\" too"
+        );
         if let Some(origin) = &file.origin {
             check_origin_upstreams(&config, origin)?;
         }
@@ -367,7 +382,11 @@ fn validate_load(load: &Load) -> Result<()> {
     );
     ensure!(
         !load.close || load.protocol == Protocol::H1,
-        "load.close needs protocol = \"h1\" (`Connection: close` is not HTTP/2)"
+        "load.close needs protocol = \"h1\" (`Connection: close` is not HTTP/2 or HTTP/3)"
+    );
+    ensure!(
+        load.tls || load.protocol != Protocol::H3,
+        "load.protocol = \"h3\" needs tls = true (QUIC is always encrypted)"
     );
     Ok(())
 }

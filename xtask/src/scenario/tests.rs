@@ -165,7 +165,10 @@ fn the_http2_and_cache_scenarios_are_what_they_say() {
         ("h1-cache-hit-1k", 1024),
         ("h1-cache-hit-64k", 65_536),
         ("h2-tls-cache-hit-1k", 1024),
+        ("h2-tls-cache-hit-64k", 65_536),
         ("h2-tls-cache-hit-1m", 1_048_576),
+        ("h3-cache-hit-1k", 1024),
+        ("h3-cache-hit-64k", 65_536),
     ] {
         let scenario = by_name(name);
         let origin = scenario.origin.as_ref().expect("an origin");
@@ -234,6 +237,22 @@ fn the_listener_must_offer_the_loads_protocol() {
     assert!(format!("{err:#}").contains("speaks h2c"), "{err:#}");
     assert!(parse("", "protocols = [\"h2c\"]").is_err());
     assert!(parse("protocol = \"h3\"", "").is_err());
+    // HTTP/3 needs TLS, an h3 listener, and h2 beside it for the probe over TCP.
+    let h3 = "protocol = \"h3\"\ntls = true";
+    let all = "tls = true\nprotocols = [\"h2\", \"http1\", \"h3\"]";
+    let load = parse(h3, all).expect("valid").load;
+    assert_eq!(
+        (load.listener_protocol(), load.application_protocols()),
+        ("h3", &["h3"][..])
+    );
+    assert_eq!(load.over(), " over QUIC (h3)");
+    let err = parse("protocol = \"h3\"", "protocols = [\"h2\", \"h3\"]").expect_err("no TLS");
+    assert!(format!("{err:#}").contains("tls = true"), "{err:#}");
+    let err = parse(h3, "tls = true").expect_err("no h3 listener");
+    assert!(format!("{err:#}").contains("speaks h3"), "{err:#}");
+    let err = parse(h3, "tls = true\nprotocols = [\"http1\", \"h3\"]").expect_err("no h2");
+    assert!(format!("{err:#}").contains("list \"h2\" too"), "{err:#}");
+    assert!(parse(&format!("{h3}\nclose = true"), all).is_err());
     let close = parse("protocol = \"h2\"\nclose = true", "").expect_err("close");
     assert!(
         format!("{close:#}").contains("Connection: close"),
@@ -376,4 +395,60 @@ fn config_file_beside_the_scenario() {
     let scenario = Scenario::parse("t", text, &dir);
     fs::remove_dir_all(&dir).expect("cleanup");
     assert_eq!(scenario.expect("valid").route_count(), 0);
+}
+
+#[test]
+fn the_http3_scenarios_are_what_they_say() {
+    let all = shipped();
+    let by_name = |name: &str| {
+        all.iter()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("{name} ships"))
+    };
+    for (name, twin) in [
+        ("h3-small", "h2-tls-small"),
+        ("h3-small-nogso", "h2-tls-small"),
+        ("h3-cache-hit-1k", "h2-tls-cache-hit-1k"),
+        ("h3-cache-hit-64k", "h2-tls-cache-hit-64k"),
+        ("h3-cache-hit-64k-nogso", "h2-tls-cache-hit-64k"),
+    ] {
+        let (h3, twin) = (by_name(name), by_name(twin));
+        let load = &h3.load;
+        assert_eq!((load.protocol, load.tls), (Protocol::H3, true), "{name}");
+        assert_eq!(
+            (&load.path, load.connections, load.streams),
+            (&twin.load.path, twin.load.connections, twin.load.streams),
+            "{name}: the load"
+        );
+        assert!(!load.close && load.headers.is_empty(), "{name}");
+        let table = h3.squall_table(45_678);
+        // QUIC on UDP beside h2 and http/1.1 on TCP (the probe).
+        assert_eq!(
+            listen_protocols(&table),
+            ["h2", "http1", "h3"],
+            "{name}: the listener"
+        );
+        let certificates = table["certificate"].as_array().expect("[[certificate]]");
+        assert_eq!(certificates[0]["self_signed"].as_bool(), Some(true));
+        // The same answer as the twin: its routes, and its origin when it has one.
+        let twin_table = twin.squall_table(45_678);
+        assert_eq!(routes(&table), routes(&twin_table), "{name}: routes");
+        assert_eq!(h3.origin, twin.origin, "{name}: origin");
+        let gso = table
+            .get("quic")
+            .and_then(|quic| quic.get("gso"))
+            .and_then(Value::as_bool);
+        assert_eq!(gso, name.ends_with("-nogso").then_some(false), "{name}");
+    }
+    let small = &by_name("h3-small").load;
+    assert_eq!((small.connections, small.streams), (100, 10));
+    assert_eq!(by_name("h3-small-nogso").load, *small);
+    let large = &by_name("h3-cache-hit-64k").load;
+    assert_eq!((large.connections, large.streams), (16, 4));
+    assert_eq!(by_name("h3-cache-hit-64k-nogso").load, *large);
+    let origin = by_name("h3-cache-hit-64k")
+        .origin
+        .clone()
+        .expect("an origin");
+    assert_eq!(origin.body_bytes, Some(65_536));
 }
