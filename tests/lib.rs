@@ -761,6 +761,65 @@ pub fn s_client_tls13(
     (text, resumed)
 }
 
+/// What the origin answers for `body`: its length and a position-weighted sum.
+pub fn digest(body: &[u8]) -> String {
+    let sum = (body.iter().enumerate()).fold(0u64, |s, (i, &b)| {
+        s.wrapping_add((i as u64 % 1_000_003).wrapping_mul(u64::from(b)))
+    });
+    format!("len={} sum={sum}", body.len())
+}
+
+/// An origin, one request per connection, that reads a request head with a content-length,
+/// then reads nothing more until the test sends on the channel it returns, then reads the
+/// body and answers its [`digest`]. Its sockets keep 64 KiB kernel buffers.
+pub fn stalled_origin() -> (SocketAddr, std::sync::mpsc::Sender<()>) {
+    let listener = listener_with_buffers(64 << 10);
+    let addr = listener.local_addr().unwrap();
+    let (go, wait) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(30)));
+            let mut got = Vec::new();
+            let mut buf = vec![0u8; 64 << 10];
+            let end = loop {
+                if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                    break end + 4;
+                }
+                match stream.read(&mut buf) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                }
+            };
+            let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
+            let length: usize = (head.lines())
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .expect("the request's content-length");
+            if wait
+                .recv_timeout(std::time::Duration::from_secs(30))
+                .is_err()
+            {
+                return;
+            }
+            let mut body = got.split_off(end);
+            while body.len() < length {
+                match stream.read(&mut buf) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => body.extend_from_slice(&buf[..n]),
+                }
+            }
+            let answer = digest(&body);
+            let response = format!(
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{answer}",
+                answer.len()
+            );
+            let _ = stream.write_all(response.as_bytes());
+        }
+    });
+    (addr, go)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -380,70 +380,17 @@ async fn a_graceful_stop_finishes_what_is_in_flight() {
     );
 }
 
-/// An origin that takes a request's head, then reads nothing until `go`, then the body, and
-/// answers its length and a checksum. Its sockets keep 64 KiB kernel buffers.
-fn stalled_origin() -> (SocketAddr, std::sync::mpsc::Sender<()>) {
-    use std::io::{Read, Write};
-    let listener = squall_e2e::listener_with_buffers(64 << 10);
-    let addr = listener.local_addr().unwrap();
-    let (go, wait) = std::sync::mpsc::channel::<()>();
-    std::thread::spawn(move || {
-        let Some(Ok(mut stream)) = listener.incoming().next() else {
-            return;
-        };
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
-        let mut got = Vec::new();
-        let mut buf = vec![0u8; 64 << 10];
-        let end = loop {
-            if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
-                break end + 4;
-            }
-            match stream.read(&mut buf) {
-                Ok(0) | Err(_) => return,
-                Ok(n) => got.extend_from_slice(&buf[..n]),
-            }
-        };
-        let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
-        let length: usize = (head.lines())
-            .find_map(|l| l.strip_prefix("content-length:"))
-            .and_then(|v| v.trim().parse().ok())
-            .expect("the request's content-length");
-        if wait.recv_timeout(Duration::from_secs(30)).is_err() {
-            return;
-        }
-        let mut body = got.split_off(end);
-        while body.len() < length {
-            match stream.read(&mut buf) {
-                Ok(0) | Err(_) => return,
-                Ok(n) => body.extend_from_slice(&buf[..n]),
-            }
-        }
-        let sum = body
-            .iter()
-            .fold(0u64, |s, &b| s.wrapping_mul(31).wrapping_add(u64::from(b)));
-        let answer = format!("len={} sum={sum}", body.len());
-        let response = format!(
-            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{answer}",
-            answer.len()
-        );
-        let _ = stream.write_all(response.as_bytes());
-    });
-    (addr, go)
-}
-
 /// A 16 MiB upload to an origin that does not read: QUIC's flow control holds the client
 /// back (Squall reads a request stream only as far as its origin has taken, plus the stream
 /// window), so the client cannot push the whole body into Squall's memory; once the origin
 /// reads, the body arrives whole.
 #[tokio::test]
 async fn an_upload_to_a_stalled_origin_is_held_back_by_flow_control() {
-    let (origin, go) = stalled_origin();
+    let (origin, go) = squall_e2e::stalled_origin();
     let squall = Squall::start(&config("", Some(origin)));
     let h3 = connect(&squall).await;
     let body = pattern(16 << 20);
-    let expected_sum = body
-        .iter()
-        .fold(0u64, |s, &b| s.wrapping_mul(31).wrapping_add(u64::from(b)));
+    let expected = squall_e2e::digest(&body);
     let uri = format!("{}/proxy/upload", base(&squall));
     let mut send = h3.send.clone();
     let upload = tokio::spawn(async move {
@@ -473,7 +420,7 @@ async fn an_upload_to_a_stalled_origin_is_held_back_by_flow_control() {
         .expect("the upload ends in time")
         .unwrap();
     assert_eq!(status, 200);
-    assert_eq!(text, format!("len={} sum={expected_sum}", 16 << 20));
+    assert_eq!(text, expected);
 }
 
 /// 0-RTT with `early_data = true`: a resumed client's unsafe request sent in early data (a
