@@ -157,9 +157,11 @@ impl Conn {
     }
 
     /// True when 0-RTT data was accepted on this connection (a resumed client's early
-    /// requests, which an attacker could replay: see RFC 8470).
+    /// requests, which an attacker could replay: see RFC 8470). On a server, quinn-proto's
+    /// `accepted_0rtt` says nothing (it is the client's view of the server's answer); TLS
+    /// gave 0-RTT keys exactly when it accepted the client's early data.
     pub fn accepted_0rtt(&self) -> bool {
-        self.quic.accepted_0rtt()
+        self.quic.has_0rtt()
     }
 
     /// True while the handshake is in progress: requests received now came in 0-RTT.
