@@ -423,7 +423,7 @@ async fn an_upload_to_a_stalled_origin_is_held_back_by_flow_control() {
     assert_eq!(text, expected);
 }
 
-/// 0-RTT with `early_data = true`: a resumed client's unsafe request sent in early data (a
+/// 0-RTT with `early_data = true`: a resumed client's request with a method that is not safe, sent in early data (a
 /// POST: an attacker could replay it) gets `425 Too Early`, counted; with the default (off),
 /// a resumed client is offered no 0-RTT at all. The early request is written on a raw QUIC
 /// stream the moment the connection is made, so that it cannot wait for the handshake: a
@@ -431,7 +431,7 @@ async fn an_upload_to_a_stalled_origin_is_held_back_by_flow_control() {
 /// literals (RFC 9204 Appendix A indexes 20 `:method POST`, 23 `:scheme https`, 0
 /// `:authority`, 1 `:path`) followed by one byte of DATA.
 #[tokio::test]
-async fn early_data_refuses_unsafe_requests() {
+async fn early_data_refuses_requests_that_are_not_safe() {
     for early in [true, false] {
         let quic = format!("early_data = {early}");
         let squall = Squall::start(&config(&quic, None));
@@ -657,7 +657,7 @@ async fn rapid_reset_closes_the_connection() {
     let mut control = conn.open_uni().await.unwrap();
     control.write_all(&[0x00, 0x04, 0x00]).await.unwrap();
     // A GET of `/` in QPACK static references and a literal authority (see
-    // early_data_refuses_unsafe_requests): `:method GET` is static entry 17.
+    // early_data_refuses_requests_that_are_not_safe): `:method GET` is static entry 17.
     let mut section = vec![0x00, 0x00, 0xd1, 0xd7, 0xc1, 0x50, 9];
     section.extend_from_slice(b"localhost");
     let mut request = vec![0x01, section.len() as u8];

@@ -113,8 +113,8 @@ pub struct Quic {
     pub retry: QuicRetry,
     /// Handshakes in progress per worker beyond which `retry = "load"` sends Retry.
     pub handshakes_max: u32,
-    /// 0-RTT (TLS early data) accepted on resumed connections; requests in it with an unsafe
-    /// method are answered `425 Too Early` (RFC 8470).
+    /// 0-RTT (TLS early data) accepted on resumed connections; requests in it whose method is
+    /// not safe are answered `425 Too Early` (RFC 8470).
     pub early_data: bool,
     /// Concurrent request streams per connection (QUIC's initial_max_streams_bidi).
     pub streams_max: u32,

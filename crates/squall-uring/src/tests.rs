@@ -5,7 +5,7 @@ mod udp_sockets;
 
 use super::*;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 fn small_ring() -> Ring {

@@ -291,7 +291,7 @@ pub struct WorkerCounters {
     pub cluster_purge_failed: Counter,
     /// HTTP/3 and QUIC: connections accepted (handshakes begun), handshakes completed, Retry
     /// packets sent, new connections refused by the endpoint, packets whose connection ID
-    /// named another worker, request streams, unsafe 0-RTT requests answered 425, connections
+    /// named another worker, request streams, 0-RTT requests answered 425 (their method not safe), connections
     /// ended for a flood or a protocol error, packets lost and congestion events (from QUIC's
     /// own counts, when each connection ends).
     pub quic_connections: Counter,

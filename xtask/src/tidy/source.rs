@@ -7,14 +7,15 @@
 //!   every other type of the driver at most [`PART_METHODS_MAX`], counted over its inherent
 //!   `impl` blocks in every file of the driver; a part past the bound is split into sub-parts
 //!   that own their state.
-//! - **The HTTP/1.1-or-HTTP/2 decision lives in the downstream layer.** A request is answered
-//!   through one protocol-neutral interface, so that each feature is written once; a branch on
-//!   the protocol elsewhere in the binary is how the two paths once drifted apart (HTTP/2
-//!   streams skipped the rate limit on proxied routes). Every spelling of one counts: a match
-//!   on `Client::H1` or `Client::H2`, on a connection's `Proto::Undecided`, `Proto::H1` or
-//!   `Proto::H2`, a look at its protocol state (`conn.proto.h2_mut()`, `.proto.h1()`, the old
-//!   `.h2` field), and the old `client.stream == 0`. Such a branch is allowed only in
-//!   the files of [`PROTOCOL_LAYER`] (the downstream and the two protocol files).
+//! - **The HTTP/1.1, HTTP/2 or HTTP/3 decision lives in the downstream layer.** A request is
+//!   answered through one protocol-neutral interface, so that each feature is written once; a
+//!   branch on the protocol elsewhere in the binary is how the paths once drifted apart
+//!   (HTTP/2 streams skipped the rate limit on proxied routes). Every spelling of one counts: a
+//!   match on `Client::H1`, `Client::H2` or `Client::H3`, on a connection's
+//!   `Proto::Undecided`, `Proto::H1`, `Proto::H2` or `Proto::H3`, a look at its protocol state
+//!   (`conn.proto.h2_mut()`, `.proto.h1()`, `.proto.h3_mut()`, the old `.h2` field), and the
+//!   old `client.stream == 0`. Such a branch is allowed only in the files of
+//!   [`PROTOCOL_LAYER`] (the downstream, the protocol files, and HTTP/3's QUIC part).
 //!
 //! - **No citation of the team's working notes** (their section marks or file names): the
 //!   repository stands on its own, and its readers do not have those notes; what a reader needs
@@ -40,6 +41,8 @@ const PROTOCOL_LAYER: &[&str] = &[
     "crates/squall/src/worker/h1.rs",
     "crates/squall/src/worker/h2.rs",
     "crates/squall/src/worker/h2/",
+    "crates/squall/src/worker/h3.rs",
+    "crates/squall/src/worker/quic.rs",
 ];
 
 /// The most lines a file of the driver may have: it is being split into parts that own their
@@ -283,8 +286,8 @@ pub fn protocol_branches(text: &str, driver: bool) -> Vec<usize> {
 fn names_a_protocol(line: &str, driver: bool) -> bool {
     let tokens = tokens(line);
     let variant = tokens.windows(4).any(|w| {
-        let client = w[0].ends_with("Client") && (w[3] == "H1" || w[3] == "H2");
-        let proto = w[0].ends_with("Proto") && matches!(w[3], "H1" | "H2" | "Undecided");
+        let client = w[0].ends_with("Client") && matches!(w[3], "H1" | "H2" | "H3");
+        let proto = w[0].ends_with("Proto") && matches!(w[3], "H1" | "H2" | "H3" | "Undecided");
         (client || proto) && w[1] == ":" && w[2] == ":"
     });
     let field = |t: &&str| {
@@ -292,6 +295,7 @@ fn names_a_protocol(line: &str, driver: bool) -> bool {
             || t.contains(".h2.")
             || t.contains(".proto.h1")
             || t.contains(".proto.h2")
+            || t.contains(".proto.h3")
     };
     variant || (driver && tokens.iter().any(field))
 }
@@ -478,6 +482,9 @@ mod tests {
             "let h2 = self.conns[index].proto.h2_mut();",
             "conn.proto.h1().and_then(|h1| h1.exchange)",
             "        .proto.h2()",
+            "            Client::H3(_, stream) => {",
+            "if let Proto::H3(h3) = std::mem::take(&mut conn.proto) {",
+            "if let Some(h3) = self.clients.conns[index].proto.h3_mut() {",
         ] {
             assert_eq!(protocol_branches(line, true), [1], "{line}");
         }
@@ -494,6 +501,8 @@ mod tests {
             "if streams == 0 {",
             "if 0 == streams_open {",
             "proto: Proto::default(),",
+            "let h3 = Box::new(H3::new(conn, listener, handle));",
+            "h3.quic.drive(now);",
             "self.proto.is_idle(self.rbuf.is_empty())",
             "let h2 = Protocol::H2;",
         ] {

@@ -94,6 +94,8 @@ pub struct Connection {
     /// Where the next round of request stream output starts, so that a stream QUIC keeps
     /// blocked does not always go first.
     cursor: u64,
+    /// Reused by `poll_output`: the request streams with output, in the order offered.
+    writable: Vec<u64>,
 
     // Application and driver.
     events: VecDeque<Queued>,
@@ -136,6 +138,7 @@ impl Connection {
             uni_out: Default::default(),
             queued_total: 0,
             cursor: 0,
+            writable: Vec::new(),
             events: VecDeque::new(),
             commands: VecDeque::new(),
             floods: Floods::new(config.flood_window, now),

@@ -416,16 +416,14 @@ impl Connection {
             Some(stream) if stream.recv.is_over() => return Ok(()),
             Some(_) => self.end_exchange(id, cancelled, None, Some(code)),
             None if self.closed.contains(id) => return Ok(()),
-            // Reset before any byte arrived: our sending part goes too, and QPACK is told,
-            // since the sections the peer sent on it will never be read (RFC 9204 §4.4.2).
-            None => {
-                self.command(Command::ResetStream {
+            // Reset before any byte arrived: our sending part goes too.
+            None => self.abandon_unseen(
+                id,
+                Command::ResetStream {
                     stream_id: id,
                     code: ErrorCode::RequestCancelled,
-                });
-                self.decoder.cancel_stream(id);
-                self.closed.insert(id);
-            }
+                },
+            ),
         }
         self.stats.resets_received += 1;
         self.count(Counted::Kind(FloodKind::RapidReset), 1)
@@ -439,17 +437,26 @@ impl Connection {
             Some(stream) if stream.send == Send::Finished => return Ok(()),
             Some(_) => self.end_exchange(id, None, cancelled, Some(code)),
             None if self.closed.contains(id) => return Ok(()),
-            None => {
-                self.command(Command::StopSending {
+            // Stopped before any byte arrived: we stop reading it too.
+            None => self.abandon_unseen(
+                id,
+                Command::StopSending {
                     stream_id: id,
                     code: ErrorCode::RequestCancelled,
-                });
-                self.decoder.cancel_stream(id);
-                self.closed.insert(id);
-            }
+                },
+            ),
         }
         self.stats.resets_received += 1;
         self.count(Counted::Kind(FloodKind::RapidReset), 1)
+    }
+
+    /// A request stream the peer gave up on before any of its bytes arrived: `command` gives
+    /// up our half of it, QPACK is told (the sections sent on it will never be read, RFC 9204
+    /// §4.4.2), and the stream counts as closed.
+    fn abandon_unseen(&mut self, id: u64, command: Command) {
+        self.command(command);
+        self.decoder.cancel_stream(id);
+        self.closed.insert(id);
     }
 
     /// Ends the exchange on stream `id` early. `reset`: our sending part is reset with it

@@ -130,15 +130,19 @@ impl Connection {
             self.uni_out[uni.index()].write(OutStream::Uni(uni), &mut write);
         }
         let cursor = self.cursor;
-        let ids: Vec<u64> = (self.streams.range(cursor..))
-            .chain(self.streams.range(..cursor))
-            .filter(|(_, s)| !s.out.is_empty())
-            .map(|(&id, _)| id)
-            .collect();
+        // The streams with output, in turn from the cursor, in a list kept from call to call
+        // (a call per flush: no allocation each time).
+        let mut ids = std::mem::take(&mut self.writable);
+        ids.extend(
+            (self.streams.range(cursor..))
+                .chain(self.streams.range(..cursor))
+                .filter(|(_, s)| !s.out.is_empty())
+                .map(|(&id, _)| id),
+        );
         if let Some(&first) = ids.first() {
             self.cursor = first + 4;
         }
-        for id in ids {
+        for id in ids.drain(..) {
             let Some(stream) = self.streams.get_mut(&id) else {
                 continue;
             };
@@ -149,6 +153,7 @@ impl Connection {
                 self.close_if_done(id);
             }
         }
+        self.writable = ids;
     }
 
     /// Whether [`Connection::poll_output`] has something to offer.

@@ -2,7 +2,7 @@
 
 use super::udp_sockets::{client, local_addr, loopbacks};
 use super::*;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 fn udp_ring(buffers: u16, buffer_bytes: u32) -> Ring {
     Ring::new(&RingConfig {

@@ -213,7 +213,7 @@ const FAMILIES: &[Family] = &[
     ),
     (
         "squall_quic_early_refused_total",
-        "HTTP/3 requests with an unsafe method in 0-RTT data, answered 425 Too Early.",
+        "HTTP/3 requests in 0-RTT data with a method that is not safe, answered 425 Too Early.",
         |w| &w.quic_early_refused,
     ),
     (

@@ -169,17 +169,17 @@ impl Clients {
     pub(super) fn open_quic(
         &mut self,
         io: &mut Io<'_>,
-        h3: Box<super::downstream::proto::H3>,
+        proto: super::downstream::proto::Proto,
         address: SocketAddr,
         peer: SocketAddr,
-    ) -> Result<Token, Box<super::downstream::proto::H3>> {
+    ) -> Result<Token, super::downstream::proto::Proto> {
         let mut counted = None;
         if !self.count(io, Some(peer), &mut counted) {
-            return Err(h3);
+            return Err(proto);
         }
         self.generation = token::next_generation(self.generation);
         let generation = self.generation;
-        let mut conn = Conn::quic(generation, h3, io.now);
+        let mut conn = Conn::detached(generation, proto, io.now);
         conn.protocols = listen::listener_protocols(io.runtime, address);
         conn.peer = Some(peer);
         conn.counted_ip = counted;

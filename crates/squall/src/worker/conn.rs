@@ -16,7 +16,7 @@ use bytes::{Bytes, BytesMut};
 use squall_tls::TlsConn;
 
 use super::socket::Socket;
-use crate::worker::downstream::proto::{H3, Proto};
+use crate::worker::downstream::proto::Proto;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
@@ -140,11 +140,11 @@ impl Conn {
         }
     }
 
-    /// An HTTP/3 connection's slot: no socket of its own (its QUIC listener's carries its
-    /// datagrams), its protocol chosen by QUIC's ALPN, its handshake done by QUIC.
-    pub fn quic(generation: u32, h3: Box<H3>, now: Instant) -> Conn {
+    /// The slot of a connection without a socket of its own (HTTP/3: its QUIC listener's
+    /// carries its datagrams), its protocol `proto` chosen and its handshake done by QUIC.
+    pub fn detached(generation: u32, proto: Proto, now: Instant) -> Conn {
         let mut conn = Conn::new_with(Socket::detached(), generation, None, now);
-        conn.proto = Proto::H3(h3);
+        conn.proto = proto;
         conn.fresh = false;
         conn
     }

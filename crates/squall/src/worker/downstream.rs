@@ -624,6 +624,16 @@ impl Downstream<'_> {
     }
 }
 
+/// The scheme requests on `conn` arrived with: HTTP/3's TLS is QUIC's own (no `tls` on the
+/// connection), so an HTTP/3 connection's is `https` too.
+pub(in crate::worker) fn scheme(conn: &Conn) -> &'static str {
+    if conn.tls.is_some() || matches!(conn.proto, Proto::H3(_)) {
+        "https"
+    } else {
+        "http"
+    }
+}
+
 pub(super) fn put_line(out: &mut BytesMut, name: &[u8], value: &[u8]) {
     out.put_slice(name);
     out.put_slice(b": ");

@@ -43,7 +43,7 @@ impl Downstream<'_> {
     }
 
     /// The next request event of HTTP/3 connection `index` (see [`Heard`]); a request that
-    /// cannot be made a head is answered 400 on the way, an unsafe one in 0-RTT 425, and a
+    /// cannot be made a head is answered 400 on the way, one in 0-RTT whose method is not safe 425, and a
     /// `respond` route's body is dropped as it arrives.
     pub(super) fn next_h3(&mut self, index: usize) -> Option<Heard> {
         loop {
@@ -70,7 +70,7 @@ impl Downstream<'_> {
                         debug!(
                             worker = self.log.worker,
                             conn = index,
-                            "h3: unsafe 0-RTT: 425"
+                            "h3: 0-RTT request, method not safe: 425"
                         );
                         self.counters.quic_early_refused.inc();
                         self.refuse_stream(client, StatusCode::TOO_EARLY, Some(&head));

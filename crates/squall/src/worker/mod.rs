@@ -44,7 +44,8 @@ use crate::clients::ClientTable;
 use crate::date::DateCache;
 use crate::runtime::Runtime;
 use crate::timer::{Entry, TimerWheel};
-use conn::{Conn, Phase};
+use conn::Phase;
+use downstream::scheme;
 use downstream::{RequestLog, part_downstream};
 pub use ids::ClientToken;
 use ids::{Client, Waiter};
@@ -495,18 +496,19 @@ impl Worker {
                         quic::Arrival::New {
                             listener,
                             handle,
-                            conn,
+                            proto,
                             peer,
                         } => {
-                            let h3 = Box::new(downstream::proto::H3::new(conn, listener, handle));
                             let address = self.quic.address(listener).unwrap_or(peer);
                             let io = &mut part_io!(self);
-                            match self.clients.open_quic(io, h3, address, peer) {
+                            match self.clients.open_quic(io, proto, address, peer) {
                                 Ok(client) => {
                                     self.quic.opened(listener, handle, client);
                                     part_downstream!(self).schedule(client.index());
                                 }
-                                Err(h3) => self.quic.retire(&mut part_io!(self), h3),
+                                Err(mut proto) => {
+                                    self.quic.retire(&mut part_io!(self), &mut proto);
+                                }
                             }
                         }
                         quic::Arrival::Packet {
@@ -668,15 +670,4 @@ fn wait_timeout(now: Instant, timers: &TimerWheel, due: [Option<Instant>; 4]) ->
     timeout
         .unwrap_or(Duration::from_secs(1))
         .min(Duration::from_secs(1))
-}
-
-/// The scheme requests on `conn` arrived with.
-pub(super) fn scheme(conn: &Conn) -> &'static str {
-    // HTTP/3 runs over QUIC, whose TLS is QUIC's own (no `tls` on the connection).
-    let h3 = matches!(conn.proto, downstream::proto::Proto::H3(_));
-    if conn.tls.is_some() || h3 {
-        "https"
-    } else {
-        "http"
-    }
 }

@@ -32,7 +32,8 @@ use squall_uring::{Datagram, OpId};
 use tracing::{debug, warn};
 
 use super::Io;
-use super::downstream::proto::H3;
+use super::conn::Conn;
+use super::downstream::proto::{H3, Proto};
 use super::token::Token;
 
 /// Datagrams one GSO send may carry (what quinn-proto batches at most per transmit).
@@ -50,11 +51,12 @@ struct Listener {
 
 /// What a received datagram means for another part (see the module docs).
 pub(super) enum Arrival {
-    /// A new connection on listener `listener`, whose handshake has begun.
+    /// A new connection on listener `listener`, whose handshake has begun: its protocol
+    /// state, for a client slot.
     New {
         listener: usize,
         handle: ConnectionHandle,
-        conn: Box<squall_quic::Conn>,
+        proto: Proto,
         peer: SocketAddr,
     },
     /// A packet for a connection of listener `listener` (possibly one that arrived as `New`
@@ -87,6 +89,8 @@ pub(super) struct Quic {
     closing: HashMap<(usize, ConnectionHandle), Box<squall_quic::Conn>>,
     /// Where every connection builds its datagrams before they are copied out to be sent.
     scratch: Vec<u8>,
+    /// Reused for the QUIC datagrams of one received buffer (several with GRO).
+    pieces: Vec<BytesMut>,
 }
 
 impl Quic {
@@ -203,8 +207,9 @@ impl Quic {
         let payload = io.ring.datagram_bytes(datagram);
         // Copied out of the ring's buffer: QUIC decrypts in place and may keep a packet (an
         // Initial waiting for its handshake), while the buffer goes back to the kernel now.
-        let pieces: Vec<BytesMut> = datagram.segments(payload).map(BytesMut::from).collect();
-        for piece in pieces {
+        let mut pieces = std::mem::take(&mut self.pieces);
+        pieces.extend(datagram.segments(payload).map(BytesMut::from));
+        for piece in pieces.drain(..) {
             let received = self.listeners[index]
                 .endpoint
                 .receive(io.now, peer, local, piece);
@@ -224,16 +229,18 @@ impl Quic {
                 }
                 Received::New(handle, conn) => {
                     io.runtime.metrics.worker(io.worker).quic_connections.inc();
+                    let h3 = H3::new(conn, index, handle);
                     arrivals.push(Arrival::New {
                         listener: index,
                         handle,
-                        conn,
+                        proto: Proto::H3(Box::new(h3)),
                         peer,
                     });
                 }
                 Received::Answer(outgoing) => self.send(io, index, outgoing),
             }
         }
+        self.pieces = pieces;
     }
 
     /// A new connection got client slot `client`.
@@ -251,21 +258,30 @@ impl Quic {
         self.listeners.get(listener).map(|l| l.address)
     }
 
-    /// Sends what connection `h3` has to send: its HTTP/3 output moved into QUIC, then
-    /// QUIC's datagrams; tells its endpoint what it learned.
-    pub(super) fn flush(&mut self, io: &mut Io<'_>, h3: &mut H3) -> Flushed {
+    /// Sends what client connection `conn` has to send if QUIC carries it (`None`: a TCP
+    /// one): its HTTP/3 output moved into QUIC, then QUIC's datagrams; tells its endpoint
+    /// what it learned.
+    pub(super) fn flush(&mut self, io: &mut Io<'_>, conn: &mut Conn) -> Option<Flushed> {
+        let h3 = conn.proto.h3_mut()?;
         let progress = h3.quic.drive(io.now);
         self.transmit(io, h3.listener, h3.handle, &mut h3.quic);
         h3.due = h3.quic.deadline();
-        Flushed {
+        Some(Flushed {
             closed: h3.quic.is_closed(),
             delivered: progress.delivered,
-        }
+        })
     }
 
-    /// Hands a closed client slot's QUIC connection back: it finishes QUIC's close here, and
-    /// its endpoint forgets it once it is drained.
-    pub(super) fn retire(&mut self, io: &mut Io<'_>, h3: Box<H3>) {
+    /// Takes the QUIC connection of a client slot that closed, if QUIC carries it: it
+    /// finishes QUIC's close here, and its endpoint forgets it once it is drained. True when
+    /// it did (the slot, with no socket to wait for, may go at once).
+    pub(super) fn retire(&mut self, io: &mut Io<'_>, proto: &mut Proto) -> bool {
+        if !matches!(proto, Proto::H3(_)) {
+            return false;
+        }
+        let Proto::H3(h3) = std::mem::take(proto) else {
+            return false;
+        };
         let H3 {
             mut quic,
             listener,
@@ -285,6 +301,7 @@ impl Quic {
         if !quic.is_drained() {
             self.closing.insert((listener, handle), quic);
         }
+        true
     }
 
     /// When the next closing connection's timer is due.

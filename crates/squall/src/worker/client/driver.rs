@@ -95,8 +95,8 @@ impl Worker {
     pub(in crate::worker) fn flush(&mut self, index: usize) {
         // HTTP/3: the QUIC connection sends through its listener's socket, and a connection
         // QUIC ended closes its slot.
-        if let Some(h3) = self.clients.conns[index].proto.h3_mut() {
-            let flushed = self.quic.flush(&mut part_io!(self), h3);
+        let io = &mut part_io!(self);
+        if let Some(flushed) = self.quic.flush(io, &mut self.clients.conns[index]) {
             if flushed.closed {
                 self.close_now(index);
                 return;
@@ -146,11 +146,8 @@ impl Worker {
         // An HTTP/3 connection finishes QUIC's close in the `Quic` part. Its slot, which has
         // no socket to wait for, is freed at the end of the turn (`run_ready`), when nothing
         // of this turn holds its index any more.
-        let conn = &mut self.clients.conns[index];
-        if let downstream::proto::Proto::H3(_) = conn.proto
-            && let downstream::proto::Proto::H3(h3) = std::mem::take(&mut conn.proto)
-        {
-            self.quic.retire(&mut part_io!(self), h3);
+        let io = &mut part_io!(self);
+        if self.quic.retire(io, &mut self.clients.conns[index].proto) {
             part_downstream!(self).schedule(index);
         }
     }
