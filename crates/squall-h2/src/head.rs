@@ -142,18 +142,36 @@ where
     let mut bytes = BytesMut::with_capacity(total);
     let mut spans = Vec::with_capacity(count);
     for (name, value) in fields {
-        let at = bytes.len() as u32;
-        bytes.put_slice(name);
-        bytes.put_slice(value);
-        spans.push(Decoded {
-            name: at,
-            name_len: name.len() as u32,
-            value: at + name.len() as u32,
-            value_len: value.len() as u32,
-            sensitive: false,
-        });
+        push_field(&mut bytes, &mut spans, name, value, false);
     }
     Ok((bytes, spans))
+}
+
+/// Appends one field to `bytes` and its span to `spans`, laid out as [`gather`] lays them
+/// out (a QPACK decoder hands fields over one by one). False, with nothing appended, when
+/// the buffer would pass `u32` offsets: a list that large is answered like one too large.
+pub fn push_field(
+    bytes: &mut BytesMut,
+    spans: &mut Vec<Decoded>,
+    name: &[u8],
+    value: &[u8],
+    sensitive: bool,
+) -> bool {
+    let at = bytes.len();
+    if at + name.len() + value.len() > u32::MAX as usize {
+        return false;
+    }
+    bytes.put_slice(name);
+    bytes.put_slice(value);
+    let at = at as u32;
+    spans.push(Decoded {
+        name: at,
+        name_len: name.len() as u32,
+        value: at + name.len() as u32,
+        value_len: value.len() as u32,
+        sensitive,
+    });
+    true
 }
 
 /// Builds a request from a decoded field block: `bytes` and the `decoded` spans of each

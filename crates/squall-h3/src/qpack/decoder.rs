@@ -19,7 +19,7 @@ use bytes::{Bytes, BytesMut};
 
 use super::field_line::{FieldLine, SectionPrefix};
 use super::instruction::{DecoderInstruction, EncoderInstruction, TableRef};
-use super::prefix::Fault;
+use super::prefix::{self, Fault, Span};
 use super::static_table::STATIC_TABLE;
 use super::table::DynamicTable;
 use super::{ENTRY_OVERHEAD_BYTES, Field, QpackError, entry_size, max_entries};
@@ -31,6 +31,15 @@ pub enum Section {
     Fields(Vec<Field>),
     /// The section references insertions not received yet (RFC 9204 §2.1.2). Keep it, and
     /// decode it again when [`Decoder::feed_encoder_stream`] names this stream.
+    Blocked,
+}
+
+/// What [`Decoder::decode_section_with`] did with a field section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decoding {
+    /// Every field was handed out, in order.
+    Done,
+    /// As [`Section::Blocked`]: nothing was handed out.
     Blocked,
 }
 
@@ -52,6 +61,8 @@ pub struct Decoder {
     known_received: u64,
     /// The error that broke the decoder's sync with the encoder; every later call returns it.
     poisoned: Option<QpackError>,
+    /// Huffman-coded strings of the section being decoded, decoded; reused.
+    strings: Vec<u8>,
 }
 
 impl Decoder {
@@ -67,6 +78,7 @@ impl Decoder {
             out: BytesMut::new(),
             known_received: 0,
             poisoned: None,
+            strings: Vec::new(),
         }
     }
 
@@ -194,10 +206,34 @@ impl Decoder {
         section: &Bytes,
         max_size: u64,
     ) -> Result<Section, QpackError> {
+        let mut fields = Vec::new();
+        let decoding = self.decode_section_with(stream_id, section, max_size, |n, v, s| {
+            fields.push(Field {
+                name: Bytes::copy_from_slice(n),
+                value: Bytes::copy_from_slice(v),
+                sensitive: s,
+            });
+        })?;
+        Ok(match decoding {
+            Decoding::Done => Section::Fields(fields),
+            Decoding::Blocked => Section::Blocked,
+        })
+    }
+
+    /// [`Decoder::decode_section`], each field handed to `field(name, value, sensitive)` as
+    /// it is decoded, from the section, the tables or a reused buffer: nothing is allocated
+    /// per field. On an error, the fields handed out so far are not a whole section.
+    pub fn decode_section_with(
+        &mut self,
+        stream_id: u64,
+        section: &[u8],
+        max_size: u64,
+        field: impl FnMut(&[u8], &[u8], bool),
+    ) -> Result<Decoding, QpackError> {
         if let Some(error) = self.poisoned {
             return Err(error);
         }
-        let result = self.decode_section_inner(stream_id, section, max_size);
+        let result = self.decode_section_inner(stream_id, section, max_size, field);
         if let Err(error) = result
             && error.is_connection_error()
         {
@@ -209,9 +245,10 @@ impl Decoder {
     fn decode_section_inner(
         &mut self,
         stream_id: u64,
-        section: &Bytes,
+        section: &[u8],
         max_size: u64,
-    ) -> Result<Section, QpackError> {
+        mut field: impl FnMut(&[u8], &[u8], bool),
+    ) -> Result<Decoding, QpackError> {
         let insert_count = self.table.insert_count();
         let (prefix, mut at) =
             SectionPrefix::parse(section, max_entries(self.max_capacity), insert_count)
@@ -219,7 +256,7 @@ impl Decoder {
         let ric = prefix.required_insert_count;
         if ric > insert_count {
             if self.blocked.iter().any(|&(id, _)| id == stream_id) {
-                return Ok(Section::Blocked);
+                return Ok(Decoding::Blocked);
             }
             if self.blocked.len() as u64 >= self.max_blocked {
                 return Err(QpackError::Decompression(
@@ -227,33 +264,50 @@ impl Decoder {
                 ));
             }
             self.blocked.push((stream_id, ric));
-            return Ok(Section::Blocked);
+            return Ok(Decoding::Blocked);
         }
         self.blocked.retain(|&(id, _)| id != stream_id);
-        let mut fields = Vec::new();
+        let mut strings = std::mem::take(&mut self.strings);
+        strings.clear();
         let mut used = 0u64;
         let mut largest_ref = None;
         let too_large = QpackError::FieldSectionTooLarge { limit: max_size };
-        while at < section.len() {
+        let result = loop {
+            if at >= section.len() {
+                break Ok(());
+            }
             let left = max_size
                 .saturating_sub(used)
                 .saturating_sub(ENTRY_OVERHEAD_BYTES);
             let cap = usize::try_from(left).unwrap_or(usize::MAX);
-            let (line, next) = match FieldLine::parse(section, at, cap) {
-                Err(Fault::OverCap) => {
-                    self.acknowledge(stream_id, ric);
-                    return Err(too_large);
-                }
-                parsed => parsed.map_err(section_fault)?,
+            let parsed = FieldLine::parse_with(section, at, cap, |from, bits, cap| {
+                prefix::decode_string_into(section, from, bits, cap, &mut strings)
+            });
+            let (line, next) = match parsed {
+                Err(Fault::OverCap) => break Err(too_large),
+                Err(fault) => break Err(section_fault(fault)),
+                Ok(parsed) => parsed,
             };
             at = next;
-            let field = self.resolve(line, prefix, &mut largest_ref)?;
-            used += entry_size(field.name.len(), field.value.len());
+            let (name, value, sensitive) =
+                match self.resolve(&line, section, &strings, prefix, &mut largest_ref) {
+                    Ok(resolved) => resolved,
+                    Err(error) => break Err(error),
+                };
+            used += entry_size(name.len(), value.len());
             if used > max_size {
-                self.acknowledge(stream_id, ric);
-                return Err(too_large);
+                break Err(too_large);
             }
-            fields.push(field);
+            field(name, value, sensitive);
+        };
+        self.strings = strings;
+        match result {
+            Err(error @ QpackError::FieldSectionTooLarge { .. }) => {
+                self.acknowledge(stream_id, ric);
+                return Err(error);
+            }
+            Err(error) => return Err(error),
+            Ok(()) => {}
         }
         // §4.5.1.1: the encoder sets the count to one more than the largest absolute index
         // it references; a larger count would make a decoder wait for nothing.
@@ -263,7 +317,7 @@ impl Decoder {
             ));
         }
         self.acknowledge(stream_id, ric);
-        Ok(Section::Fields(fields))
+        Ok(Decoding::Done)
     }
 
     /// Queues a Section Acknowledgment for a section with dynamic references (§4.4.1).
@@ -276,48 +330,47 @@ impl Decoder {
 
     /// The field a representation stands for, checking its references against the section's
     /// prefix (§2.2.3: an evicted entry, or one at or past the Required Insert Count, is an
-    /// error) and tracking the largest absolute index referenced.
-    fn resolve(
-        &self,
-        line: FieldLine,
+    /// error) and tracking the largest absolute index referenced. Literal strings lie in
+    /// `section` or, Huffman-decoded, in `strings`.
+    fn resolve<'a>(
+        &'a self,
+        line: &FieldLine<Span>,
+        section: &'a [u8],
+        strings: &'a [u8],
         prefix: SectionPrefix,
         largest_ref: &mut Option<u64>,
-    ) -> Result<Field, QpackError> {
-        let field = |(name, value): (&Bytes, &Bytes), sensitive| Field {
-            name: name.clone(),
-            value: value.clone(),
-            sensitive,
-        };
+    ) -> Result<(&'a [u8], &'a [u8], bool), QpackError> {
+        let literal = |span: &Span| span.bytes(section, strings);
         Ok(match line {
             FieldLine::Indexed(table_ref) => {
-                let (name, value) = self.entry(table_ref, prefix, largest_ref)?;
-                field((name, value), false)
+                let (name, value) = self.entry(*table_ref, prefix, largest_ref)?;
+                (name, value, false)
             }
             FieldLine::IndexedPostBase(index) => {
-                let (name, value) = self.post_base(index, prefix, largest_ref)?;
-                field((name, value), false)
+                let (name, value) = self.post_base(*index, prefix, largest_ref)?;
+                (name, value, false)
             }
             FieldLine::LiteralWithNameRef {
                 name,
                 value,
                 never_index,
-            } => field(
-                (&self.entry(name, prefix, largest_ref)?.0, &value),
-                never_index,
-            ),
+            } => {
+                let name = &self.entry(*name, prefix, largest_ref)?.0;
+                (name, literal(value), *never_index)
+            }
             FieldLine::LiteralWithPostBaseNameRef {
                 index,
                 value,
                 never_index,
-            } => field(
-                (&self.post_base(index, prefix, largest_ref)?.0, &value),
-                never_index,
-            ),
+            } => {
+                let name = &self.post_base(*index, prefix, largest_ref)?.0;
+                (name, literal(value), *never_index)
+            }
             FieldLine::LiteralWithLiteralName {
                 name,
                 value,
                 never_index,
-            } => field((&name, &value), never_index),
+            } => (literal(name), literal(value), *never_index),
         })
     }
 

@@ -173,9 +173,11 @@ impl Encoder {
     /// `stream_id` into `out` (a HEADERS payload); insertions it makes are queued on the
     /// encoder stream, which must reach the peer ([`Encoder::take_encoder_stream`]).
     /// Sensitive fields go as literals with the N bit.
-    pub fn encode_section<'a, I>(&mut self, stream_id: u64, fields: I, out: &mut BytesMut)
+    pub fn encode_section<N, V, I>(&mut self, stream_id: u64, fields: I, out: &mut BytesMut)
     where
-        I: IntoIterator<Item = (&'a [u8], &'a [u8], bool)>,
+        N: AsRef<[u8]>,
+        V: AsRef<[u8]>,
+        I: IntoIterator<Item = (N, V, bool)>,
     {
         let blocking = self
             .outstanding
@@ -189,7 +191,7 @@ impl Encoder {
         };
         let mut lines = std::mem::take(&mut self.scratch);
         for (name, value, sensitive) in fields {
-            let line = self.line(name, value, sensitive, &mut refs);
+            let line = self.line(name.as_ref(), value.as_ref(), sensitive, &mut refs);
             line.encode(self.config.huffman, &mut lines);
         }
         let prefix = SectionPrefix {
@@ -214,7 +216,13 @@ impl Encoder {
     }
 
     /// The representation of one field, inserting it first if the policy and table allow.
-    fn line(&mut self, name: &[u8], value: &[u8], sensitive: bool, refs: &mut Refs) -> FieldLine {
+    fn line<'a>(
+        &mut self,
+        name: &'a [u8],
+        value: &'a [u8],
+        sensitive: bool,
+        refs: &mut Refs,
+    ) -> FieldLine<&'a [u8]> {
         // squall-hpack's policy: the same fields are worth a table entry in QPACK.
         let capacity = usize::try_from(self.table.capacity()).unwrap_or(usize::MAX);
         let decision = decide(self.config.indexing, name, value, sensitive, capacity);
@@ -234,7 +242,6 @@ impl Encoder {
                 return self.indexed(absolute, refs);
             }
         }
-        let value = Bytes::copy_from_slice(value);
         if let StaticMatch::Name(index) | StaticMatch::Field(index) = static_match {
             return FieldLine::LiteralWithNameRef {
                 name: TableRef::Static(index as u64),
@@ -259,14 +266,14 @@ impl Encoder {
             };
         }
         FieldLine::LiteralWithLiteralName {
-            name: Bytes::copy_from_slice(name),
+            name,
             value,
             never_index,
         }
     }
 
     /// An indexed representation of the dynamic entry `absolute`, noted as referenced.
-    fn indexed(&self, absolute: u64, refs: &mut Refs) -> FieldLine {
+    fn indexed<'a>(&self, absolute: u64, refs: &mut Refs) -> FieldLine<&'a [u8]> {
         refs.note(absolute);
         if absolute < refs.base {
             FieldLine::Indexed(TableRef::Dynamic(refs.base - 1 - absolute))

@@ -5,7 +5,7 @@
 use bytes::{BufMut, Bytes};
 
 use super::instruction::TableRef;
-use super::prefix::{self, Fault, Str};
+use super::prefix::{self, Fault};
 
 /// The field section prefix (§4.5.1): the Required Insert Count, the smallest insert count
 /// at which every dynamic reference of the section can be resolved, and the Base that
@@ -107,9 +107,10 @@ fn decode_required_insert_count(
 /// One field line representation (RFC 9204 §4.5.2 to §4.5.6). Dynamic indices are relative
 /// to the section's Base: [`TableRef::Dynamic`] counts down from Base - 1, post-base ones up
 /// from Base. `never_index` is the N bit: an intermediary must not put the field in a
-/// dynamic table when it forwards it (§4.5.4).
+/// dynamic table when it forwards it (§4.5.4). Strings are `S`: `Bytes` when parsed, the
+/// caller's slices when encoded (an answer's fields are encoded without a copy).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum FieldLine {
+pub enum FieldLine<S = Bytes> {
     /// §4.5.2 `1T` + index (6-bit prefix).
     Indexed(TableRef),
     /// §4.5.3 `0001` + post-base index (4-bit prefix).
@@ -117,24 +118,24 @@ pub enum FieldLine {
     /// §4.5.4 `01NT` + name index (4-bit prefix), value.
     LiteralWithNameRef {
         name: TableRef,
-        value: Bytes,
+        value: S,
         never_index: bool,
     },
     /// §4.5.5 `0000N` + post-base name index (3-bit prefix), value.
     LiteralWithPostBaseNameRef {
         index: u64,
-        value: Bytes,
+        value: S,
         never_index: bool,
     },
     /// §4.5.6 `001NH` + name length (3-bit prefix), name, value.
     LiteralWithLiteralName {
-        name: Bytes,
-        value: Bytes,
+        name: S,
+        value: S,
         never_index: bool,
     },
 }
 
-impl FieldLine {
+impl<S: AsRef<[u8]>> FieldLine<S> {
     /// Appends the representation; strings Huffman-coded when `huffman` and that is shorter.
     pub fn encode(&self, huffman: bool, out: &mut impl BufMut) {
         let n = |never_index: bool, bit: u8| if never_index { bit } else { 0 };
@@ -152,7 +153,7 @@ impl FieldLine {
                     TableRef::Dynamic(index) => (index, 0),
                 };
                 prefix::encode_int(index, 4, 0x40 | n(*never_index, 0x20) | t, out);
-                prefix::encode_string(value, 7, 0, huffman, out);
+                prefix::encode_string(value.as_ref(), 7, 0, huffman, out);
             }
             Self::LiteralWithPostBaseNameRef {
                 index,
@@ -160,33 +161,33 @@ impl FieldLine {
                 never_index,
             } => {
                 prefix::encode_int(*index, 3, n(*never_index, 0x08), out);
-                prefix::encode_string(value, 7, 0, huffman, out);
+                prefix::encode_string(value.as_ref(), 7, 0, huffman, out);
             }
             Self::LiteralWithLiteralName {
                 name,
                 value,
                 never_index,
             } => {
-                prefix::encode_string(name, 3, 0x20 | n(*never_index, 0x10), huffman, out);
-                prefix::encode_string(value, 7, 0, huffman, out);
+                prefix::encode_string(name.as_ref(), 3, 0x20 | n(*never_index, 0x10), huffman, out);
+                prefix::encode_string(value.as_ref(), 7, 0, huffman, out);
             }
         }
     }
+}
 
-    /// Reads the representation at `src[at..]`: it and the offset after it. Raw strings are
-    /// slices of `src`; each string is capped at `cap` bytes ([`Fault::OverCap`]).
-    pub(crate) fn parse(src: &Bytes, at: usize, cap: usize) -> Result<(Self, usize), Fault> {
+impl<S> FieldLine<S> {
+    /// Reads the representation at `src[at..]`: it and the offset after it. Each string is
+    /// made by `string(from, prefix_bits, cap)`: the string literal at `src[from..]`, capped
+    /// at `cap` bytes ([`Fault::OverCap`]), and the offset after it.
+    pub(crate) fn parse_with(
+        src: &[u8],
+        at: usize,
+        cap: usize,
+        mut string: impl FnMut(usize, u8, usize) -> Result<(S, usize), Fault>,
+    ) -> Result<(Self, usize), Fault> {
         let rest = &src[at..];
         let Some(&first) = rest.first() else {
             return Err(Fault::Incomplete);
-        };
-        let string = |from: usize, prefix_bits: u8, cap: usize| {
-            let (s, end) = prefix::decode_string(src, from, prefix_bits, cap)?;
-            let bytes = match s {
-                Str::Raw { at, len } => src.slice(at..at + len),
-                Str::Decoded(decoded) => Bytes::from(decoded),
-            };
-            Ok::<_, Fault>((bytes, end))
         };
         let table_ref = |is_static: bool, index: u64| {
             if is_static {

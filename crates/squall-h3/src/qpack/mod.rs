@@ -33,7 +33,7 @@ mod prefix;
 mod static_table;
 mod table;
 
-pub use decoder::{Decoder, Section};
+pub use decoder::{Decoder, Decoding, Section};
 pub use encoder::{Encoder, EncoderConfig};
 pub use field_line::{FieldLine, SectionPrefix};
 pub use instruction::{DecoderInstruction, EncoderInstruction, TableRef};

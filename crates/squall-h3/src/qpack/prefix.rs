@@ -162,6 +162,41 @@ pub(crate) fn decode_string(
     prefix_bits: u8,
     cap: usize,
 ) -> Result<(Str, usize), Fault> {
+    let mut decoded = Vec::new();
+    let (span, end) = decode_string_into(src, at, prefix_bits, cap, &mut decoded)?;
+    match span {
+        Span::Input { at, len } => Ok((Str::Raw { at, len }, end)),
+        Span::Scratch { .. } => Ok((Str::Decoded(decoded), end)),
+    }
+}
+
+/// Where a decoded string literal lies: in the input, or (Huffman-coded) in the scratch
+/// buffer it was decoded into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Span {
+    Input { at: usize, len: usize },
+    Scratch { at: usize, len: usize },
+}
+
+impl Span {
+    /// The string's bytes, given the input and the scratch buffer.
+    pub(crate) fn bytes<'a>(&self, src: &'a [u8], scratch: &'a [u8]) -> &'a [u8] {
+        match *self {
+            Span::Input { at, len } => &src[at..at + len],
+            Span::Scratch { at, len } => &scratch[at..at + len],
+        }
+    }
+}
+
+/// [`decode_string`], a Huffman-coded string appended to `scratch` instead of a buffer of
+/// its own: decoding a section allocates nothing per string.
+pub(crate) fn decode_string_into(
+    src: &[u8],
+    at: usize,
+    prefix_bits: u8,
+    cap: usize,
+    scratch: &mut Vec<u8>,
+) -> Result<(Span, usize), Fault> {
     let (huffman, len, start) = string_head(src, at, prefix_bits)?;
     if decoded_len_min(huffman, len) > cap as u64 {
         // Over the cap whatever its bytes hold: refused before waiting for them.
@@ -173,16 +208,17 @@ pub(crate) fn decode_string(
         return Err(Fault::Incomplete);
     };
     if !huffman {
-        return Ok((Str::Raw { at: start, len }, end));
+        return Ok((Span::Input { at: start, len }, end));
     }
-    let mut decoded = Vec::new();
-    huffman::decode(bytes, cap, &mut decoded).map_err(|error| match error {
+    let from = scratch.len();
+    huffman::decode(bytes, cap, scratch).map_err(|error| match error {
         HuffmanError::TooLong => Fault::OverCap,
         HuffmanError::Eos => Fault::Bad("Huffman string contains EOS"),
         HuffmanError::PaddingTooLong => Fault::Bad("Huffman padding longer than 7 bits"),
         HuffmanError::PaddingNotOnes => Fault::Bad("Huffman padding is not a prefix of EOS"),
     })?;
-    Ok((Str::Decoded(decoded), end))
+    let len = scratch.len() - from;
+    Ok((Span::Scratch { at: from, len }, end))
 }
 
 #[cfg(test)]

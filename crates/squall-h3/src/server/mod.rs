@@ -96,6 +96,18 @@ pub struct Connection {
     cursor: u64,
     /// Reused by `poll_output`: the request streams with output, in the order offered.
     writable: Vec<u64>,
+    /// Where response HEADERS frames and DATA frame headers are written, each split off as
+    /// a `Bytes` of its own: one allocation serves many answers, and QUIC's copies of them
+    /// (kept until acknowledged) share it by reference count.
+    arena: BytesMut,
+    /// Reused by `head_frame`: a field section while its frame header is worked out.
+    block: BytesMut,
+    /// Request streams that closed, kept for the next ones (their queues keep their room).
+    /// Boxed as `streams` holds them: reusing one reuses its allocation.
+    #[allow(clippy::vec_box)]
+    spare: Vec<Box<Stream>>,
+    /// The spans of the fields of the section decoded last; reused.
+    spans: Vec<squall_h2::head::Decoded>,
 
     // Application and driver.
     events: VecDeque<Queued>,
@@ -139,6 +151,10 @@ impl Connection {
             queued_total: 0,
             cursor: 0,
             writable: Vec::new(),
+            arena: BytesMut::new(),
+            block: BytesMut::new(),
+            spare: Vec::new(),
+            spans: Vec::new(),
             events: VecDeque::new(),
             commands: VecDeque::new(),
             floods: Floods::new(config.flood_window, now),

@@ -16,11 +16,12 @@ use super::types::{Command, ConnError, FloodKind};
 use super::{Connection, Step};
 use crate::error::ErrorCode;
 use crate::frame::Frame;
-use crate::qpack::{Field, QpackError, Section};
+use crate::qpack::{Decoding, QpackError};
 
 /// A field section, decoded or not.
 enum Decoded {
-    Fields(Vec<Field>),
+    /// Its fields in one buffer, their spans in the connection's `spans`.
+    Fields(BytesMut),
     /// Over our SETTINGS_MAX_FIELD_SECTION_SIZE (the decoder stays in step).
     TooLarge,
     /// Waiting for the encoder stream.
@@ -39,8 +40,15 @@ impl Connection {
             if self.goaway.is_some_and(|goaway| id >= goaway) {
                 return self.refuse(id);
             }
-            let stream = Stream::new(self.config.headers_frame_bytes_max());
-            self.streams.insert(id, Box::new(stream));
+            let max = self.config.headers_frame_bytes_max();
+            let stream = match self.spare.pop() {
+                Some(mut stream) => {
+                    stream.renew(max);
+                    stream
+                }
+                None => Box::new(Stream::new(max)),
+            };
+            self.streams.insert(id, stream);
         }
         self.feed_request(id, data, fin)
     }
@@ -198,22 +206,34 @@ impl Connection {
         }
     }
 
+    /// Decodes a section into one buffer (returned) and the spans of its fields (in
+    /// `self.spans`): the shape `squall_h2::head` validates, and a request then keeps.
     fn decode_section(&mut self, id: u64, section: &Bytes) -> Result<Decoded, ConnError> {
         let limit = self.config.max_field_section_size;
-        match self.decoder.decode_section(id, section, limit) {
-            Ok(Section::Fields(fields)) => Ok(Decoded::Fields(fields)),
-            Ok(Section::Blocked) => Ok(Decoded::Blocked),
+        let mut bytes = BytesMut::with_capacity(section.len() * 2 + SECTION_ROOM_BYTES);
+        let mut spans = std::mem::take(&mut self.spans);
+        spans.clear();
+        let mut fits = true;
+        let decoded = self
+            .decoder
+            .decode_section_with(id, section, limit, |n, v, s| {
+                fits &= head::push_field(&mut bytes, &mut spans, n, v, s);
+            });
+        self.spans = spans;
+        match decoded {
+            Ok(Decoding::Done) if fits => Ok(Decoded::Fields(bytes)),
+            Ok(Decoding::Done) => Ok(Decoded::TooLarge),
+            Ok(Decoding::Blocked) => Ok(Decoded::Blocked),
             Err(QpackError::FieldSectionTooLarge { .. }) => Ok(Decoded::TooLarge),
             Err(error) => Err(self.qpack_fail(error)),
         }
     }
 
     /// The request head, decoded (`None`: too large).
-    fn on_head(&mut self, id: u64, fields: Option<Vec<Field>>, end: bool) -> Step {
+    fn on_head(&mut self, id: u64, fields: Option<BytesMut>, end: bool) -> Step {
         self.stats.requests += 1;
         let parsed = match fields {
-            Some(fields) => gather(&fields)
-                .and_then(|(bytes, spans)| head::parse_request(bytes, &spans, end, self.limits)),
+            Some(bytes) => head::parse_request(bytes, &self.spans, end, self.limits),
             // §4.2.2 lets a server answer 431 (the decoder kept its table in step).
             None => Err(HeadError::Answer(431)),
         };
@@ -241,11 +261,11 @@ impl Connection {
 
     /// §4.1: trailers carry no pseudo-header field and complete the body that
     /// content-length announced.
-    fn on_trailers(&mut self, id: u64, fields: Option<Vec<Field>>, end: bool) -> Step {
-        let Some(fields) = fields else {
+    fn on_trailers(&mut self, id: u64, fields: Option<BytesMut>, end: bool) -> Step {
+        let Some(bytes) = fields else {
             return self.reject_started(id, 431);
         };
-        let parsed = gather(&fields).and_then(|(bytes, spans)| head::parse_trailers(bytes, &spans));
+        let parsed = head::parse_trailers(bytes, &self.spans);
         let headers = match parsed {
             Ok(headers) => headers.to_header_map(),
             Err(HeadError::Malformed(_)) => return self.malformed(id, ErrorCode::MessageError),
@@ -496,6 +516,14 @@ impl Connection {
             None => self.forget_events(id, App::Queued, ErrorCode::NoError),
         }
         self.closed.insert(id);
+        self.keep_spare(stream);
+    }
+
+    /// Keeps a closed stream's allocation for a later one, up to `SPARE_STREAMS_MAX`.
+    fn keep_spare(&mut self, stream: Box<Stream>) {
+        if self.spare.len() < SPARE_STREAMS_MAX {
+            self.spare.push(stream);
+        }
     }
 
     /// Removes the stream if both parts are over; one we stopped reading is remembered,
@@ -503,15 +531,20 @@ impl Connection {
     pub(super) fn close_if_done(&mut self, id: u64) {
         if self.streams.get(&id).is_some_and(|s| s.is_done())
             && let Some(stream) = self.streams.remove(&id)
-            && stream.recv == Recv::Stopped
         {
-            self.closed.insert(id);
+            if stream.recv == Recv::Stopped {
+                self.closed.insert(id);
+            }
+            self.keep_spare(stream);
         }
     }
 }
 
-/// QPACK's fields, each its own pair of `Bytes`, copied once into one buffer with their
-/// spans: the shape `squall_h2::head` validates, and the request then keeps.
-fn gather(fields: &[Field]) -> Result<(BytesMut, Vec<head::Decoded>), HeadError> {
-    head::gather(fields.iter().map(|f| (&f.name[..], &f.value[..])))
-}
+/// Closed request streams a connection keeps for reuse: about the requests a client keeps
+/// in flight, so that a busy connection allocates no stream per request, while an idle one
+/// holds only a few hundred bytes each.
+const SPARE_STREAMS_MAX: usize = 16;
+
+/// Room for what a section's fields take beyond twice its size (Huffman-coded strings decode
+/// to at most 8/5 of their size; a static-table reference to a few dozen bytes).
+const SECTION_ROOM_BYTES: usize = 64;

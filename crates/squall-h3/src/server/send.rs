@@ -2,7 +2,9 @@
 //!
 //! A response is a HEADERS frame (QPACK-encoded by our encoder), DATA frames and optional
 //! trailers, queued on its request stream as `Bytes` chunks: a DATA frame's header is a chunk
-//! of its own and the body is the application's `Bytes`, never copied. Our unidirectional
+//! of its own and the body is the application's `Bytes`, never copied. HEADERS frames and
+//! DATA headers are cut from one per-connection arena, so an answer allocates nothing of its
+//! own for them, and QUIC's references to them cost a count, not a copy. Our unidirectional
 //! streams have queues of their own. [`Connection::poll_output`] offers the chunks to the
 //! driver, which writes what QUIC takes and leaves the rest queued.
 
@@ -54,15 +56,17 @@ impl Connection {
         data: Bytes,
         end_stream: bool,
     ) -> Result<(), StreamClosed> {
+        self.sending_stream(stream_id, Send::Open)?;
+        let header = match data.is_empty() {
+            true => Bytes::new(),
+            false => self.piece(DATA_HEADER_BYTES_MAX, |arena| {
+                encode_data_header(data.len() as u64, arena);
+            }),
+        };
         let stream = self.sending_stream(stream_id, Send::Open)?;
-        let mut queued = 0;
-        if !data.is_empty() {
-            let mut header = BytesMut::with_capacity(9);
-            encode_data_header(data.len() as u64, &mut header);
-            queued = header.len() + data.len();
-            stream.out.push(header.freeze());
-            stream.out.push(data);
-        }
+        let queued = header.len() + data.len();
+        stream.out.push(header);
+        stream.out.push(data);
         if end_stream {
             stream.send = Send::Ended;
             stream.out.finish();
@@ -181,18 +185,29 @@ impl Connection {
         status: Option<u16>,
         fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
     ) -> Bytes {
-        let status = status.map(|status| (&b":status"[..], status_digits(status)));
-        let fields: Vec<(Cow<'a, [u8]>, &'a [u8])> = response_fields(fields)
-            .map(|(name, value)| (lowercase(name), value))
-            .collect();
+        let status = status.map(|status| (Cow::Borrowed(&b":status"[..]), status_digits(status)));
         let lines = (status.into_iter())
-            .chain(fields.iter().map(|(name, value)| (&name[..], *value)))
+            .chain(response_fields(fields).map(|(name, value)| (lowercase(name), value)))
             .map(|(name, value)| (name, value, false));
-        let mut block = BytesMut::new();
+        let mut block = std::mem::take(&mut self.block);
+        block.clear();
         self.encoder.encode_section(id, lines, &mut block);
-        let mut frame = BytesMut::with_capacity(block.len() + 9);
-        encode_headers(&block, &mut frame);
-        frame.freeze()
+        let frame = self.piece(block.len() + FRAME_HEADER_BYTES_MAX, |arena| {
+            encode_headers(&block, arena);
+        });
+        self.block = block;
+        frame
+    }
+
+    /// `write`'s output (at most `len` bytes) as a `Bytes` of its own, cut from the
+    /// connection's arena, which takes a new allocation only when the one it has is used up.
+    fn piece(&mut self, len: usize, write: impl FnOnce(&mut BytesMut)) -> Bytes {
+        if self.arena.capacity() < len {
+            self.arena = BytesMut::with_capacity(len.max(ARENA_BYTES));
+        }
+        write(&mut self.arena);
+        debug_assert!(self.arena.len() <= len, "a piece longer than announced");
+        self.arena.split().freeze()
     }
 
     /// Moves our encoder's instructions to our QPACK encoder stream.
@@ -213,6 +228,16 @@ impl Connection {
         }
     }
 }
+
+/// The allocation response heads and DATA frame headers are cut from: enough for dozens of
+/// answers, small beside what an idle connection holds.
+const ARENA_BYTES: usize = 4096;
+
+/// The most a frame's type and length take (two QUIC variable-length integers).
+const FRAME_HEADER_BYTES_MAX: usize = 16;
+
+/// A DATA frame's header: its type and length.
+const DATA_HEADER_BYTES_MAX: usize = FRAME_HEADER_BYTES_MAX;
 
 /// The name lowercase, copied only if it was not.
 fn lowercase(name: &[u8]) -> Cow<'_, [u8]> {

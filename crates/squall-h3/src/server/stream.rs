@@ -123,6 +123,16 @@ impl Stream {
         }
     }
 
+    /// The state of a new stream, keeping the room of this one's output queue.
+    pub(crate) fn renew(&mut self, headers_frame_bytes_max: u64) {
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        *self = Self {
+            out,
+            ..Self::new(headers_frame_bytes_max)
+        };
+    }
+
     /// Both parts are over: the stream can go.
     pub(crate) fn is_done(&self) -> bool {
         self.recv.is_over() && self.send == Send::Finished
