@@ -8,7 +8,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::build::{self, Build, Role};
@@ -18,9 +18,14 @@ use crate::layout::Layout;
 use crate::origin::Origin;
 use crate::report::{self, Figure, ScenarioReport};
 use crate::run::{self, Outcome, Settings};
+use crate::scaling::{self, Pinning};
 use crate::scenario::{self, OriginSection, Protocol, Scenario};
 use crate::stats;
-use crate::util::{clock_ticks, load_average, repo_root, utc_stamp, which};
+use crate::util::{clock_ticks, load_average, repo_root, utc_stamp};
+
+mod preflight;
+
+use preflight::preflight;
 
 /// Raw results, written as `results.json`.
 #[derive(Serialize)]
@@ -33,8 +38,11 @@ struct Results<'a> {
     runs_per_build: u32,
     duration_secs: u32,
     warmup_secs: u32,
+    /// Without `--workers`: the one CPU of each.
     server_cpu: usize,
     load_cpu: usize,
+    /// `--workers`: the worker counts, each scenario run at each.
+    workers: Vec<u32>,
     /// `/proc/loadavg` (1, 5, 15 min) before the first run and after the last.
     load_average_start: &'a str,
     load_average_end: &'a str,
@@ -47,6 +55,9 @@ struct Results<'a> {
 #[derive(Serialize)]
 struct ScenarioResults<'a> {
     name: &'a str,
+    /// `--workers`: this point's worker count and CPUs.
+    workers: Option<u32>,
+    pinning: Option<&'a Pinning>,
     summary: Vec<report::Row>,
     base_runs: &'a [Outcome],
     head_runs: &'a [Outcome],
@@ -76,8 +87,18 @@ struct Session<'a> {
     stamp: String,
     out: PathBuf,
     builds: [Build; 2],
-    settings: Settings,
     scenarios: Vec<Scenario>,
+    /// What is measured, in order: each scenario, at each `--workers` count.
+    points: Vec<Point>,
+}
+
+/// One scenario at one worker count (without `--workers`: at the scenario's own).
+struct Point {
+    /// Its index in `Session::scenarios`.
+    scenario: usize,
+    workers: Option<u32>,
+    pinning: Option<Pinning>,
+    settings: Settings,
 }
 
 /// The outcomes of one scenario: base's runs, then head's.
@@ -106,8 +127,15 @@ pub fn main(args: &BenchArgs) -> Result<ExitCode> {
     // Only now: a bench that cannot even resolve its builds leaves no empty results folder.
     let out = args.out.clone().unwrap_or_else(|| layout.results(&stamp));
     fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-    // Origins are started before any run and stopped (dropped) on return.
-    let _origins = start_origins(&mut scenarios, args.load_cpu, &out)?;
+    let workers = worker_counts(args);
+    let cpus = match workers.is_empty() {
+        true => Vec::new(),
+        false => scaling::allowed_cpus()?,
+    };
+    // Origins are started before any run and stopped (dropped) on return; with `--workers`, on
+    // the last CPU, which the load generator has (or shares with the server).
+    let origin_cpu = cpus.last().copied().unwrap_or(args.load_cpu);
+    let _origins = start_origins(&mut scenarios, origin_cpu, &out)?;
     write_sites(&mut scenarios, &out)?;
     let h3load = match scenarios.iter().any(|s| s.load.protocol == Protocol::H3) {
         true => Some(build::h3load(&repo, &layout)?),
@@ -119,25 +147,28 @@ pub fn main(args: &BenchArgs) -> Result<ExitCode> {
         connections: args.connections,
         streams: args.streams,
         rate: args.rate,
-        server_cpu: args.server_cpu,
-        load_cpu: args.load_cpu,
+        server_cpus: vec![args.server_cpu],
+        load_cpus: vec![args.load_cpu],
+        workers: None,
+        percentiles: !args.no_percentiles,
         clock_ticks: clock_ticks()?,
         h3load,
     };
+    let points = points(scenarios.len(), &settings, &workers, &cpus)?;
     let session = Session {
         args,
         stamp,
         out,
         builds,
-        settings,
         scenarios,
+        points,
     };
     let start = load_average();
     eprintln!("bench: load average (1, 5, 15 min) before the first run: {start}");
     let (outcomes, runs): (Vec<ScenarioOutcomes>, Vec<Vec<RunLoad>>) = session
-        .scenarios
+        .points
         .iter()
-        .map(|s| session.run_scenario(s))
+        .map(|point| session.run_point(point))
         .unzip();
     let end = load_average();
     eprintln!("bench: load average (1, 5, 15 min) after the last run: {end}");
@@ -151,6 +182,50 @@ pub fn main(args: &BenchArgs) -> Result<ExitCode> {
     }
     eprintln!("bench: results in {}", session.out.display());
     Ok(session.fail_above(&outcomes))
+}
+
+/// The worker counts of `--workers`, smallest first, each once.
+fn worker_counts(args: &BenchArgs) -> Vec<u32> {
+    let mut workers = args.workers.clone();
+    workers.sort_unstable();
+    workers.dedup();
+    workers
+}
+
+/// What to measure: each scenario once with `settings`; with `--workers`, each scenario at each
+/// worker count, the server and the load generator pinned as `scaling::pinning` says.
+fn points(
+    scenarios: usize,
+    settings: &Settings,
+    workers: &[u32],
+    cpus: &[usize],
+) -> Result<Vec<Point>> {
+    let mut points = Vec::new();
+    for scenario in 0..scenarios {
+        if workers.is_empty() {
+            points.push(Point {
+                scenario,
+                workers: None,
+                pinning: None,
+                settings: settings.clone(),
+            });
+        }
+        for &count in workers {
+            let pinning = scaling::pinning(cpus, count).context("no CPU to run on")?;
+            points.push(Point {
+                scenario,
+                workers: Some(count),
+                settings: Settings {
+                    server_cpus: pinning.server.clone(),
+                    load_cpus: pinning.load.clone(),
+                    workers: Some(count),
+                    ..settings.clone()
+                },
+                pinning: Some(pinning),
+            });
+        }
+    }
+    Ok(points)
 }
 
 /// How many figures, over all scenarios, are too noisy for a verdict.
@@ -212,81 +287,6 @@ fn write_sites(scenarios: &mut [Scenario], out: &Path) -> Result<()> {
     Ok(())
 }
 
-/// One clear line for each thing missing, before anything is built.
-fn preflight(args: &BenchArgs, scenarios: &[Scenario]) -> Result<()> {
-    // HTTP/3 scenarios run `cargo xtask h3load`, this program, instead.
-    if scenarios.iter().any(|s| s.load.protocol != Protocol::H3) && which("h2load").is_none() {
-        bail!("h2load is not on PATH: install it with `apt-get install nghttp2-client`");
-    }
-    if which("taskset").is_none() {
-        bail!("taskset is not on PATH: install it with `apt-get install util-linux`");
-    }
-    if let Some(peer) = args.vs
-        && which(peer.program()).is_none()
-    {
-        bail!(
-            "--vs {} needs {} on PATH: install it with `apt-get install {}`",
-            peer.short(),
-            peer.program(),
-            peer.package()
-        );
-    }
-    if let Some(proxy) = scenarios.iter().find(|s| s.origin.is_some())
-        && which("nginx").is_none()
-    {
-        bail!(
-            "{} needs nginx on PATH for its local origin: install it with `apt-get install nginx`",
-            proxy.name
-        );
-    }
-    if let Some(https) = scenarios
-        .iter()
-        .find(|s| s.origin.as_ref().is_some_and(|o| o.tls))
-        && which("openssl").is_none()
-    {
-        bail!(
-            "{} needs openssl on PATH for its https origin's certificate: install it with `apt-get install openssl`",
-            https.name
-        );
-    }
-    if let Some(probed) = scenarios
-        .iter()
-        .find(|s| s.load.tls || s.load.protocol == Protocol::H2)
-        && which("curl").is_none()
-    {
-        bail!(
-            "{} speaks TLS or HTTP/2 and its probe needs curl on PATH: install it with `apt-get install curl`",
-            probed.name
-        );
-    }
-    if let Some(tls) = scenarios.iter().find(|s| s.load.tls)
-        && let Some(peer) = args.vs
-        && which("openssl").is_none()
-    {
-        bail!(
-            "{} speaks TLS and {}'s certificate needs openssl on PATH: install it with `apt-get install openssl`",
-            tls.name,
-            peer.short()
-        );
-    }
-    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
-    ensure!(
-        cpus >= 2,
-        "bench needs 2 CPUs (server and h2load each pinned to its own) and this process may use {cpus}"
-    );
-    ensure!(
-        args.server_cpu != args.load_cpu,
-        "--server-cpu and --load-cpu must differ"
-    );
-    for cpu in [args.server_cpu, args.load_cpu] {
-        ensure!(
-            Path::new(&format!("/sys/devices/system/cpu/cpu{cpu}")).exists(),
-            "CPU {cpu} does not exist here: pick others with --server-cpu and --load-cpu"
-        );
-    }
-    Ok(())
-}
-
 fn builds(args: &BenchArgs, repo: &Path, layout: &Layout) -> Result<[Build; 2]> {
     let base = match (args.vs, &args.base_bin) {
         (Some(peer), _) => build::peer(peer)?,
@@ -311,9 +311,11 @@ fn builds(args: &BenchArgs, repo: &Path, layout: &Layout) -> Result<[Build; 2]> 
 }
 
 impl Session<'_> {
-    /// All runs of one scenario, interleaved base, head, base, head ... A build that cannot
-    /// run the scenario is asked once, not once per run.
-    fn run_scenario(&self, scenario: &Scenario) -> (ScenarioOutcomes, Vec<RunLoad>) {
+    /// All runs of one scenario (at one worker count), interleaved base, head, base, head ...
+    /// A build that cannot run the scenario is asked once, not once per run.
+    fn run_point(&self, point: &Point) -> (ScenarioOutcomes, Vec<RunLoad>) {
+        let scenario = &self.scenarios[point.scenario];
+        let label = point_label(scenario, point);
         let runs = self.args.runs;
         let mut outcomes: ScenarioOutcomes = [Vec::new(), Vec::new()];
         let mut loads = Vec::new();
@@ -323,20 +325,17 @@ impl Session<'_> {
                     continue;
                 }
                 let role = build.role.as_str();
-                eprintln!(
-                    "bench: {}: {role} {}: run {run} of {runs}",
-                    scenario.name, build.name
-                );
-                let dir = self
-                    .out
-                    .join("runs")
-                    .join(&scenario.name)
-                    .join(format!("{role}-{run}"));
+                eprintln!("bench: {label}: {role} {}: run {run} of {runs}", build.name);
+                let mut dir = self.out.join("runs").join(&scenario.name);
+                if let Some(workers) = point.workers {
+                    dir.push(format!("workers-{workers}"));
+                }
+                let dir = dir.join(format!("{role}-{run}"));
                 let before = load_average();
                 let outcome = if self.args.find_max {
-                    crate::find_max::search(build, scenario, &self.settings, &dir)
+                    crate::find_max::search(build, scenario, &point.settings, &dir)
                 } else {
-                    run::measure(build, scenario, &self.settings, &dir)
+                    run::measure(build, scenario, &point.settings, &dir)
                 };
                 let after = load_average();
                 eprintln!("bench:   {}", outcome.brief());
@@ -361,11 +360,48 @@ impl Session<'_> {
         }
     }
 
-    /// The load of a scenario in a few words, after the command-line overrides.
-    fn load_words(&self, scenario: &Scenario) -> String {
-        let settings = &self.settings;
+    /// The load of a scenario at a point in a few words, after the command-line overrides, and
+    /// with `--workers` where the server and the load generator run.
+    fn load_words(&self, scenario: &Scenario, point: &Point) -> String {
+        let settings = &point.settings;
         let plan = run::plan(scenario, settings, 0, settings.duration_secs, settings.rate);
-        load_words(scenario, &plan)
+        let words = load_words(scenario, &plan);
+        let Some(pinning) = &point.pinning else {
+            return words;
+        };
+        format!(
+            "{words}; server on {}, {} on {}{}{}",
+            scaling::cpus_words(&pinning.server),
+            plan.tool(),
+            scaling::cpus_words(&pinning.load),
+            match plan.threads {
+                1 => String::new(),
+                threads => format!(" with {threads} threads"),
+            },
+            if pinning.shared {
+                ": shared cores, a rough check only"
+            } else {
+                ""
+            }
+        )
+    }
+
+    /// Where the server and the load generator run, for the heading.
+    fn pinning_words(&self) -> String {
+        let args = self.args;
+        if args.workers.is_empty() {
+            return format!(
+                "server on CPU {}, h2load on CPU {}",
+                args.server_cpu, args.load_cpu
+            );
+        }
+        let counts: Vec<String> = worker_counts(args).iter().map(u32::to_string).collect();
+        format!(
+            "at {} workers: the server on the first N CPUs with N workers, the load generator on \
+             the rest (h2load with a thread per CPU; h3load has one), sharing the last CPU where \
+             none is left",
+            counts.join(", ")
+        )
     }
 
     fn markdown(&self, outcomes: &[ScenarioOutcomes], loads: &Loads) -> String {
@@ -373,7 +409,7 @@ impl Session<'_> {
         let [base, head] = &self.builds;
         let mut out = format!(
             "# Squall bench {} UTC\n\n`{}`\n\n- base: {}\n- head: {}\n- {} run{} per build, \
-             interleaved; {} s measured after {} s warm-up; {}; server on CPU {}, h2load on CPU {}\n\
+             interleaved; {} s measured after {} s warm-up; {}; {}\n\
              - load average (1, 5, 15 min): {} before the first run, {} after the last\n\n",
             self.stamp,
             command_line().join(" "),
@@ -384,27 +420,53 @@ impl Session<'_> {
             args.duration,
             args.warmup,
             self.mode(),
-            args.server_cpu,
-            args.load_cpu,
+            self.pinning_words(),
             loads.start,
             loads.end,
         );
-        for (scenario, [b, h]) in self.scenarios.iter().zip(outcomes) {
-            out.push_str(&report::scenario_markdown(&ScenarioReport {
-                name: &scenario.name,
-                description: &scenario.description,
-                load: self.load_words(scenario),
-                base_name: &base.short,
-                head_name: &head.short,
-                base: b,
-                head: h,
-            }));
+        for (index, scenario) in self.scenarios.iter().enumerate() {
+            let mine: Vec<(&Point, &ScenarioOutcomes)> = (self.points.iter().zip(outcomes))
+                .filter(|(point, _)| point.scenario == index)
+                .collect();
+            for (point, [b, h]) in &mine {
+                out.push_str(&report::scenario_markdown(&ScenarioReport {
+                    name: &point_label(scenario, point),
+                    description: &scenario.description,
+                    load: self.load_words(scenario, point),
+                    base_name: &base.short,
+                    head_name: &head.short,
+                    base: b,
+                    head: h,
+                }));
+            }
+            if !args.workers.is_empty() {
+                out.push_str(&self.scaling_table(scenario, &mine));
+            }
         }
         let noisy = noisy_figures(outcomes);
         if noisy > 0 {
             out.push_str(&format!("**{}.**\n", noisy_words(noisy)));
         }
         out
+    }
+
+    /// The scaling table of one scenario's points: base's curve, then head's.
+    fn scaling_table(&self, scenario: &Scenario, points: &[(&Point, &ScenarioOutcomes)]) -> String {
+        let curves: Vec<scaling::Curve> = (self.builds.iter().enumerate())
+            .map(|(side, build)| scaling::Curve {
+                build: format!("{} {}", build.role.as_str(), build.short),
+                points: (points.iter())
+                    .filter_map(|(point, outcomes)| {
+                        Some(scaling::Point {
+                            workers: point.workers?,
+                            pinning: point.pinning.as_ref()?,
+                            outcomes: &outcomes[side],
+                        })
+                    })
+                    .collect(),
+            })
+            .collect();
+        scaling::table(&scenario.name, &curves)
     }
 
     /// `results.json` (raw runs and summaries) and `results.md` (the tables).
@@ -421,17 +483,18 @@ impl Session<'_> {
             warmup_secs: self.args.warmup,
             server_cpu: self.args.server_cpu,
             load_cpu: self.args.load_cpu,
+            workers: worker_counts(self.args),
             load_average_start: &loads.start,
             load_average_end: &loads.end,
             noise_cv_max: stats::NOISE_CV_MAX,
             noisy_figures: noisy_figures(outcomes),
-            scenarios: self
-                .scenarios
-                .iter()
+            scenarios: (self.points.iter())
                 .zip(outcomes)
                 .zip(&loads.runs)
-                .map(|((s, [b, h]), runs)| ScenarioResults {
-                    name: &s.name,
+                .map(|((point, [b, h]), runs)| ScenarioResults {
+                    name: &self.scenarios[point.scenario].name,
+                    workers: point.workers,
+                    pinning: point.pinning.as_ref(),
                     summary: report::rows(b, h),
                     base_runs: b,
                     head_runs: h,
@@ -446,13 +509,15 @@ impl Session<'_> {
     }
 
     /// `--fail-above PCT`: exit 1 if any scenario's median CPU per request grew by more than
-    /// PCT.
+    /// PCT (at any worker count).
     fn fail_above(&self, outcomes: &[ScenarioOutcomes]) -> ExitCode {
         let Some(percent) = self.args.fail_above else {
             return ExitCode::SUCCESS;
         };
-        let names = self.scenarios.iter().map(|s| s.name.as_str());
-        let regressions = cpu_regressions(names.zip(outcomes), percent);
+        let names: Vec<String> = (self.points.iter())
+            .map(|point| point_label(&self.scenarios[point.scenario], point))
+            .collect();
+        let regressions = cpu_regressions(names.iter().map(String::as_str).zip(outcomes), percent);
         for line in &regressions {
             eprintln!("bench: {line}");
         }
@@ -461,6 +526,15 @@ impl Session<'_> {
         } else {
             ExitCode::FAILURE
         }
+    }
+}
+
+/// A point's name in the tables and progress lines: the scenario's, and its worker count.
+fn point_label(scenario: &Scenario, point: &Point) -> String {
+    match point.workers {
+        None => scenario.name.clone(),
+        Some(1) => format!("{}, 1 worker", scenario.name),
+        Some(n) => format!("{}, {n} workers", scenario.name),
     }
 }
 
@@ -550,6 +624,8 @@ mod tests {
             user_share: 50.0,
             machine_cpu_secs_per_100k: 2.0,
             softirq_secs_per_100k: 0.1,
+            tails: Err("not logged".into()),
+            client_cpu_pct: 50.0,
         }))
     }
 
@@ -562,8 +638,10 @@ mod tests {
             connections: None,
             streams: None,
             rate: None,
-            server_cpu: 1,
-            load_cpu: 0,
+            server_cpus: vec![1],
+            load_cpus: vec![0],
+            workers: None,
+            percentiles: true,
             clock_ticks: 100.0,
             h3load: None,
         };
@@ -642,5 +720,47 @@ mod tests {
                                             coefficient of variation over 10%): no verdict for it;"
         ));
         assert!(noisy_words(3).starts_with("3 figures are noisy"));
+    }
+
+    #[test]
+    fn points_are_each_scenario_at_each_worker_count() {
+        let settings = Settings {
+            duration_secs: 10,
+            warmup_secs: 1,
+            connections: None,
+            streams: None,
+            rate: None,
+            server_cpus: vec![1],
+            load_cpus: vec![0],
+            workers: None,
+            percentiles: true,
+            clock_ticks: 100.0,
+            h3load: None,
+        };
+        let once = points(2, &settings, &[], &[]).expect("no CPUs needed");
+        let once: Vec<_> = once.iter().map(|p| (p.scenario, p.workers)).collect();
+        assert_eq!(once, [(0, None), (1, None)]);
+        let scaled = points(2, &settings, &[1, 2], &[0, 1, 2]).expect("CPUs");
+        let summary: Vec<_> = (scaled.iter())
+            .map(|p| {
+                (
+                    p.scenario,
+                    p.workers,
+                    p.settings.server_cpus.clone(),
+                    p.settings.load_cpus.clone(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                (0, Some(1), vec![0], vec![1, 2]),
+                (0, Some(2), vec![0, 1], vec![2]),
+                (1, Some(1), vec![0], vec![1, 2]),
+                (1, Some(2), vec![0, 1], vec![2]),
+            ]
+        );
+        assert_eq!(scaled[1].settings.workers, Some(2));
+        assert!(points(1, &settings, &[1], &[]).is_err());
     }
 }

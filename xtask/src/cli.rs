@@ -104,11 +104,20 @@ pub struct BenchArgs {
     #[arg(long, value_name = "PATH")]
     pub head_bin: Option<PathBuf>,
     /// CPU the server is pinned to.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, conflicts_with = "workers")]
     pub server_cpu: usize,
     /// CPU h2load is pinned to.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, conflicts_with = "workers")]
     pub load_cpu: usize,
+    /// Run every scenario at each of these worker counts (`1,2,4`): the server on the first N
+    /// CPUs with N workers, the load generator on the rest, and a scaling table per scenario.
+    #[arg(long, value_name = "N,N,...", value_delimiter = ',', num_args = 1..,
+          value_parser = crate::scaling::parse_workers, conflicts_with = "find_max")]
+    pub workers: Vec<u32>,
+    /// No latency percentiles: the load generator logs no line per request (h2load's log costs
+    /// it about 1 µs of CPU per request, so a client-bound run sends up to ~10% fewer).
+    #[arg(long)]
+    pub no_percentiles: bool,
     /// List the scenarios (those of --scenario, if given) and exit.
     #[arg(long)]
     pub list: bool,
@@ -178,7 +187,10 @@ mod tests {
             "5",
             "--rate",
             "1000",
+            "--no-percentiles",
         ]);
+        assert!(args.no_percentiles);
+        assert!(!bench(&["bench"]).no_percentiles);
         assert_eq!(args.scenarios, ["h1-small", "h1-close"]);
         assert_eq!(args.connections, Some(8));
         assert_eq!(args.streams, Some(4));
@@ -254,6 +266,7 @@ mod tests {
             rate: Some(4_000.0),
             connect_rate: None,
             protocol: crate::scenario::Protocol::H3,
+            threads: 1,
         };
         let mut line = vec!["h3load".to_string()];
         line.extend(plan.args());
@@ -276,6 +289,14 @@ mod tests {
             (args.connections, args.streams, args.requests),
             (1, 1, Some(100))
         );
+        assert_eq!(args.log_file, None);
+        let Command::H3load(args) = parse(&["h3load", "--log-file=/tmp/h3.log", "https://h/"])
+            .unwrap()
+            .command
+        else {
+            panic!("not parsed as h3load");
+        };
+        assert_eq!(args.log_file, Some(PathBuf::from("/tmp/h3.log")));
         assert!(parse(&["h3load", "-D", "5", "-n", "5", "https://h/"]).is_err());
         assert!(parse(&["h3load", "-c", "0", "https://h/"]).is_err());
         assert!(parse(&["h3load"]).is_err());
@@ -286,5 +307,19 @@ mod tests {
         assert!(parse(&["bench", "--vs", "nginx", "--base", "main"]).is_err());
         assert!(parse(&["bench", "--rate", "10", "--find-max"]).is_err());
         assert!(parse(&["bench", "--runs", "0"]).is_err());
+        assert!(parse(&["bench", "--workers", "1,2", "--find-max"]).is_err());
+        assert!(parse(&["bench", "--workers", "2", "--server-cpu", "3"]).is_err());
+        assert!(parse(&["bench", "--workers", "0"]).is_err());
+    }
+
+    #[test]
+    fn workers_are_a_list() {
+        assert_eq!(bench(&["bench", "--workers", "1,2,4"]).workers, [1, 2, 4]);
+        assert_eq!(bench(&["bench", "--workers", "8"]).workers, [8]);
+        assert!(bench(&["bench"]).workers.is_empty());
+        assert_eq!(
+            bench(&["bench", "--workers", "2", "--vs", "nginx"]).vs,
+            Some(Peer::Nginx)
+        );
     }
 }

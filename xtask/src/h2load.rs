@@ -83,6 +83,8 @@ pub struct Plan {
     /// and ALPN `h2` for `https://`; or HTTP/3, which `cargo xtask h3load` speaks with the
     /// same arguments (h2load 1.52 has none).
     pub protocol: Protocol,
+    /// h2load's threads (`-t`, given only above 1); h3load has one and takes no `-t`.
+    pub threads: u32,
 }
 
 impl Plan {
@@ -103,6 +105,9 @@ impl Plan {
         };
         args.extend(["-c".into(), self.connections.to_string()]);
         args.extend(["-m".into(), self.streams.to_string()]);
+        if self.threads > 1 && self.protocol != Protocol::H3 {
+            args.extend(["-t".into(), self.threads.to_string()]);
+        }
         match self.stop {
             Stop::Duration(secs) => args.extend(["-D".into(), secs.to_string()]),
             Stop::Count(requests) => args.extend(["-n".into(), requests.to_string()]),
@@ -440,11 +445,24 @@ mod tests {
             rate: None,
             connect_rate: None,
             protocol: Protocol::H1,
+            threads: 1,
         };
         assert_eq!(
             plan.args().join(" "),
             "--h1 -c 64 -m 16 -D 10 http://127.0.0.1:1/"
         );
+        plan.threads = 3;
+        assert_eq!(
+            plan.args().join(" "),
+            "--h1 -c 64 -m 16 -t 3 -D 10 http://127.0.0.1:1/"
+        );
+        // h3load has one thread and no -t.
+        let h3 = Plan {
+            protocol: Protocol::H3,
+            ..plan.clone()
+        };
+        assert!(!h3.args().contains(&"-t".to_string()));
+        plan.threads = 1;
         plan.stop = Stop::Count(5_000);
         plan.rate = Some(6_400.0);
         plan.headers = vec!["Connection: close".into()];
@@ -482,6 +500,7 @@ mod tests {
             rate: None,
             connect_rate: None,
             protocol: Protocol::H2,
+            threads: 1,
         };
         assert_eq!(
             plan.args().join(" "),
@@ -500,6 +519,7 @@ mod tests {
             rate: Some(2_000.0),
             connect_rate: None,
             protocol: Protocol::H3,
+            threads: 1,
         };
         assert_eq!(plan.tool(), "h3load");
         assert_eq!(
@@ -527,6 +547,7 @@ mod tests {
             rate: None,
             connect_rate: Some(ConnectRate::per_sec(1_000.0)),
             protocol: Protocol::H1,
+            threads: 1,
         };
         assert_eq!(
             plan.args().join(" "),

@@ -12,21 +12,28 @@
 //!
 //! The report is h2load's (`tally.rs`): the same lines, so the bench reads both alike. ALPN is
 //! `h3` only, so an established connection speaks HTTP/3 (the report's "Application protocol"),
-//! and the statuses are counted by class (2xx and 3xx succeed).
+//! and the statuses are counted by class (2xx and 3xx succeed). `--log-file` writes a line per
+//! request as h2load's does (`log.rs`), from which the bench takes the latency percentiles.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::fs::File;
+use std::io::BufWriter;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result, bail, ensure};
 use bytes::{Buf, Bytes};
 use clap::Args;
 use tokio::time::{Instant, sleep_until, timeout, timeout_at};
 
+mod log;
 mod tally;
 mod tls;
+
+use log::RequestLog;
 
 use tally::{Mode, Summary, Tally};
 
@@ -61,6 +68,10 @@ pub struct H3loadArgs {
     /// An extra request header, "Name: value"; repeat for more.
     #[arg(short = 'H', long = "header", value_name = "HEADER")]
     pub headers: Vec<String>,
+    /// Write a line per request, as h2load's --log-file does: its start in microseconds since
+    /// the epoch, its status (-1 when it failed), the microseconds it took.
+    #[arg(long = "log-file", value_name = "PATH")]
+    pub log_file: Option<PathBuf>,
     /// `https://HOST:PORT/PATH`: UDP to that address, SNI `localhost` when HOST is an address.
     pub url: String,
 }
@@ -80,6 +91,8 @@ struct Job {
     /// Requests still to send (count-based runs; `u64::MAX` when timed).
     budget: Cell<u64>,
     start: Instant,
+    /// `--log-file`
+    log: Option<RefCell<RequestLog<BufWriter<File>>>>,
 }
 
 impl Job {
@@ -93,6 +106,13 @@ impl Job {
         self.budget.set(left - 1);
         true
     }
+
+    /// Logs one request, with `--log-file`.
+    fn log(&self, start: SystemTime, status: Option<u16>, took: Duration) {
+        if let Some(log) = &self.log {
+            log.borrow_mut().record(start, status, took);
+        }
+    }
 }
 
 /// Runs the load and prints h2load's report on stdout; errors (a bad URL) end it early.
@@ -105,6 +125,10 @@ pub fn main(args: &H3loadArgs) -> Result<ExitCode> {
     let mode = match (args.duration, args.requests) {
         (Some(secs), _) => Mode::Timed(secs),
         (None, count) => Mode::Counted(count.unwrap_or(1)),
+    };
+    let log = match &args.log_file {
+        Some(path) => Some(RefCell::new(RequestLog::create(path)?)),
+        None => None,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -130,12 +154,17 @@ pub fn main(args: &H3loadArgs) -> Result<ExitCode> {
                 Mode::Counted(count) => count,
             }),
             start,
+            log,
         });
         println!(
             "starting benchmark... (HTTP/3 to {}, {} connection(s) × {} stream(s))",
             job.addr, args.connections, job.streams
         );
-        run(job, args.connections, mode).await
+        let summary = run(job.clone(), args.connections, mode).await?;
+        if let Some(log) = &job.log {
+            log.borrow_mut().flush()?;
+        }
+        Ok::<_, anyhow::Error>(summary)
     })?;
     print!("{}", summary.text());
     let t = &summary.tally;
@@ -299,6 +328,7 @@ async fn worker(shared: Rc<Stream>, mut send: Sender) -> Tally {
         *request.headers_mut() = job.headers.clone();
         tally.started += 1;
         let sent = Instant::now();
+        let sent_at = SystemTime::now();
         let exchange = exchange(&mut send, request);
         let outcome = match job.deadline {
             Some(end) => match timeout_at(end, exchange).await {
@@ -314,12 +344,14 @@ async fn worker(shared: Rc<Stream>, mut send: Sender) -> Tally {
         }
         match outcome {
             Ok((status, bytes, head)) => {
+                job.log(sent_at, Some(status), sent.elapsed());
                 tally.response(status, bytes, sent.elapsed());
                 if shared.first_byte.get().is_none() {
                     shared.first_byte.set(Some(head - shared.began));
                 }
             }
             Err(err) => {
+                job.log(sent_at, None, sent.elapsed());
                 tally.error(|| format!("a request: {err}"));
                 if shared.conn.close_reason().is_some() {
                     break;
@@ -444,6 +476,7 @@ mod tests {
             deadline,
             budget: Cell::new(budget),
             start: Instant::now(),
+            log: None,
         };
         let counted = job(2, None);
         assert!(counted.may_start() && counted.may_start());

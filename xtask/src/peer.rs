@@ -24,6 +24,11 @@ pub struct Layout<'a> {
     pub protocol: Protocol,
     /// Whether xtask runs as root: h2o then needs `user: root`, or it drops to `nobody`.
     pub root: bool,
+    /// `--workers`: nginx's `worker_processes` (each pinned to one of `server_cpus`, as Squall
+    /// pins its workers) and h2o's `num-threads`; one worker in one process when `None`.
+    pub workers: Option<u32>,
+    /// The CPUs the server is pinned to.
+    pub server_cpus: &'a [usize],
 }
 
 /// What to start for a peer: its arguments, the files to write before (config, bodies), and

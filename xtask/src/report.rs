@@ -18,7 +18,11 @@ pub enum Figure {
     UserShare,
     MachineCpuPer100k,
     SoftirqPer100k,
+    ClientCpuShare,
     LatencyMean,
+    LatencyP50,
+    LatencyP99,
+    LatencyP999,
     LatencySd,
     LatencyMax,
     ConnectMean,
@@ -37,7 +41,11 @@ impl Figure {
             Figure::UserShare => "user share (% of server CPU)",
             Figure::MachineCpuPer100k => "machine CPU s per 100k requests (every core)",
             Figure::SoftirqPer100k => "softirq s per 100k requests (every core)",
+            Figure::ClientCpuShare => "load generator CPU (% of its cores)",
             Figure::LatencyMean => "latency mean (ms)",
+            Figure::LatencyP50 => "latency p50 (ms)",
+            Figure::LatencyP99 => "latency p99 (ms)",
+            Figure::LatencyP999 => "latency p99.9 (ms)",
             Figure::LatencySd => "latency sd (ms)",
             Figure::LatencyMax => "latency max (ms)",
             Figure::ConnectMean => "time for connect mean (ms)",
@@ -58,12 +66,20 @@ impl Figure {
             | Figure::MachineCpuPer100k
             | Figure::SoftirqPer100k
             | Figure::LatencyMean
+            | Figure::LatencyP50
+            | Figure::LatencyP99
+            | Figure::LatencyP999
             | Figure::LatencySd
             | Figure::LatencyMax
             | Figure::ConnectMean
             | Figure::FirstByteMean => Some(Better::Lower),
-            // A share moves either way when the total shrinks: CPU per request judges.
-            Figure::Succeeded | Figure::Failed | Figure::Errored | Figure::UserShare => None,
+            // A share moves either way when the total shrinks: CPU per request judges. The
+            // client's share says whether it was the limit, not which build is better.
+            Figure::Succeeded
+            | Figure::Failed
+            | Figure::Errored
+            | Figure::UserShare
+            | Figure::ClientCpuShare => None,
         }
     }
 
@@ -71,6 +87,9 @@ impl Figure {
         match self {
             Figure::CpuPer100k | Figure::MachineCpuPer100k | Figure::SoftirqPer100k => 3,
             Figure::LatencyMean
+            | Figure::LatencyP50
+            | Figure::LatencyP99
+            | Figure::LatencyP999
             | Figure::LatencySd
             | Figure::LatencyMax
             | Figure::ConnectMean
@@ -124,7 +143,8 @@ pub fn rows(base: &[Outcome], head: &[Outcome]) -> Vec<Row> {
         .collect()
 }
 
-fn summarize(outcomes: &[Outcome], figure: Figure) -> Option<Summary> {
+/// One build's summary of one figure over its runs; `None` if no run measured it.
+pub fn summarize(outcomes: &[Outcome], figure: Figure) -> Option<Summary> {
     let samples: Vec<f64> = outcomes
         .iter()
         .flat_map(Outcome::figures)
@@ -220,6 +240,13 @@ fn notes(outcomes: &[Outcome]) -> Vec<String> {
             Outcome::MaxRate(max) if max.max_rate.is_none() => {
                 format!("run {}: no rate met the bounds", run + 1)
             }
+            Outcome::Measured(m) => match &m.tails {
+                Ok(tails) => match tails.missing() {
+                    Some(why) => format!("latency percentiles: {why} in some runs"),
+                    None => continue,
+                },
+                Err(why) => format!("no latency percentiles: {why}"),
+            },
             _ => continue,
         };
         if !notes.contains(&note) {
@@ -327,6 +354,14 @@ mod tests {
             machine_cpu_secs_per_100k: 2.0,
             softirq_secs_per_100k: 0.1,
             user_share: 50.0,
+            tails: Ok(crate::latency::Tails {
+                timed: 1_000,
+                failed: 0,
+                p50_ms: Some(mean_ms),
+                p99_ms: Some(mean_ms * 3.0),
+                p999_ms: Some(mean_ms * 5.0),
+            }),
+            client_cpu_pct: 97.0,
         }))
     }
 
@@ -373,7 +408,65 @@ mod tests {
             text.contains("| succeeded | 1,000 | 1,000 | 1.00× | — |"),
             "{text}"
         );
-        assert!(!text.contains("not supported"));
+        assert!(
+            text.contains("| latency p99 (ms) | 3.30 (3.00–3.60) | 3.00 | 0.91× | within noise |"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "| latency p99.9 (ms) | 5.50 (5.00–6.00) | 5.00 | 0.91× | within noise |"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("| load generator CPU (% of its cores) | 97 | 97 | 1.00× | — |"),
+            "{text}"
+        );
+        // Table order: the mean, then the percentiles, then the spread.
+        let at = |label: &str| text.find(label).expect(label);
+        assert!(at("latency mean") < at("latency p50") && at("latency p99.9") < at("latency sd"));
+        assert!(!text.contains("not supported") && !text.contains("percentiles"));
+    }
+
+    #[test]
+    fn missing_percentiles_are_said_not_zeroed() {
+        let few = |timed: u64| {
+            let mut outcome = measured(1_000.0, 1.0, 1.0);
+            if let Outcome::Measured(m) = &mut outcome {
+                let mut histogram = crate::latency::Histogram::default();
+                (0..timed).for_each(|_| histogram.record(500));
+                m.tails = Ok(crate::latency::Tails::of(&histogram, 0));
+            }
+            outcome
+        };
+        let mut unlogged = measured(1_000.0, 1.0, 1.0);
+        if let Outcome::Measured(m) = &mut unlogged {
+            m.tails = Err("opening h2load.log: No such file or directory".into());
+        }
+        let base = [few(500), few(500)];
+        let head = [unlogged];
+        let text = scenario_markdown(&ScenarioReport {
+            name: "s",
+            description: "d",
+            load: "l".into(),
+            base_name: "nginx",
+            head_name: "working tree",
+            base: &base,
+            head: &head,
+        });
+        assert!(
+            text.contains("| latency p99 (ms) | 0.50 | n/a | — | — |"),
+            "{text}"
+        );
+        assert!(!text.contains("latency p99.9"), "{text}");
+        assert!(
+            text.contains(
+                "\n- base: latency percentiles: no p99.9 (fewer than 1,000 timed requests) in \
+                 some runs\n- head: no latency percentiles: opening h2load.log: No such \
+                 file or directory\n"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

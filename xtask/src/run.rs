@@ -2,26 +2,30 @@
 //! h2load run with the server's CPU time read before and after it.
 //!
 //! Every file of the run (server config, server log, h2load's raw report) is kept in its own
-//! folder under the output folder, so a surprising number can be traced back to its run.
+//! folder under the output folder, so a surprising number can be traced back to its run; the
+//! measured run's request log is read into latency percentiles and removed (`generator.rs`).
 
-use std::fs::{self, File};
+use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use serde::Serialize;
 
-use crate::build::{Build, Target};
+use crate::build::Build;
 use crate::h2load::{self, ConnectRate, Plan, Stop};
+use crate::latency::Tails;
 use crate::report::Figure;
-use crate::scenario::{Load, Protocol, Scenario};
-use crate::server::{Server, Spec, StartError};
-use crate::util::{free_port, last_line, wait_bounded};
+use crate::scenario::{Protocol, Scenario};
+use crate::server::{Server, StartError};
+use crate::util::free_port;
 
-/// How long `squall check` may take; it only parses a file, but an old build might not know
-/// `check` and start serving instead.
-const CHECK_TIMEOUT: Duration = Duration::from_secs(60);
+mod cpu;
+mod generator;
+mod spec;
+
+use cpu::{MachineTicks, user_secs};
+pub use generator::run_h2load;
+use generator::{check_protocol, report_name};
 
 /// What every run of one bench shares.
 #[derive(Debug, Clone)]
@@ -32,8 +36,16 @@ pub struct Settings {
     pub streams: Option<u32>,
     /// Open-loop total rate (`--rate`).
     pub rate: Option<f64>,
-    pub server_cpu: usize,
-    pub load_cpu: usize,
+    /// The CPUs the server is pinned to (`taskset`), and the load generator (h2load with a
+    /// thread per CPU, up to one per connection; h3load has one thread).
+    pub server_cpus: Vec<usize>,
+    pub load_cpus: Vec<usize>,
+    /// `--workers`: the server's worker count for these runs (Squall's `workers`, nginx's
+    /// `worker_processes`, h2o's `num-threads`); the scenario's own when `None`.
+    pub workers: Option<u32>,
+    /// Whether the load generator logs every request for the latency percentiles (not with
+    /// `--no-percentiles`).
+    pub percentiles: bool,
     pub clock_ticks: f64,
     /// The xtask binary whose `h3load` runs HTTP/3 loads (an optimized one, see
     /// `build::h3load`); this program itself when `None`.
@@ -86,6 +98,11 @@ pub struct Measured {
     pub machine_cpu_secs_per_100k: f64,
     /// Of that, the softirq seconds (network receive and transmit processing) per 100k.
     pub softirq_secs_per_100k: f64,
+    /// Latency percentiles from the load generator's request log, or why there are none.
+    pub tails: Result<Tails, String>,
+    /// The load generator's CPU use, in percent of the cores its threads could use: near 100,
+    /// the client is the limit and requests/s measure it rather than the server.
+    pub client_cpu_pct: f64,
 }
 
 impl Outcome {
@@ -102,10 +119,16 @@ impl Outcome {
     pub fn brief(&self) -> String {
         match self {
             Outcome::Measured(m) => format!(
-                "{:.0} req/s, {:.3} CPU s per 100k requests, mean latency {:.2} ms",
+                "{:.0} req/s, {:.3} CPU s per 100k requests, mean latency {:.2} ms, p99 {}, \
+                 load generator at {:.0}% of its cores",
                 m.h2load.req_per_sec,
                 m.cpu_secs_per_100k,
-                m.h2load.request.mean_us / 1e3
+                m.h2load.request.mean_us / 1e3,
+                match m.tails.as_ref().map(|t| t.p99_ms) {
+                    Ok(Some(p99)) => format!("{p99:.2} ms"),
+                    _ => "n/a".into(),
+                },
+                m.client_cpu_pct
             ),
             Outcome::MaxRate(max) => match max.max_rate {
                 Some(rate) => format!("max rate {rate:.0} req/s"),
@@ -120,12 +143,13 @@ impl Outcome {
 impl Measured {
     fn figures(&self) -> Vec<(Figure, f64)> {
         let r = &self.h2load;
-        vec![
+        let mut figures = vec![
             (Figure::ReqPerSec, r.req_per_sec),
             (Figure::CpuPer100k, self.cpu_secs_per_100k),
             (Figure::UserShare, self.user_share),
             (Figure::MachineCpuPer100k, self.machine_cpu_secs_per_100k),
             (Figure::SoftirqPer100k, self.softirq_secs_per_100k),
+            (Figure::ClientCpuShare, self.client_cpu_pct),
             (Figure::LatencyMean, r.request.mean_us / 1e3),
             (Figure::LatencySd, r.request.sd_us / 1e3),
             (Figure::LatencyMax, r.request.max_us / 1e3),
@@ -134,7 +158,18 @@ impl Measured {
             (Figure::Succeeded, r.succeeded as f64),
             (Figure::Failed, r.http_failures() as f64),
             (Figure::Errored, r.errored as f64),
-        ]
+        ];
+        // A percentile a run could not give is left out, never a zero (`report::notes` says
+        // why).
+        if let Ok(tails) = &self.tails {
+            let percentiles = [
+                (Figure::LatencyP50, tails.p50_ms),
+                (Figure::LatencyP99, tails.p99_ms),
+                (Figure::LatencyP999, tails.p999_ms),
+            ];
+            figures.extend(percentiles.into_iter().filter_map(|(f, v)| Some((f, v?))));
+        }
+        figures
     }
 }
 
@@ -169,6 +204,7 @@ pub fn plan(
             rate: None,
             connect_rate: Some(pace),
             protocol: load.protocol,
+            threads: load_threads(settings, load.protocol, count),
         };
     }
     let (streams, stop) = if load.close {
@@ -193,6 +229,19 @@ pub fn plan(
         rate,
         connect_rate: None,
         protocol: load.protocol,
+        threads: load_threads(settings, load.protocol, connections),
+    }
+}
+
+/// The load generator's threads: h2load's `-t`, one per load CPU and at most one per client
+/// (h2load refuses fewer clients than threads); h3load runs one.
+fn load_threads(settings: &Settings, protocol: Protocol, clients: u32) -> u32 {
+    match protocol {
+        Protocol::H3 => 1,
+        Protocol::H1 | Protocol::H2 => {
+            let cpus = u32::try_from(settings.load_cpus.len()).unwrap_or(u32::MAX);
+            cpus.clamp(1, clients.max(1))
+        }
     }
 }
 
@@ -221,7 +270,7 @@ pub fn start(
         .map_err(|reason| unsupported(reason.clone()))?;
     fs::create_dir_all(dir).map_err(|err| failed(err.into()))?;
     let port = free_port().map_err(failed)?;
-    let spec = server_spec(target, scenario, settings, dir, port)?;
+    let spec = spec::server_spec(target, scenario, settings, dir, port)?;
     let server = Server::start(&spec)?;
     let load = &scenario.load;
     let path = &load.path;
@@ -300,12 +349,13 @@ fn measure_started(
         settings.rate,
     );
     let name = report_name("", &measured);
-    let report = run_h2load(&measured, settings, &dir.join(name));
+    let generated = generator::run_logged(&measured, settings, &dir.join(name));
     // Read the CPU time while the process still exists, before judging the report.
     let after = server.cpu_secs(settings.clock_ticks);
     let user_after = user_secs(server, settings.clock_ticks);
     let machine = MachineTicks::read()?.since(machine_before);
-    let report = report?;
+    let generated = generated?;
+    let report = generated.report;
     if !server.running() {
         bail!("the server exited during the run: {}", server.log_tail());
     }
@@ -335,257 +385,9 @@ fn measure_started(
         cpu_secs,
         responses,
         h2load: report,
+        tails: generated.tails,
+        client_cpu_pct: generated.cpu_pct,
     })
-}
-
-/// The user-space CPU seconds (utime) of the server and its descendants so far: read next to
-/// [`Server::cpu_secs`] (utime + stime) for the user/kernel split of a run.
-fn user_secs(server: &Server, clock_ticks: f64) -> Result<f64> {
-    let pid = server.pid();
-    let mut ticks = 0;
-    for pid in std::iter::once(pid).chain(crate::server::descendants(pid)) {
-        let path = format!("/proc/{pid}/stat");
-        match fs::read_to_string(&path) {
-            Ok(stat) => ticks += utime_ticks(&stat).with_context(|| format!("parsing {path}"))?,
-            Err(err) if pid == server.pid() => {
-                return Err(err).with_context(|| format!("reading {path}"));
-            }
-            // A child may end between listing and reading.
-            Err(_) => {}
-        }
-    }
-    Ok(ticks as f64 / clock_ticks)
-}
-
-/// The machine's CPU time so far, from the `cpu` line of `/proc/stat` (every core), in
-/// clock ticks: what was busy (user, nice, system, irq, softirq, steal; guest time is inside
-/// user already) and, of that, softirq.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct MachineTicks {
-    busy: u64,
-    softirq: u64,
-}
-
-impl MachineTicks {
-    fn read() -> Result<MachineTicks> {
-        let stat = fs::read_to_string("/proc/stat").context("reading /proc/stat")?;
-        MachineTicks::parse(&stat).context("parsing the cpu line of /proc/stat")
-    }
-
-    fn parse(stat: &str) -> Option<MachineTicks> {
-        let line = stat.lines().find(|l| l.starts_with("cpu "))?;
-        let fields: Vec<u64> = line
-            .split_whitespace()
-            .skip(1)
-            .map(|f| f.parse().ok())
-            .collect::<Option<_>>()?;
-        // user nice system idle iowait irq softirq steal ...
-        let at = |i: usize| fields.get(i).copied().unwrap_or(0);
-        (fields.len() >= 7).then(|| MachineTicks {
-            busy: at(0) + at(1) + at(2) + at(5) + at(6) + at(7),
-            softirq: at(6),
-        })
-    }
-
-    /// What was spent since `earlier`.
-    fn since(self, earlier: MachineTicks) -> MachineTicks {
-        MachineTicks {
-            busy: self.busy.saturating_sub(earlier.busy),
-            softirq: self.softirq.saturating_sub(earlier.softirq),
-        }
-    }
-}
-
-/// utime, field 14 of `/proc/PID/stat`, counted after the parenthesised command name.
-fn utime_ticks(stat: &str) -> Option<u64> {
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    after_name.split_whitespace().nth(11)?.parse().ok()
-}
-
-/// Fails a run in which h2load spoke another protocol than the scenario's, as h2load over TLS
-/// does when a server offers only `http/1.1` by ALPN. h3load always says what it spoke (ALPN
-/// `h3` is all it offers); a report without it had no connection established.
-fn check_protocol(report: &h2load::Report, load: &Load) -> Result<()> {
-    let tool = match load.protocol {
-        Protocol::H3 => "h3load",
-        Protocol::H1 | Protocol::H2 => "h2load",
-    };
-    match &report.application_protocol {
-        Some(spoken) if !load.application_protocols().contains(&spoken.as_str()) => bail!(
-            "{tool} spoke {spoken}, not {}",
-            load.application_protocols().join(" or ")
-        ),
-        None if load.protocol == Protocol::H3 => {
-            bail!("h3load established no HTTP/3 connection")
-        }
-        _ => Ok(()),
-    }
-}
-
-/// Runs the plan's load generator (h2load, or h3load for HTTP/3) pinned to the load CPU, its
-/// report saved to `output`, and parses the report.
-pub fn run_h2load(plan: &Plan, settings: &Settings, output: &Path) -> Result<h2load::Report> {
-    let cpu = settings.load_cpu;
-    let tool = plan.tool();
-    let file = File::create(output).with_context(|| format!("creating {}", output.display()))?;
-    let errors = output.with_extension("stderr.txt");
-    let mut command = Command::new("taskset");
-    command.arg("-c").arg(cpu.to_string());
-    match plan.protocol {
-        // This very program, whose `h3load` subcommand is the HTTP/3 load generator.
-        Protocol::H3 => {
-            let xtask = match &settings.h3load {
-                Some(bin) => bin.clone(),
-                None => std::env::current_exe().context("finding the xtask binary")?,
-            };
-            command.arg(xtask).arg("h3load")
-        }
-        Protocol::H1 | Protocol::H2 => command.arg("h2load"),
-    };
-    let mut child = command
-        .args(plan.args())
-        .stdin(Stdio::null())
-        .stdout(file)
-        .stderr(File::create(&errors)?)
-        .spawn()
-        .with_context(|| format!("starting {tool}"))?;
-    let limit = plan.deadline_secs(count_secs_max(plan));
-    let status = wait_bounded(&mut child, Duration::from_secs(limit))?;
-    let text = fs::read_to_string(output)?;
-    match status {
-        None => bail!("{tool} did not finish within {limit}s and was killed"),
-        Some(status) if !status.success() => {
-            let stderr = fs::read_to_string(&errors).unwrap_or_default();
-            bail!("{tool} failed ({status}): {}", last_line(&stderr))
-        }
-        Some(_) => h2load::parse(&text).with_context(|| format!("reading {}", output.display())),
-    }
-}
-
-/// The file a run's report goes to: `h2load.txt`, or `h3load.txt` for HTTP/3 (with a prefix
-/// for the warm-up, `warmup.h3load.txt`).
-fn report_name(prefix: &str, plan: &Plan) -> String {
-    format!("{prefix}{}.txt", plan.tool())
-}
-
-/// A ceiling for count-based runs: the count at a slow 500 requests/s (paced runs get at least
-/// their pace's time, see `Plan::deadline_secs`).
-fn count_secs_max(plan: &Plan) -> u64 {
-    match plan.stop {
-        Stop::Count(count) => count / 500 + 10,
-        Stop::Duration(_) => 0,
-    }
-}
-
-/// What to start for `target`: writes the config into `dir` and, for Squall, validates it with
-/// `squall check` first, so that a build lacking a feature says so in its own words.
-fn server_spec(
-    target: &Target,
-    scenario: &Scenario,
-    settings: &Settings,
-    dir: &Path,
-    port: u16,
-) -> Result<Spec, StartError> {
-    let addr = ([127, 0, 0, 1], port).into();
-    let log = dir.join("server.log");
-    match target {
-        Target::Squall(bin) => {
-            let config = dir.join("squall.toml");
-            fs::write(&config, scenario.squall_config(port)?).context("writing squall.toml")?;
-            squall_check(bin, &config)?;
-            let args = vec!["--config".into(), config.to_string_lossy().into_owned()];
-            Ok(Spec {
-                program: bin.clone(),
-                args,
-                cpu: settings.server_cpu,
-                log,
-                addr,
-            })
-        }
-        Target::Peer(peer, bin) => {
-            let layout = crate::peer::Layout {
-                dir,
-                port,
-                protocol: scenario.load.protocol,
-                root: running_as_root(),
-            };
-            let launch = crate::peer::launch(*peer, &scenario.squall_table(port), &layout)
-                .map_err(StartError::Unsupported)?;
-            if let Some(certificate) = &launch.self_signed {
-                self_signed_certificate(certificate)?;
-            }
-            for (path, contents) in &launch.files {
-                fs::write(path, contents).with_context(|| format!("writing {}", path.display()))?;
-            }
-            Ok(Spec {
-                program: bin.clone(),
-                args: launch.args,
-                cpu: settings.server_cpu,
-                log,
-                addr,
-            })
-        }
-    }
-}
-
-/// Whether this process runs as root (`Uid:` in `/proc/self/status`, real uid first), which
-/// h2o needs to be told.
-fn running_as_root() -> bool {
-    fs::read_to_string("/proc/self/status").is_ok_and(|status| {
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix("Uid:"))
-            .and_then(|ids| ids.split_whitespace().next())
-            == Some("0")
-    })
-}
-
-/// Generates the certificate and key a peer serves, as Squall's `self_signed = true` does in
-/// memory: ECDSA P-256, signed with SHA-256.
-fn self_signed_certificate(certificate: &crate::peer::SelfSigned) -> Result<()> {
-    let log_path = certificate.cert.with_file_name("openssl.txt");
-    let log = File::create(&log_path).context("creating openssl.txt")?;
-    let mut child = Command::new("openssl")
-        .args(certificate.openssl_args())
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().context("duplicating openssl.txt")?)
-        .stderr(log)
-        .spawn()
-        .context("running openssl req")?;
-    match wait_bounded(&mut child, CHECK_TIMEOUT)? {
-        Some(status) if status.success() => Ok(()),
-        Some(status) => {
-            let text = fs::read_to_string(&log_path).unwrap_or_default();
-            bail!("openssl req failed ({status}): {}", last_line(&text))
-        }
-        None => bail!("openssl req did not finish"),
-    }
-}
-
-fn squall_check(bin: &Path, config: &Path) -> Result<(), StartError> {
-    let output_path = config.with_file_name("check.txt");
-    let output = File::create(&output_path).context("creating check.txt")?;
-    let mut child = Command::new(bin)
-        .arg("check")
-        .arg("--config")
-        .arg(config)
-        .stdin(Stdio::null())
-        .stdout(output.try_clone().context("duplicating check.txt")?)
-        .stderr(output)
-        .spawn()
-        .with_context(|| format!("running {} check", bin.display()))?;
-    let status = wait_bounded(&mut child, CHECK_TIMEOUT)?;
-    let text = fs::read_to_string(&output_path).unwrap_or_default();
-    match status {
-        Some(status) if status.success() => Ok(()),
-        Some(status) => Err(StartError::Unsupported(format!(
-            "`squall check` rejected the config ({status}): {}",
-            text.lines().next().unwrap_or("no output")
-        ))),
-        None => Err(StartError::Unsupported(
-            "`squall check` did not finish".into(),
-        )),
-    }
 }
 
 #[cfg(test)]
@@ -607,46 +409,13 @@ mod tests {
             connections: None,
             streams: None,
             rate: None,
-            server_cpu: 1,
-            load_cpu: 0,
+            server_cpus: vec![1],
+            load_cpus: vec![0],
+            workers: None,
+            percentiles: true,
             clock_ticks: 100.0,
             h3load: None,
         }
-    }
-
-    #[test]
-    fn machine_ticks_from_proc_stat() {
-        let stat = "cpu  100 5 50 9000 7 3 40 2 0 0\ncpu0 50 2 25 4500 3 1 20 1 0 0\nintr 1 2\n";
-        let ticks = MachineTicks::parse(stat).unwrap();
-        assert_eq!(
-            ticks,
-            MachineTicks {
-                busy: 200,
-                softirq: 40
-            }
-        );
-        let later = MachineTicks {
-            busy: 260,
-            softirq: 55,
-        };
-        assert_eq!(
-            later.since(ticks),
-            MachineTicks {
-                busy: 60,
-                softirq: 15
-            }
-        );
-        assert_eq!(MachineTicks::parse("cpu0 1 2 3\n"), None);
-        assert_eq!(MachineTicks::parse("cpu  1 2 x 4 5 6 7\n"), None);
-    }
-
-    #[test]
-    fn utime_from_proc_stat() {
-        let stat = "5539 (nginx: worker) S 1 5539 5539 0 -1 4194624 530 0 0 0 1234 567 0 0 20 0 \
-                    1 0 12345 0 0 18446744073709551615";
-        assert_eq!(utime_ticks(stat), Some(1234));
-        assert_eq!(utime_ticks("1 (a) b) S 0 0 0 0 0 0 0 0 0 0 7 8 0"), Some(7));
-        assert_eq!(utime_ticks("garbage"), None);
     }
 
     #[test]
@@ -794,5 +563,32 @@ mod tests {
             Stop::Count(200)
         );
         assert_eq!(plan(&s, &settings(), 9, 1, Some(1.0)).stop, Stop::Count(16));
+    }
+
+    #[test]
+    fn the_load_generator_gets_a_thread_per_load_cpu() {
+        let s = scenario("path = \"/\"\nconnections = 4");
+        let three = Settings {
+            load_cpus: vec![1, 2, 3],
+            ..settings()
+        };
+        assert_eq!(plan(&s, &settings(), 9, 10, None).threads, 1);
+        assert_eq!(plan(&s, &three, 9, 10, None).threads, 3);
+        // No more threads than clients.
+        let eight = Settings {
+            load_cpus: (0..8).collect(),
+            ..settings()
+        };
+        assert_eq!(plan(&s, &eight, 9, 10, None).threads, 4);
+        assert!(
+            plan(&s, &eight, 9, 10, None)
+                .args()
+                .contains(&"-t".to_string())
+        );
+        let text = "description = \"t\"\n[load]\npath = \"/\"\nconnections = 20\ntls = true\n\
+                    protocol = \"h3\"\n[squall]\nconfig = \"\"\"\n[[listen]]\n\
+                    address = \"127.0.0.1:1\"\ntls = true\nprotocols = [\"h2\", \"h3\"]\n\"\"\"\n";
+        let h3 = Scenario::parse("t", text, Path::new(".")).expect("valid scenario");
+        assert_eq!(plan(&h3, &eight, 9, 10, None).threads, 1);
     }
 }

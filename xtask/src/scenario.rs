@@ -17,6 +17,7 @@ use toml::{Table, Value};
 
 mod table;
 
+use table::set_workers;
 pub use table::{listen_protocols, listen_tls};
 use table::{listens, origin_upstreams, prepend_routes, replace_origin, replace_site, vhosts};
 
@@ -317,9 +318,14 @@ impl Scenario {
         config
     }
 
-    /// Squall's config file text, listening on `127.0.0.1:port`.
-    pub fn squall_config(&self, port: u16) -> Result<String> {
-        Ok(toml::to_string(&self.squall_table(port))?)
+    /// Squall's config file text, listening on `127.0.0.1:port`, with `workers` workers
+    /// (`--workers`) or the scenario's own.
+    pub fn squall_config(&self, port: u16, workers: Option<u32>) -> Result<String> {
+        let mut config = self.squall_table(port);
+        if let Some(workers) = workers {
+            set_workers(&mut config, workers);
+        }
+        Ok(toml::to_string(&config)?)
     }
 
     /// How many routes the config has in all vhosts (generated ones included).

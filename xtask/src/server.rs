@@ -28,7 +28,8 @@ const POLL: Duration = Duration::from_millis(20);
 pub struct Spec {
     pub program: PathBuf,
     pub args: Vec<String>,
-    pub cpu: usize,
+    /// The CPUs to pin it to, as taskset takes them: `1`, `0-3`.
+    pub cpus: String,
     /// stdout and stderr of the server go here.
     pub log: PathBuf,
     pub addr: SocketAddr,
@@ -63,7 +64,7 @@ impl Server {
             File::create(&spec.log).with_context(|| format!("creating {}", spec.log.display()))?;
         let child = Command::new("taskset")
             .arg("-c")
-            .arg(spec.cpu.to_string())
+            .arg(&spec.cpus)
             .arg(&spec.program)
             .args(&spec.args)
             .stdin(Stdio::null())

@@ -173,7 +173,7 @@ fn start_squall(bin: &Path, config: &Path, out: &Path, addrs: &Addrs) -> Result<
     let spec = Spec {
         program: bin.to_path_buf(),
         args: vec!["--config".into(), config.to_string_lossy().into_owned()],
-        cpu: SERVER_CPU,
+        cpus: SERVER_CPU.to_string(),
         log: out.join("squall.log"),
         addr: addrs.plain,
     };

@@ -31,6 +31,9 @@ pub fn launch(squall: &Table, layout: &Layout) -> Result<Launch, String> {
     if layout.protocol != Protocol::H1 {
         return Err("HTTP/2 (varnish is compared over HTTP/1.1 only)".into());
     }
+    if layout.workers.is_some() {
+        return Err("--workers (varnish's thread pools are not a count of workers)".into());
+    }
     let routes = peer::routes(squall)?;
     let upstream = match routes.as_slice() {
         [route] if route.matcher == Matcher::Prefix("/") => match route.action {
@@ -84,6 +87,8 @@ mod tests {
             port: 8080,
             protocol,
             root: true,
+            workers: None,
+            server_cpus: &[1],
         }
     }
 

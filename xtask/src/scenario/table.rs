@@ -12,6 +12,16 @@ const INDEX_PLACEHOLDER: &str = "{n}";
 /// A bound on generated routes, so a typo cannot ask for a billion of them.
 const GENERATED_ROUTES_MAX: u32 = 100_000;
 
+/// Sets `[server] workers` (`--workers`), making the `[server]` table if there is none.
+pub(super) fn set_workers(config: &mut Table, workers: u32) {
+    let server = config
+        .entry("server")
+        .or_insert_with(|| Value::Table(Table::new()));
+    if let Value::Table(server) = server {
+        server.insert("workers".into(), Value::Integer(i64::from(workers)));
+    }
+}
+
 /// Writes the site folder into every route whose `root` is `SITE`.
 pub(super) fn replace_site(config: &mut Table, site: &Path) {
     let Some(Value::Array(vhosts)) = config.get_mut("vhost") else {

@@ -29,7 +29,7 @@ fn files_are_checked_and_site_roots_point_at_their_folder() {
     let mut scenario = Scenario::parse("s", &text("\"a\" = 10"), Path::new(".")).unwrap();
     assert_eq!(scenario.files.get("a"), Some(&10));
     scenario.set_site_dir(PathBuf::from("/bench/sites/s"));
-    let config = scenario.squall_config(1).unwrap();
+    let config = scenario.squall_config(1, None).unwrap();
     assert!(config.contains("root = \"/bench/sites/s\""), "{config}");
     assert!(Scenario::parse("s", &text("\"a/b\" = 1"), Path::new(".")).is_err());
     assert!(Scenario::parse("s", &text("\"a\" = 999999999"), Path::new(".")).is_err());
@@ -81,7 +81,7 @@ fn ten_thousand_routes_and_the_request_hits_the_5000th() {
 #[test]
 fn the_harness_owns_the_listen_address() {
     for scenario in shipped() {
-        let text = scenario.squall_config(45_678).expect("serializes");
+        let text = scenario.squall_config(45_678, None).expect("serializes");
         let parsed: Table = toml::from_str(&text).expect("round-trips");
         let listen = &parsed["listen"].as_array().expect("listen")[0];
         assert_eq!(
@@ -451,4 +451,26 @@ fn the_http3_scenarios_are_what_they_say() {
         .clone()
         .expect("an origin");
     assert_eq!(origin.body_bytes, Some(65_536));
+}
+
+#[test]
+fn workers_are_set_in_the_server_table() {
+    let mut with: Table =
+        toml::from_str("[server]\nworkers = 1\ndrain_timeout = \"1s\"\n").expect("valid toml");
+    set_workers(&mut with, 4);
+    assert_eq!(with["server"]["workers"].as_integer(), Some(4));
+    assert_eq!(with["server"]["drain_timeout"].as_str(), Some("1s"));
+    let mut without = Table::new();
+    set_workers(&mut without, 2);
+    assert_eq!(without["server"]["workers"].as_integer(), Some(2));
+    let small = shipped()
+        .into_iter()
+        .find(|s| s.name == "h1-small")
+        .expect("shipped");
+    let text = small.squall_config(9, Some(3)).expect("serializes");
+    let config: Table = toml::from_str(&text).expect("valid toml");
+    assert_eq!(config["server"]["workers"].as_integer(), Some(3));
+    let text = small.squall_config(9, None).expect("serializes");
+    let config: Table = toml::from_str(&text).expect("valid toml");
+    assert_eq!(config["server"]["workers"].as_integer(), Some(1));
 }

@@ -89,6 +89,7 @@ pub fn plan_args(
         rate: Some(rate),
         connect_rate: None,
         protocol,
+        threads: 1,
     };
     let mut args = vec![format!("--log-file={}", log.display())];
     args.extend(plan.args());
@@ -134,12 +135,11 @@ pub fn start(
     Ok(generators)
 }
 
-/// One logged request: when it started (µs since the epoch) and its status (`-1`: none).
+/// One logged request: when it started (µs since the epoch) and its status (`-1`: none), read
+/// by the parser the bench's latency percentiles use (`crate::latency`).
 pub fn parse_log_line(line: &str) -> Option<(u64, i32)> {
-    let mut fields = line.split('\t');
-    let start = fields.next()?.trim().parse().ok()?;
-    let status = fields.next()?.trim().parse().ok()?;
-    Some((start, status))
+    let line = crate::latency::LogLine::parse(line)?;
+    Some((line.start_us, line.status.map_or(-1, i32::from)))
 }
 
 /// Counts logged requests per second since `t0_us`: (succeeded, failed) for each of `secs`
@@ -186,8 +186,13 @@ pub fn uploads(addr: SocketAddr, rate: f64, log: &Path, stop: &AtomicBool) -> Re
         let bytes = UPLOAD_BYTES[(sent % UPLOAD_BYTES.len() as u64) as usize];
         let begun = epoch_us();
         let clock = Instant::now();
-        let status = upload(addr, bytes).map_or(-1, i32::from);
-        writeln!(out, "{begun}\t{status}\t{}", clock.elapsed().as_micros())?;
+        let status = upload(addr, bytes);
+        let line = crate::latency::LogLine {
+            start_us: begun,
+            status: status.ok(),
+            duration_us: u64::try_from(clock.elapsed().as_micros()).unwrap_or(u64::MAX),
+        };
+        writeln!(out, "{line}")?;
         out.flush()?;
         sent += 1;
     }
