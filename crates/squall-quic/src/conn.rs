@@ -26,6 +26,10 @@ use crate::endpoint::Outgoing;
 /// honest (RFC 9114 §6.2.3), which are read and dropped.
 pub const CLIENT_UNI_STREAMS: u32 = 8;
 
+/// A batch of datagrams at least this large is handed over to the send rather than copied
+/// out of the scratch buffer (below it, a copy is cheaper than a buffer of the full room).
+const HAND_OVER_BYTES_MIN: usize = 16 * 1024;
+
 /// What driving a connection brought to light.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Progress {
@@ -247,10 +251,21 @@ impl Conn {
     ) -> Option<Outgoing> {
         buf.clear();
         let transmit = self.quic.poll_transmit(now, max_datagrams, buf)?;
+        // A large batch leaves in the scratch buffer itself (the caller gets a new one of the
+        // same room): one allocation either way, and no copy of tens of KiB.
+        let bytes = match transmit.size >= HAND_OVER_BYTES_MIN {
+            true => {
+                let room = buf.capacity();
+                let mut sent = std::mem::replace(buf, Vec::with_capacity(room));
+                sent.truncate(transmit.size);
+                Bytes::from(sent)
+            }
+            false => Bytes::copy_from_slice(&buf[..transmit.size]),
+        };
         Some(Outgoing {
             to: transmit.destination,
             from: transmit.src_ip,
-            bytes: Bytes::copy_from_slice(&buf[..transmit.size]),
+            bytes,
             segment: transmit.segment_size,
         })
     }
