@@ -369,3 +369,89 @@ fn sighup_reloads_certificates_for_new_handshakes() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(text.matches("Hello, world!").count(), 2, "{text}");
 }
+
+/// Bytes of the `/big` answer of [`engine_config`]: three TLS records and a bit.
+const BIG_BYTES: usize = 50_000;
+
+/// [`tls_config`] with `[tls] engine = engine`, a listener offering h2 before http/1.1, and a
+/// `/big` answer of several TLS records beside `/`.
+fn engine_config(engine: &str) -> String {
+    let big = format!(
+        "[[vhost.route]]\nexact = \"/big\"\nrespond = {{ status = 200, body = \"{}\" }}\n\n\
+         [[vhost.route]]\nexact = \"/\"",
+        "x".repeat(BIG_BYTES)
+    );
+    tls_config()
+        .replace("protocols = [\"http1\"]", "protocols = [\"h2\", \"http1\"]")
+        .replace("[[vhost.route]]\nexact = \"/\"", &big)
+        .replace(
+            "[limits]",
+            &format!("[tls]\nengine = \"{engine}\"\n\n[limits]"),
+        )
+}
+
+/// curl fetching `/` then `/big` on one connection, with `args` choosing the HTTP and TLS
+/// versions; per answer, its status, body size, HTTP version and new connections, one per line.
+fn curl_both(squall: &Squall, args: &[&str]) -> Vec<String> {
+    let port = squall.tls_addr.expect("a TLS listener").port();
+    let out = squall_e2e::tool("curl")
+        .args([
+            "-sk",
+            "--max-time",
+            "10",
+            "-o",
+            "/dev/null",
+            "-o",
+            "/dev/null",
+        ])
+        .args([
+            "-w",
+            "%{http_code} %{size_download} %{http_version} %{num_connects}\\n",
+        ])
+        .args(["--resolve", &format!("a.test:{port}:127.0.0.1")])
+        .args(args)
+        .arg(format!("https://a.test:{port}/"))
+        .arg(format!("https://a.test:{port}/big"))
+        .output()
+        .expect("curl");
+    assert!(out.status.success(), "curl {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Both `[tls] engine`s serve HTTP/1.1 and HTTP/2 over TLS 1.3 and 1.2, small and multi-record
+/// answers; a reload that changes the engine keeps serving (new connections take the new one).
+#[test]
+fn each_tls_engine_serves_http1_and_http2() {
+    for (engine, other) in [("buffered", "unbuffered"), ("unbuffered", "buffered")] {
+        let squall = Squall::start(&engine_config(engine));
+        let chosen = |engine: &str| format!("new TLS connections on the {engine} engine");
+        assert!(squall.log().contains(&chosen(engine)), "{}", squall.log());
+        let exchanges = |squall: &Squall| {
+            for (http, version, tls) in [
+                ("--http1.1", "1.1", "1.3"),
+                ("--http2", "2", "1.3"),
+                ("--http2", "2", "1.2"),
+            ] {
+                let lines = curl_both(squall, &[http, &format!("--tlsv{tls}"), "--tls-max", tls]);
+                let expected = [
+                    format!("200 13 {version} 1"),
+                    format!("200 {BIG_BYTES} {version} 0"),
+                ];
+                assert_eq!(lines, expected, "{engine} {http} {tls}");
+            }
+        };
+        exchanges(&squall);
+        squall.rewrite_config(&engine_config(other));
+        squall.signal(libc::SIGHUP);
+        assert!(
+            squall.wait_log("configuration reloaded", 1, Duration::from_secs(5)),
+            "{}",
+            squall.log()
+        );
+        assert!(squall.log().contains(&chosen(other)), "{}", squall.log());
+        exchanges(&squall);
+    }
+}

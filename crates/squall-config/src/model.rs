@@ -154,6 +154,38 @@ pub struct TlsOptions {
     /// A file of TLS session ticket keys shared by a fleet (read by the binary at start-up
     /// and on reload); `None`: a random key per process, rotated every 6 hours.
     pub ticket_key_file: Option<PathBuf>,
+    /// Which rustls API new TLS connections run on.
+    pub engine: TlsEngine,
+}
+
+/// `[tls] engine`: the rustls API a TLS connection runs on (squall-tls's `Engine`). Both serve
+/// the same; they differ in copies and in who owns the buffers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TlsEngine {
+    /// rustls's `UnbufferedServerConnection`: records decrypted in Squall's receive buffer.
+    #[default]
+    Unbuffered,
+    /// rustls's `ServerConnection`, with its own receive and send buffers.
+    Buffered,
+}
+
+impl TlsEngine {
+    /// The engine named `name` in the config file.
+    pub fn from_name(name: &str) -> Option<TlsEngine> {
+        match name {
+            "unbuffered" => Some(TlsEngine::Unbuffered),
+            "buffered" => Some(TlsEngine::Buffered),
+            _ => None,
+        }
+    }
+
+    /// The name used in the config file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TlsEngine::Unbuffered => "unbuffered",
+            TlsEngine::Buffered => "buffered",
+        }
+    }
 }
 
 impl Config {

@@ -67,6 +67,7 @@ pub(crate) struct RawQuic {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawTls {
     pub ticket_key_file: Option<Str>,
+    pub engine: Option<Str>,
 }
 
 #[derive(Debug, Default, Deserialize)]

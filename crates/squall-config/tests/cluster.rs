@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use squall_config::{HashKey, parse};
+use squall_config::{HashKey, TlsEngine, parse};
 
 const LISTEN: &str = "[[listen]]\naddress = \"127.0.0.1:8080\"\n";
 
@@ -159,4 +159,24 @@ fn a_ticket_key_file_needs_certificates_and_a_path() {
         "t.toml:4:19: ticket_key_file needs a TLS listener and its [[certificate]]"
     );
     assert!(errors(&format!("{tls}ticket_keys = \"t\"\n")).contains("unknown key"));
+}
+
+#[test]
+fn the_tls_engine_is_one_of_two_names_and_unbuffered_by_default() {
+    let tls = "[[listen]]\naddress = \"127.0.0.1:8443\"\ntls = true\n\n[[certificate]]\n\
+               hosts = [\"a.test\"]\nself_signed = true\n\n[tls]\n";
+    let engine = |text: &str| parse(text, "t").map(|config| config.tls.engine);
+    assert_eq!(engine(LISTEN).unwrap(), TlsEngine::Unbuffered);
+    assert_eq!(engine(tls).unwrap(), TlsEngine::Unbuffered);
+    for name in ["unbuffered", "buffered"] {
+        let parsed = engine(&format!("{tls}engine = \"{name}\"\n")).unwrap();
+        assert_eq!(parsed.as_str(), name);
+        assert_eq!(TlsEngine::from_name(name), Some(parsed));
+    }
+    let errors = |text: &str| parse(text, "t.toml").unwrap_err().to_string();
+    assert_eq!(
+        errors(&format!("{tls}engine = \"Buffered\"\n")),
+        "t.toml:10:10: engine: unknown value \"Buffered\": use unbuffered or buffered"
+    );
+    assert!(errors(&format!("{tls}engine = true\n")).contains("t.toml:10:10"));
 }

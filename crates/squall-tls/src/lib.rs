@@ -46,8 +46,9 @@
 //! # Engines
 //!
 //! [`TlsConn`] runs on one of two rustls APIs, chosen by [`Engine`]: the buffered
-//! `ServerConnection` or `rustls::unbuffered`. Both pass the same tests; the default,
-//! unbuffered, is the one measured faster here (see [`Engine`] for the numbers).
+//! `ServerConnection` or `rustls::unbuffered` (the binary's `[tls] engine`). Both pass the
+//! same tests; the default, unbuffered, is the one measured faster here (see [`Engine`] for
+//! the numbers).
 //!
 //! # Example
 //!

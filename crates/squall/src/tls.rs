@@ -7,11 +7,14 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use squall_config::{CertSource, Certificate, Config, Diagnostic, Protocol, Site, Sites};
-use squall_tls::{
-    Acceptor, Alpn, CertField, CertSpec, KeySource, TicketKeyError, TicketKeys, TlsError, TlsStore,
+use squall_config::{
+    CertSource, Certificate, Config, Diagnostic, Protocol, Site, Sites, TlsEngine,
 };
-use tracing::warn;
+use squall_tls::{
+    Acceptor, Alpn, CertField, CertSpec, Engine, KeySource, TicketKeyError, TicketKeys, TlsError,
+    TlsStore,
+};
+use tracing::{debug, warn};
 
 /// The certificate store and one acceptor per `[[listen]]` (None for cleartext listeners).
 pub struct Tls {
@@ -46,6 +49,10 @@ impl Tls {
                 Some(path) => Some(ticket_keys(path, sites)?),
                 None => None,
             };
+            debug!(
+                "new TLS connections on the {} engine",
+                config.tls.engine.as_str()
+            );
             Some(store.with_ticket_keys(keys))
         };
         let acceptors = config
@@ -55,7 +62,8 @@ impl Tls {
                 let acceptor = store
                     .as_ref()
                     .filter(|_| listen.tls)
-                    .map(|store| store.acceptor(&alpn(&listen.protocols)));
+                    .map(|store| store.acceptor(&alpn(&listen.protocols)))
+                    .map(|acceptor| acceptor.with_engine(engine(config.tls.engine)));
                 (listen.address, acceptor)
             })
             .collect();
@@ -68,6 +76,15 @@ impl Tls {
             .iter()
             .find(|(a, _)| *a == address)
             .and_then(|(_, acceptor)| acceptor.as_ref())
+    }
+}
+
+/// `[tls] engine`: the rustls API of the connections an acceptor makes. A reload builds new
+/// acceptors, so new connections take the new engine and open ones keep theirs.
+fn engine(engine: TlsEngine) -> Engine {
+    match engine {
+        TlsEngine::Unbuffered => Engine::Unbuffered,
+        TlsEngine::Buffered => Engine::Buffered,
     }
 }
 

@@ -453,6 +453,40 @@ fn the_http3_scenarios_are_what_they_say() {
     assert_eq!(origin.body_bytes, Some(65_536));
 }
 
+/// `[tls] engine` in a scenario's Squall config, if set.
+fn tls_engine(config: &Table) -> Option<&str> {
+    config.get("tls")?.get("engine")?.as_str()
+}
+
+#[test]
+fn the_buffered_engine_scenarios_are_twins_on_the_other_engine() {
+    let all = shipped();
+    let by_name = |name: &str| {
+        all.iter()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("{name} ships"))
+    };
+    for twin in ["h2-tls-small", "h2-tls-cache-hit-64k"] {
+        let name = format!("{twin}-buffered");
+        let (buffered, twin) = (by_name(&name), by_name(twin));
+        assert_eq!(buffered.load, twin.load, "{name}: the load");
+        assert_eq!(buffered.origin, twin.origin, "{name}: the origin");
+        let (table, twin_table) = (buffered.squall_table(45_678), twin.squall_table(45_678));
+        assert_eq!(routes(&table), routes(&twin_table), "{name}: routes");
+        assert_eq!(
+            listen_protocols(&table),
+            listen_protocols(&twin_table),
+            "{name}: the listener"
+        );
+        assert_eq!(tls_engine(&table), Some("buffered"), "{name}");
+        assert_eq!(
+            tls_engine(&twin_table),
+            None,
+            "{name}: the twin runs the default"
+        );
+    }
+}
+
 #[test]
 fn workers_are_set_in_the_server_table() {
     let mut with: Table =

@@ -136,11 +136,26 @@ fn quic(raw: &RawQuic, r: &mut Report) -> Quic {
     }
 }
 
-/// `[tls]`: a ticket key file is a path, and only means something with certificates.
+/// `[tls]`: a ticket key file is a path, and only means something with certificates; the
+/// engine is one of two names.
 fn tls(raw: Option<&Spanned<RawTls>>, certificates: bool, r: &mut Report) -> TlsOptions {
     let Some(raw) = raw else {
         return TlsOptions::default();
     };
+    let engine = raw
+        .get_ref()
+        .engine
+        .as_ref()
+        .map_or(TlsEngine::default(), |name| {
+            TlsEngine::from_name(name.get_ref()).unwrap_or_else(|| {
+                let message = format!(
+                    "engine: unknown value {:?}: use unbuffered or buffered",
+                    name.get_ref()
+                );
+                r.error(&name.span(), message);
+                TlsEngine::default()
+            })
+        });
     let ticket_key_file = raw.get_ref().ticket_key_file.as_ref().and_then(|path| {
         if path.get_ref().is_empty() {
             r.error(
@@ -155,7 +170,10 @@ fn tls(raw: Option<&Spanned<RawTls>>, certificates: bool, r: &mut Report) -> Tls
         }
         Some(std::path::PathBuf::from(path.get_ref()))
     });
-    TlsOptions { ticket_key_file }
+    TlsOptions {
+        ticket_key_file,
+        engine,
+    }
 }
 
 fn log(raw: &RawLog, r: &mut Report) -> Log {
