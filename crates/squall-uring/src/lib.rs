@@ -280,6 +280,8 @@ pub struct Ring {
     udp_bufs: Option<BufRing>,
     flavor: Flavor,
     zero_copy_min_bytes: usize,
+    /// Multishot receives may carry a total limit (see [`Ring::recv_multi_limited`]).
+    multishot_limit: bool,
 }
 
 impl Ring {
@@ -326,6 +328,7 @@ impl Ring {
             udp_bufs,
             flavor,
             zero_copy_min_bytes: config.zero_copy_min_bytes,
+            multishot_limit: true,
         })
     }
 

@@ -1,5 +1,5 @@
-//! Operations on stream sockets: the multishot and single accepts of a listener, multishot and
-//! one-buffer receives into the provided buffer ring, a send of one `Bytes`, a writev of many
+//! Operations on stream sockets: the multishot and single accepts of a listener, multishot
+//! (unbounded, or up to a total limit) and one-buffer receives into the provided buffer ring, a send of one `Bytes`, a writev of many
 //! (zero-copy past `RingConfig::zero_copy_min_bytes`), and a connect.
 
 use std::net::SocketAddr;
@@ -36,12 +36,44 @@ impl Ring {
         self.queue(entry, Kind::Recv, token, Lent::None)
     }
 
+    /// Receives into provided buffers, multishot, until `total_bytes` have been received
+    /// (then its last completion has `more` false), or as [`Ring::recv_multi`] ends: a
+    /// multishot receive a reader can stop within a bounded number of bytes, where a plain
+    /// one keeps filling buffers as fast as the peer sends until its cancellation lands. The
+    /// last receive may take up to one buffer past the limit (the kernel caps a receive at a
+    /// buffer, not at what is left of the limit).
+    ///
+    /// The limit is `IORING_RECV_MSHOT_LIM` (`sqe->optlen`), in kernels from 6.17; an older
+    /// kernel fails the receive at once with `EINVAL`, receiving nothing: then say
+    /// [`Ring::refuse_multishot_limit`] and receive with [`Ring::recv_once`] instead.
+    pub fn recv_multi_limited(&mut self, fd: RawFd, token: u64, total_bytes: u32) -> OpId {
+        let entry = opcode::RecvMulti::new(Fd(fd), RECV_GROUP).build();
+        let entry = with_optlen(entry, total_bytes.max(1));
+        self.queue(entry, Kind::Recv, token, Lent::None)
+    }
+
+    /// Whether [`Ring::recv_multi_limited`] may be used: true until a receive with a limit
+    /// was refused.
+    pub fn multishot_limit(&self) -> bool {
+        self.multishot_limit
+    }
+
+    /// Bytes in each provided receive buffer (0 without buffers).
+    pub fn recv_buffer_bytes(&self) -> u32 {
+        self.bufs.as_ref().map_or(0, BufRing::buf_bytes)
+    }
+
+    /// The kernel refused a multishot receive with a limit (`EINVAL`): no more are made.
+    pub fn refuse_multishot_limit(&mut self) {
+        self.multishot_limit = false;
+    }
+
     /// Receives once into one provided buffer: a single completion (`more` false) with at most
     /// one buffer's bytes. For a socket whose reader must be able to stop between any two
     /// pieces (an origin whose client reads slowly): a multishot receive keeps filling buffers,
     /// as fast as the peer sends, until its cancellation lands, and every one is delivered.
     pub fn recv_once(&mut self, fd: RawFd, token: u64) -> OpId {
-        let len = self.bufs.as_ref().map_or(0, BufRing::buf_bytes);
+        let len = self.recv_buffer_bytes();
         // No pointer: the kernel picks a buffer from the group and says which in the
         // completion's flags, as for the multishot receive.
         let entry = opcode::Recv::new(Fd(fd), std::ptr::null_mut(), len)
@@ -141,4 +173,21 @@ impl Ring {
         let entry = opcode::Connect::new(Fd(fd), ptr, len as libc::socklen_t).build();
         self.queue(entry, Kind::Connect, token, lent)
     }
+}
+
+/// Byte offset of the submission entry's `optlen` (a union with `file_index` and
+/// `splice_fd_in`) in the kernel's 64-byte `struct io_uring_sqe`.
+const SQE_OPTLEN_OFFSET: usize = 44;
+
+const _: () = assert!(std::mem::size_of::<squeue::Entry>() == 64);
+
+/// `entry` with its `optlen` field set (the io-uring crate's `RecvMulti` has no setter).
+fn with_optlen(entry: squeue::Entry, optlen: u32) -> squeue::Entry {
+    // SAFETY: `squeue::Entry` is a `repr(C)` wrapper of the kernel's `io_uring_sqe`, 64 bytes
+    // (asserted above) of plain integers and unions of integers, so every bit pattern is a
+    // valid value both ways; only the four bytes of `optlen` change.
+    let mut raw: [u8; 64] = unsafe { std::mem::transmute(entry) };
+    raw[SQE_OPTLEN_OFFSET..SQE_OPTLEN_OFFSET + 4].copy_from_slice(&optlen.to_ne_bytes());
+    // SAFETY: as above: the same 64 bytes, back into the type they came from.
+    unsafe { std::mem::transmute::<[u8; 64], squeue::Entry>(raw) }
 }

@@ -504,6 +504,63 @@ fn recv_once_takes_one_buffer_and_ends() {
     assert_eq!(total + rest, 1000);
 }
 
+/// A multishot receive with a total limit ends (`more` false) once the limit is reached,
+/// however much more is waiting, having taken at most one buffer past it; the rest stays in
+/// the socket. A kernel without the limit refuses the receive with `EINVAL` at once,
+/// having received nothing.
+#[test]
+fn recv_multi_limited_ends_at_its_limit() {
+    let mut ring = small_ring();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (conn, _) = listener.accept().unwrap();
+    client.write_all(&[b'x'; 1000]).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(ring.multishot_limit());
+    ring.recv_multi_limited(conn.as_raw_fd(), 9, 200);
+    let mut total = 0;
+    loop {
+        match next(&mut ring) {
+            Completion::Recv {
+                token: 9,
+                result: Err(e),
+                more: false,
+            } if total == 0 => {
+                assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
+                ring.refuse_multishot_limit();
+                assert!(!ring.multishot_limit());
+                return;
+            }
+            Completion::Recv {
+                token: 9,
+                result: Ok(Some(buf)),
+                more,
+            } => {
+                total += buf.len();
+                ring.recycle(buf);
+                if !more {
+                    break;
+                }
+                assert!(total < 200, "went on past the limit: {total} bytes");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!((200..200 + 64).contains(&total), "{total} bytes");
+    assert!(ring.next_completion().is_none(), "the receive ended");
+    // The rest is still in the socket.
+    ring.recv_once(conn.as_raw_fd(), 9);
+    let Completion::Recv {
+        result: Ok(Some(buf)),
+        ..
+    } = next(&mut ring)
+    else {
+        panic!("the rest was not left in the socket");
+    };
+    assert_eq!(buf.len(), 64);
+    ring.recycle(buf);
+}
+
 /// A directory with a file, a subdirectory, a symlink inside it and one leaving it.
 fn file_tree() -> std::path::PathBuf {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);

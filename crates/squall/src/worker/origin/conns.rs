@@ -28,8 +28,8 @@ pub struct Conns {
     slab: Slab<Origin>,
     /// The generation of the next connection's token.
     next_generation: u32,
-    /// `limits.buffer_memory_max` in bytes (0: none): under a budget origins are read one
-    /// buffer at a time.
+    /// `limits.buffer_memory_max` in bytes (0: none): under a budget origins are read a
+    /// bounded amount per armed receive.
     buffer_limit: usize,
     /// When an origin socket refused for want of a descriptor was last logged.
     fd_logged_at: Option<Instant>,
@@ -61,12 +61,12 @@ impl Conns {
         let probe = session
             .is_none()
             .then(|| Box::new(probe::Probe::new(method)));
-        // Under a buffer budget an origin is read one buffer at a time, so a pause holds at
-        // once (see socket.rs); with the budget off (`buffer_memory_max = 0`), multishot,
-        // which saves a receive submission per response.
+        // Under a buffer budget an origin is read a bounded amount per armed receive, so a
+        // pause holds within two buffers (see socket.rs); with the budget off
+        // (`buffer_memory_max = 0`), multishot without a bound.
         let socket = match self.buffer_limit {
             0 => Socket::new(fd),
-            _ => Socket::new(fd).one_buffer_at_a_time(),
+            _ => Socket::new(fd).bounded_receives(),
         };
         // A PROXY protocol header goes first, then a TLS upstream's ClientHello: both wait in
         // `out` for the connect.

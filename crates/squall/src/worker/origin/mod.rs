@@ -41,7 +41,7 @@ use bytes::{Bytes, BytesMut};
 use socket2::{Domain, Protocol, Type};
 use squall_upstream::{ServerId, Upstream};
 use squall_uring::RecvBuf;
-use tracing::debug;
+use tracing::{debug, info};
 
 use super::Io;
 use super::ids::SessionId;
@@ -360,6 +360,19 @@ impl Origins {
                 }
             }
             Ok(None) => self.origin_eof(io, index),
+            Err(e)
+                if e.raw_os_error() == Some(libc::EINVAL)
+                    && self.conns[index].socket.armed_limited() =>
+            {
+                // A kernel without multishot receive limits: one buffer per receive from now
+                // on, on every connection of this worker.
+                info!(
+                    worker = io.worker,
+                    "origin receives: one buffer per receive (the kernel has no multishot receive limit)"
+                );
+                io.ring.refuse_multishot_limit();
+                self.conns.arm_recv(io, index);
+            }
             Err(e) if matches!(e.raw_os_error(), Some(libc::ENOBUFS | libc::ECANCELED)) => {
                 // Every receive buffer was in use for a moment, or the receive was cancelled
                 // to pause and the client caught up meanwhile: read again.

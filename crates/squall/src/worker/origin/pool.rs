@@ -68,7 +68,7 @@ impl Origins {
         let now = io.now;
         let origin = &mut self.conns[index];
         let current = origin.upstream_generation == self.upstreams.generation();
-        // A receive need not be armed now (origins receive one buffer at a time): a pooled
+        // A receive need not be armed now (under a budget, origin receives end): a pooled
         // connection gets one below, to notice its origin closing.
         let keep = reusable
             && !origin.proxied
