@@ -84,7 +84,11 @@ impl<T> Sieve<T> {
 
     /// Records a hit: the only operation a reader does.
     pub fn mark_visited(&self, index: usize) {
-        if let Some(slot) = self.slots.get(index) {
+        // Read first: a hot entry's bit is already set, and a store would take its cache
+        // line away from every other worker reading it (hits take only the shard's read lock).
+        if let Some(slot) = self.slots.get(index)
+            && !slot.visited.load(Ordering::Relaxed)
+        {
             slot.visited.store(true, Ordering::Relaxed);
         }
     }

@@ -100,16 +100,32 @@ impl BufferedBytes {
 #[derive(Debug)]
 pub struct RouteCounters {
     pub labels: Vec<String>,
-    /// `[worker][route][class]`, class 0..4 for 2xx..5xx.
+    /// `[worker][ROUTE_PAD + route][class]`, class 0..4 for 2xx..5xx. Each worker's block is
+    /// an allocation of its own, with `ROUTE_PAD` unused entries at both ends, so that two
+    /// workers' counters never share a cache line (the allocator puts small blocks side by
+    /// side).
     per_worker: Box<[Box<[[Counter; 4]]>]>,
 }
+
+/// Unused route entries at each end of a worker's block: 4 × 32 bytes, a cache line pair's
+/// worth on the machines that prefetch lines in pairs.
+const ROUTE_PAD: usize = 4;
 
 impl RouteCounters {
     pub fn new(labels: Vec<String>, workers: usize) -> std::sync::Arc<RouteCounters> {
         let per_worker = (0..workers.max(1))
-            .map(|_| labels.iter().map(|_| Default::default()).collect())
+            .map(|_| {
+                (0..labels.len() + 2 * ROUTE_PAD)
+                    .map(|_| Default::default())
+                    .collect()
+            })
             .collect();
         std::sync::Arc::new(RouteCounters { labels, per_worker })
+    }
+
+    /// The counters of `route` on one worker's block, if there is such a route.
+    fn of<'a>(&self, block: &'a [[Counter; 4]], route: usize) -> Option<&'a [Counter; 4]> {
+        (route < self.labels.len()).then(|| &block[ROUTE_PAD + route])
     }
 
     /// Counts a response of `route` on `worker`. An id from before a reload may name another
@@ -121,7 +137,9 @@ impl RouteCounters {
             400..=499 => 2,
             _ => 3,
         };
-        if let Some(counters) = (self.per_worker.get(worker)).and_then(|w| w.get(route as usize)) {
+        if let Some(counters) =
+            (self.per_worker.get(worker)).and_then(|w| self.of(w, route as usize))
+        {
             counters[class].inc();
         }
     }
@@ -130,7 +148,7 @@ impl RouteCounters {
     pub fn totals(&self, route: usize) -> [u64; 4] {
         let mut totals = [0; 4];
         for worker in self.per_worker.iter() {
-            if let Some(counters) = worker.get(route) {
+            if let Some(counters) = self.of(worker, route) {
                 for (total, counter) in totals.iter_mut().zip(counters) {
                     *total += counter.get();
                 }
