@@ -632,19 +632,7 @@ mod tests {
     #[test]
     fn load_words_say_what_tls_does() {
         let all = scenario::load_all(&repo_root().join("bench/scenarios")).expect("scenarios");
-        let settings = Settings {
-            duration_secs: 10,
-            warmup_secs: 1,
-            connections: None,
-            streams: None,
-            rate: None,
-            server_cpus: vec![1],
-            load_cpus: vec![0],
-            workers: None,
-            percentiles: true,
-            clock_ticks: 100.0,
-            h3load: None,
-        };
+        let settings = crate::run::tests::settings();
         let words = |name: &str| {
             let s = all.iter().find(|s| s.name == name).expect("shipped");
             load_words(s, &run::plan(s, &settings, 1, 10, None))
@@ -724,19 +712,7 @@ mod tests {
 
     #[test]
     fn points_are_each_scenario_at_each_worker_count() {
-        let settings = Settings {
-            duration_secs: 10,
-            warmup_secs: 1,
-            connections: None,
-            streams: None,
-            rate: None,
-            server_cpus: vec![1],
-            load_cpus: vec![0],
-            workers: None,
-            percentiles: true,
-            clock_ticks: 100.0,
-            h3load: None,
-        };
+        let settings = crate::run::tests::settings();
         let once = points(2, &settings, &[], &[]).expect("no CPUs needed");
         let once: Vec<_> = once.iter().map(|p| (p.scenario, p.workers)).collect();
         assert_eq!(once, [(0, None), (1, None)]);

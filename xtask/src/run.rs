@@ -391,7 +391,7 @@ fn measure_started(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn scenario(load: &str) -> Scenario {
@@ -402,7 +402,8 @@ mod tests {
         Scenario::parse("t", &text, Path::new(".")).expect("valid scenario")
     }
 
-    fn settings() -> Settings {
+    /// Settings tests of the bench start from: 10 s runs, the server on CPU 1, the load on 0.
+    pub(crate) fn settings() -> Settings {
         Settings {
             duration_secs: 10,
             warmup_secs: 1,

@@ -449,16 +449,22 @@ fn a_large_writev_goes_zero_copy_and_keeps_its_buffers_until_the_notification() 
     assert_eq!(ring.in_flight(), 0);
 }
 
-/// A single receive takes one buffer's worth however much is waiting, and ends (`more`
-/// false): the rest stays in the socket until the next receive is asked for.
-#[test]
-fn recv_once_takes_one_buffer_and_ends() {
-    let mut ring = small_ring();
+/// A connected pair whose accepted end has 1,000 bytes waiting to be received.
+fn thousand_bytes_waiting() -> (TcpStream, TcpStream) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
     let (conn, _) = listener.accept().unwrap();
     client.write_all(&[b'x'; 1000]).unwrap();
     std::thread::sleep(Duration::from_millis(20));
+    (client, conn)
+}
+
+/// A single receive takes one buffer's worth however much is waiting, and ends (`more`
+/// false): the rest stays in the socket until the next receive is asked for.
+#[test]
+fn recv_once_takes_one_buffer_and_ends() {
+    let mut ring = small_ring();
+    let (client, conn) = thousand_bytes_waiting();
     let mut total = 0;
     for round in 0..4 {
         ring.recv_once(conn.as_raw_fd(), 9);
@@ -511,11 +517,7 @@ fn recv_once_takes_one_buffer_and_ends() {
 #[test]
 fn recv_multi_limited_ends_at_its_limit() {
     let mut ring = small_ring();
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-    let (conn, _) = listener.accept().unwrap();
-    client.write_all(&[b'x'; 1000]).unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    let (_client, conn) = thousand_bytes_waiting();
     assert!(ring.multishot_limit());
     ring.recv_multi_limited(conn.as_raw_fd(), 9, 200);
     let mut total = 0;
