@@ -16,6 +16,7 @@ use std::fmt;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use smallvec::SmallVec;
 
 use crate::fields::split_host_port;
 
@@ -27,8 +28,9 @@ pub struct Fields {
     bytes: Bytes,
     /// One entry per received field line, in order; a removed line has `name_len == 0`.
     spans: Vec<Span>,
-    /// Fields added after the parse, in the order added.
-    extra: Vec<(HeaderName, HeaderValue)>,
+    /// Fields added after the parse, in the order added. The first is kept inline: an HTTP/2
+    /// or HTTP/3 request adds its `:authority` as Host, and would otherwise allocate for it.
+    extra: SmallVec<[(HeaderName, HeaderValue); 1]>,
     /// The host part (no port) of the received Host field, found during the parse so that
     /// [`Fields::host`] does not parse Host again. `None` once that line is removed.
     host: Option<(u32, u32)>,
@@ -87,7 +89,7 @@ impl Fields {
         Fields {
             bytes,
             spans: Vec::with_capacity(capacity),
-            extra: Vec::new(),
+            extra: SmallVec::new(),
             host: None,
         }
     }
@@ -147,7 +149,7 @@ impl Fields {
         Fields {
             bytes: buf.freeze(),
             spans,
-            extra: Vec::new(),
+            extra: SmallVec::new(),
             host,
         }
     }
@@ -191,7 +193,7 @@ impl Fields {
         Some(Fields {
             bytes,
             spans,
-            extra: Vec::new(),
+            extra: SmallVec::new(),
             host,
         })
     }
