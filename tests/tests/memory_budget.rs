@@ -31,10 +31,12 @@ const RETURNED_WITHIN_MIB: u64 = 24;
 const H2_CONNECTIONS: usize = 10;
 const H2_STREAMS: u32 = 128;
 const H1_READERS: usize = 1000;
-/// What the process may grow beyond the budget, as docs/CONFIG.md states it: at most 16 KiB
-/// per connection answered (the room a drained client always gets) and 16 KiB per request in
-/// progress (one origin receive buffer, held undecoded), and a fixed part for the worker's
-/// tables, origin connections and allocator slack.
+/// What the process may grow beyond the budget: at most 16 KiB per connection answered (the
+/// room a drained client always gets) and 16 KiB per request in progress (one origin receive
+/// buffer, held undecoded), and a fixed part for the worker's tables, origin connections and
+/// allocator slack. docs/CONFIG.md allows two receive buffers per request where the kernel
+/// limits multishot receives (a pause may land a buffer later); the test holds the process to
+/// one, which it meets (RSS +82.8 MiB against this bound's 99.4 MiB, 2026-12-05).
 const OVERHEAD_BYTES: u64 = (16 << 20)
     + (16 << 10) * (H2_CONNECTIONS + H1_READERS) as u64
     + (16 << 10) * (H2_CONNECTIONS * H2_STREAMS as usize + H1_READERS) as u64;

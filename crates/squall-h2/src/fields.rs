@@ -6,7 +6,7 @@
 //! buffer ([`squall_hpack::Decoder::decode_spans`]); the request keeps that buffer and the
 //! spans of the fields that passed validation, and the server turns them into its own field
 //! list without copying (`squall_h1::Fields::from_parts`). `squall-h3`'s requests carry the
-//! same type: QPACK's fields are copied once into one buffer ([`crate::head::gather`]).
+//! same type: QPACK's fields are decoded one by one into one buffer ([`crate::head::push_field`]).
 
 use std::fmt;
 

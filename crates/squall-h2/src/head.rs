@@ -13,7 +13,7 @@
 //!
 //! The fields come as one buffer and the [`Decoded`] span of each name and value in it, as
 //! [`squall_hpack::Decoder::decode_spans`] writes them; a decoder that hands out fields one
-//! by one (QPACK) writes them so with [`gather`]. The request keeps that buffer and the spans
+//! by one (QPACK) writes them so with [`push_field`]. The request keeps that buffer and the spans
 //! of its regular fields: nothing is allocated per field.
 //!
 //! Responses: [`response_fields`] drops what neither protocol may carry, and
@@ -123,33 +123,10 @@ pub fn status_digits(status: u16) -> &'static [u8] {
     &STATUS_DIGITS[at..at + 3]
 }
 
-/// Writes fields given one by one (`(name, value)` pairs in received order, as QPACK hands
-/// them out) into one buffer, each name then its value, with their spans: the shape
-/// [`parse_request`] and [`parse_trailers`] take. A list whose bytes do not fit `u32`
-/// offsets can only come from a very large limit: it is answered like one too large (431).
-pub fn gather<'a, I>(fields: I) -> Result<(BytesMut, Vec<Decoded>), HeadError>
-where
-    I: IntoIterator<Item = (&'a [u8], &'a [u8])>,
-    I::IntoIter: Clone,
-{
-    let fields = fields.into_iter();
-    let (total, count) = (fields.clone()).fold((0usize, 0usize), |(total, count), (n, v)| {
-        (total.saturating_add(n.len() + v.len()), count + 1)
-    });
-    if total > u32::MAX as usize {
-        return Err(HeadError::Answer(431));
-    }
-    let mut bytes = BytesMut::with_capacity(total);
-    let mut spans = Vec::with_capacity(count);
-    for (name, value) in fields {
-        push_field(&mut bytes, &mut spans, name, value, false);
-    }
-    Ok((bytes, spans))
-}
-
-/// Appends one field to `bytes` and its span to `spans`, laid out as [`gather`] lays them
-/// out (a QPACK decoder hands fields over one by one). False, with nothing appended, when
-/// the buffer would pass `u32` offsets: a list that large is answered like one too large.
+/// Appends one field to `bytes` and its span to `spans`: a decoder that hands fields over
+/// one by one (QPACK) lays a section out so, each name then its value, the shape
+/// [`parse_request`] and [`parse_trailers`] take. False, with nothing appended, when the
+/// buffer would pass `u32` offsets: a list that large is answered like one too large (431).
 pub fn push_field(
     bytes: &mut BytesMut,
     spans: &mut Vec<Decoded>,
@@ -175,7 +152,7 @@ pub fn push_field(
 }
 
 /// Builds a request from a decoded field block: `bytes` and the `decoded` spans of each
-/// field in it, in received order, as the HPACK decoder wrote them (or [`gather`]);
+/// field in it, in received order, as the HPACK decoder wrote them (or [`push_field`]);
 /// `end_stream`: no body follows. The request keeps `bytes` (a joined cookie is appended to
 /// it) and the spans of its regular fields; nothing is allocated per field.
 pub fn parse_request(
@@ -576,6 +553,19 @@ mod tests {
         body_bytes_max: 1000,
         connect_protocol: true,
     };
+
+    /// `fields` laid out one by one with [`push_field`], as a QPACK decoder does.
+    fn gather<'a>(
+        fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+    ) -> Result<(BytesMut, Vec<Decoded>), HeadError> {
+        let (mut bytes, mut spans) = (BytesMut::new(), Vec::new());
+        for (name, value) in fields {
+            if !push_field(&mut bytes, &mut spans, name, value, false) {
+                return Err(HeadError::Answer(431));
+            }
+        }
+        Ok((bytes, spans))
+    }
 
     /// Validates `list` as QPACK's fields are: given one by one, gathered into one buffer.
     fn parse(list: &[(&str, &str)], end_stream: bool) -> Result<Request, HeadError> {

@@ -43,7 +43,7 @@ impl Ring {
     /// last receive may take up to one buffer past the limit (the kernel caps a receive at a
     /// buffer, not at what is left of the limit).
     ///
-    /// The limit is `IORING_RECV_MSHOT_LIM` (`sqe->optlen`), in kernels from 6.17; an older
+    /// The limit is `IORING_RECV_MSHOT_LIM` (`sqe->optlen`), in recent kernels (6.18 has it); an older
     /// kernel fails the receive at once with `EINVAL`, receiving nothing: then say
     /// [`Ring::refuse_multishot_limit`] and receive with [`Ring::recv_once`] instead.
     pub fn recv_multi_limited(&mut self, fd: RawFd, token: u64, total_bytes: u32) -> OpId {

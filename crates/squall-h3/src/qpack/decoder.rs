@@ -200,6 +200,9 @@ impl Decoder {
     /// than SETTINGS_QPACK_BLOCKED_STREAMS streams are; decoding it again before it is
     /// unblocked returns `Blocked` again without counting it twice. A section with dynamic
     /// references, decoded (or found too large), queues a Section Acknowledgment.
+    ///
+    /// Each field is copied into `Bytes` of its own: for tests and tools. The server decodes
+    /// with [`Decoder::decode_section_with`] straight into the request's buffer.
     pub fn decode_section(
         &mut self,
         stream_id: u64,

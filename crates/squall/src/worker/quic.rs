@@ -243,7 +243,7 @@ impl Quic {
                     arrivals.push(Arrival::New {
                         listener: index,
                         handle,
-                        proto: Proto::H3(Box::new(h3)),
+                        proto: Proto::h3(h3),
                         peer,
                     });
                 }
@@ -286,10 +286,7 @@ impl Quic {
     /// finishes QUIC's close here, and its endpoint forgets it once it is drained. True when
     /// it did (the slot, with no socket to wait for, may go at once).
     pub(super) fn retire(&mut self, io: &mut Io<'_>, proto: &mut Proto) -> bool {
-        if !matches!(proto, Proto::H3(_)) {
-            return false;
-        }
-        let Proto::H3(h3) = std::mem::take(proto) else {
+        let Some(h3) = proto.take_h3() else {
             return false;
         };
         let H3 {

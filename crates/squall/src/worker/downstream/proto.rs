@@ -73,6 +73,23 @@ impl Proto {
         }
     }
 
+    /// A new HTTP/3 connection's protocol state.
+    pub fn h3(h3: H3) -> Proto {
+        Proto::H3(Box::new(h3))
+    }
+
+    /// Takes an HTTP/3 connection's state out (leaving `Undecided`); `None`, taking nothing,
+    /// for a connection QUIC does not carry.
+    pub fn take_h3(&mut self) -> Option<Box<H3>> {
+        match std::mem::take(self) {
+            Proto::H3(h3) => Some(h3),
+            other => {
+                *self = other;
+                None
+            }
+        }
+    }
+
     pub fn h3_mut(&mut self) -> Option<&mut H3> {
         match self {
             Proto::H3(h3) => Some(h3),
