@@ -130,6 +130,10 @@ pub struct Quic {
     pub gso: bool,
     /// Receive several packets in one buffer (UDP generic receive offload).
     pub gro: bool,
+    /// A reuseport BPF program sends each packet to the worker whose connection ID it
+    /// carries; off, the kernel spreads packets by address and workers hand each other the
+    /// packets of connections they do not own.
+    pub steering: bool,
 }
 
 impl Default for Quic {
@@ -144,6 +148,7 @@ impl Default for Quic {
             alt_svc_max_age: Duration::from_secs(86_400),
             gso: true,
             gro: true,
+            steering: true,
         }
     }
 }

@@ -60,6 +60,7 @@ pub(crate) struct RawQuic {
     pub alt_svc_max_age: Option<Val>,
     pub gso: Option<Spanned<bool>>,
     pub gro: Option<Spanned<bool>>,
+    pub steering: Option<Spanned<bool>>,
 }
 
 /// `[tls]`: TLS settings shared by every TLS listener.

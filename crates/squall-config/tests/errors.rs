@@ -268,7 +268,7 @@ fn listeners() {
         ),
         (
             "[quic]\nhandshake = 3\n",
-            "test.toml:2:1: unknown key \"handshake\" in [quic]; expected one of \"retry\", \"handshakes_max\", \"early_data\", \"streams_max\", \"stream_window\", \"connection_window\", \"alt_svc_max_age\", \"gso\", \"gro\"",
+            "test.toml:2:1: unknown key \"handshake\" in [quic]; expected one of \"retry\", \"handshakes_max\", \"early_data\", \"streams_max\", \"stream_window\", \"connection_window\", \"alt_svc_max_age\", \"gso\", \"gro\", \"steering\"",
         ),
         (
             "[[listen]]\naddress = \"127.0.0.1:80\"\nprotocols = [\"http1\", \"http1\"]\n",

@@ -724,6 +724,7 @@ connection_window = "4MiB"
 alt_svc_max_age = "1h"
 gso = false
 gro = false
+steering = false
 "#;
     let config = parse(text, "quic.toml").unwrap();
     let listen = &config.listen[0];
@@ -745,12 +746,17 @@ gro = false
             alt_svc_max_age: secs(3600),
             gso: false,
             gro: false,
+            steering: false,
         }
     );
     let plain = parse("[[listen]]\naddress = \"[::1]:80\"\n", "min.toml").unwrap();
     assert_eq!(plain.quic, Quic::default());
     assert_eq!(Quic::default().retry, QuicRetry::Load);
     assert!(!Quic::default().early_data, "0-RTT is off unless asked for");
+    assert!(
+        Quic::default().steering,
+        "packets are steered unless asked not to"
+    );
 }
 
 /// `allow` / `deny`: the most specific network decides, a tie is a deny, and a client in no

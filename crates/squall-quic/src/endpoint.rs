@@ -106,8 +106,9 @@ pub enum Received {
     New(ConnectionHandle, Box<Conn>),
     /// The endpoint answers by itself (version negotiation, Retry, stateless reset, refusal).
     Answer(Outgoing),
-    /// A short-header packet whose connection ID names another worker: deliver it there.
-    Misrouted(u8),
+    /// A short-header packet whose connection ID names another worker (its index, then the
+    /// packet, untouched): deliver it there.
+    Misrouted(u8, BytesMut),
 }
 
 /// What the endpoint counted since it was last asked.
@@ -185,7 +186,7 @@ impl Endpoint {
     ) -> Received {
         if let Some(owner) = self.misrouted(&data) {
             self.stats.misrouted += 1;
-            return Received::Misrouted(owner);
+            return Received::Misrouted(owner, data);
         }
         self.buf.clear();
         let event = self.inner.handle(now, from, to, None, data, &mut self.buf);

@@ -131,6 +131,8 @@ pub fn restart_only_changes(running: &Config, new: &Config, cores: usize) -> Vec
     differ("listen protocols \"h3\"", h3(running), h3(new));
     let gro = |c: &Config| c.quic.gro.to_string();
     differ("quic.gro", gro(running), gro(new));
+    let steering = |c: &Config| c.quic.steering.to_string();
+    differ("quic.steering", steering(running), steering(new));
     changes
 }
 
@@ -322,7 +324,10 @@ mod tests {
             Vec::<String>::new()
         );
         let auto = base.replace("workers = 2", "workers = \"auto\"");
-        let text = format!("{auto}[admin]\nlisten = \"127.0.0.1:2\"\n[log]\naccess = \"x\"\n");
+        let text = format!(
+            "{auto}[admin]\nlisten = \"127.0.0.1:2\"\n[log]\naccess = \"x\"\n\
+             [quic]\ngro = false\nsteering = false\n"
+        );
         let changed = squall_config::parse(&text, "c").unwrap();
         assert_eq!(
             restart_only_changes(&running, &changed, 8),
@@ -330,6 +335,8 @@ mod tests {
                 "server.workers (running 2, file says 8)",
                 "admin.listen (running none, file says 127.0.0.1:2)",
                 "log.access (running none, file says x)",
+                "quic.gro (running true, file says false)",
+                "quic.steering (running true, file says false)",
             ]
         );
         // "auto" on a host of 2 cores is the 2 workers running.

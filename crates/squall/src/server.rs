@@ -290,12 +290,14 @@ fn bind_quic(config: &Config, workers: usize, listening: &Listening) -> anyhow::
             group.push(fd.try_clone()?);
             sockets.push((listen.address, fd));
         }
+        // Without the program the kernel spreads packets by address: a connection's packets
+        // reach another worker when its client's address changes, which hands them over.
         let program = squall_uring::quic_steering_program(u16::try_from(workers).unwrap_or(1));
-        if let Some(first) = group.first()
+        if !config.quic.steering {
+            info!("{local}: QUIC packets spread by address (quic.steering = false)");
+        } else if let Some(first) = group.first()
             && let Err(e) = squall_uring::attach_reuseport_cbpf(first, &program)
         {
-            // Without it the kernel spreads packets by address: a connection's packets reach
-            // another worker when its client's address changes, and are dropped there.
             warn!("{local}: cannot steer QUIC packets to their workers ({e}): by address instead");
         }
     }

@@ -133,6 +133,7 @@ fn quic(raw: &RawQuic, r: &mut Report) -> Quic {
         ),
         gso: flag(&raw.gso, d.gso),
         gro: flag(&raw.gro, d.gro),
+        steering: flag(&raw.steering, d.steering),
     }
 }
 

@@ -93,6 +93,8 @@ pub enum Control {
         head: Box<squall_h1::RequestHead>,
         verdict: crate::auth::Verdict,
     },
+    /// HTTP/3 packets another worker received for this one's connections (`quic.rs`).
+    QuicPackets(Vec<quic::Handed>),
 }
 
 /// What a worker is started with.
@@ -487,43 +489,11 @@ impl Worker {
                 result,
                 more,
             } => {
-                let mut arrivals = std::mem::take(&mut self.arrivals);
                 let token = Token::from_raw(token);
                 let io = &mut part_io!(self);
-                self.quic.receive(io, token, result, more, &mut arrivals);
-                for arrival in arrivals.drain(..) {
-                    match arrival {
-                        quic::Arrival::New {
-                            listener,
-                            handle,
-                            proto,
-                            peer,
-                        } => {
-                            let address = self.quic.address(listener).unwrap_or(peer);
-                            let io = &mut part_io!(self);
-                            match self.clients.open_quic(io, proto, address, peer) {
-                                Ok(client) => {
-                                    self.quic.opened(listener, handle, client);
-                                    part_downstream!(self).schedule(client.index());
-                                }
-                                Err(mut proto) => {
-                                    self.quic.retire(&mut part_io!(self), &mut proto);
-                                }
-                            }
-                        }
-                        quic::Arrival::Packet {
-                            listener,
-                            handle,
-                            event,
-                        } => {
-                            let client = self.quic.client(listener, handle);
-                            if let Some(index) = client.and_then(|c| self.clients.index(c)) {
-                                part_downstream!(self).receive_h3(index, event);
-                            }
-                        }
-                    }
-                }
-                self.arrivals = arrivals;
+                self.quic
+                    .receive(io, token, result, more, &mut self.arrivals);
+                self.quic.hand_over(&self.peers);
             }
             // Static files (`files.rs`).
             Completion::Open { token, result } => {
@@ -536,6 +506,42 @@ impl Worker {
                 self.with_files(|files, io, down| files.on_read(io, down, token, result, buf));
             }
         }
+        // What QUIC datagrams (received, or handed over by another worker) meant for the
+        // client slots: a new connection gets one, a packet goes to its connection.
+        let mut arrivals = std::mem::take(&mut self.arrivals);
+        for arrival in arrivals.drain(..) {
+            match arrival {
+                quic::Arrival::New {
+                    listener,
+                    handle,
+                    proto,
+                    peer,
+                } => {
+                    let address = self.quic.address(listener).unwrap_or(peer);
+                    let io = &mut part_io!(self);
+                    match self.clients.open_quic(io, proto, address, peer) {
+                        Ok(client) => {
+                            self.quic.opened(listener, handle, client);
+                            part_downstream!(self).schedule(client.index());
+                        }
+                        Err(mut proto) => {
+                            self.quic.retire(&mut part_io!(self), &mut proto);
+                        }
+                    }
+                }
+                quic::Arrival::Packet {
+                    listener,
+                    handle,
+                    event,
+                } => {
+                    let client = self.quic.client(listener, handle);
+                    if let Some(index) = client.and_then(|c| self.clients.index(c)) {
+                        part_downstream!(self).receive_h3(index, event);
+                    }
+                }
+            }
+        }
+        self.arrivals = arrivals;
     }
 
     /// Processes the connections queued by `schedule`, including those queued meanwhile.
@@ -596,6 +602,10 @@ impl Worker {
                     head,
                     verdict,
                 } => self.verified(client, *head, verdict),
+                // Their arrivals are taken at the end of `on_completion`.
+                Control::QuicPackets(packets) => {
+                    (self.quic).handed(&mut part_io!(self), packets, &mut self.arrivals);
+                }
             }
         }
     }

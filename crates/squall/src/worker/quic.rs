@@ -16,9 +16,12 @@
 //! absorbed) and to be forgotten by its endpoint once drained, so the slot is free at once.
 //!
 //! Packets reach their connection's worker because the connection IDs name it and the
-//! listener's reuseport group runs `squall_uring::quic_steering_program`; the few that do not
-//! (steering unavailable, a socket group changed by a reload) are handed over
-//! ([`Arrival::Misrouted`]).
+//! listener's reuseport group runs `squall_uring::quic_steering_program`. Without the program
+//! (refused by the kernel, or `[quic] steering = false`) the kernel spreads packets by
+//! address, and a packet whose connection ID names another worker (its client's address
+//! changed) is kept here as [`Handed`] and sent to its owner once the received buffer is done
+//! ([`Quic::hand_over`]: one message on the owner's control channel per batch), where it
+//! arrives as if received there ([`Quic::handed`]).
 
 use std::collections::HashMap;
 use std::io;
@@ -79,6 +82,15 @@ pub(super) enum Arrival {
     },
 }
 
+/// A packet for a connection of another worker, handed to it through its control channel.
+pub struct Handed {
+    /// The listener it came in on, by configured address (each worker has a socket on it).
+    address: SocketAddr,
+    peer: SocketAddr,
+    local: Option<IpAddr>,
+    data: BytesMut,
+}
+
 /// What flushing an HTTP/3 connection found.
 pub(super) struct Flushed {
     /// The connection is over (closed by the client, by QUIC's idle timeout, or for an
@@ -101,6 +113,8 @@ pub(super) struct Quic {
     scratch: Vec<u8>,
     /// Reused for the QUIC datagrams of one received buffer (several with GRO).
     pieces: Vec<BytesMut>,
+    /// Packets for other workers' connections, by owner, until [`Quic::hand_over`].
+    outbox: Vec<Vec<Handed>>,
 }
 
 impl Quic {
@@ -220,37 +234,106 @@ impl Quic {
         let mut pieces = std::mem::take(&mut self.pieces);
         pieces.extend(datagram.segments(payload).map(BytesMut::from));
         for piece in pieces.drain(..) {
-            let received = self.listeners[index]
-                .endpoint
-                .receive(io.now, peer, local, piece);
-            match received {
-                Received::Dropped | Received::Misrouted(_) => {}
-                Received::Conn(handle, event) => {
-                    if self.closing.contains_key(&(index, handle)) {
-                        self.closing_event(io, index, handle, event);
-                    } else {
-                        let listener = index;
-                        arrivals.push(Arrival::Packet {
-                            listener,
-                            handle,
-                            event,
-                        });
-                    }
-                }
-                Received::New(handle, conn) => {
-                    io.runtime.metrics.worker(io.worker).quic_connections.inc();
-                    let h3 = H3::new(conn, index, handle);
-                    arrivals.push(Arrival::New {
-                        listener: index,
-                        handle,
-                        proto: Proto::h3(h3),
-                        peer,
-                    });
-                }
-                Received::Answer(outgoing) => self.send(io, index, outgoing),
-            }
+            self.piece(io, index, (peer, local), piece, arrivals);
         }
         self.pieces = pieces;
+    }
+
+    /// Packets another worker received for this one's connections, as if received here.
+    pub(super) fn handed(
+        &mut self,
+        io: &mut Io<'_>,
+        packets: Vec<Handed>,
+        arrivals: &mut Vec<Arrival>,
+    ) {
+        for packet in packets {
+            let index = self
+                .listeners
+                .iter()
+                .position(|l| l.address == packet.address);
+            if let Some(index) = index {
+                let from = (packet.peer, packet.local);
+                self.piece(io, index, from, packet.data, arrivals);
+            }
+        }
+        for index in 0..self.listeners.len() {
+            self.count(io, index);
+        }
+    }
+
+    /// Sends each other worker the packets received here for its connections, and wakes it.
+    pub(super) fn hand_over(&mut self, peers: &[crate::cache::Peer]) {
+        for (owner, packets) in self.outbox.iter_mut().enumerate() {
+            if packets.is_empty() {
+                continue;
+            }
+            let Some(peer) = peers.get(owner) else {
+                packets.clear();
+                continue;
+            };
+            let packets = std::mem::take(packets);
+            if peer
+                .control
+                .send(super::Control::QuicPackets(packets))
+                .is_ok()
+            {
+                peer.waker.wake();
+            }
+        }
+    }
+
+    /// One QUIC datagram from `from` (the peer, and the local address it was sent to) on
+    /// listener `index`.
+    fn piece(
+        &mut self,
+        io: &mut Io<'_>,
+        index: usize,
+        (peer, local): (SocketAddr, Option<IpAddr>),
+        piece: BytesMut,
+        arrivals: &mut Vec<Arrival>,
+    ) {
+        let received = self.listeners[index]
+            .endpoint
+            .receive(io.now, peer, local, piece);
+        match received {
+            Received::Dropped => {}
+            Received::Misrouted(owner, data) => {
+                let owner = usize::from(owner);
+                if self.outbox.len() <= owner {
+                    self.outbox.resize_with(owner + 1, Vec::new);
+                }
+                let address = self.listeners[index].address;
+                self.outbox[owner].push(Handed {
+                    address,
+                    peer,
+                    local,
+                    data,
+                });
+            }
+            Received::Conn(handle, event) => {
+                if self.closing.contains_key(&(index, handle)) {
+                    self.closing_event(io, index, handle, event);
+                } else {
+                    let listener = index;
+                    arrivals.push(Arrival::Packet {
+                        listener,
+                        handle,
+                        event,
+                    });
+                }
+            }
+            Received::New(handle, conn) => {
+                io.runtime.metrics.worker(io.worker).quic_connections.inc();
+                let h3 = H3::new(conn, index, handle);
+                arrivals.push(Arrival::New {
+                    listener: index,
+                    handle,
+                    proto: Proto::h3(h3),
+                    peer,
+                });
+            }
+            Received::Answer(outgoing) => self.send(io, index, outgoing),
+        }
     }
 
     /// A new connection got client slot `client`.
