@@ -2,7 +2,7 @@
 //! cores; readers (the admin endpoint, the stop log) read every block.
 
 use std::sync::LazyLock;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::Instant;
 
 /// Every worker's counters.
@@ -42,56 +42,122 @@ pub struct Metrics {
 /// holds (unsent, in flight, queued on its HTTP/2 streams) and each session its undecoded
 /// origin bytes, and takes it back as it is sent or when it ends. Read by every worker to
 /// decide who waits (`worker/budget.rs`), and by `/metrics`.
-#[derive(Debug, Default)]
+///
+/// A worker charges its own slot (`of`), on cache lines of its own, with plain loads and
+/// stores, and folds it into the process's totals once per loop turn (`publish`): a response
+/// costs no write to a line that other cores read. A worker sees the others' charges as of
+/// their last turn, and its own at once.
+#[derive(Debug)]
 pub struct BufferedBytes {
     bytes: AtomicU64,
     /// Connections holding any.
     holders: AtomicU64,
     /// Connections answered by a proxied response in progress, holding any or not yet.
     responders: AtomicU64,
+    /// Each worker's changes since its last `publish`.
+    pending: Box<[Pending]>,
+}
+
+/// One worker's unpublished changes to the totals, written only by that worker.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Pending {
+    bytes: AtomicI64,
+    holders: AtomicI64,
+    responders: AtomicI64,
+}
+
+/// Adds `delta` to a slot only its worker writes: a load and a store, no locked instruction.
+fn bump(slot: &AtomicI64, delta: i64) {
+    slot.store(slot.load(Ordering::Relaxed) + delta, Ordering::Relaxed);
+}
+
+/// Folds a pending `delta` into `total`, where other workers' come too.
+fn fold(total: &AtomicU64, delta: i64) {
+    if delta > 0 {
+        total.fetch_add(delta.unsigned_abs(), Ordering::Relaxed);
+    } else if delta < 0 {
+        total.fetch_sub(delta.unsigned_abs(), Ordering::Relaxed);
+    }
+}
+
+/// A published total with a worker's own pending change applied.
+fn seen(total: &AtomicU64, pending: &AtomicI64) -> u64 {
+    let total = total.load(Ordering::Relaxed);
+    total.saturating_add_signed(pending.load(Ordering::Relaxed))
 }
 
 impl BufferedBytes {
+    pub fn new(workers: usize) -> BufferedBytes {
+        BufferedBytes {
+            bytes: AtomicU64::new(0),
+            holders: AtomicU64::new(0),
+            responders: AtomicU64::new(0),
+            pending: (0..workers.max(1)).map(|_| Pending::default()).collect(),
+        }
+    }
+
+    /// Worker `worker`'s view, through which it charges.
+    pub fn of(&self, worker: usize) -> WorkerBuffered<'_> {
+        WorkerBuffered {
+            totals: self,
+            pending: &self.pending[worker % self.pending.len()],
+        }
+    }
+
+    /// Every worker's bytes, published or not (`/metrics`, the memory trimmer).
+    pub fn bytes(&self) -> u64 {
+        let pending: i64 = (self.pending.iter())
+            .map(|p| p.bytes.load(Ordering::Relaxed))
+            .sum();
+        self.bytes
+            .load(Ordering::Relaxed)
+            .saturating_add_signed(pending)
+    }
+}
+
+/// One worker's handle on [`BufferedBytes`].
+#[derive(Clone, Copy, Debug)]
+pub struct WorkerBuffered<'a> {
+    totals: &'a BufferedBytes,
+    pending: &'a Pending,
+}
+
+impl WorkerBuffered<'_> {
     /// A holder's charge goes from `before` to `now` bytes; `holder` says whether it is one
-    /// that counts in [`BufferedBytes::holders`] (a connection, not a session).
-    pub fn charge(&self, before: usize, now: usize, holder: bool) {
-        if now > before {
-            self.bytes
-                .fetch_add((now - before) as u64, Ordering::Relaxed);
-        } else if before > now {
-            self.bytes
-                .fetch_sub((before - now) as u64, Ordering::Relaxed);
+    /// that counts in the holders (a connection, not a session).
+    pub fn charge(self, before: usize, now: usize, holder: bool) {
+        if now != before {
+            bump(&self.pending.bytes, now as i64 - before as i64);
         }
         if holder && (before == 0) != (now == 0) {
-            if now > 0 {
-                self.holders.fetch_add(1, Ordering::Relaxed);
-            } else {
-                self.holders.fetch_sub(1, Ordering::Relaxed);
-            }
+            bump(&self.pending.holders, if now > 0 { 1 } else { -1 });
         }
-    }
-
-    pub fn bytes(&self) -> u64 {
-        self.bytes.load(Ordering::Relaxed)
-    }
-
-    pub fn holders(&self) -> u64 {
-        self.holders.load(Ordering::Relaxed)
     }
 
     /// A connection starts (`true`) or stops being answered by proxied responses.
-    pub fn set_responding(&self, responding: bool) {
-        if responding {
-            self.responders.fetch_add(1, Ordering::Relaxed);
-        } else {
-            self.responders.fetch_sub(1, Ordering::Relaxed);
-        }
+    pub fn set_responding(self, responding: bool) {
+        bump(&self.pending.responders, if responding { 1 } else { -1 });
     }
 
-    /// Connections answered by a proxied response in progress: each may come to hold its
-    /// share of the budget.
-    pub fn responders(&self) -> u64 {
-        self.responders.load(Ordering::Relaxed)
+    /// Connections holding any, or answered by a proxied response in progress (whichever
+    /// is more): how many the budget is shared between.
+    pub fn sharers(self) -> u64 {
+        let holders = seen(&self.totals.holders, &self.pending.holders);
+        holders.max(seen(&self.totals.responders, &self.pending.responders))
+    }
+
+    /// Folds this worker's changes into the totals (once per loop turn).
+    pub fn publish(self) {
+        let pending = self.pending;
+        for (total, slot) in [
+            (&self.totals.bytes, &pending.bytes),
+            (&self.totals.holders, &pending.holders),
+            (&self.totals.responders, &pending.responders),
+        ] {
+            fold(total, slot.load(Ordering::Relaxed));
+            slot.store(0, Ordering::Relaxed);
+        }
     }
 }
 
@@ -405,7 +471,7 @@ impl Metrics {
             upstreams: std::sync::RwLock::new(std::sync::Arc::from([])),
             routes: std::sync::RwLock::new(None),
             descriptors: crate::descriptors::Budget::default(),
-            buffered: BufferedBytes::default(),
+            buffered: BufferedBytes::new(workers),
             resolution: Default::default(),
             origin_tls: Default::default(),
             upstream_events: crate::upstream_events::UpstreamEventMetrics::new(workers),
@@ -520,6 +586,40 @@ impl Counter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A worker sees its own charges at once and another's once that one published; the
+    /// totals come back to zero as every holder is released, whatever the order.
+    #[test]
+    fn buffered_bytes_are_published_per_worker() {
+        let buffered = BufferedBytes::new(2);
+        let (a, b) = (buffered.of(0), buffered.of(1));
+        a.charge(0, 1000, true);
+        a.set_responding(true);
+        b.charge(0, 500, true);
+        b.charge(0, 300, false);
+        assert_eq!((a.sharers(), b.sharers()), (1, 1), "neither has published");
+        assert_eq!(
+            buffered.bytes(),
+            1800,
+            "the metric counts what is pending too"
+        );
+        a.publish();
+        assert_eq!((a.sharers(), b.sharers()), (1, 2));
+        b.publish();
+        assert_eq!((a.sharers(), b.sharers()), (2, 2));
+        b.charge(500, 0, true);
+        b.charge(300, 0, false);
+        a.charge(1000, 200, true);
+        assert_eq!(b.sharers(), 1, "b's own release is seen at once");
+        assert_eq!(buffered.bytes(), 200);
+        b.publish();
+        a.charge(200, 0, true);
+        a.set_responding(false);
+        a.publish();
+        assert_eq!((a.sharers(), buffered.bytes()), (0, 0));
+        assert_eq!(buffered.holders.load(Ordering::Relaxed), 0);
+        assert_eq!(buffered.responders.load(Ordering::Relaxed), 0);
+    }
 
     #[test]
     fn histogram_buckets_are_cumulative() {

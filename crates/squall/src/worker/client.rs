@@ -416,9 +416,10 @@ impl Clients {
         }
         let conn = self.conns.remove(index);
         let metrics = &io.runtime.metrics;
-        metrics.buffered.charge(conn.charged, 0, true);
+        let buffered = metrics.buffered.of(io.worker);
+        buffered.charge(conn.charged, 0, true);
         if conn.responding {
-            metrics.buffered.set_responding(false);
+            buffered.set_responding(false);
         }
         if conn.socket.owned_descriptor() {
             metrics.descriptors.closed();

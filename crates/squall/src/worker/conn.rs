@@ -199,7 +199,7 @@ impl Conn {
     /// Brings this connection's charge in the process's count of buffered response bytes
     /// (`limits.buffer_memory_max`) up to date with what it holds now, and whether it is
     /// answering a proxied request.
-    pub fn account(&mut self, buffered: &crate::metrics::BufferedBytes) {
+    pub fn account(&mut self, buffered: crate::metrics::WorkerBuffered<'_>) {
         let held = self.held_bytes();
         let before = std::mem::replace(&mut self.charged, held);
         buffered.charge(before, held, true);

@@ -146,9 +146,10 @@ pub(super) struct Downstream<'a> {
     pub conns: &'a mut Slab<Conn>,
     pub log: &'a mut RequestLog,
     pub counters: &'a WorkerCounters,
-    /// The process's count of buffered response bytes, and its limit for this machine
-    /// (`limits.buffer_memory_max`; 0: none): what `client_room` shares out.
-    pub buffered: &'a crate::metrics::BufferedBytes,
+    /// This worker's handle on the process's count of buffered response bytes, and its
+    /// limit for this machine (`limits.buffer_memory_max`; 0: none): what `client_room`
+    /// shares out.
+    pub buffered: crate::metrics::WorkerBuffered<'a>,
     pub buffer_limit: usize,
     /// The current IMF-fixdate.
     pub date: &'a [u8],
@@ -178,7 +179,7 @@ macro_rules! part_downstream {
             conns: &mut $worker.clients.conns,
             log: &mut $worker.log,
             counters: $worker.runtime.metrics.worker($worker.id),
-            buffered: &$worker.runtime.metrics.buffered,
+            buffered: $worker.runtime.metrics.buffered.of($worker.id),
             buffer_limit: $worker.buffer_limit,
             date: $worker.date.get(),
             scratch: &mut $worker.scratch,
@@ -279,11 +280,9 @@ impl Downstream<'_> {
                 connection: conn.held_bytes() + conn.session_bytes,
             },
         };
-        let buffered = self.buffered;
         let process = Process {
             limit: self.buffer_limit,
-            holders: usize::try_from(buffered.holders().max(buffered.responders()))
-                .unwrap_or(usize::MAX),
+            holders: usize::try_from(self.buffered.sharers()).unwrap_or(usize::MAX),
         };
         room(held, process)
     }

@@ -356,6 +356,7 @@ impl Worker {
                 self.stall = None;
                 std::thread::sleep(length);
             }
+            self.runtime.metrics.buffered.of(self.id).publish();
             let counters = self.runtime.metrics.worker(self.id);
             counters.beat();
             counters.connections_active.store(

@@ -104,7 +104,7 @@ impl Worker {
             if flushed.delivered {
                 part_downstream!(self).schedule(index);
             }
-            self.clients.conns[index].account(&self.runtime.metrics.buffered);
+            self.clients.conns[index].account(self.runtime.metrics.buffered.of(self.id));
             return;
         }
         match self.clients.flush_out(&mut part_io!(self), index) {
@@ -118,7 +118,7 @@ impl Worker {
         }
         if let Some(conn) = self.clients.conns.get_mut(index) {
             // The conn's own accounting: no downstream to build on this path.
-            conn.account(&self.runtime.metrics.buffered);
+            conn.account(self.runtime.metrics.buffered.of(self.id));
         }
     }
 
