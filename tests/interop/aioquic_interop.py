@@ -6,14 +6,17 @@ Not part of the test suite: aioquic is not packaged for Debian 12, so CI cannot 
 Run by hand (`pip install aioquic`), through `tests/interop/run.sh`, which starts Squall with
 the configs each case needs and prints the table docs/TESTING.md keeps.
 
-    aioquic_interop.py CASE HOST:PORT [--big PATH BYTES]
+    aioquic_interop.py CASE HOST:PORT [--big PATH BYTES] [--origin-port PORT]
 
 CASE is one of: handshake, transfer, multiplexing, retry, resumption, zerortt, chacha20,
-keyupdate, v2. Exit status 0: the case passed; 1: it failed (the reason on stderr); 2: not
+keyupdate, v2, websocket (RFC 9220: an extended CONNECT to `/ws`, which Squall proxies as an
+HTTP/1.1 upgrade to the WebSocket origin this script runs on `--origin-port`). Exit status 0: the case passed; 1: it failed (the reason on stderr); 2: not
 supported by one side (the reason on stderr).
 """
 
 import asyncio
+import base64
+import hashlib
 import ssl
 import sys
 
@@ -63,6 +66,65 @@ class Client(QuicConnectionProtocol):
         response = await asyncio.wait_for(done, 30)
         return int(response["headers"][b":status"]), response["body"]
 
+    async def websocket(self, authority, path, message):
+        """RFC 9220: an extended CONNECT with `:protocol websocket`; once answered 200, one
+        masked WebSocket text frame goes out on the stream and the origin's echo comes back.
+        Returns the status, whether the server's SETTINGS offered extended CONNECT, and the
+        bytes that came back."""
+        sid = self._quic.get_next_available_stream_id()
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        self.pending[sid] = {"headers": None, "body": b"", "done": done}
+        headers = [
+            (b":method", b"CONNECT"),
+            (b":protocol", b"websocket"),
+            (b":scheme", b"https"),
+            (b":authority", authority.encode()),
+            (b":path", path.encode()),
+            (b"sec-websocket-version", b"13"),
+        ]
+        self.h3.send_headers(sid, headers, end_stream=False)
+        self.transmit()
+        while self.pending[sid]["headers"] is None:
+            await asyncio.sleep(0.01)
+        status = int(self.pending[sid]["headers"][b":status"])
+        offered = self.h3.received_settings.get(0x8) == 1
+        if status != 200:
+            return status, offered, b""
+        mask = b"\x01\x02\x03\x04"
+        frame = bytes([0x81, 0x80 | len(message)]) + mask
+        frame += bytes(b ^ mask[i % 4] for i, b in enumerate(message))
+        self.h3.send_data(sid, frame, end_stream=True)
+        self.transmit()
+        response = await asyncio.wait_for(done, 30)
+        return status, offered, response["body"], frame
+
+
+async def websocket_origin(port):
+    """A WebSocket origin on 127.0.0.1:`port`: answers the upgrade with the accept RFC 6455
+    §4.2.2 computes from the key Squall sent, then echoes every byte until the FIN."""
+
+    async def serve(reader, writer):
+        head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
+        fields = dict(
+            (name.strip().lower(), value.strip())
+            for name, _, value in (line.partition(":") for line in head.split("\r\n")[1:])
+            if name
+        )
+        key = fields.get("sec-websocket-key", "")
+        guid = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+        accept = base64.b64encode(hashlib.sha1((key + guid).encode()).digest()).decode()
+        writer.write(
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+            b"Connection: Upgrade\r\nSec-WebSocket-Accept: " + accept.encode() + b"\r\n\r\n"
+        )
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+        writer.close()
+
+    return await asyncio.start_server(serve, "127.0.0.1", port)
+
 
 def configuration(**changes):
     config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN)
@@ -88,7 +150,7 @@ async def fetch(host, port, config, paths, wait_connected=True, tickets=None):
         return answers, tls, client._quic
 
 
-async def run(case, host, port, big):
+async def run(case, host, port, big, origin_port):
     tickets = []
     if case == "handshake":
         (answer,), _, _ = await fetch(host, port, configuration(), ["/"])
@@ -136,6 +198,19 @@ async def run(case, host, port, big):
             second = await client.request(authority, "/")
             ok = first[0] == 200 and second[0] == 200
             return ok, f"before {first[0]}, after the key update {second[0]}"
+    if case == "websocket":
+        origin = await websocket_origin(origin_port)
+        async with connect(
+            host, port, configuration=configuration(), create_protocol=Client
+        ) as client:
+            answer = await client.websocket(f"localhost:{port}", "/ws", b"hello over h3")
+        origin.close()
+        status, offered, echoed = answer[0], answer[1], answer[2]
+        ok = status == 200 and offered and len(answer) > 3 and echoed == answer[3]
+        return ok, (
+            f"SETTINGS_ENABLE_CONNECT_PROTOCOL {offered}, status {status}, "
+            f"{len(echoed)} bytes of a WebSocket frame echoed"
+        )
     if case == "v2":
         config = configuration(
             supported_versions=[QuicProtocolVersion.VERSION_2, QuicProtocolVersion.VERSION_1],
@@ -156,8 +231,12 @@ def main():
     if "--big" in sys.argv:
         at = sys.argv.index("--big")
         big = (sys.argv[at + 1], int(sys.argv[at + 2]))
+    origin_port = None
+    if "--origin-port" in sys.argv:
+        origin_port = int(sys.argv[sys.argv.index("--origin-port") + 1])
     try:
-        ok, detail = asyncio.run(asyncio.wait_for(run(case, host, int(port), big), 60))
+        running = run(case, host, int(port), big, origin_port)
+        ok, detail = asyncio.run(asyncio.wait_for(running, 60))
     except Exception as e:  # the case failed, whatever went wrong
         print(f"{case}: error: {e!r}", file=sys.stderr)
         sys.exit(1)

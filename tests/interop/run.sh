@@ -8,6 +8,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 squall=${1:-target/release/squall}
 dir=$(mktemp -d)
 port=${PORT:-18443}
+origin_port=$((port + 1))
 trap 'kill $pid 2>/dev/null || true; rm -rf "$dir"' EXIT
 mkdir "$dir/files"
 head -c 5242880 /dev/urandom > "$dir/files/big.bin"
@@ -32,6 +33,13 @@ respond = { status = 200, body = "hello\n" }
 [[vhost.route]]
 prefix = "/files/"
 root = "$dir"
+[[vhost.route]]
+exact = "/ws"
+proxy = "ws"
+upgrade = ["websocket"]
+[[upstream]]
+name = "ws"
+servers = [{ address = "127.0.0.1:$origin_port" }]
 CONF
 }
 start() {
@@ -49,7 +57,7 @@ echo "| case | result | detail |"
 echo "|---|---|---|"
 one() { # $1: case, $2: [quic] lines
     start "$2"
-    if detail=$(python3 "$here/aioquic_interop.py" "$1" "127.0.0.1:$port" --big /files/big.bin 5242880 2>&1); then
+    if detail=$(python3 "$here/aioquic_interop.py" "$1" "127.0.0.1:$port" --big /files/big.bin 5242880 --origin-port "$origin_port" 2>&1); then
         result=pass
     else
         case $? in 2) result="not supported" ;; *) result=FAIL ;; esac
@@ -66,3 +74,4 @@ one zerortt "early_data = true"
 one chacha20 ""
 one keyupdate ""
 one v2 ""
+one websocket ""

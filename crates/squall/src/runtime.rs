@@ -322,6 +322,8 @@ fn h3_config(limits: &squall_config::Limits) -> squall_h3::server::ServerConfig 
         max_path_bytes: usize::try_from(limits.uri_bytes_max).unwrap_or(usize::MAX),
         max_body_bytes: limits.body_bytes_max,
         max_resets_per_window: limits.h2.resets_max,
+        // RFC 9220: WebSocket over HTTP/3, tunnelled on routes that allow the upgrade.
+        enable_connect_protocol: true,
         ..squall_h3::server::ServerConfig::default()
     }
 }

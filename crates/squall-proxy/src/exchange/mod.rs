@@ -68,6 +68,7 @@ const TRIED_INLINE: usize = squall_upstream::ATTEMPTS_CAP as usize;
 pub enum ClientProtocol {
     Http10,
     Http11,
+    /// A client whose requests are streams with framed bodies: HTTP/2, and HTTP/3 alike.
     H2,
 }
 

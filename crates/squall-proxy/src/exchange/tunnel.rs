@@ -99,7 +99,7 @@ pub(super) fn offered(
     let allowed = &route.upgrade.as_ref()?.protocols;
     let version_ok = match protocol {
         ClientProtocol::Http11 => head.version == Version::HTTP_11,
-        ClientProtocol::H2 => head.version == Version::HTTP_2,
+        ClientProtocol::H2 => head.version == Version::HTTP_2 || head.version == Version::HTTP_3,
         ClientProtocol::Http10 => false,
     };
     if !version_ok || head.method != Method::GET || head.body != squall_h1::BodyKind::Empty {

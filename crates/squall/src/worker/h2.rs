@@ -10,8 +10,9 @@
 //! through the same `out` buffer and send path as HTTP/1.1, at most `OUT_HIGH_BYTES` at a time:
 //! the h2 connection keeps the rest queued under its flow control until the send completes.
 //!
-//! An extended CONNECT (RFC 8441, WebSocket over HTTP/2) becomes the HTTP/1.1 upgrade request
-//! a WebSocket client would have sent (`request_head`), and goes to a session only on a route
+//! An extended CONNECT (RFC 8441, WebSocket over HTTP/2; RFC 9220 over HTTP/3, whose requests
+//! are made here too) becomes the HTTP/1.1 upgrade request a WebSocket client would have sent
+//! (`head_of`), and goes to a session only on a route
 //! that allows the upgrade; elsewhere it is answered 501, as RFC 9220 §3 advises for a
 //! `:protocol` the server does not take. Its stream's DATA then feeds the tunnel (`tunnel.rs`).
 

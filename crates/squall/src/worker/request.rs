@@ -12,7 +12,7 @@ use super::downstream::{self, Answering, part_downstream};
 use super::entry::{Admission, verify_parked};
 use super::ids::{Client, ClientToken};
 use super::session::Told;
-use super::tunnel::is_h2_upgrade;
+use super::tunnel::is_stream_upgrade;
 use super::{RBUF_BLOCKED_MAX_BYTES, Worker, part_io};
 use crate::auth::Verdict;
 
@@ -88,13 +88,13 @@ impl Worker {
                 let Some(session) = self.sessions.get(id) else {
                     return true;
                 };
-                if is_h2_upgrade(session.ex.head()) && !session.ex.is_tunnel() {
-                    // An HTTP/2 tunnel's bytes: kept until the origin said yes.
+                if is_stream_upgrade(session.ex.head()) && !session.ex.is_tunnel() {
+                    // An HTTP/2 or HTTP/3 tunnel's bytes: kept until the origin said yes.
                     part_downstream!(self).keep_early(client, data, end);
                     return true;
                 }
                 self.fed.push(id);
-                if is_h2_upgrade(session.ex.head()) {
+                if is_stream_upgrade(session.ex.head()) {
                     let told = Told::TunnelData { data, eof: end };
                     self.with_sessions(|sessions, cx| sessions.tell(cx, id, told));
                     return true;

@@ -7,15 +7,15 @@
 //! client that does not read is), and its FIN becomes the exchange's `on_tunnel_client_eof`.
 //! The origin's side runs through the session as any response does (`session.rs`).
 //!
-//! An HTTP/2 client's tunnel (RFC 8441) is one stream: its DATA goes to the exchange, whose
-//! `ClientBodyConsumed` gives the window back once the bytes are written to the origin, so the
-//! stream's flow control is the backpressure; END_STREAM is the FIN, and RST_STREAM aborts the
-//! session (its origin connection is closed). The origin's side needs nothing more: the
+//! An HTTP/2 or HTTP/3 client's tunnel (RFC 8441, RFC 9220) is one stream: its DATA goes to
+//! the exchange, whose `ClientBodyConsumed` gives the window (QUIC's stream credit) back once
+//! the bytes are written to the origin, so the stream's flow control is the backpressure; the
+//! stream's end is the FIN, and a reset aborts the session (its origin connection is closed). The origin's side needs nothing more: the
 //! downstream sends its bytes as DATA, paused as any response over the stream's bound is.
 //!
 //! Refusals are counted (`squall_tunnel_refused_total`) and logged here: a bad 101 from the
 //! origin (a 502 to the client), and an upgrade the route does not allow (forwarded without it
-//! on HTTP/1.1, 501 to an extended CONNECT on HTTP/2).
+//! on HTTP/1.1, 501 to an extended CONNECT on HTTP/2 and HTTP/3).
 
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -44,10 +44,12 @@ pub fn websocket_key() -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-/// An HTTP/2 request made from an extended CONNECT (`h2::request_head`): the only HTTP/2
-/// requests that carry `Upgrade`.
-pub fn is_h2_upgrade(head: &RequestHead) -> bool {
-    head.version == http::Version::HTTP_2 && head.headers.contains_key(http::header::UPGRADE)
+/// An HTTP/2 or HTTP/3 request made from an extended CONNECT (`h2::head_of`, RFC 8441 and
+/// RFC 9220): the only such requests that carry `Upgrade`. Its tunnel is its stream.
+pub fn is_stream_upgrade(head: &RequestHead) -> bool {
+    let version = head.version;
+    (version == http::Version::HTTP_2 || version == http::Version::HTTP_3)
+        && head.headers.contains_key(http::header::UPGRADE)
 }
 
 /// Whether `route` allows the protocol `head` asks to upgrade to.

@@ -19,7 +19,7 @@ use super::super::OUT_HIGH_BYTES;
 use super::super::entry::{Admission, Field};
 use super::super::h2::{Selection, select};
 use super::super::ids::{Client, FileId, SessionId};
-use super::super::tunnel::{is_h2_upgrade, upgrade_allowed};
+use super::super::tunnel::{is_stream_upgrade, upgrade_allowed};
 use super::Downstream;
 use super::proto::{H1, H2, Proto};
 
@@ -225,7 +225,7 @@ impl Downstream<'_> {
         }
     }
 
-    /// What an HTTP/2 extended CONNECT's admission leads to: a session on a route that allows
+    /// What an HTTP/2 or HTTP/3 extended CONNECT's admission leads to: a session on a route that allows
     /// its protocol (never the cache); a 501 on any other route (`None`: answered). Other
     /// requests, and refusals, pass as they are.
     pub fn admit_tunnel(
@@ -234,7 +234,7 @@ impl Downstream<'_> {
         head: &RequestHead,
         admission: Admission,
     ) -> Option<Admission> {
-        if !is_h2_upgrade(head) {
+        if !is_stream_upgrade(head) {
             return Some(admission);
         }
         let route = match admission {
@@ -256,10 +256,11 @@ impl Downstream<'_> {
     }
 
     /// 501 to an extended CONNECT whose protocol the route does not take (RFC 9220 §3 says
-    /// 501 for a `:protocol` the server does not support); the stream, which the client has
-    /// not ended, is then reset with NO_ERROR (RFC 9113 §8.1).
+    /// 501 for a `:protocol` the server does not support). The stream, which the client has
+    /// not ended, is then reset with NO_ERROR on HTTP/2 (RFC 9113 §8.1); on HTTP/3 what more
+    /// the client sends on it is read and dropped, its flow control given back.
     fn refuse_tunnel(&mut self, client: Client, head: &RequestHead) {
-        let Client::H2(index, stream) = client else {
+        let (index, Some(stream)) = (client.conn(), client.stream()) else {
             return;
         };
         self.counters.tunnel_refused[1].inc();
@@ -270,23 +271,20 @@ impl Downstream<'_> {
             "extended CONNECT on a route that does not allow its upgrade: 501"
         );
         self.refuse_stream(client, StatusCode::NOT_IMPLEMENTED, Some(head));
-        if let Some(h2) = self.conns[index].proto.h2_mut() {
+        if let (Client::H2(_, stream), Some(h2)) = (client, self.conns[index].proto.h2_mut()) {
             h2.conn.reset_stream(stream, ErrorCode::NoError);
         }
     }
 
-    /// Tunnel bytes an HTTP/2 extended CONNECT's client sent before its tunnel began: kept
-    /// (their window not given back, which bounds them) until it does.
+    /// Tunnel bytes an HTTP/2 or HTTP/3 extended CONNECT's client sent before its tunnel
+    /// began: kept (their window not given back, which bounds them) until it does.
     pub fn keep_early(&mut self, client: Client, data: Bytes, end: bool) {
-        let Client::H2(index, stream) = client else {
+        let Some(stream) = client.stream() else {
             return;
         };
-        if let Some(h2) = self.conns.get_mut(index).and_then(|c| c.proto.h2_mut()) {
-            h2.streams
-                .early
-                .entry(u64::from(stream))
-                .or_default()
-                .push((data, end));
+        let conn = self.conns.get_mut(client.conn());
+        if let Some(streams) = conn.and_then(|c| c.proto.streams_mut()) {
+            streams.early.entry(stream).or_default().push((data, end));
         }
     }
 

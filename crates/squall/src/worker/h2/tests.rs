@@ -1,7 +1,7 @@
 //! Turning HTTP/2 requests into heads: targets, hosts, framing, extended CONNECT.
 
 use super::*;
-use crate::worker::tunnel::is_h2_upgrade;
+use crate::worker::tunnel::is_stream_upgrade;
 
 fn request(authority: Option<&'static str>, path: &'static str, end_stream: bool) -> Request {
     Request {
@@ -78,12 +78,12 @@ fn an_extended_connect_becomes_an_http1_upgrade_with_a_fresh_key() {
         head.headers.get(http::header::CONNECTION).unwrap(),
         "upgrade"
     );
-    assert!(is_h2_upgrade(&head));
+    assert!(is_stream_upgrade(&head));
     let key = head.headers.get(http::header::SEC_WEBSOCKET_KEY).unwrap();
     assert_eq!(key.as_bytes().len(), 24, "16 bytes, base64");
     let again = request_head(connect).unwrap();
     let other = again.headers.get(http::header::SEC_WEBSOCKET_KEY).unwrap();
     assert_ne!(key.as_bytes(), other.as_bytes(), "a fresh key each time");
     let plain = request_head(request(Some("o.test"), "/", true)).unwrap();
-    assert!(!is_h2_upgrade(&plain));
+    assert!(!is_stream_upgrade(&plain));
 }
