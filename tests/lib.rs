@@ -309,6 +309,24 @@ fn read_line(stream: &mut impl Read) -> String {
     String::from_utf8(line).expect("ASCII chunk line")
 }
 
+/// Reads one request head (an origin's side); returns it as sent and the bytes that followed
+/// it in the same reads. `None` if the stream ends or fails first.
+pub fn read_request_head(stream: &mut impl Read) -> Option<(String, Vec<u8>)> {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&got[..end]).into_owned();
+            return Some((head, got[end + 4..].to_vec()));
+        }
+        let n = stream.read(&mut buf).ok()?;
+        if n == 0 {
+            return None;
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+}
+
 /// Reads one response head, and no body: for responses to HEAD.
 pub fn read_response_head(stream: &mut impl Read) -> Option<Response> {
     let mut head = Vec::new();

@@ -10,92 +10,21 @@
 //! and the tunnel does not depend on which (WebSocket's own key and accept are checked by the
 //! HTTP/2 tests and by the aioquic case of `tests/interop`).
 //!
-//! The origin is written by hand on raw sockets: it answers the upgrade with a 101 naming the
-//! protocol asked for, echoes every byte, and says `bye` after the client's FIN.
+//! The origin (`support/upgrade_origin.rs`) answers the upgrade with a 101 naming the protocol
+//! asked for, echoes every byte, and says `bye` after the client's FIN.
 
 #[path = "support/h3_client.rs"]
 mod h3_client;
+#[path = "support/upgrade_origin.rs"]
+mod upgrade_origin;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes};
 use squall_e2e::{Squall, admin_addr, admin_get, metric_sum};
-
-/// What the origin saw: upgrade request heads, and tunnels that ended.
-#[derive(Default)]
-struct Seen {
-    heads: std::sync::Mutex<Vec<String>>,
-    ended: AtomicUsize,
-}
-
-fn origin() -> (SocketAddr, Arc<Seen>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let seen = Arc::new(Seen::default());
-    let shared = seen.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            let seen = shared.clone();
-            std::thread::spawn(move || serve(&mut stream, &seen));
-        }
-    });
-    (addr, seen)
-}
-
-/// Reads one request head; returns it and what followed it.
-fn read_head(stream: &mut TcpStream) -> Option<(String, Vec<u8>)> {
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&got[..end]).into_owned();
-            return Some((head, got[end + 4..].to_vec()));
-        }
-        let n = stream.read(&mut buf).ok()?;
-        if n == 0 {
-            return None;
-        }
-        got.extend_from_slice(&buf[..n]);
-    }
-}
-
-fn serve(stream: &mut TcpStream, seen: &Seen) {
-    let Some((head, early)) = read_head(stream) else {
-        return;
-    };
-    seen.heads.lock().unwrap().push(head.clone());
-    let upgrade = (head.lines())
-        .find(|l| l.to_ascii_lowercase().starts_with("upgrade:"))
-        .map(|l| l["upgrade:".len()..].trim().to_owned());
-    let Some(upgrade) = upgrade.filter(|_| head.starts_with("GET ")) else {
-        let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nplain");
-        return;
-    };
-    let switch = format!(
-        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: {upgrade}\r\nConnection: Upgrade\r\n\r\n"
-    );
-    if stream.write_all(switch.as_bytes()).is_err() || stream.write_all(&early).is_err() {
-        return;
-    }
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match stream.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) if stream.write_all(&buf[..n]).is_ok() => {}
-            _ => {
-                seen.ended.fetch_add(1, Ordering::SeqCst);
-                return;
-            }
-        }
-    }
-    let _ = stream.write_all(b"bye");
-    seen.ended.fetch_add(1, Ordering::SeqCst);
-}
+use upgrade_origin::origin;
 
 fn config(origin: SocketAddr) -> String {
     format!(

@@ -16,19 +16,8 @@ use squall_e2e::{Squall, admin_addr, admin_get, metric_sum, read_response, read_
 
 /// Reads one request head from `stream`; returns it (lowercase) and what followed it.
 fn read_head(stream: &mut TcpStream) -> Option<(String, Vec<u8>)> {
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
-            return Some((head, got[end + 4..].to_vec()));
-        }
-        let n = stream.read(&mut buf).ok()?;
-        if n == 0 {
-            return None;
-        }
-        got.extend_from_slice(&buf[..n]);
-    }
+    let (head, rest) = squall_e2e::read_request_head(stream)?;
+    Some((head.to_ascii_lowercase(), rest))
 }
 
 /// The origin: `/ws` upgrades and echoes until the client's FIN, then says `bye` and closes;

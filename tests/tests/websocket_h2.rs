@@ -12,11 +12,12 @@
 
 #[path = "support/h2_client.rs"]
 mod h2_client;
+#[path = "support/upgrade_origin.rs"]
+mod upgrade_origin;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -24,98 +25,7 @@ use h2_client::{fetch, h2c, send_all};
 use squall_e2e::{
     Squall, TempDir, admin_addr, admin_get, listener_with_buffers, metric_sum, openssl_cert,
 };
-
-/// Reads one request head; returns it (lowercase) and what followed it.
-fn read_head(stream: &mut TcpStream) -> Option<(String, Vec<u8>)> {
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&got[..end]).into_owned();
-            return Some((head, got[end + 4..].to_vec()));
-        }
-        let n = stream.read(&mut buf).ok()?;
-        if n == 0 {
-            return None;
-        }
-        got.extend_from_slice(&buf[..n]);
-    }
-}
-
-/// What the origin saw: upgrade requests (their heads), and tunnels that ended.
-#[derive(Default)]
-struct Seen {
-    heads: std::sync::Mutex<Vec<String>>,
-    ended: AtomicUsize,
-}
-
-/// The origin: `/ws` upgrades and echoes until the client's FIN, then says `bye`;
-/// `/bad-accept` answers a 101 with a wrong accept; anything else `200`.
-fn origin() -> (SocketAddr, Arc<Seen>) {
-    origin_on(TcpListener::bind("127.0.0.1:0").unwrap())
-}
-
-fn origin_on(listener: TcpListener) -> (SocketAddr, Arc<Seen>) {
-    let addr = listener.local_addr().unwrap();
-    let seen = Arc::new(Seen::default());
-    let shared = seen.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            let seen = shared.clone();
-            std::thread::spawn(move || serve(&mut stream, &seen));
-        }
-    });
-    (addr, seen)
-}
-
-fn serve(stream: &mut TcpStream, seen: &Seen) {
-    let Some((head, early)) = read_head(stream) else {
-        return;
-    };
-    let lower = head.to_ascii_lowercase();
-    seen.heads.lock().unwrap().push(head.clone());
-    let path = lower.split(' ').nth(1).unwrap_or("").to_owned();
-    let field = |name: &str| {
-        (head.lines())
-            .find(|l| l.to_ascii_lowercase().starts_with(name))
-            .map(|l| l[name.len()..].trim().to_owned())
-    };
-    let key = field("sec-websocket-key:").unwrap_or_default();
-    if !lower.starts_with("get ") || field("upgrade:").is_none() {
-        let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nplain");
-        return;
-    }
-    let accept = match path.as_str() {
-        "/bad-accept" => "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=".to_owned(),
-        _ => websocket_accept(key.as_bytes()),
-    };
-    let switch = format!(
-        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-         Sec-WebSocket-Accept: {accept}\r\nSec-WebSocket-Protocol: chat\r\n\r\n"
-    );
-    if stream.write_all(switch.as_bytes()).is_err() || stream.write_all(&early).is_err() {
-        return;
-    }
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match stream.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                if stream.write_all(&buf[..n]).is_err() {
-                    seen.ended.fetch_add(1, Ordering::SeqCst);
-                    return;
-                }
-            }
-            Err(_) => {
-                seen.ended.fetch_add(1, Ordering::SeqCst);
-                return;
-            }
-        }
-    }
-    let _ = stream.write_all(b"bye");
-    seen.ended.fetch_add(1, Ordering::SeqCst);
-}
+use upgrade_origin::{origin, origin_on, websocket_accept};
 
 fn config(origin: SocketAddr) -> String {
     config_with(origin, "")
@@ -413,12 +323,6 @@ async fn a_route_without_upgrade_answers_501_and_a_bad_accept_is_a_502() {
     // The same connection serves other requests.
     let plain = fetch(&client, "GET", "http://o.test/plain", None).await;
     assert_eq!(plain.status, 200);
-}
-
-/// `Sec-WebSocket-Accept` (RFC 6455 §4.2.2) for the origin, by tungstenite's implementation:
-/// one independent of the one Squall checks the origin's answer with.
-fn websocket_accept(key: &[u8]) -> String {
-    tokio_tungstenite::tungstenite::handshake::derive_accept_key(key)
 }
 
 #[test]
