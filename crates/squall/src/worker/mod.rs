@@ -535,6 +535,12 @@ impl Worker {
             Completion::Read { token, result, buf } => {
                 self.with_files(|files, io, down| files.on_read(io, down, token, result, buf));
             }
+            Completion::Splice { token, result } => {
+                self.with_files(|files, io, down| files.on_splice(io, down, token, result));
+            }
+            Completion::Poll { token, result } => {
+                self.with_files(|files, io, down| files.on_poll(io, down, token, result));
+            }
         }
     }
 
