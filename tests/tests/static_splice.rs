@@ -33,6 +33,8 @@ fn start(dir: &TempDir) -> Squall {
     std::fs::write(dir.path().join("site/one.bin"), bytes(ONE_MIB)).unwrap();
     std::fs::write(dir.path().join("site/five.bin"), bytes(FIVE_MIB_ODD)).unwrap();
     std::fs::write(dir.path().join("site/small.txt"), "small\n").unwrap();
+    // One read's worth: read and sent, not spliced.
+    std::fs::write(dir.path().join("site/read.bin"), bytes(64 * 1024)).unwrap();
     let root = dir.path().display();
     let tls = free_port();
     Squall::start(&format!(
@@ -245,26 +247,42 @@ fn a_slow_reader_through_a_small_buffer_gets_every_byte() {
         .unwrap();
     stream
         .write_all(
-            b"GET /five.bin HTTP/1.1\r\nHost: x\r\n\r\nGET /small.txt HTTP/1.1\r\nHost: x\r\n\r\n",
+            b"GET /five.bin HTTP/1.1\r\nHost: x\r\n\r\n\
+              GET /read.bin HTTP/1.1\r\nHost: x\r\n\r\n\
+              GET /small.txt HTTP/1.1\r\nHost: x\r\n\r\n",
         )
         .unwrap();
     let head = read_response_head(&mut stream).expect("a head");
     assert_eq!(head.header("content-length"), Some("5242887"));
     // The first half a little at a time: the server's socket fills again and again.
-    let mut body = Vec::with_capacity(FIVE_MIB_ODD);
+    let body = read_slowly(&mut stream, FIVE_MIB_ODD);
+    assert!(body == bytes(FIVE_MIB_ODD), "the bytes differ");
+    // Then a file sent from a buffer (a writev, not a splice) on the socket the splice made
+    // nonblocking, to the same slow reader.
+    let head = read_response_head(&mut stream).expect("a head");
+    assert_eq!(head.header("content-length"), Some("65536"));
+    let body = read_slowly(&mut stream, 64 * 1024);
+    assert!(body == bytes(64 * 1024), "the read file's bytes differ");
+    let next = read_response(&mut stream).expect("the next answer");
+    assert_eq!((next.status, &next.body[..]), (200, &b"small\n"[..]));
+}
+
+/// Reads `len` bytes, the first half a little at a time (the sender's socket fills again and
+/// again), then the rest at once.
+fn read_slowly(stream: &mut TcpStream, len: usize) -> Vec<u8> {
+    let mut body = Vec::with_capacity(len);
     let mut piece = vec![0; 16 * 1024];
-    while body.len() < FIVE_MIB_ODD / 2 {
-        let n = stream.read(&mut piece).unwrap();
+    while body.len() < len / 2 {
+        let want = piece.len().min(len / 2 - body.len()).max(1);
+        let n = stream.read(&mut piece[..want]).unwrap();
         assert!(n > 0, "the connection ended early");
         body.extend_from_slice(&piece[..n]);
         std::thread::sleep(Duration::from_millis(2));
     }
-    let mut rest = vec![0; FIVE_MIB_ODD - body.len()];
+    let mut rest = vec![0; len - body.len()];
     stream.read_exact(&mut rest).unwrap();
     body.extend_from_slice(&rest);
-    assert!(body == bytes(FIVE_MIB_ODD), "the bytes differ");
-    let next = read_response(&mut stream).expect("the next answer");
-    assert_eq!((next.status, &next.body[..]), (200, &b"small\n"[..]));
+    body
 }
 
 #[test]

@@ -280,3 +280,73 @@ fn a_pipe_grows_to_what_it_is_asked_for_within_the_limit() {
     let [read, write] = huge.into_ends();
     assert_ne!(read.as_raw_fd(), write.as_raw_fd());
 }
+
+/// A nonblocking socket (as a splice leaves a client's) changes nothing for the ring's own
+/// operations: a receive with nothing to read waits, and a writev to a full socket takes what
+/// fits and then waits for room, where the system calls would say `EAGAIN`.
+#[test]
+fn the_rings_socket_operations_wait_on_a_nonblocking_socket() {
+    let mut ring = small_ring();
+    let (server, mut client) = tcp_pair();
+    socket2::SockRef::from(&server)
+        .set_send_buffer_size(4096)
+        .unwrap();
+    ring.recv_multi(server.as_raw_fd(), 5);
+    let big = Bytes::from(vec![7u8; 1024 * 1024]);
+    ring.writev(server.as_raw_fd(), vec![big.clone()], 6);
+    // What the socket takes at once comes back (a short writev, never `EAGAIN`); the rest
+    // then waits for the client, and the receive waits for bytes.
+    let mut sent = 0;
+    let waited_from = Instant::now();
+    while waited_from.elapsed() < Duration::from_millis(200) {
+        ring.submit_and_wait(Some(Duration::from_millis(20)))
+            .unwrap();
+        while let Some(completion) = ring.next_completion() {
+            let Completion::Writev {
+                token: 6,
+                result: Ok(n),
+                ..
+            } = completion
+            else {
+                panic!("only a short writev before the client reads: {completion:?}");
+            };
+            assert!(n > 0);
+            sent += n;
+            ring.writev(server.as_raw_fd(), vec![big.slice(sent..)], 6);
+        }
+    }
+    assert!(sent < big.len(), "the socket cannot take 1 MiB at once");
+    let reader = std::thread::spawn(move || {
+        let mut got = vec![0; 1024 * 1024];
+        client.read_exact(&mut got).unwrap();
+        client.write_all(b"more").unwrap();
+        (got, client)
+    });
+    let mut received = false;
+    while sent < big.len() || !received {
+        match next(&mut ring) {
+            Completion::Writev {
+                token: 6,
+                result: Ok(n),
+                ..
+            } => {
+                sent += n;
+                if sent < big.len() {
+                    ring.writev(server.as_raw_fd(), vec![big.slice(sent..)], 6);
+                }
+            }
+            Completion::Recv {
+                token: 5,
+                result: Ok(Some(buf)),
+                ..
+            } => {
+                assert_eq!(ring.recv_bytes(&buf), b"more");
+                ring.recycle(buf);
+                received = true;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    let (got, _client) = reader.join().unwrap();
+    assert!(got.iter().all(|&b| b == 7));
+}

@@ -6,9 +6,11 @@
 //! Backpressure is the proxied responses' rule (`budget.rs`): the next read is queued only
 //! when the client has room for it, and a read is at most [`CHUNK_BYTES`], so a transfer holds
 //! at most one chunk in flight plus what its client's bound lets wait. A file below the chunk
-//! size goes out after a single read. Every answer leaves through the downstream
-//! (`downstream/file.rs`: the head, the data, a cut, the end with its counters and access log
-//! line), so nothing here asks which protocol the client speaks.
+//! size goes out after a single read; a larger body sent unchanged to a cleartext HTTP/1.1
+//! client is spliced from the file to the socket instead (`files/splice.rs`). Every answer
+//! leaves through the downstream (`downstream/file.rs`: the head, the data, a cut, the end
+//! with its counters and access log line), so nothing here asks which protocol the client
+//! speaks.
 //!
 //! A transfer's descriptor is closed through the ring when it ends, whether whole, failed, or
 //! because its client went away; while an operation is in flight the ring owns its buffers,

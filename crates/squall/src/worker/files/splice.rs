@@ -43,7 +43,7 @@ use crate::worker::Io;
 /// Bodies from this size on are spliced (cleartext HTTP/1.1, unchanged bytes): those that
 /// take more than one read (`CHUNK_BYTES`). Measured against reads (docs/PERFORMANCE.md): a
 /// 64 KiB file spliced cost about what its one read and send cost (1.09× the machine's CPU
-/// per request, within noise), a 128 KiB one 0.54×, a 256 KiB one 0.49×, 1 MiB 0.59×.
+/// per request, noisy), a 128 KiB one 0.54×, 256 KiB 0.50×, 1 MiB 0.50×.
 pub const SPLICE_MIN_BYTES: u64 = super::CHUNK_BYTES as u64 + 1;
 /// The largest pipe asked for: a chunk spliced from the file at a time. 1 MiB (the default
 /// `pipe-max-size`) sends a 1 MiB file with one splice from the file; measured on
