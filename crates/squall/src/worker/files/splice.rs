@@ -99,8 +99,9 @@ impl Spliced {
 }
 
 impl Files {
-    /// After the head of a body of `len` unchanged bytes: the transfer splices if its
-    /// client is a cleartext HTTP/1.1 connection and it can have a pipe and the descriptors.
+    /// After the head: the transfer splices its body if the body is the file's bytes
+    /// unchanged and over one read's, its client a cleartext HTTP/1.1 connection, and it can
+    /// have a pipe and the descriptors; else it reads.
     pub(super) fn begin_splice(&mut self, io: &mut Io<'_>, down: &mut Downstream<'_>, id: FileId) {
         let transfer = &mut self.slab[id.index];
         let len = transfer.end - transfer.offset;
