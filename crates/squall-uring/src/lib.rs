@@ -3,7 +3,7 @@
 //! A [`Ring`] is owned by one worker thread. The worker queues operations (multishot accept,
 //! multishot receive into a provided buffer ring, send and writev of `Bytes`, close, cancel, a
 //! wake-up poll, and for static files an open beneath a directory, statx and a read at an
-//! offset), then calls [`Ring::submit_and_wait`] and drains [`Ring::next_completion`].
+//! offset, a splice through a pipe and a one-shot poll), then calls [`Ring::submit_and_wait`] and drains [`Ring::next_completion`].
 //!
 //! Buffer ownership follows tokio-uring's rule: memory handed to the kernel is owned by the ring
 //! until the operation's completion arrives, even when the connection that asked for it is gone.
@@ -33,6 +33,7 @@ mod enter;
 mod file;
 mod limits;
 mod socket;
+mod splice;
 mod udp;
 mod waker;
 
@@ -49,6 +50,7 @@ pub use bufring::RecvBuf;
 pub use datagram::{DATAGRAM_HEADROOM, Datagram, UDP_BUFFER_BYTES_GRO};
 pub use file::{FileStat, is_not_found};
 pub use limits::{raise_nofile_limit, release_free_memory, set_tcp_notsent_lowat};
+pub use splice::{Pipe, set_nonblocking};
 pub use udp::{
     SockFilter, attach_reuseport_cbpf, enable_pktinfo, enable_udp_gro, gso_supported, is_gso_error,
     quic_steering_program, set_socket_buffers, udp_socket,
@@ -184,6 +186,13 @@ pub enum Completion {
         result: io::Result<usize>,
         buf: Vec<u8>,
     },
+    /// A [`Ring::splice`] finished: the bytes moved.
+    Splice {
+        token: u64,
+        result: io::Result<usize>,
+    },
+    /// A [`Ring::poll_once`] fired: the events.
+    Poll { token: u64, result: io::Result<u32> },
 }
 
 /// Identifies a queued operation, for [`Ring::cancel`].
@@ -248,6 +257,8 @@ enum Kind {
     Read,
     RecvMsg,
     SendMsg,
+    Splice,
+    Poll,
 }
 
 struct Op {
@@ -657,6 +668,14 @@ fn finish(op: Op, res: i32, flags: u32, more: bool) -> Completion {
         },
         (Kind::Wake, _) => Completion::Wake { token, more },
         (Kind::Cancel, _) => Completion::Cancel { token },
+        (Kind::Splice, _) => Completion::Splice {
+            token,
+            result: count(res),
+        },
+        (Kind::Poll, _) => Completion::Poll {
+            token,
+            result: count(res).map(|events| events as u32),
+        },
         (kind @ (Kind::Open | Kind::Statx | Kind::Read), lent) => {
             file::finish(kind, lent, token, res)
         }

@@ -1,5 +1,6 @@
 //! Tests against real loopback sockets: the ring's operations as the worker uses them.
 
+mod splice;
 mod udp;
 mod udp_sockets;
 

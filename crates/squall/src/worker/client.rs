@@ -279,7 +279,8 @@ impl Clients {
     /// connections' output sealed first), and says what the loop must do when nothing is left.
     pub(super) fn flush_out(&mut self, io: &mut Io<'_>, index: usize) -> After {
         let conn = &mut self.conns[index];
-        if conn.socket.sending() || conn.phase == Phase::Closed {
+        // A static file's splice writes to the socket until its transfer ends.
+        if conn.socket.sending() || conn.phase == Phase::Closed || conn.lent {
             return After::Nothing;
         }
         if let Err(e) = seal(conn) {

@@ -62,6 +62,11 @@ pub struct Conn {
     pub cut: bool,
     /// Decoding paused because `out` is full; resumed when a send completes.
     pub blocked: bool,
+    /// The socket is lent to a static file's splice (`files/splice.rs`): nothing else is
+    /// sent until the transfer ends.
+    pub lent: bool,
+    /// The socket was made nonblocking (for a splice).
+    pub nonblocking: bool,
     /// A tunnel's origin has the high-water mark unsent: the client's receive is not re-armed
     /// until it drains (`tunnel.rs`).
     pub reads_paused: bool,
@@ -122,6 +127,8 @@ impl Conn {
             close_after: false,
             cut: false,
             blocked: false,
+            lent: false,
+            nonblocking: false,
             reads_paused: false,
             head_started: None,
             fresh: true,

@@ -6,9 +6,11 @@
 //! Backpressure is the proxied responses' rule (`budget.rs`): the next read is queued only
 //! when the client has room for it, and a read is at most [`CHUNK_BYTES`], so a transfer holds
 //! at most one chunk in flight plus what its client's bound lets wait. A file below the chunk
-//! size goes out after a single read. Every answer leaves through the downstream
-//! (`downstream/file.rs`: the head, the data, a cut, the end with its counters and access log
-//! line), so nothing here asks which protocol the client speaks.
+//! size goes out after a single read; a larger body sent unchanged to a cleartext HTTP/1.1
+//! client is spliced from the file to the socket instead (`files/splice.rs`). Every answer
+//! leaves through the downstream (`downstream/file.rs`: the head, the data, a cut, the end
+//! with its counters and access log line), so nothing here asks which protocol the client
+//! speaks.
 //!
 //! A transfer's descriptor is closed through the ring when it ends, whether whole, failed, or
 //! because its client went away; while an operation is in flight the ring owns its buffers,
@@ -20,6 +22,7 @@
 //! `compress` plans compressed goes through a `Compressor` one read at a time.
 
 mod coding;
+mod splice;
 
 use std::ffi::CString;
 use std::io;
@@ -99,6 +102,8 @@ pub struct Transfer {
     /// It holds a charge of the descriptor budget for its file (`listen.rs`), from before
     /// its open to its end.
     descriptor: bool,
+    /// The body goes file → pipe → socket (`files/splice.rs`) instead of through reads.
+    splice: Option<Box<splice::Spliced>>,
 }
 
 /// The static file transfers in progress: their slab and their operations on the ring. Every
@@ -122,6 +127,9 @@ pub(super) enum FileNews {
     /// Transfer `id` began: it is charged a descriptor and opens, or it waits in the queue for
     /// one (`open_charged` then).
     Began(FileId),
+    /// Bytes were spliced to the client's socket: the connection was active (its idle
+    /// clock starts again), as a send's completion says for output it sends itself.
+    Active(Client),
 }
 
 impl Worker {
@@ -143,6 +151,13 @@ impl Worker {
                 FileNews::Ended { id, charged } => {
                     let holder = Waiter::File(id);
                     (self.admission).end_descriptor(&self.runtime, holder, charged);
+                }
+                FileNews::Active(client) => {
+                    let index = client.conn();
+                    if let Some(conn) = self.clients.conns.get_mut(index) {
+                        conn.last_activity = self.now;
+                        self.update_deadline(index);
+                    }
                 }
                 FileNews::Began(id) => {
                     if self.admission.take_descriptor(&self.runtime) {
@@ -219,6 +234,7 @@ impl Files {
             compressor: None,
             streamed: false,
             descriptor: false,
+            splice: None,
         });
         let id = FileId { index, generation };
         downstream::set_file(&mut down.conns[client.conn()], client, Some(id));
@@ -419,6 +435,7 @@ impl Files {
         transfer.close_after = close_after;
         transfer.sent += written;
         transfer.answered = true;
+        self.begin_splice(io, down, id);
         self.pump(io, down, id);
     }
 
@@ -471,6 +488,9 @@ impl Files {
             return;
         }
         let left = transfer.end - transfer.offset;
+        if transfer.splice.is_some() {
+            return self.pump_spliced(io, down, id);
+        }
         if left == 0 {
             self.end(io, down, id);
             return;
@@ -565,6 +585,8 @@ impl Files {
         transfer.gone = true;
         if !transfer.busy {
             self.end(io, down, id);
+        } else {
+            self.cancel_splice(io, id);
         }
     }
 
@@ -616,9 +638,13 @@ impl Files {
         let charged = transfer.descriptor;
         self.news.push(FileNews::Ended { id, charged });
         let token = Token::file(id.index, id.generation).raw();
+        if transfer.splice.is_some() {
+            Files::end_splice(io);
+        }
         for fd in [transfer.fd, transfer.original.map(|(fd, _)| fd)]
             .into_iter()
             .flatten()
+            .chain(transfer.splice.into_iter().flat_map(|s| s.into_fds()))
         {
             io.ring.close(fd, token);
         }

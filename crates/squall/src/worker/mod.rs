@@ -506,6 +506,12 @@ impl Worker {
             Completion::Read { token, result, buf } => {
                 self.with_files(|files, io, down| files.on_read(io, down, token, result, buf));
             }
+            Completion::Splice { token, result } => {
+                self.with_files(|files, io, down| files.on_splice(io, down, token, result));
+            }
+            Completion::Poll { token, result } => {
+                self.with_files(|files, io, down| files.on_poll(io, down, token, result));
+            }
         }
         // What QUIC datagrams (received, or handed over by another worker) meant for the
         // client slots: a new connection gets one, a packet goes to its connection.

@@ -4,7 +4,11 @@
 //! the response counted and logged). `files.rs` decides what to send and reads the file; it
 //! never asks which protocol its client speaks.
 
+use std::os::fd::OwnedFd;
+
 use squall_h1::RequestFraming;
+
+use super::super::conn::Phase;
 
 use super::super::ids::FileId;
 use super::*;
@@ -98,6 +102,35 @@ impl Downstream<'_> {
         }
     }
 
+    /// A duplicate of `client`'s socket for a static file's splice, nonblocking: only for a
+    /// cleartext HTTP/1.x connection.
+    pub fn splice_socket(&mut self, client: Client) -> Option<OwnedFd> {
+        let conn = self.conns.get_mut(client.conn())?;
+        if !matches!(client, Client::H1(_)) || conn.tls.is_some() || conn.phase != Phase::Open {
+            return None;
+        }
+        let fd = conn.socket.fd()?;
+        if !conn.nonblocking {
+            squall_uring::set_nonblocking(fd).ok()?;
+            conn.nonblocking = true;
+        }
+        fd.try_clone().ok()
+    }
+
+    /// Lends `client`'s socket to a splice once everything queued for it has left; false
+    /// while something is unsent or in flight. Nothing else is sent until the transfer ends
+    /// (`file_end`).
+    pub fn lend_socket(&mut self, client: Client) -> bool {
+        let Some(conn) = self.conns.get_mut(client.conn()) else {
+            return false;
+        };
+        if conn.unsent_bytes() > 0 || conn.socket.sending() || conn.phase != Phase::Open {
+            return false;
+        }
+        conn.lent = true;
+        true
+    }
+
     /// A response whose head left cannot be finished: the HTTP/1.1 connection is cut once
     /// what it has left, the HTTP/2 stream reset, so the client never takes it for whole.
     pub fn file_cut(&mut self, client: Client) {
@@ -132,6 +165,7 @@ impl Downstream<'_> {
         };
         debug_assert!(super::files_of(conn).contains(&id));
         set_file(conn, client, None);
+        conn.lent = false;
         if let Client::H1(_) = client {
             conn.close_after |= close_after;
         }
