@@ -283,6 +283,16 @@ impl Clients {
         if conn.socket.sending() || conn.phase == Phase::Closed || conn.lent {
             return After::Nothing;
         }
+        // The client sends no more: once nothing it asked for is in progress (and decoding
+        // stopped for want of bytes, not of room), it ends as after `Connection: close`.
+        if conn.peer_done
+            && !conn.close_after
+            && !conn.blocked
+            && conn.phase == Phase::Open
+            && conn.proto.is_idle(true)
+        {
+            conn.close_after = true;
+        }
         if let Err(e) = seal(conn) {
             debug!(worker = io.worker, conn = index, "tls: {e}");
             return After::Close;
@@ -482,9 +492,9 @@ fn receive(conn: &mut Conn, bytes: &[u8], counters: &WorkerCounters, worker: usi
             counters.tls_handshakes_full.inc();
         }
     }
-    if !conn.close_after && tls.peer_closed() {
-        // close_notify: the client sends no more requests; answer those received, then close.
-        conn.close_after = true;
+    if tls.peer_closed() && !conn.peer_done {
+        // close_notify: the client sends no more requests.
+        conn.peer_finished();
     }
 }
 

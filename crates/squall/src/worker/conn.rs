@@ -56,6 +56,9 @@ pub struct Conn {
     pub scheduled: bool,
     /// Decoding stopped for good: close once `out` is sent (Connection: close, an error).
     pub close_after: bool,
+    /// The client sends no more (its end of stream, or TLS close_notify): the requests it
+    /// sent are answered, then the connection closes (`Clients::flush_out`).
+    pub peer_done: bool,
     /// The last response was cut short: once what is queued has left, close at once (no
     /// linger, no TLS close_notify), so the client sees a truncated response, never a whole
     /// one.
@@ -125,6 +128,7 @@ impl Conn {
             responding: false,
             scheduled: false,
             close_after: false,
+            peer_done: false,
             cut: false,
             blocked: false,
             lent: false,
@@ -213,6 +217,20 @@ impl Conn {
         let responding = self.proto.has_sessions();
         if responding != std::mem::replace(&mut self.responding, responding) {
             buffered.set_responding(responding);
+        }
+    }
+
+    /// The client sends no more (its end of stream, or TLS close_notify). A proxied request in
+    /// progress is given up, as nginx does (`proxy_ignore_client_abort off`): a client that
+    /// closed may be gone altogether, which only a send would tell, and its origin may keep
+    /// the connection and its buffers for long. What else it asked for (fixed answers,
+    /// static files, cache hits, requests waiting in the receive buffer) is answered, then the
+    /// connection closes (`Clients::flush_out`).
+    pub fn peer_finished(&mut self) {
+        if self.proto.has_sessions() {
+            self.close_after = true;
+        } else {
+            self.peer_done = true;
         }
     }
 

@@ -61,10 +61,10 @@ impl Worker {
                     self.process(index);
                 }
             }
-            // End of stream: answer what was received, then close.
+            // End of stream: answer what was received, then close (`flush_out`).
             Ok(None) => {
                 if conn.phase == Phase::Open {
-                    conn.close_after = true;
+                    conn.peer_finished();
                     self.process(index);
                 } else {
                     self.close_now(index);
