@@ -173,3 +173,16 @@ fn an_incomplete_request_before_a_half_close_ends_the_connection() {
     let got = half_closed_after(&squall, &["/files/small.bin"], "GET /fix");
     assert_eq!(bodies(&got), [pattern(SMALL)]);
 }
+
+/// A request whose body stops short of its length, then the end of stream: the body can
+/// never be whole, so the connection closes at once without an answer (it was kept open
+/// until a timeout).
+#[test]
+fn a_body_cut_short_by_a_half_close_ends_the_connection() {
+    let dir = TempDir::new();
+    let squall = start(&dir);
+    let tail =
+        "POST /fixed HTTP/1.1\r\nHost: example.test\r\nContent-Length: 100\r\n\r\n0123456789";
+    let got = half_closed_after(&squall, &["/files/small.bin"], tail);
+    assert_eq!(bodies(&got), [pattern(SMALL)]);
+}

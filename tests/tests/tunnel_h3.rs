@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use bytes::{Buf, Bytes};
 use squall_e2e::{Squall, admin_addr, admin_get, metric_sum};
-use upgrade_origin::origin;
+use upgrade_origin::{origin, refused};
 
 fn config(origin: SocketAddr) -> String {
     format!(
@@ -202,12 +202,7 @@ async fn a_route_without_upgrade_answers_501() {
         "nothing reached the origin"
     );
     let (_, text) = admin_get(admin_addr(&squall), "/metrics");
-    let line = (text.lines())
-        .find(|l| l.starts_with("squall_tunnel_refused_total{") && l.contains("not_allowed"));
-    let refused: f64 = line
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-        .unwrap_or(0.0);
-    assert_eq!(refused, 1.0, "{text}");
+    assert_eq!(refused(&text, "not_allowed"), 1.0, "{text}");
     let uri = format!("https://localhost:{}/plain", squall.addr.port());
     let plain = h3_client::fetch(&mut h3, "GET", &uri, None).await;
     assert_eq!(plain.status, 200);

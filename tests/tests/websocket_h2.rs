@@ -25,7 +25,7 @@ use h2_client::{fetch, h2c, send_all};
 use squall_e2e::{
     Squall, TempDir, admin_addr, admin_get, listener_with_buffers, metric_sum, openssl_cert,
 };
-use upgrade_origin::{origin, origin_on, websocket_accept};
+use upgrade_origin::{origin, origin_on, refused, websocket_accept};
 
 fn config(origin: SocketAddr) -> String {
     config_with(origin, "")
@@ -124,14 +124,6 @@ async fn read_all(body: &mut h2::RecvStream, limit: usize) -> Vec<u8> {
 
 fn pattern(total: usize) -> Vec<u8> {
     (0..total).map(|i| (i * 7 + i / 4096) as u8).collect()
-}
-
-fn refused(text: &str, reason: &str) -> f64 {
-    (text.lines())
-        .filter(|l| l.starts_with("squall_tunnel_refused_total{"))
-        .filter(|l| l.contains(&format!("reason=\"{reason}\"")))
-        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
-        .sum()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -43,6 +43,16 @@ pub fn websocket_accept(key: &[u8]) -> String {
     tokio_tungstenite::tungstenite::handshake::derive_accept_key(key)
 }
 
+/// `squall_tunnel_refused_total` with `reason`, summed over the workers, from `/metrics`'s
+/// `text`: how the tunnel tests count refusals.
+pub fn refused(text: &str, reason: &str) -> f64 {
+    (text.lines())
+        .filter(|l| l.starts_with("squall_tunnel_refused_total{"))
+        .filter(|l| l.contains(&format!("reason=\"{reason}\"")))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
 fn serve(stream: &mut TcpStream, seen: &Seen) {
     let Some((head, early)) = squall_e2e::read_request_head(stream) else {
         return;

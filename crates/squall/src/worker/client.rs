@@ -284,12 +284,13 @@ impl Clients {
             return After::Nothing;
         }
         // The client sends no more: once nothing it asked for is in progress (and decoding
-        // stopped for want of bytes, not of room), it ends as after `Connection: close`.
+        // stopped for want of bytes, not of room), or what is in progress waits for bytes
+        // that will not come, it ends as after `Connection: close`.
         if conn.peer_done
             && !conn.close_after
             && !conn.blocked
             && conn.phase == Phase::Open
-            && conn.proto.is_idle(true)
+            && (conn.proto.is_idle(true) || conn.proto.waits_on_client())
         {
             conn.close_after = true;
         }

@@ -48,6 +48,12 @@ const GSO_DATAGRAMS_MAX: usize = 40;
 /// (its default upper bound, which squall-quic keeps).
 const DATAGRAM_BYTES_MAX: usize = 1452;
 
+/// Messages a worker may have waiting on its control channel beyond which handed packets are
+/// dropped instead of queued: the channel has no bound of its own, and an owner that is slow
+/// to take them (or junk whose connection IDs name it) must not grow it without end. A full
+/// socket buffer drops packets the same way; QUIC recovers.
+const HANDED_WAITING_MAX: usize = 1024;
+
 // A GSO send is one UDP datagram to the kernel until it segments it: at most 65,507 bytes of
 // payload over IPv4, or the kernel refuses it (and GSO is turned off on the listener).
 const _: () = assert!(GSO_DATAGRAMS_MAX * DATAGRAM_BYTES_MAX <= 65_507);
@@ -267,16 +273,18 @@ impl Quic {
             if packets.is_empty() {
                 continue;
             }
-            let Some(peer) = peers.get(owner) else {
+            let peer = peers.get(owner);
+            let Some(peer) = peer.filter(|p| p.control.len() < HANDED_WAITING_MAX) else {
+                debug!(
+                    owner,
+                    dropped = packets.len(),
+                    "h3: packets for another worker dropped"
+                );
                 packets.clear();
                 continue;
             };
-            let packets = std::mem::take(packets);
-            if peer
-                .control
-                .send(super::Control::QuicPackets(packets))
-                .is_ok()
-            {
+            let message = super::Control::QuicPackets(std::mem::take(packets));
+            if peer.control.send(message).is_ok() {
                 peer.waker.wake();
             }
         }

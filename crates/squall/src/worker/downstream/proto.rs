@@ -147,6 +147,19 @@ impl Proto {
         }
     }
 
+    /// True while a request of this connection waits for more of the client's bytes (its
+    /// head, body or trailers): once the client sends no more, it can never be answered.
+    pub fn waits_on_client(&self) -> bool {
+        match self {
+            Proto::Undecided => false,
+            Proto::H1(h1) => {
+                h1.request.is_some() || h1.forwarding || !h1.decoder.is_between_messages()
+            }
+            Proto::H2(h2) => !h2.streams.pending.is_empty(),
+            Proto::H3(h3) => !h3.streams.pending.is_empty() || !h3.held.is_empty(),
+        }
+    }
+
     /// True while a proxied request answers this connection.
     pub fn has_sessions(&self) -> bool {
         match self {
