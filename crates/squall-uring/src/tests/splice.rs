@@ -144,18 +144,23 @@ fn fill_socket(
     }
 }
 
+/// Small socket buffers both ways, so that a client that reads nothing fills them at once.
+fn narrow(server: &OwnedFd, client: &TcpStream) {
+    socket2::SockRef::from(server)
+        .set_send_buffer_size(4096)
+        .unwrap();
+    socket2::SockRef::from(client)
+        .set_recv_buffer_size(32 * 1024)
+        .unwrap();
+}
+
 #[test]
 fn a_full_socket_takes_a_short_splice_then_says_eagain_and_a_poll_waits_for_room() {
     let mut ring = small_ring();
     let (file, bytes) = pattern_file(512 * 1024 + 3);
     let pipe = Pipe::new(512 * 1024).unwrap();
     let (server, client) = tcp_pair();
-    socket2::SockRef::from(&server)
-        .set_send_buffer_size(4096)
-        .unwrap();
-    socket2::SockRef::from(&client)
-        .set_recv_buffer_size(32 * 1024)
-        .unwrap();
+    narrow(&server, &client);
     // The client reads nothing yet: the socket fills, and the splice comes back (it does not
     // hold an io-wq thread until the client reads) with what it took, then with EAGAIN.
     let want = bytes.len().min(pipe.capacity());
@@ -231,12 +236,7 @@ fn a_poll_waiting_for_room_is_cancelled() {
     let (file, bytes) = pattern_file(256 * 1024);
     let pipe = Pipe::new(256 * 1024).unwrap();
     let (server, client) = tcp_pair();
-    socket2::SockRef::from(&server)
-        .set_send_buffer_size(4096)
-        .unwrap();
-    socket2::SockRef::from(&client)
-        .set_recv_buffer_size(32 * 1024)
-        .unwrap();
+    narrow(&server, &client);
     let want = bytes.len().min(pipe.capacity());
     ring.splice(file.as_raw_fd(), Some(0), pipe.write_end(), want as u32, 1);
     let piped = splice_result(&mut ring, 1).unwrap();
