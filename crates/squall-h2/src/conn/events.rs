@@ -19,7 +19,9 @@ use crate::head::Request;
 /// An event waiting for the application.
 #[derive(Debug)]
 pub(crate) enum Queued {
-    Request(StreamId, Box<Request>),
+    /// The stream's request is the next in [`Connection`]'s `requests`: kept there, not
+    /// boxed here, so that the queues grow once per connection rather than per request.
+    Request(StreamId),
     /// The stream's inbox has data (or its end) to hand out.
     Data(StreamId),
     Trailers(StreamId, http::HeaderMap),
@@ -29,9 +31,7 @@ pub(crate) enum Queued {
 impl Queued {
     fn stream_id(&self) -> StreamId {
         match self {
-            Self::Request(id, _) | Self::Data(id) | Self::Trailers(id, _) | Self::Reset(id, _) => {
-                *id
-            }
+            Self::Request(id) | Self::Data(id) | Self::Trailers(id, _) | Self::Reset(id, _) => *id,
         }
     }
 }
@@ -42,17 +42,18 @@ impl Connection {
     pub fn poll_event(&mut self) -> Option<Event> {
         loop {
             let event = match self.events.pop_front()? {
-                Queued::Request(stream_id, request) => {
-                    // A stream reset before its request was polled took its events along,
-                    // so the stream is there; skipping is only a safety net.
-                    let Some(stream) = self.streams.get_mut(&stream_id) else {
+                Queued::Request(stream_id) => {
+                    let request = self.requests.pop_front();
+                    // A stream reset before its request was polled took its events and its
+                    // request along, so both are there; skipping is only a safety net.
+                    let (Some(stream), Some((id, request))) =
+                        (self.streams.get_mut(&stream_id), request)
+                    else {
                         continue;
                     };
+                    debug_assert_eq!(id, stream_id);
                     stream.app = AppState::Delivered;
-                    Event::Request {
-                        stream_id,
-                        request: *request,
-                    }
+                    Event::Request { stream_id, request }
                 }
                 Queued::Data(stream_id) => match self.pop_data(stream_id) {
                     Some(event) => event,
@@ -79,8 +80,8 @@ impl Connection {
     }
 
     pub(super) fn push_request(&mut self, stream_id: StreamId, request: Request) {
-        self.events
-            .push_back(Queued::Request(stream_id, Box::new(request)));
+        self.requests.push_back((stream_id, request));
+        self.events.push_back(Queued::Request(stream_id));
     }
 
     /// Adds body data (possibly empty, when only `end_stream` is news) to a stream's inbox.
@@ -101,7 +102,10 @@ impl Connection {
         self.inboxes.remove(stream_id);
         match app {
             AppState::Delivered => self.events.push_back(Queued::Reset(stream_id, code)),
-            AppState::Queued => self.events.retain(|q| q.stream_id() != stream_id),
+            AppState::Queued => {
+                self.events.retain(|q| q.stream_id() != stream_id);
+                self.requests.retain(|(id, _)| *id != stream_id);
+            }
         }
     }
 }

@@ -6,7 +6,7 @@ use squall_hpack::FieldSpan;
 
 use super::priority::PriorityParams;
 use super::recv::Step;
-use super::stream::{Closed, Stream};
+use super::stream::Closed;
 use super::types::FloodKind;
 use super::{Connection, Lookup, Notify};
 use crate::common::block::BlockFragments;
@@ -49,10 +49,15 @@ fn request_priority(headers: &HeaderFields) -> Option<PriorityParams> {
 /// A span list grown past this many entries by one large block is not kept for the next.
 const FIELDS_KEPT_MAX: usize = 64;
 
-/// The decoded bytes of a block get a buffer of the previous block's size (most requests on
-/// a connection are alike), within these bounds; it grows if that is short.
+/// A block is decoded into the connection's head chunk when at least the previous block's
+/// size (most requests on a connection are alike), within these bounds, is left in it; it
+/// grows if that is short.
 const HEAD_BYTES_MIN: usize = 256;
 const HEAD_BYTES_HINT_MAX: usize = 16 * 1024;
+/// What the head chunk is renewed with: the decoded heads of many small requests. Each
+/// request's bytes are split off it and shared, so a chunk is one allocation for all of
+/// them, reclaimed in place when every request it held is gone.
+pub(super) const HEAD_CHUNK_BYTES: usize = 2048;
 
 impl Connection {
     /// §6.2. Which stream states accept a header block is decided here, before the block
@@ -142,9 +147,14 @@ impl Connection {
         // The span list is a scratch vector kept across blocks: one allocation per
         // connection, not per request. The bytes go with the request.
         let mut fields = std::mem::take(&mut self.spans_buf);
-        let mut bytes = BytesMut::with_capacity(self.head_bytes_hint);
-        let complete =
-            self.decode_block(&partial.fragments.into_block(), &mut bytes, &mut fields)?;
+        let mut chunk = std::mem::take(&mut self.head_chunk);
+        if chunk.capacity() < self.head_bytes_hint {
+            chunk.reserve(HEAD_CHUNK_BYTES.max(self.head_bytes_hint));
+        }
+        let complete = self.decode_block(&partial.fragments.into_block(), &mut chunk, &mut fields);
+        let bytes = chunk.split();
+        self.head_chunk = chunk;
+        let complete = complete?;
         self.head_bytes_hint = bytes.len().clamp(HEAD_BYTES_MIN, HEAD_BYTES_HINT_MAX);
         let decoded = complete.then_some((bytes, fields.as_slice()));
         let step = if new_stream {
@@ -224,14 +234,14 @@ impl Connection {
             Ok(request) => {
                 let recv_window = self.settings.local_initial_window();
                 let send_window = i64::from(self.settings.peer_initial_window);
-                let mut stream = Stream::new(!end_stream, recv_window, send_window);
+                let mut stream = self.spare.open(!end_stream, recv_window, send_window);
                 stream.length.expected = request.content_length;
                 stream.tunnel = request.protocol.is_some();
                 // RFC 9218 §7.1: a PRIORITY_UPDATE is newer than the request's field.
                 stream.priority = (priority_update)
                     .or_else(|| request_priority(&request.headers))
                     .unwrap_or(PriorityParams::UNSIGNALLED);
-                self.streams.insert(id, Box::new(stream));
+                self.streams.insert(id, stream);
                 self.push_request(id, request);
                 Ok(())
             }

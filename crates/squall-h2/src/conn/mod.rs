@@ -40,13 +40,13 @@ use crate::decode::FrameDecoder;
 use crate::encode::{encode_goaway, encode_settings, encode_window_update};
 use crate::error::ErrorCode;
 use crate::frame::{SettingId, StreamId, WINDOW_BYTES_INITIAL, WINDOW_BYTES_MAX};
-use crate::head::HeadLimits;
+use crate::head::{HeadLimits, Request};
 use events::Queued;
 use flood::Floods;
 use lifecycle::{Lookup, Notify};
 use priority::PriorityParams;
 use schedule::{Scheduler, Slot};
-use stream::{ClosedStreams, Stream};
+use stream::{ClosedStreams, SpareStreams, Stream};
 
 /// One server connection. See the crate docs for the limits it enforces.
 #[derive(Debug)]
@@ -70,6 +70,8 @@ pub struct Connection {
     // Streams.
     /// Boxed: a B-tree moves its values as it splits and merges nodes, and a stream is big.
     streams: BTreeMap<StreamId, Box<Stream>>,
+    /// Closed streams' boxes, for the next streams to open in.
+    spare: SpareStreams,
     closed: ClosedStreams,
     /// The highest client stream id seen: every higher odd id is idle (§5.1.1).
     highest_stream_id: StreamId,
@@ -99,11 +101,16 @@ pub struct Connection {
     stalled_streams: usize,
     /// Scratch list for decoded header fields, reused block after block.
     spans_buf: Vec<squall_hpack::FieldSpan>,
-    /// The capacity the next header block's decoded bytes start with: the last one's size.
+    /// Where header blocks are decoded, each split off it as its request's bytes.
+    head_chunk: BytesMut,
+    /// The room the next header block's decoded bytes need in `head_chunk`: the last one's
+    /// size.
     head_bytes_hint: usize,
 
     // Application.
     events: VecDeque<Queued>,
+    /// The requests of the `Queued::Request` events, in the same order.
+    requests: VecDeque<(StreamId, Request)>,
     inboxes: Inboxes,
 
     floods: Floods,
@@ -132,6 +139,7 @@ impl Connection {
             block: None,
             settings: SettingsState::new(config.initial_window_size, config.header_table_size),
             streams: BTreeMap::new(),
+            spare: SpareStreams::default(),
             closed: ClosedStreams::default(),
             highest_stream_id: 0,
             last_processed: 0,
@@ -145,8 +153,10 @@ impl Connection {
             conn_stalled_since: None,
             stalled_streams: 0,
             spans_buf: Vec::new(),
+            head_chunk: BytesMut::new(),
             head_bytes_hint: 512,
             events: VecDeque::new(),
+            requests: VecDeque::new(),
             inboxes: Inboxes::default(),
             floods: Floods::new(config.flood_window, now),
             stats: Stats::default(),
@@ -209,6 +219,20 @@ impl Connection {
     /// No stream, no event and no output: an idle timeout may close the connection.
     pub fn is_idle(&self) -> bool {
         self.streams.is_empty() && self.events.is_empty() && !self.has_output()
+    }
+
+    /// Gives back memory an idle connection does not need. It is called between bursts of
+    /// requests too, so what the next burst reuses stays: two closed streams' boxes, the head
+    /// chunk at its usual size, the request queue at a browser's usual concurrency.
+    pub fn shrink_idle(&mut self) {
+        const REQUESTS_KEPT_MAX: usize = 8;
+        self.spare.trim();
+        if self.head_chunk.capacity() > headers::HEAD_CHUNK_BYTES {
+            self.head_chunk = BytesMut::new();
+        }
+        if self.requests.is_empty() && self.requests.capacity() > REQUESTS_KEPT_MAX {
+            self.requests = VecDeque::new();
+        }
     }
 
     /// Counters since the last call.
@@ -334,6 +358,7 @@ impl Connection {
         self.queued_total = 0;
         self.conn_stalled_since = None;
         self.events.clear();
+        self.requests.clear();
         self.inboxes.clear();
         self.block = None;
         encode_goaway(&mut self.out, self.last_processed, code, &[]);
@@ -370,6 +395,12 @@ impl Connection {
             + 2 * self.config.max_resets_per_window as usize
             + 16;
         assert!(self.events.len() <= bound, "{} events", self.events.len());
+        // The request queue holds the requests of the Request events, in their order.
+        let marked = (self.events.iter()).filter_map(|q| match q {
+            Queued::Request(id) => Some(*id),
+            _ => None,
+        });
+        assert!(marked.eq(self.requests.iter().map(|(id, _)| *id)));
         for inbox in self.inboxes.iter() {
             let window = self.config.initial_window_size.max(WINDOW_BYTES_INITIAL) as usize;
             assert!(inbox.pieces() <= 2 * window / 1024 + 2);

@@ -184,6 +184,7 @@ impl Conn {
         if let Some(tls) = &mut self.tls {
             tls.shrink();
         }
+        self.proto.shrink_idle();
     }
 
     /// Adds the `Alt-Svc` line, if the connection has one, to the HTTP/1.1 response head

@@ -127,6 +127,13 @@ impl Proto {
         }
     }
 
+    /// Gives back what an idle connection's protocol state keeps for its next requests.
+    pub fn shrink_idle(&mut self) {
+        if let Proto::H2(h2) = self {
+            h2.conn.shrink_idle();
+        }
+    }
+
     /// True when part of an HTTP/1.x request head (or of whatever decides the protocol) has
     /// arrived and is not complete: the header timeout runs.
     pub fn head_in_progress(&self, rbuf_empty: bool) -> bool {
