@@ -57,7 +57,7 @@ const HEAD_BYTES_HINT_MAX: usize = 16 * 1024;
 /// What the head chunk is renewed with: the decoded heads of many small requests. Each
 /// request's bytes are split off it and shared, so a chunk is one allocation for all of
 /// them, reclaimed in place when every request it held is gone.
-pub(super) const HEAD_CHUNK_BYTES: usize = 2048;
+const HEAD_CHUNK_BYTES: usize = 2048;
 
 impl Connection {
     /// §6.2. Which stream states accept a header block is decided here, before the block

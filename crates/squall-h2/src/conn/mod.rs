@@ -221,16 +221,13 @@ impl Connection {
         self.streams.is_empty() && self.events.is_empty() && !self.has_output()
     }
 
-    /// Gives back memory an idle connection does not need. It is called between bursts of
-    /// requests too, so what the next burst reuses stays: two closed streams' boxes, the head
-    /// chunk at its usual size, the request queue at a browser's usual concurrency.
+    /// Gives back what an idle connection keeps for its next requests (closed streams' boxes,
+    /// the head chunk, the request queue), so that an idle connection costs no more than it
+    /// did before they were kept: they pay within a burst of requests, not across bursts.
     pub fn shrink_idle(&mut self) {
-        const REQUESTS_KEPT_MAX: usize = 8;
-        self.spare.trim();
-        if self.head_chunk.capacity() > headers::HEAD_CHUNK_BYTES {
-            self.head_chunk = BytesMut::new();
-        }
-        if self.requests.is_empty() && self.requests.capacity() > REQUESTS_KEPT_MAX {
+        self.spare.clear();
+        self.head_chunk = BytesMut::new();
+        if self.requests.is_empty() {
             self.requests = VecDeque::new();
         }
     }

@@ -150,8 +150,7 @@ impl ClosedStreams {
 
 /// Closed streams' boxes kept for the next streams to open in: a stream opened in one, with
 /// its send queue's allocation, costs no heap allocation. At most [`Self::KEPT_MAX`] per
-/// connection, and [`Self::IDLE_KEPT_MAX`] while it is idle
-/// ([`super::Connection::shrink_idle`]).
+/// connection, and none once it is idle ([`super::Connection::shrink_idle`]).
 // The boxes themselves are what is kept: they go back into the stream map as they are.
 #[allow(clippy::vec_box)]
 #[derive(Debug, Default)]
@@ -161,7 +160,6 @@ impl SpareStreams {
     /// As many as a client's usual burst of concurrent requests (browsers open some 6 to 10
     /// streams at once); a stream is a few hundred bytes.
     const KEPT_MAX: usize = 8;
-    const IDLE_KEPT_MAX: usize = 2;
     /// A send queue grown past this many entries is not kept.
     const QUEUE_KEPT_MAX: usize = 8;
 
@@ -189,8 +187,8 @@ impl SpareStreams {
         }
     }
 
-    /// Gives all but [`Self::IDLE_KEPT_MAX`] kept boxes back to the allocator.
-    pub(crate) fn trim(&mut self) {
-        self.0.truncate(Self::IDLE_KEPT_MAX);
+    /// Gives every kept box back to the allocator.
+    pub(crate) fn clear(&mut self) {
+        self.0 = Vec::new();
     }
 }
