@@ -21,7 +21,7 @@ use crate::run::{self, Outcome, Settings};
 use crate::scaling::{self, Pinning};
 use crate::scenario::{self, OriginSection, Protocol, Scenario};
 use crate::stats;
-use crate::util::{clock_ticks, load_average, repo_root, utc_stamp};
+use crate::util::{clock_ticks, congestion_control, load_average, repo_root, utc_stamp};
 
 mod preflight;
 
@@ -410,7 +410,8 @@ impl Session<'_> {
         let mut out = format!(
             "# Squall bench {} UTC\n\n`{}`\n\n- base: {}\n- head: {}\n- {} run{} per build, \
              interleaved; {} s measured after {} s warm-up; {}; {}\n\
-             - load average (1, 5, 15 min): {} before the first run, {} after the last\n\n",
+             - load average (1, 5, 15 min): {} before the first run, {} after the last\n\
+             - TCP congestion control: {}\n\n",
             self.stamp,
             command_line().join(" "),
             base.name,
@@ -423,6 +424,7 @@ impl Session<'_> {
             self.pinning_words(),
             loads.start,
             loads.end,
+            congestion_control(),
         );
         for (index, scenario) in self.scenarios.iter().enumerate() {
             let mine: Vec<(&Point, &ScenarioOutcomes)> = (self.points.iter().zip(outcomes))

@@ -86,6 +86,16 @@ pub fn load_average() -> String {
     }
 }
 
+/// The TCP congestion control new connections get (`net.ipv4.tcp_congestion_control`, per
+/// network namespace): on loopback, BBR's pacing stalls a connection now and then for tens of
+/// milliseconds where Reno does not, which moves latency tails (docs/PERFORMANCE.md).
+pub fn congestion_control() -> String {
+    match std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control") {
+        Ok(text) => text.trim().to_owned(),
+        Err(err) => format!("unknown ({err})"),
+    }
+}
+
 /// The pure part of [`load_average`]: the first three fields, if they are numbers.
 pub fn parse_loadavg(text: &str) -> Option<String> {
     let fields: Vec<&str> = text.split_whitespace().take(3).collect();
