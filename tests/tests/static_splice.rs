@@ -23,11 +23,6 @@ fn bytes(len: usize) -> Vec<u8> {
     (0..len).map(byte).collect()
 }
 
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-    listener.local_addr().unwrap().port()
-}
-
 fn start(dir: &TempDir) -> Squall {
     std::fs::create_dir_all(dir.path().join("site")).unwrap();
     std::fs::write(dir.path().join("site/one.bin"), bytes(ONE_MIB)).unwrap();
@@ -36,7 +31,8 @@ fn start(dir: &TempDir) -> Squall {
     // One read's worth: read and sent, not spliced.
     std::fs::write(dir.path().join("site/read.bin"), bytes(64 * 1024)).unwrap();
     let root = dir.path().display();
-    let tls = free_port();
+    // The TLS listener on another loopback address, its port the kernel's (as `ADDR`'s):
+    // Squall logs it and the harness finds it (`Squall::tls_addr`).
     Squall::start(&format!(
         r#"[server]
 workers = 1
@@ -46,7 +42,7 @@ address = "ADDR"
 protocols = ["http1", "h2c"]
 
 [[listen]]
-address = "127.0.0.1:{tls}"
+address = "127.0.0.3:0"
 tls = true
 protocols = ["h2", "http1"]
 

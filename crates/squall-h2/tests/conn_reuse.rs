@@ -1,6 +1,6 @@
-//! What a connection keeps from one request for the next: the boxes of closed streams, the
-//! chunk that header blocks are decoded into, and the queue of requests not yet polled. A
-//! request must never see anything of an earlier one through them.
+//! What a connection shares between requests: the chunk that header blocks are decoded into,
+//! and the queue of requests not yet polled. A request must never see anything of an earlier
+//! one through them, nor of a stream closed before it opened.
 
 mod conn_support;
 

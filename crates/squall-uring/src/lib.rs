@@ -2,8 +2,9 @@
 //!
 //! A [`Ring`] is owned by one worker thread. The worker queues operations (multishot accept,
 //! multishot receive into a provided buffer ring, send and writev of `Bytes`, close, cancel, a
-//! wake-up poll, and for static files an open beneath a directory, statx and a read at an
-//! offset, a splice through a pipe and a one-shot poll), then calls [`Ring::submit_and_wait`] and drains [`Ring::next_completion`].
+//! wake-up poll, and for static files an open beneath a directory, statx, a read at an offset,
+//! a splice through a pipe and a one-shot poll), then calls [`Ring::submit_and_wait`] and
+//! drains [`Ring::next_completion`].
 //!
 //! Buffer ownership follows tokio-uring's rule: memory handed to the kernel is owned by the ring
 //! until the operation's completion arrives, even when the connection that asked for it is gone.

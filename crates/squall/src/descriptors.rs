@@ -287,20 +287,34 @@ impl Budget {
     /// is unbounded; the count goes on, so that a reload may start charging). A charge taken
     /// is given back with [`Budget::give`].
     pub fn take(&self) -> bool {
+        self.take_n(1)
+    }
+
+    /// Charges `n` descriptors at once (a request that holds several), all or none: false
+    /// when they do not all fit in the room. Given back with [`Budget::give_n`].
+    pub fn take_n(&self, n: usize) -> bool {
         let room = self.room.load(Ordering::Relaxed);
         let open = self.open();
         self.held
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
-                (open.saturating_add(held) < room).then_some(held + 1)
+                let after = held.checked_add(n)?;
+                (open.saturating_add(after) <= room).then_some(after)
             })
             .is_ok()
     }
 
     /// Gives back a charge [`Budget::take`] returned true for.
     pub fn give(&self) {
+        self.give_n(1);
+    }
+
+    /// Gives back the `n` descriptors [`Budget::take_n`] charged.
+    pub fn give_n(&self, n: usize) {
         let _ = self
             .held
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
+                Some(held.saturating_sub(n))
+            });
     }
 }
 
@@ -367,6 +381,25 @@ mod tests {
         assert_eq!(budget.headroom(), 0);
         assert!(budget.take());
         assert!(!budget.take());
+    }
+
+    #[test]
+    fn several_descriptors_are_charged_all_or_none() {
+        let budget = Budget::default();
+        budget.room.store(10, Ordering::Relaxed);
+        (0..4).for_each(|_| budget.opened());
+        assert!(budget.take_n(3));
+        assert_eq!(budget.held(), 3);
+        // 4 open and 3 held: 3 more fit exactly, 4 would not, and none is taken then.
+        assert!(!budget.take_n(4));
+        assert_eq!(budget.held(), 3);
+        assert!(budget.take_n(3));
+        assert!(!budget.take());
+        budget.give_n(3);
+        assert_eq!(budget.held(), 3);
+        assert!(budget.take());
+        budget.give_n(10);
+        assert_eq!(budget.held(), 0, "never below zero");
     }
 
     #[test]

@@ -6,7 +6,7 @@ use squall_hpack::FieldSpan;
 
 use super::priority::PriorityParams;
 use super::recv::Step;
-use super::stream::Closed;
+use super::stream::{Closed, Stream};
 use super::types::FloodKind;
 use super::{Connection, Lookup, Notify};
 use crate::common::block::BlockFragments;
@@ -234,7 +234,7 @@ impl Connection {
             Ok(request) => {
                 let recv_window = self.settings.local_initial_window();
                 let send_window = i64::from(self.settings.peer_initial_window);
-                let mut stream = self.spare.open(!end_stream, recv_window, send_window);
+                let mut stream = Box::new(Stream::new(!end_stream, recv_window, send_window));
                 stream.length.expected = request.content_length;
                 stream.tunnel = request.protocol.is_some();
                 // RFC 9218 §7.1: a PRIORITY_UPDATE is newer than the request's field.

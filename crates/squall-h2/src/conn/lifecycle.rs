@@ -72,7 +72,6 @@ impl Connection {
             Notify::Silently => self.forget_events(id, AppState::Queued, ErrorCode::NoError),
         }
         self.credit_connection(stream.unreleased);
-        self.spare.keep(stream);
     }
 
     /// Resets an active stream with `code`; the application is told.

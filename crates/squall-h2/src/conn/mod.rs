@@ -46,7 +46,7 @@ use flood::Floods;
 use lifecycle::{Lookup, Notify};
 use priority::PriorityParams;
 use schedule::{Scheduler, Slot};
-use stream::{ClosedStreams, SpareStreams, Stream};
+use stream::{ClosedStreams, Stream};
 
 /// One server connection. See the crate docs for the limits it enforces.
 #[derive(Debug)]
@@ -70,8 +70,6 @@ pub struct Connection {
     // Streams.
     /// Boxed: a B-tree moves its values as it splits and merges nodes, and a stream is big.
     streams: BTreeMap<StreamId, Box<Stream>>,
-    /// Closed streams' boxes, for the next streams to open in.
-    spare: SpareStreams,
     closed: ClosedStreams,
     /// The highest client stream id seen: every higher odd id is idle (§5.1.1).
     highest_stream_id: StreamId,
@@ -139,7 +137,6 @@ impl Connection {
             block: None,
             settings: SettingsState::new(config.initial_window_size, config.header_table_size),
             streams: BTreeMap::new(),
-            spare: SpareStreams::default(),
             closed: ClosedStreams::default(),
             highest_stream_id: 0,
             last_processed: 0,
@@ -221,11 +218,10 @@ impl Connection {
         self.streams.is_empty() && self.events.is_empty() && !self.has_output()
     }
 
-    /// Gives back what an idle connection keeps for its next requests (closed streams' boxes,
-    /// the head chunk, the request queue), so that an idle connection costs no more than it
-    /// did before they were kept: they pay within a burst of requests, not across bursts.
+    /// Gives back what an idle connection keeps for its next requests (the head chunk, the
+    /// request queue), so that an idle connection costs no more than it did before they were
+    /// kept: they pay within a burst of requests, not across bursts.
     pub fn shrink_idle(&mut self) {
-        self.spare.clear();
         self.head_chunk = BytesMut::new();
         if self.requests.is_empty() {
             self.requests = VecDeque::new();

@@ -68,14 +68,6 @@ impl Stream {
         }
     }
 
-    /// Makes a used stream new again, keeping only its send queue's allocation (emptied).
-    fn renew(&mut self, recv_open: bool, recv_window: i64, send_window: i64) {
-        let mut queue = std::mem::take(&mut self.send.queue);
-        queue.clear();
-        *self = Self::new(recv_open, recv_window, send_window);
-        self.send.queue = queue;
-    }
-
     /// Queued data that cannot move for lack of stream window.
     pub(crate) fn is_stalled(&self) -> bool {
         self.send.queued_bytes > 0 && self.send.window <= 0
@@ -145,50 +137,5 @@ impl ClosedStreams {
 
     pub(crate) fn len(&self) -> usize {
         self.slots.iter().flatten().count()
-    }
-}
-
-/// Closed streams' boxes kept for the next streams to open in: a stream opened in one, with
-/// its send queue's allocation, costs no heap allocation. At most [`Self::KEPT_MAX`] per
-/// connection, and none once it is idle ([`super::Connection::shrink_idle`]).
-// The boxes themselves are what is kept: they go back into the stream map as they are.
-#[allow(clippy::vec_box)]
-#[derive(Debug, Default)]
-pub(crate) struct SpareStreams(Vec<Box<Stream>>);
-
-impl SpareStreams {
-    /// As many as a client's usual burst of concurrent requests (browsers open some 6 to 10
-    /// streams at once); a stream is a few hundred bytes.
-    const KEPT_MAX: usize = 8;
-    /// A send queue grown past this many entries is not kept.
-    const QUEUE_KEPT_MAX: usize = 8;
-
-    /// A new stream, in a kept box when there is one.
-    pub(crate) fn open(
-        &mut self,
-        recv_open: bool,
-        recv_window: i64,
-        send_window: i64,
-    ) -> Box<Stream> {
-        match self.0.pop() {
-            Some(mut stream) => {
-                stream.renew(recv_open, recv_window, send_window);
-                stream
-            }
-            None => Box::new(Stream::new(recv_open, recv_window, send_window)),
-        }
-    }
-
-    /// Keeps a closed stream's box, its state and queued bytes dropped now.
-    pub(crate) fn keep(&mut self, mut stream: Box<Stream>) {
-        if self.0.len() < Self::KEPT_MAX && stream.send.queue.capacity() <= Self::QUEUE_KEPT_MAX {
-            stream.renew(false, 0, 0);
-            self.0.push(stream);
-        }
-    }
-
-    /// Gives every kept box back to the allocator.
-    pub(crate) fn clear(&mut self) {
-        self.0 = Vec::new();
     }
 }

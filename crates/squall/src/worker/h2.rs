@@ -12,9 +12,9 @@
 //!
 //! An extended CONNECT (RFC 8441, WebSocket over HTTP/2; RFC 9220 over HTTP/3, whose requests
 //! are made here too) becomes the HTTP/1.1 upgrade request a WebSocket client would have sent
-//! (`head_of`), and goes to a session only on a route
-//! that allows the upgrade; elsewhere it is answered 501, as RFC 9220 §3 advises for a
-//! `:protocol` the server does not take. Its stream's DATA then feeds the tunnel (`tunnel.rs`).
+//! (`head_of`), and goes to a session only on a route that allows the upgrade; elsewhere it is
+//! answered 501, as RFC 9220 §3 advises for a `:protocol` the server does not take. Its
+//! stream's DATA then feeds the tunnel (`tunnel.rs`).
 
 use bytes::Bytes;
 use http::{HeaderValue, Method, StatusCode, Uri, Version};

@@ -10,8 +10,9 @@
 //! An HTTP/2 or HTTP/3 client's tunnel (RFC 8441, RFC 9220) is one stream: its DATA goes to
 //! the exchange, whose `ClientBodyConsumed` gives the window (QUIC's stream credit) back once
 //! the bytes are written to the origin, so the stream's flow control is the backpressure; the
-//! stream's end is the FIN, and a reset aborts the session (its origin connection is closed). The origin's side needs nothing more: the
-//! downstream sends its bytes as DATA, paused as any response over the stream's bound is.
+//! stream's end is the FIN, and a reset aborts the session (its origin connection is closed).
+//! The origin's side needs nothing more: the downstream sends its bytes as DATA, paused as any
+//! response over the stream's bound is.
 //!
 //! Refusals are counted (`squall_tunnel_refused_total`) and logged here: a bad 101 from the
 //! origin (a 502 to the client), and an upgrade the route does not allow (forwarded without it

@@ -9,7 +9,6 @@ use std::os::fd::OwnedFd;
 use squall_h1::RequestFraming;
 
 use super::super::conn::Phase;
-
 use super::super::ids::FileId;
 use super::*;
 

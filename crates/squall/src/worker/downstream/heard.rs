@@ -225,9 +225,9 @@ impl Downstream<'_> {
         }
     }
 
-    /// What an HTTP/2 or HTTP/3 extended CONNECT's admission leads to: a session on a route that allows
-    /// its protocol (never the cache); a 501 on any other route (`None`: answered). Other
-    /// requests, and refusals, pass as they are.
+    /// What an HTTP/2 or HTTP/3 extended CONNECT's admission leads to: a session on a route
+    /// that allows its protocol (never the cache); a 501 on any other route (`None`:
+    /// answered). Other requests, and refusals, pass as they are.
     pub fn admit_tunnel(
         &mut self,
         client: Client,

@@ -108,23 +108,19 @@ impl Files {
         if len < SPLICE_MIN_BYTES || transfer.compressor.is_some() || transfer.streamed {
             return;
         }
-        let Some(socket) = down.splice_socket(transfer.client) else {
-            return;
-        };
         let budget = &io.runtime.metrics.descriptors;
-        let mut charged = 0;
-        while charged < EXTRA_DESCRIPTORS && budget.take() {
-            charged += 1;
+        if !budget.take_n(EXTRA_DESCRIPTORS) {
+            return;
         }
-        let pipe = (charged == EXTRA_DESCRIPTORS)
-            .then(|| Pipe::new(pipe_bytes(len)))
-            .and_then(|pipe| {
-                pipe.map_err(|e| tracing::debug!(worker = io.worker, "splice pipe: {e}"))
-                    .ok()
-            })
-            .filter(|pipe| pipe.capacity() >= PIPE_MIN_BYTES);
-        let Some(pipe) = pipe else {
-            (0..charged).for_each(|_| budget.give());
+        let socket = down.splice_socket(transfer.client);
+        let pipe = socket.is_some().then(|| Pipe::new(pipe_bytes(len)));
+        let pipe = pipe.and_then(|pipe| {
+            pipe.map_err(|e| tracing::debug!(worker = io.worker, "splice pipe: {e}"))
+                .ok()
+        });
+        let (Some(socket), Some(pipe)) = (socket, pipe.filter(|p| p.capacity() >= PIPE_MIN_BYTES))
+        else {
+            budget.give_n(EXTRA_DESCRIPTORS);
             return;
         };
         transfer.splice = Some(Box::new(Spliced {
@@ -140,7 +136,7 @@ impl Files {
 
     /// Gives back the descriptors a spliced transfer was charged beside its file.
     pub(super) fn end_splice(io: &Io<'_>) {
-        (0..EXTRA_DESCRIPTORS).for_each(|_| io.runtime.metrics.descriptors.give());
+        io.runtime.metrics.descriptors.give_n(EXTRA_DESCRIPTORS);
     }
 
     /// Queues a spliced transfer's next operation: the pipe into the socket while it holds
