@@ -86,6 +86,15 @@ impl Squall {
         adjust(&mut command);
         let mut child = command.spawn().expect("spawn squall");
         let (log, listening) = watch_log(&mut child);
+        // A process that ended while starting (a listener it could not bind) may have logged
+        // the address of one it bound before: connecting there would be refused, far from
+        // the cause.
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!(
+                "squall exited while starting ({status}); log:\n{}",
+                log.lock().unwrap()
+            );
+        }
         let find = |scheme: &str| listening.iter().find(|(s, _)| s == scheme).map(|(_, a)| *a);
         let tls_addr = find("https");
         let Some(addr) = find("http").or(tls_addr) else {

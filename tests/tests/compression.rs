@@ -100,11 +100,11 @@ compress = {{ types = ["text/*"], level = {{ gzip = 5, br = 5, zstd = 3 }} }}
 }
 
 /// The server section, a cleartext listener (HTTP/1.1 and h2c), a TLS one (h2 and HTTP/1.1)
-/// with a self-signed certificate, and the admin listener.
+/// with a self-signed certificate, and the admin listener: each on a loopback address of its
+/// own (Squall refuses a repeated one), its port the kernel's, which the harness finds in the
+/// log (`Squall::tls_addr`, `admin_addr`).
 fn listeners() -> String {
-    let (tls, admin) = (free_port(), free_port());
-    format!(
-        r#"[server]
+    r#"[server]
 workers = 1
 
 [[listen]]
@@ -112,7 +112,7 @@ address = "ADDR"
 protocols = ["http1", "h2c"]
 
 [[listen]]
-address = "127.0.0.1:{tls}"
+address = "127.0.0.3:0"
 tls = true
 protocols = ["h2", "http1"]
 
@@ -121,16 +121,9 @@ hosts = ["localhost"]
 self_signed = true
 
 [admin]
-listen = "127.0.0.1:{admin}"
+listen = "127.0.0.2:0"
 "#
-    )
-}
-
-/// A loopback port free a moment ago: a second listener and the admin one cannot both be on
-/// `127.0.0.1:0` (Squall refuses a repeated address).
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-    listener.local_addr().unwrap().port()
+    .to_owned()
 }
 
 /// What curl got: status, header fields (names lowercase) and the body as saved.

@@ -189,12 +189,6 @@ async fn handle(
     Ok(response.body(Full::new(Bytes::from(body))).unwrap())
 }
 
-/// A loopback port free a moment ago (the TLS and admin listeners need their own).
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
-}
-
 /// Squall with one worker, a cleartext (http1, h2c) and a TLS (h2, http1) listener, the admin
 /// listener, and `upstreams`: (name, `[[upstream]]` keys) pairs, each routed at `/{name}/`.
 fn squall(upstreams: &[(&str, String)]) -> Squall {
@@ -203,12 +197,13 @@ fn squall(upstreams: &[(&str, String)]) -> Squall {
 
 /// The config [`squall`] starts with.
 fn config(upstreams: &[(&str, String)]) -> String {
-    let (tls, admin) = (free_port(), free_port());
-    let mut config = format!(
+    // Each listener on a loopback address of its own, its port the kernel's: the harness finds
+    // them in the log (`Squall::tls_addr`, `admin_addr`).
+    let mut config = String::from(
         "[server]\nworkers = 1\n\n[[listen]]\naddress = \"ADDR\"\nprotocols = [\"http1\", \"h2c\"]\n\n\
-         [[listen]]\naddress = \"127.0.0.1:{tls}\"\ntls = true\nprotocols = [\"h2\", \"http1\"]\n\n\
+         [[listen]]\naddress = \"127.0.0.3:0\"\ntls = true\nprotocols = [\"h2\", \"http1\"]\n\n\
          [[certificate]]\nhosts = [\"localhost\"]\nself_signed = true\n\n\
-         [admin]\nlisten = \"127.0.0.1:{admin}\"\n\n"
+         [admin]\nlisten = \"127.0.0.2:0\"\n\n",
     );
     for (name, keys) in upstreams {
         config.push_str(&format!("[[upstream]]\nname = \"{name}\"\n{keys}\n\n"));
@@ -245,8 +240,9 @@ fn curl_tls(squall: &Squall, version: &str, path: &str) -> (String, String) {
     let out = tool("curl")
         .args(["-sk", version, "--resolve"])
         .arg(format!(
-            "localhost:{}:127.0.0.1",
-            squall.tls_addr.unwrap().port()
+            "localhost:{}:{}",
+            squall.tls_addr.unwrap().port(),
+            squall.tls_addr.unwrap().ip()
         ))
         .args(["-w", "\n%{http_code} %{http_version}", &url])
         .output()

@@ -44,15 +44,9 @@ fn tree(dir: &TempDir) {
     std::os::unix::fs::symlink("../../secret.txt", at("tree/f/out-link")).unwrap();
 }
 
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-    listener.local_addr().unwrap().port()
-}
-
 fn start(dir: &TempDir) -> Squall {
     tree(dir);
     let root = dir.path().display();
-    let tls = free_port();
     Squall::start(&format!(
         r#"[server]
 workers = 1
@@ -62,7 +56,7 @@ address = "ADDR"
 protocols = ["http1", "h2c"]
 
 [[listen]]
-address = "127.0.0.1:{tls}"
+address = "127.0.0.3:0"
 tls = true
 protocols = ["h2", "http1"]
 
