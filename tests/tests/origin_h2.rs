@@ -219,13 +219,10 @@ async fn send_body(send: &mut h2::SendStream<Bytes>, mut body: Bytes) {
 /// Squall with one worker, a cleartext listener (http1, h2c), the admin listener, and one route
 /// per (name, `[[upstream]]` keys) at `/{name}/` (the origin sees the whole path).
 fn squall(upstreams: &[(&str, String)]) -> Squall {
-    let admin = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
-    let mut config = format!(
+    // The admin listener's port is the kernel's, read from the log (`admin_addr`).
+    let mut config = String::from(
         "[server]\nworkers = 1\n\n[[listen]]\naddress = \"ADDR\"\nprotocols = [\"http1\", \"h2c\"]\n\n\
-         [admin]\nlisten = \"{admin}\"\n\n[[vhost]]\nhosts = [\"*\"]\n\n"
+         [admin]\nlisten = \"127.0.0.2:0\"\n\n[[vhost]]\nhosts = [\"*\"]\n\n",
     );
     for (name, _) in upstreams {
         config.push_str(&format!(
