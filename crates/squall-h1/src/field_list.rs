@@ -16,7 +16,6 @@ use std::fmt;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use smallvec::SmallVec;
 
 use crate::fields::split_host_port;
 
@@ -28,9 +27,15 @@ pub struct Fields {
     bytes: Bytes,
     /// One entry per received field line, in order; a removed line has `name_len == 0`.
     spans: Vec<Span>,
-    /// Fields added after the parse, in the order added. The first is kept inline: an HTTP/2
-    /// or HTTP/3 request adds its `:authority` as Host, and would otherwise allocate for it.
-    extra: SmallVec<[(HeaderName, HeaderValue); 1]>,
+    /// The value of a Host line made from HTTP/2's or HTTP/3's `:authority`, which lies in
+    /// `bytes` as the received lines do ([`Fields::add_authority`]): listed after them, as
+    /// `host`. Kept as a span, not as an added line, so that every such request does not
+    /// count a shared buffer up and down and check the value again.
+    authority: Option<(u32, u32)>,
+    /// Fields added after the parse, in the order added (the cluster's hop field, the cache's
+    /// conditionals: not on the common path, so not inline, which would make every head
+    /// larger).
+    extra: Vec<(HeaderName, HeaderValue)>,
     /// The host part (no port) of the received Host field, found during the parse so that
     /// [`Fields::host`] does not parse Host again. `None` once that line is removed.
     host: Option<(u32, u32)>,
@@ -75,6 +80,7 @@ pub struct GetAll<'a> {
 pub struct Iter<'a> {
     fields: &'a Fields,
     spans: std::slice::Iter<'a, Span>,
+    authority: Option<&'a [u8]>,
     extra: std::slice::Iter<'a, (HeaderName, HeaderValue)>,
 }
 
@@ -89,7 +95,8 @@ impl Fields {
         Fields {
             bytes,
             spans: Vec::with_capacity(capacity),
-            extra: SmallVec::new(),
+            authority: None,
+            extra: Vec::new(),
             host: None,
         }
     }
@@ -149,7 +156,8 @@ impl Fields {
         Fields {
             bytes: buf.freeze(),
             spans,
-            extra: SmallVec::new(),
+            authority: None,
+            extra: Vec::new(),
             host,
         }
     }
@@ -193,7 +201,8 @@ impl Fields {
         Some(Fields {
             bytes,
             spans,
-            extra: SmallVec::new(),
+            authority: None,
+            extra: Vec::new(),
             host,
         })
     }
@@ -221,12 +230,24 @@ impl Fields {
         value.to_header_value()
     }
 
-    /// The first value of `name`.
+    /// The first value of `name`. Compares the received names' bytes as they lie, without
+    /// making a `str` of each (a lookup runs several times per request).
     pub fn get<K: AsFieldName>(&self, name: K) -> Option<FieldValue<'_>> {
-        let name = name.as_field_name();
-        self.iter()
-            .find(|(n, _)| n.0.len() == name.len() && n.0.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v)
+        let name = name.as_field_name().as_bytes();
+        let same = |n: &[u8]| n.len() == name.len() && n.eq_ignore_ascii_case(name);
+        let received =
+            (self.spans.iter()).find(|span| span.name_len > 0 && same(self.name_bytes(**span)));
+        if let Some(&span) = received {
+            return Some(FieldValue(self.value_at(span)));
+        }
+        if let Some(authority) = self.authority_value()
+            && same(b"host")
+        {
+            return Some(FieldValue(authority));
+        }
+        (self.extra.iter())
+            .find(|(n, _)| same(n.as_str().as_bytes()))
+            .map(|(_, v)| FieldValue(v.as_bytes()))
     }
 
     /// Every value of `name`, in order.
@@ -240,6 +261,7 @@ impl Fields {
                 iter: Iter {
                     fields: self,
                     spans: [].iter(),
+                    authority: None,
                     extra: [].iter(),
                 },
                 name: "",
@@ -263,13 +285,15 @@ impl Fields {
         Iter {
             fields: self,
             spans: self.spans.iter(),
+            authority: self.authority_value(),
             extra: self.extra.iter(),
         }
     }
 
     /// The number of field lines (a name with two lines counts twice, as `HeaderMap::len`).
     pub fn len(&self) -> usize {
-        self.spans.iter().filter(|s| s.name_len > 0).count() + self.extra.len()
+        let received = self.spans.iter().filter(|s| s.name_len > 0).count();
+        received + usize::from(self.authority.is_some()) + self.extra.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -279,7 +303,9 @@ impl Fields {
     /// About the bytes the fields take on the wire (the received head's size), for a caller
     /// reserving room to write them out.
     pub fn bytes_len(&self) -> usize {
+        let authority = self.authority.map_or(0, |(_, len)| len as usize + 8);
         self.bytes.len()
+            + authority
             + self
                 .extra
                 .iter()
@@ -302,6 +328,9 @@ impl Fields {
         self.extra
             .retain(|(n, _)| !n.as_str().eq_ignore_ascii_case(name));
         removed |= self.extra.len() != before;
+        if name.eq_ignore_ascii_case(header::HOST.as_str()) && self.authority.take().is_some() {
+            removed = true;
+        }
         if removed && name.eq_ignore_ascii_case(header::HOST.as_str()) {
             self.host = None;
         }
@@ -319,6 +348,41 @@ impl Fields {
         self.extra.push((name, value));
     }
 
+    /// Adds `authority` (HTTP/2's or HTTP/3's `:authority`, a slice of the bytes the list
+    /// was made over) as the Host line, unless one was received: where `host()`, the cache
+    /// key and HTTP/1.1 origins find it. Its host part is found here once, as a received
+    /// Host's is at the parse. `None` when `authority` is not a valid field value.
+    pub fn add_authority(&mut self, authority: Bytes) -> Option<()> {
+        if self.get(header::HOST).is_some() {
+            return Some(());
+        }
+        let base = self.bytes.as_ptr() as usize;
+        let at = authority.as_ptr() as usize;
+        let within = at >= base && at + authority.len() <= base + self.bytes.len();
+        if !within {
+            let value = HeaderValue::from_maybe_shared(authority).ok()?;
+            self.extra.push((header::HOST, value));
+            return Some(());
+        }
+        // What `HeaderValue` takes, as an added line's value would be checked.
+        let valid = |&b: &u8| (b >= b' ' && b != 0x7f) || b == b'\t';
+        if !authority.iter().all(valid) {
+            return None;
+        }
+        self.authority = Some(((at - base) as u32, authority.len() as u32));
+        if let Some((host, _port)) = split_host_port(&authority) {
+            let offset = host.as_ptr() as usize - base;
+            self.host = Some((offset as u32, host.len() as u32));
+        }
+        Some(())
+    }
+
+    /// The value of the Host line [`Fields::add_authority`] made, if any.
+    fn authority_value(&self) -> Option<&[u8]> {
+        let (at, len) = self.authority?;
+        Some(&self.bytes[at as usize..(at + len) as usize])
+    }
+
     /// The host part (no port) of the Host field, found when the head was parsed; None when
     /// there is none or it names no host. An added Host is split here.
     pub fn host(&self) -> Option<&str> {
@@ -333,8 +397,12 @@ impl Fields {
         (!host.is_empty()).then_some(host)
     }
 
+    fn name_bytes(&self, span: Span) -> &[u8] {
+        &self.bytes[span.name as usize..(span.name + span.name_len) as usize]
+    }
+
     fn name_at(&self, span: Span) -> &str {
-        let bytes = &self.bytes[span.name as usize..(span.name + span.name_len) as usize];
+        let bytes = self.name_bytes(span);
         // Names were checked as tokens (ASCII) by httparse or came from a HeaderName.
         std::str::from_utf8(bytes).unwrap_or("")
     }
@@ -382,6 +450,9 @@ impl<'a> Iterator for Iter<'a> {
                 let name = FieldName(self.fields.name_at(span));
                 return Some((name, FieldValue(self.fields.value_at(span))));
             }
+        }
+        if let Some(authority) = self.authority.take() {
+            return Some((FieldName("host"), FieldValue(authority)));
         }
         let (name, value) = self.extra.next()?;
         Some((FieldName(name.as_str()), FieldValue(value.as_bytes())))
@@ -606,6 +677,58 @@ mod tests {
         assert!(Fields::from_parts(bytes.clone(), vec![[16, 6, 22, 2]]).is_none());
         assert!(Fields::from_parts(bytes.clone(), vec![[0, 0, 4, 1]]).is_none());
         assert!(Fields::from_parts(bytes, vec![[u32::MAX, 2, 0, 1]]).is_none());
+    }
+
+    /// HTTP/2's `:authority` becomes a Host line listed after the received ones, found,
+    /// counted, removed and replaced as any line is, with its host part at hand; a received
+    /// Host keeps it from being added, and a value `HeaderValue` would refuse is refused.
+    #[test]
+    fn an_authority_is_the_host_line_unless_one_was_received() {
+        let bytes = Bytes::from_static(b"acceptxEx.test:8443");
+        let authority = bytes.slice(7..);
+        let mut fields = Fields::from_parts(bytes.clone(), vec![[0, 6, 6, 1]]).unwrap();
+        assert_eq!(fields.host(), None);
+        fields.add_authority(authority.clone()).unwrap();
+        assert_eq!(fields.host(), Some("Ex.test"));
+        assert_eq!(fields.get("HOST").unwrap(), "Ex.test:8443");
+        assert_eq!(fields.len(), 2);
+        let lines: Vec<_> = fields.iter().map(|(n, v)| (n.as_str(), v)).collect();
+        assert_eq!(
+            lines,
+            [
+                ("accept", FieldValue(b"x")),
+                ("host", FieldValue(b"Ex.test:8443"))
+            ]
+        );
+        let map = fields.to_header_map();
+        assert_eq!(map.get(header::HOST).unwrap(), "Ex.test:8443");
+        assert_eq!(fields.bytes_len(), bytes.len() + "Ex.test:8443".len() + 8);
+        let copy = fields.clone();
+        assert_eq!(copy, fields);
+        assert!(fields.remove(header::HOST));
+        assert_eq!(
+            (fields.host(), fields.get(header::HOST), fields.len()),
+            (None, None, 1)
+        );
+        fields.insert(header::HOST, HeaderValue::from_static("b.test"));
+        assert_eq!(fields.host(), Some("b.test"));
+
+        // A received Host is the one kept: it must equal `:authority` anyway.
+        let bytes = Bytes::from_static(b"hosta.testa.test");
+        let mut fields = Fields::from_parts(bytes.clone(), vec![[0, 4, 4, 6]]).unwrap();
+        fields.add_authority(bytes.slice(10..)).unwrap();
+        assert_eq!(fields.len(), 1);
+        // An authority from elsewhere is copied in as an added line.
+        let mut fields = Fields::from_parts(bytes, vec![]).unwrap();
+        fields
+            .add_authority(Bytes::from_static(b"c.test:1"))
+            .unwrap();
+        assert_eq!((fields.host(), fields.len()), (Some("c.test"), 1));
+        // A control byte is no field value.
+        let bytes = Bytes::from_static(b"a\x01b");
+        let mut fields = Fields::from_parts(bytes.clone(), vec![]).unwrap();
+        assert_eq!(fields.add_authority(bytes), None);
+        assert_eq!(fields.len(), 0);
     }
 
     #[test]

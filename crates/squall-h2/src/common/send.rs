@@ -65,9 +65,47 @@ pub(crate) struct SendHalf {
     /// What we may still send: i64, because a SETTINGS change may make it negative (§6.9.2).
     pub window: i64,
     /// Body queued for DATA frames, shared with the application's buffers.
-    pub queue: VecDeque<Bytes>,
+    pub queue: DataQueue,
     pub queued_bytes: usize,
     pub end: SendEnd,
+}
+
+/// A send half's queued DATA pieces. The first is kept inline: most answers queue one
+/// piece (a whole small body, or a cache entry's), and a queue of its own for it was an
+/// allocation per stream.
+#[derive(Debug, Default)]
+pub struct DataQueue {
+    first: Option<Bytes>,
+    /// The pieces after `first`; empty while `first` is `None`.
+    rest: VecDeque<Bytes>,
+}
+
+impl DataQueue {
+    pub fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+
+    pub fn push_back(&mut self, piece: Bytes) {
+        match self.first {
+            None => self.first = Some(piece),
+            Some(_) => self.rest.push_back(piece),
+        }
+    }
+
+    pub fn front_mut(&mut self) -> Option<&mut Bytes> {
+        self.first.as_mut()
+    }
+
+    pub fn pop_front(&mut self) -> Option<Bytes> {
+        let front = self.first.take();
+        self.first = self.rest.pop_front();
+        front
+    }
+
+    /// The pieces, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &Bytes> {
+        self.first.iter().chain(&self.rest)
+    }
 }
 
 /// What one turn of a send half gave, for its connection to frame.
@@ -88,7 +126,7 @@ impl SendHalf {
         Self {
             state,
             window,
-            queue: VecDeque::new(),
+            queue: DataQueue::default(),
             queued_bytes: 0,
             end: SendEnd::None,
         }
@@ -187,10 +225,12 @@ impl SendHalf {
             .min(i64::from(max_frame_size));
         // `allowed` is positive: both windows were checked above.
         let n = front.len().min(allowed as usize);
-        let payload = front.split_to(n);
-        if front.is_empty() {
-            self.queue.pop_front();
-        }
+        // A piece that goes whole is moved out, not split off and dropped: each split and
+        // drop of a shared piece is a locked count.
+        let payload = match n == front.len() {
+            true => self.queue.pop_front().unwrap_or_default(),
+            false => front.split_to(n),
+        };
         self.queued_bytes -= n;
         self.window -= n as i64;
         *queued_total -= n;
@@ -294,5 +334,52 @@ pub(crate) fn emit_frame(
     if let Some(payload) = payload {
         *emitted += payload.len();
         emit(payload);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pieces leave in order, whole when they fit and split where a frame or a window ends,
+    /// with END_STREAM on the last; the inline first piece and the rest behind it are one
+    /// queue.
+    #[test]
+    fn queued_pieces_leave_in_order_split_at_frames_and_windows() {
+        let mut half = SendHalf::new(SendState::Open, 10);
+        let mut total = 0;
+        for piece in [&b"abc"[..], b"defghij", b"klmnopq"] {
+            total += half.queue_data(Bytes::from_static(piece), false);
+        }
+        half.queue_data(Bytes::new(), true);
+        assert_eq!(half.queue.iter().map(Bytes::len).sum::<usize>(), 17);
+        let mut conn_window = 100;
+        let mut taken = Vec::new();
+        for _ in 0..20 {
+            match half.take_frame(&mut conn_window, &mut total, 4) {
+                Take::Data { payload, end } => {
+                    taken.push((payload, end));
+                    if end {
+                        break;
+                    }
+                }
+                // The stream window (10) ends after "hij".
+                Take::Blocked => assert!(half.open_window(100)),
+                other => panic!("{}", matches!(other, Take::WaitConnection)),
+            }
+        }
+        let frames: Vec<_> = taken.iter().map(|(p, e)| (&p[..], *e)).collect();
+        assert_eq!(
+            frames,
+            [
+                (&b"abc"[..], false),
+                (b"defg", false),
+                (b"hij", false),
+                (b"klmn", false),
+                (b"opq", true),
+            ]
+        );
+        assert_eq!((total, conn_window, half.queued_bytes), (0, 83, 0));
+        assert!(half.queue.is_empty());
     }
 }

@@ -111,13 +111,8 @@ pub fn head_of(request: Request, version: Version) -> Option<RequestHead> {
     // The decoded block's bytes and spans become the head's fields as they are: the span
     // vector is reused in place (same layout), so nothing is copied or allocated per field.
     let mut headers = squall_h1::Fields::from_parts(bytes, spans)?;
-    if let Some(authority) = authority
-        && !headers.contains_key(http::header::HOST)
-    {
-        headers.append(
-            http::header::HOST,
-            HeaderValue::from_maybe_shared(authority).ok()?,
-        );
+    if let Some(authority) = authority {
+        headers.add_authority(authority)?;
     }
     if let Some(protocol) = protocol {
         method = Method::GET;

@@ -158,8 +158,10 @@ impl Worker {
             Admission::Answer { route } => Deferred::Answer(route),
         };
         let mut down = part_downstream!(self);
-        if let Some((head, deferred)) = down.defer(client, head, deferred, end) {
-            self.complete(client, head, deferred);
+        match down.waits(client, &head, &deferred, end) {
+            Some(true) => down.defer(client, head, deferred),
+            Some(false) => self.complete(client, head, deferred),
+            None => {}
         }
     }
 

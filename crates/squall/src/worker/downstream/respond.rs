@@ -5,6 +5,7 @@
 
 use http::{Method, StatusCode};
 use squall_h1::RequestHead;
+use squall_proxy::Handler;
 
 use super::super::entry::Field;
 use super::super::ids::Client;
@@ -42,7 +43,23 @@ impl Downstream<'_> {
             }
             Client::H2(..) | Client::H3(..) => {
                 conn.log_note.route = route;
-                let reply = self.service.answering(route, head).reply(head, scheme);
+                // A fixed answer's fields are borrowed from its route, not cloned per request
+                // (each clone and drop is a locked count).
+                let mut reply;
+                let (status, fields, hpack, body) = match self.service.answering(route, head) {
+                    Handler::Static {
+                        status,
+                        fields,
+                        hpack,
+                        body,
+                        ..
+                    } => (*status, fields, Some(hpack), body.clone()),
+                    handler => {
+                        reply = handler.reply(head, scheme);
+                        let body = std::mem::take(&mut reply.body);
+                        (reply.status, &reply.fields, reply.hpack.as_ref(), body)
+                    }
+                };
                 let encoded_date = self.h2_date.get(self.date);
                 let (Some(mux), Some(stream)) = (Mux::of(conn), client.stream()) else {
                     return;
@@ -50,14 +67,14 @@ impl Downstream<'_> {
                 let sent = send_reply(
                     mux,
                     stream,
-                    reply.status,
-                    reply.fields.iter().map(|(n, v)| (&n[..], &v[..])),
-                    reply.hpack.as_deref().map(|fields| (fields, encoded_date)),
-                    reply.body,
+                    status,
+                    fields.iter().map(|(n, v)| (&n[..], &v[..])),
+                    hpack.map(|fields| (&fields[..], encoded_date)),
+                    body,
                     head.method == Method::HEAD,
                     self.date,
                 );
-                (reply.status, sent)
+                (status, sent)
             }
         };
         self.log_answer(client.conn(), Some(head), status, sent);
