@@ -234,7 +234,7 @@ impl Connection {
             Ok(request) => {
                 let recv_window = self.settings.local_initial_window();
                 let send_window = i64::from(self.settings.peer_initial_window);
-                let mut stream = Box::new(Stream::new(!end_stream, recv_window, send_window));
+                let mut stream = Stream::new(!end_stream, recv_window, send_window);
                 stream.length.expected = request.content_length;
                 stream.tunnel = request.protocol.is_some();
                 // RFC 9218 §7.1: a PRIORITY_UPDATE is newer than the request's field.

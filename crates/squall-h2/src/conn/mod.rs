@@ -23,6 +23,7 @@ mod recv;
 mod schedule;
 mod send;
 pub(crate) mod stream;
+mod table;
 mod types;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -46,7 +47,8 @@ use flood::Floods;
 use lifecycle::{Lookup, Notify};
 use priority::PriorityParams;
 use schedule::{Scheduler, Slot};
-use stream::{ClosedStreams, Stream};
+use stream::ClosedStreams;
+use table::StreamTable;
 
 /// One server connection. See the crate docs for the limits it enforces.
 #[derive(Debug)]
@@ -69,7 +71,7 @@ pub struct Connection {
 
     // Streams.
     /// Boxed: a B-tree moves its values as it splits and merges nodes, and a stream is big.
-    streams: BTreeMap<StreamId, Box<Stream>>,
+    streams: StreamTable,
     closed: ClosedStreams,
     /// The highest client stream id seen: every higher odd id is idle (§5.1.1).
     highest_stream_id: StreamId,
@@ -136,7 +138,7 @@ impl Connection {
             frames: FrameDecoder::new(config.max_frame_size),
             block: None,
             settings: SettingsState::new(config.initial_window_size, config.header_table_size),
-            streams: BTreeMap::new(),
+            streams: StreamTable::default(),
             closed: ClosedStreams::default(),
             highest_stream_id: 0,
             last_processed: 0,
@@ -223,6 +225,7 @@ impl Connection {
     /// kept: they pay within a burst of requests, not across bursts.
     pub fn shrink_idle(&mut self) {
         self.head_chunk = BytesMut::new();
+        self.streams.shrink();
         if self.requests.is_empty() {
             self.requests = VecDeque::new();
         }
@@ -344,7 +347,7 @@ impl Connection {
             Some(kind) => self.stats.flood = Some(kind),
             None => self.stats.protocol_errors += 1,
         }
-        self.streams.clear();
+        self.streams = StreamTable::default();
         self.stalled_streams = 0;
         self.scheduler.clear();
         self.pending_priorities.clear();
@@ -368,7 +371,7 @@ impl Connection {
         assert!(self.closed.len() <= stream::CLOSED_STREAMS_REMEMBERED_MAX);
         let queued: usize = self.streams.values().map(|s| s.send.queued_bytes).sum();
         assert_eq!(queued, self.queued_total);
-        for (&id, stream) in &self.streams {
+        for (&id, stream) in self.streams.iter() {
             assert!(id % 2 == 1 && id <= self.highest_stream_id);
             assert!(stream.send.window <= max);
             assert_eq!(
