@@ -442,6 +442,23 @@ impl Clients {
         true
     }
 
+    /// If open connection `index`'s time to give its buffers back has come (`conn::Shrink`), they
+    /// go back if it is still idle: true then, and its deadline must be filed again.
+    pub(super) fn shrink_if_due(&mut self, index: usize, now: std::time::Instant) -> bool {
+        let conn = &mut self.conns[index];
+        if conn.phase != Phase::Open {
+            return false;
+        }
+        let Some((shrink, after)) = conn.shrink.fire(conn.is_idle(), now) else {
+            return false;
+        };
+        if shrink {
+            conn.shrink_idle();
+        }
+        conn.shrink = after;
+        true
+    }
+
     /// Recomputes when connection `index` must next be looked at, and files a timer if
     /// needed; `origin_wait`: a request on it waits on its origin with nothing unsent.
     pub(super) fn deadline(&mut self, io: &mut Io<'_>, index: usize, origin_wait: bool) {
@@ -457,12 +474,17 @@ impl Clients {
                 conn.head_started.unwrap_or(conn.last_activity) + limits.header_timeout
             }
             Phase::Open => {
-                if conn.is_idle() {
-                    conn.shrink_idle();
-                }
                 // The idle limit (Squall's own wait, a password check, does not count), or
-                // sooner: HTTP/2's own timers, requests parked behind another's fetch.
-                (conn.proto).deadline(conn.last_activity, io.now, limits.idle_timeout, origin_wait)
+                // sooner: HTTP/2's own timers, requests parked behind another's fetch; or
+                // the moment an idle connection gives its buffers back.
+                let due = (conn.proto).deadline(
+                    conn.last_activity,
+                    io.now,
+                    limits.idle_timeout,
+                    origin_wait,
+                );
+                conn.shrink = conn.shrink.next(conn.is_idle(), io.now);
+                conn.shrink.deadline(due)
             }
         };
         conn.deadline = deadline;

@@ -105,6 +105,56 @@ pub struct Conn {
     pub deadline: Instant,
     /// Due time of the earliest timer entry filed for this connection, if one is filed.
     pub timer_due: Option<Instant>,
+    /// Where giving back an idle connection's buffers stands (see [`Shrink`]).
+    pub shrink: Shrink,
+}
+
+/// When an idle connection gives its buffers back ([`Conn::shrink_idle`]): a moment after it
+/// went idle ([`SHRINK_IDLE_AFTER`]), not at once, so that a client between two bursts of
+/// requests (an HTTP/2 client with ten in flight goes idle after each ten) does not give
+/// them back and take them again each time: that was most of the allocations per request
+/// left in a small HTTP/2 answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shrink {
+    /// Requests are in progress, or bytes wait to be read or sent.
+    Busy,
+    /// Idle since a moment before this instant, when the buffers go back.
+    At(Instant),
+    /// Given back; nothing to do until the connection is busy again.
+    Done,
+}
+
+/// How long a connection stays idle before it gives its buffers back.
+pub const SHRINK_IDLE_AFTER: std::time::Duration = std::time::Duration::from_millis(500);
+
+impl Shrink {
+    /// The state once the connection's deadline is recomputed at `now`, `idle` or not: a
+    /// connection that just went idle gives its buffers back `SHRINK_IDLE_AFTER` later.
+    pub fn next(self, idle: bool, now: Instant) -> Shrink {
+        match (idle, self) {
+            (false, _) => Shrink::Busy,
+            (true, Shrink::Busy) => Shrink::At(now + SHRINK_IDLE_AFTER),
+            (true, shrink) => shrink,
+        }
+    }
+
+    /// The connection's deadline `due`, or the moment its buffers go back if that is sooner.
+    pub fn deadline(self, due: Instant) -> Instant {
+        match self {
+            Shrink::At(at) => due.min(at),
+            Shrink::Busy | Shrink::Done => due,
+        }
+    }
+
+    /// At `now`: `None` when the buffers are not due to go back; else whether they go back
+    /// (the connection is still `idle`) and the state after.
+    pub fn fire(self, idle: bool, now: Instant) -> Option<(bool, Shrink)> {
+        match self {
+            Shrink::At(at) if at <= now && idle => Some((true, Shrink::Done)),
+            Shrink::At(at) if at <= now => Some((false, Shrink::Busy)),
+            _ => None,
+        }
+    }
 }
 
 impl Conn {
@@ -148,6 +198,7 @@ impl Conn {
             last_activity: now,
             deadline: now,
             timer_due: None,
+            shrink: Shrink::Busy,
         }
     }
 
@@ -168,8 +219,9 @@ impl Conn {
     }
 
     /// Gives back buffer memory an idle keep-alive connection does not need, so that 10,000 of
-    /// them cost little more than their slab entries. Called when the idle timer is armed, not
-    /// after every read: re-allocating a buffer each request would cost more than it saves.
+    /// them cost little more than their slab entries. Called once the connection has been
+    /// idle for a moment ([`Shrink`]), not after every read: re-allocating a buffer each
+    /// request would cost more than it saves.
     pub fn shrink_idle(&mut self) {
         const KEEP_BYTES: usize = 4096;
         if self.rbuf.is_empty() && self.rbuf.capacity() > KEEP_BYTES {
@@ -332,6 +384,47 @@ impl Chain {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An idle connection's buffers go back `SHRINK_IDLE_AFTER` after it went idle, once per
+    /// idle spell, never while it is busy; going busy in between starts the wait again, and
+    /// the moment is the connection's deadline only when it is sooner.
+    #[test]
+    fn idle_buffers_go_back_a_moment_after_the_connection_went_idle() {
+        let t0 = Instant::now();
+        let later = |ms| t0 + std::time::Duration::from_millis(ms);
+        let due = later(60_000);
+        let shrink = Shrink::Busy.next(true, t0);
+        assert_eq!(shrink, Shrink::At(t0 + SHRINK_IDLE_AFTER));
+        assert_eq!(shrink.deadline(due), t0 + SHRINK_IDLE_AFTER);
+        assert_eq!(
+            shrink.deadline(later(1)),
+            later(1),
+            "a sooner deadline stays"
+        );
+        assert_eq!(
+            shrink.next(true, later(100)),
+            shrink,
+            "still idle: same moment"
+        );
+        assert_eq!(shrink.fire(true, later(100)), None, "not yet");
+        // Busy in between: the wait starts again when it is idle again.
+        let busy = shrink.next(false, later(200));
+        assert_eq!((busy, busy.deadline(due)), (Shrink::Busy, due));
+        let again = busy.next(true, later(300));
+        assert_eq!(again, Shrink::At(later(300) + SHRINK_IDLE_AFTER));
+        assert_eq!(again.fire(true, later(700)), None);
+        let (given, done) = again.fire(true, later(800)).unwrap();
+        assert!(given);
+        assert_eq!((done, done.deadline(due)), (Shrink::Done, due));
+        assert_eq!(
+            done.next(true, later(900)),
+            Shrink::Done,
+            "once per idle spell"
+        );
+        assert_eq!(done.fire(true, later(5_000)), None);
+        // Due while busy (the deadline was not recomputed): nothing goes back.
+        assert_eq!(again.fire(false, later(900)), Some((false, Shrink::Busy)));
+    }
 
     #[test]
     fn small_pieces_are_copied_and_large_ones_keep_their_order() {

@@ -206,6 +206,13 @@ impl Worker {
     }
 
     pub(in crate::worker) fn on_deadline(&mut self, index: usize) {
+        // The moment an idle connection gives its buffers back may be all that was due.
+        if self.clients.shrink_if_due(index, self.now) {
+            self.update_deadline(index);
+            if self.clients.conns[index].deadline > self.now {
+                return;
+            }
+        }
         if self.clients.conns[index].phase == Phase::Open {
             // Parked requests whose wait has run out go to the origin.
             for client in downstream::parked_due(&self.clients.conns[index], index, self.now) {
