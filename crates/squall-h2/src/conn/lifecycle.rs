@@ -57,21 +57,27 @@ impl Connection {
     /// and the body the application will no longer release goes back to the connection
     /// window, so a closed stream never holds window.
     pub(super) fn remove_stream(&mut self, id: StreamId, how: Closed, notify: Notify) {
-        let Some(stream) = self.streams.remove(&id) else {
+        let Some(stream) = self.streams.get(&id) else {
             return;
         };
-        self.queued_total -= stream.send.queued_bytes;
-        if stream.stalled_since.is_some() {
+        // What is left to settle, read where the stream lies: it is dropped there, not
+        // moved out (a stream is some 200 bytes).
+        let (queued, stalled) = (stream.send.queued_bytes, stream.stalled_since.is_some());
+        let (priority, slot, app, unreleased) =
+            (stream.priority, stream.slot, stream.app, stream.unreleased);
+        self.streams.discard(&id);
+        self.queued_total -= queued;
+        if stalled {
             self.stalled_streams -= 1;
         }
-        self.scheduler.remove(id, stream.priority, stream.slot);
+        self.scheduler.remove(id, priority, slot);
         self.closed.insert(id, how);
         match notify {
             Notify::Nobody => {}
-            Notify::App(code) => self.forget_events(id, stream.app, code),
+            Notify::App(code) => self.forget_events(id, app, code),
             Notify::Silently => self.forget_events(id, AppState::Queued, ErrorCode::NoError),
         }
-        self.credit_connection(stream.unreleased);
+        self.credit_connection(unreleased);
     }
 
     /// Resets an active stream with `code`; the application is told.

@@ -7,6 +7,8 @@
 //! end). Lookups search that short list (at most `max_concurrent_streams` entries). An idle
 //! connection gives both vectors back ([`StreamTable::shrink`]).
 
+use std::cell::Cell;
+
 use super::stream::Stream;
 use crate::frame::StreamId;
 
@@ -20,6 +22,9 @@ pub(super) struct StreamTable {
     /// The streams; `None` marks a free slot (listed in `free`).
     slots: Vec<Option<Stream>>,
     free: Vec<u32>,
+    /// Where in `ids` the last lookup found its stream: a response's head, its data and its
+    /// frames look the same stream up one after another.
+    last: Cell<usize>,
 }
 
 impl StreamTable {
@@ -32,14 +37,22 @@ impl StreamTable {
     }
 
     fn position(&self, id: StreamId) -> Result<usize, usize> {
-        // New ids arrive in ascending order and answers mostly leave in order: look at the
-        // ends before searching.
+        // The stream looked up last, then the newest (new ids arrive in ascending order),
+        // before searching.
+        let last = self.last.get();
+        if self.ids.get(last).is_some_and(|&(at, _)| at == id) {
+            return Ok(last);
+        }
         match self.ids.last() {
-            Some(&(last, _)) if last < id => return Err(self.ids.len()),
-            Some(&(last, _)) if last == id => return Ok(self.ids.len() - 1),
+            Some(&(newest, _)) if newest < id => return Err(self.ids.len()),
+            Some(&(newest, _)) if newest == id => return Ok(self.ids.len() - 1),
             _ => {}
         }
-        self.ids.binary_search_by_key(&id, |&(id, _)| id)
+        let found = self.ids.binary_search_by_key(&id, |&(id, _)| id);
+        if let Ok(at) = found {
+            self.last.set(at);
+        }
+        found
     }
 
     pub fn contains_key(&self, id: &StreamId) -> bool {
@@ -83,17 +96,20 @@ impl StreamTable {
         self.ids.insert(at, (id, slot));
     }
 
-    pub fn remove(&mut self, id: &StreamId) -> Option<Stream> {
-        let at = self.position(*id).ok()?;
+    /// Drops stream `id` where it lies; true if there was one.
+    pub fn discard(&mut self, id: &StreamId) -> bool {
+        let Ok(at) = self.position(*id) else {
+            return false;
+        };
         let (_, slot) = self.ids.remove(at);
-        let stream = self.slots[slot as usize].take();
+        self.slots[slot as usize] = None;
         self.free.push(slot);
         if self.ids.is_empty() {
             // Every slot is free: start again from the first.
             self.slots.clear();
             self.free.clear();
         }
-        stream
+        true
     }
 
     /// The open streams' ids, ascending.
@@ -140,8 +156,8 @@ mod tests {
         for id in [1, 3, 5, 7, 9] {
             table.insert(id, stream(i64::from(id)));
         }
-        assert_eq!(table.remove(&3).map(|s| s.recv_window), Some(3));
-        assert_eq!(table.remove(&3).map(|s| s.recv_window), None);
+        assert!(table.discard(&3));
+        assert!(!table.discard(&3) && table.get(&3).is_none());
         table.insert(11, stream(11));
         table.insert(2, stream(2));
         table.insert(5, stream(50));
@@ -160,8 +176,14 @@ mod tests {
         }
         sum = table.values().map(|s| s.recv_window).sum();
         assert_eq!(sum, 1 + 2 + 50 + 7 + 90 + 11 + 6);
-        for id in [11, 1, 9, 2, 7, 5] {
-            assert!(table.remove(&id).is_some(), "{id}");
+        // The remembered place of the last lookup goes stale as ids shift: still found.
+        assert_eq!(table.get(&7).unwrap().recv_window, 8);
+        assert!(table.discard(&1));
+        assert_eq!(table.get(&7).unwrap().recv_window, 8);
+        assert_eq!(table.get(&9).unwrap().recv_window, 91);
+        assert!(table.get(&1).is_none() && table.get(&3).is_none());
+        for id in [11, 9, 2, 7, 5] {
+            assert!(table.discard(&id), "{id}");
         }
         assert!(table.is_empty() && table.slots.is_empty() && table.free.is_empty());
         table.shrink();
