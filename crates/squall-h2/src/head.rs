@@ -277,36 +277,29 @@ static VALUE_BYTES: [bool; 256] = {
 
 /// The bytes of a field name as HTTP/2 and HTTP/3 carry it: a token's (RFC 9110 §5.6.2) but
 /// for the uppercase letters (§8.2.1).
-static NAME_BYTES: [bool; 256] = {
+static NAME_BYTES: [bool; 256] = token_bytes(false);
+
+/// A token's bytes (RFC 9110 §5.6.2 `tchar`), uppercase letters included.
+static TOKEN_BYTES: [bool; 256] = token_bytes(true);
+
+/// The bytes a token may hold: letters (the uppercase ones if `uppercase`), digits and
+/// these symbols.
+const fn token_bytes(uppercase: bool) -> [bool; 256] {
+    const SYMBOLS: &[u8] = b"!#$%&'*+-.^_`|~";
     let mut table = [false; 256];
     let mut b = 0;
     while b < 256 {
         let c = b as u8;
-        table[b] = c.is_ascii_lowercase() || c.is_ascii_digit() || is_token_symbol(c);
+        table[b] = c.is_ascii_lowercase() || c.is_ascii_digit();
+        table[b] |= uppercase && c.is_ascii_uppercase();
         b += 1;
     }
+    let mut i = 0;
+    while i < SYMBOLS.len() {
+        table[SYMBOLS[i] as usize] = true;
+        i += 1;
+    }
     table
-};
-
-/// The symbols a token may hold besides letters and digits (RFC 9110 §5.6.2 `tchar`).
-const fn is_token_symbol(c: u8) -> bool {
-    matches!(
-        c,
-        b'!' | b'#'
-            | b'$'
-            | b'%'
-            | b'&'
-            | b'\''
-            | b'*'
-            | b'+'
-            | b'-'
-            | b'.'
-            | b'^'
-            | b'_'
-            | b'`'
-            | b'|'
-            | b'~'
-    )
 }
 
 /// The four request pseudo-header fields, and RFC 8441's `:protocol`, each at most once
@@ -623,7 +616,7 @@ fn check_name(name: &[u8]) -> Result<(), HeadError> {
 /// RFC 9110 §5.6.2: a non-empty token. Field names are one, and so is a `:protocol` (an
 /// `Upgrade` protocol name, RFC 8441 §4, which may carry a version: `websocket/13`).
 fn is_token(bytes: &[u8]) -> bool {
-    let token = |&b: &u8| b.is_ascii_alphanumeric() || is_token_symbol(b);
+    let token = |&b: &u8| TOKEN_BYTES[usize::from(b)];
     !bytes.is_empty() && bytes.iter().all(token)
 }
 
