@@ -126,7 +126,7 @@ impl Downstream<'_> {
     /// until its stream ends); `end`: it is whole. `None`: its connection is gone, and the
     /// request with it. If it waits, [`Downstream::defer`] keeps it: asked apart from the
     /// keeping so that a request answered now is not moved through it and back (a head is
-    /// some 300 bytes, and its moves showed in the profile).
+    /// some 250 bytes, and its moves showed in the profile).
     pub fn waits(
         &mut self,
         client: Client,
