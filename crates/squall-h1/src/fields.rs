@@ -195,8 +195,10 @@ pub(crate) fn split_host_port(value: &[u8]) -> Option<(&[u8], Option<&[u8]>)> {
         }
         close + 1
     } else {
-        let len = value.iter().position(|&b| b == b':').unwrap_or(value.len());
-        if !is_reg_name(&value[..len]) {
+        // The reg-name runs to the first byte it may not hold, which must be the port's
+        // colon or the end.
+        let len = reg_name_len(value);
+        if len < value.len() && value[len] != b':' {
             return None;
         }
         len
@@ -211,27 +213,54 @@ pub(crate) fn split_host_port(value: &[u8]) -> Option<(&[u8], Option<&[u8]>)> {
     }
 }
 
-/// RFC 3986 `reg-name` (which covers IPv4 literals): unreserved, sub-delims, pct-encoded.
-fn is_reg_name(name: &[u8]) -> bool {
-    let mut i = 0;
-    while i < name.len() {
-        match name[i] {
-            b'%' => {
-                let hex = name.get(i + 1..i + 3);
-                if !hex.is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)) {
-                    return false;
-                }
-                i += 3;
-                continue;
-            }
-            b if b.is_ascii_alphanumeric() => {}
-            b'-' | b'.' | b'_' | b'~' => {}
-            b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'=' => {}
-            _ => return false,
-        }
-        i += 1;
+/// Bytes an RFC 3986 `reg-name` holds as themselves: unreserved and sub-delims (`%` begins
+/// an escape). One lookup per byte: the host of every request is split here.
+const REG_NAME_BYTES: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric()
+            || matches!(
+                c,
+                b'-' | b'.'
+                    | b'_'
+                    | b'~'
+                    | b'!'
+                    | b'$'
+                    | b'&'
+                    | b'\''
+                    | b'('
+                    | b')'
+                    | b'*'
+                    | b'+'
+                    | b','
+                    | b';'
+                    | b'='
+            );
+        b += 1;
     }
-    true
+    table
+};
+
+/// How long the RFC 3986 `reg-name` (which covers IPv4 literals) at the start of `value`
+/// is: unreserved, sub-delims and pct-encoded bytes.
+fn reg_name_len(value: &[u8]) -> usize {
+    let mut i = 0;
+    while let Some(&b) = value.get(i) {
+        if REG_NAME_BYTES[b as usize] {
+            i += 1;
+        } else if b == b'%'
+            && value
+                .get(i + 1..i + 3)
+                .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit))
+        {
+            i += 3;
+        } else {
+            break;
+        }
+    }
+    i
 }
 
 /// `token` (RFC 9110 §5.6.2): one or more tchar.
@@ -437,5 +466,27 @@ mod tests {
         ] {
             assert_eq!(split_host_port(bad), None, "{bad:?}");
         }
+    }
+
+    /// Every byte, inside a host and right before its port, against RFC 3986's list of what
+    /// a reg-name holds (escapes apart).
+    #[test]
+    fn each_byte_of_a_host_is_judged_by_the_rfc() {
+        const ALLOWED: &[u8] =
+            b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~!$&'()*+,;=";
+        for b in 0..=255u8 {
+            let allowed = ALLOWED.contains(&b);
+            for (value, host_len) in [(vec![b'a', b, b'z'], 3), (vec![b'a', b, b':', b'8'], 2)] {
+                // A colon ends the host too early: `a:z` and `a::8` have bad ports.
+                let expected = allowed.then(|| &value[..host_len]);
+                let got = split_host_port(&value).map(|(host, _)| host);
+                assert_eq!(got, expected, "{value:?}");
+            }
+        }
+        assert_eq!(
+            split_host_port(b"%41%7e:1"),
+            Some((&b"%41%7e"[..], Some(&b"1"[..])))
+        );
+        assert_eq!(split_host_port(b"a%4g"), None);
     }
 }

@@ -79,6 +79,55 @@ impl FrameDecoder {
     }
 }
 
+impl FrameDecoder {
+    /// The HEADERS frame at the front of `buf` when it is whole, well formed and carries a
+    /// whole header block (END_HEADERS): the common request, decoded where it lies in the
+    /// receive buffer, not split off it (a split and its drop are two locked counts). `None`
+    /// for anything else, which [`FrameDecoder::decode`] takes and judges.
+    pub(crate) fn whole_block(&self, buf: &[u8]) -> Option<WholeBlock> {
+        let head = Head::parse(buf)?;
+        let headers = head.ty == kind::HEADERS && head.has(flag::END_HEADERS);
+        if !headers || head.stream_id == 0 || head.len > self.max_frame_size {
+            return None;
+        }
+        let frame_len = FRAME_HEADER_BYTES + head.len as usize;
+        let payload = buf.get(FRAME_HEADER_BYTES..frame_len)?;
+        let (mut start, mut end) = (0, payload.len());
+        if head.has(flag::PADDED) {
+            start = 1;
+            end = end.checked_sub(usize::from(*payload.first()?))?;
+        }
+        let priority = match head.has(flag::PRIORITY) {
+            true => {
+                let fields = payload.get(start..start + 5)?;
+                start += 5;
+                Some(read_priority(fields))
+            }
+            false => None,
+        };
+        (start <= end).then_some(WholeBlock {
+            stream_id: head.stream_id,
+            end_stream: head.has(flag::END_STREAM),
+            priority,
+            block: (FRAME_HEADER_BYTES + start, FRAME_HEADER_BYTES + end),
+            frame_len,
+        })
+    }
+}
+
+/// A HEADERS frame with a whole header block, as it lies at the front of a receive buffer
+/// ([`FrameDecoder::whole_block`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WholeBlock {
+    pub stream_id: StreamId,
+    pub end_stream: bool,
+    pub priority: Option<Priority>,
+    /// Where the block's bytes lie in the buffer: start and end.
+    pub block: (usize, usize),
+    /// The frame's length, header included: what to consume once it is handled.
+    pub frame_len: usize,
+}
+
 /// The fixed 9-byte frame header (RFC 9113 §4.1).
 #[derive(Debug, Clone, Copy)]
 struct Head {
@@ -423,4 +472,80 @@ fn read_priority(fields: &[u8]) -> Priority {
 /// A big-endian u32 from the first four bytes; callers checked the length.
 fn read_u32(b: &[u8]) -> u32 {
     u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every HEADERS frame the in-place reading takes is one `decode` reads alike, with the
+    /// same block, flags and length; every one it leaves (not whole, malformed, not a whole
+    /// block, on stream 0, over the size limit) is left to `decode`.
+    #[test]
+    fn a_whole_block_is_read_in_place_as_decode_reads_it() {
+        let decoder = FrameDecoder::new(FRAME_PAYLOAD_BYTES_DEFAULT);
+        let flags = [
+            flag::END_STREAM,
+            flag::END_HEADERS,
+            flag::PADDED,
+            flag::PRIORITY,
+        ];
+        let mut taken = 0;
+        for bits in 0..16u8 {
+            let flags = (0..4).filter(|i| bits & (1 << i) != 0).map(|i| flags[i]);
+            let flags = flags.fold(0, |all, f| all | f);
+            for stream_id in [0u32, 1, 0x7fff_ffff] {
+                for payload_len in 0..12usize {
+                    // The first byte is a Pad Length when PADDED; every length of padding,
+                    // fitting or not, comes up as the payload grows.
+                    let payload: Vec<u8> = (0..payload_len as u8).map(|b| b % 7).collect();
+                    let mut frame = (payload_len as u32).to_be_bytes()[1..].to_vec();
+                    frame.extend([kind::HEADERS, flags]);
+                    frame.extend(stream_id.to_be_bytes());
+                    frame.extend(&payload);
+                    frame.extend(b"next");
+                    for cut in [FRAME_HEADER_BYTES - 1, frame.len() - 5, frame.len()] {
+                        let bytes = &frame[..cut];
+                        let whole = decoder.whole_block(bytes);
+                        let decoded = decoder.clone().decode(&mut BytesMut::from(bytes));
+                        match (whole, decoded) {
+                            (None, Ok(Some(Frame::Headers { end_headers, .. }))) => {
+                                assert!(!end_headers, "{bytes:?} left, but whole");
+                            }
+                            (None, _) => {}
+                            (Some(whole), decoded) => {
+                                let Ok(Some(Frame::Headers {
+                                    stream_id,
+                                    block,
+                                    end_stream,
+                                    end_headers: true,
+                                    priority,
+                                })) = decoded
+                                else {
+                                    panic!("{bytes:?} taken, but decoded as {decoded:?}");
+                                };
+                                let (start, end) = whole.block;
+                                assert_eq!(&bytes[start..end], &block[..], "{bytes:?}");
+                                assert_eq!(whole.stream_id, stream_id);
+                                assert_eq!(whole.end_stream, end_stream);
+                                assert_eq!(whole.priority, priority);
+                                assert_eq!(whole.frame_len, FRAME_HEADER_BYTES + payload_len);
+                                taken += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // Each combination of END_STREAM, PADDED and PRIORITY has lengths that fit.
+        assert!(taken > 8 * 2, "only {taken} frames taken");
+        // A length over the limit is left to `decode`, which refuses it before its payload.
+        let mut big = (FRAME_PAYLOAD_BYTES_DEFAULT + 1).to_be_bytes()[1..].to_vec();
+        big.extend([kind::HEADERS, flag::END_HEADERS, 0, 0, 0, 1]);
+        big.resize(
+            FRAME_HEADER_BYTES + FRAME_PAYLOAD_BYTES_DEFAULT as usize + 1,
+            0,
+        );
+        assert_eq!(decoder.whole_block(&big), None);
+    }
 }

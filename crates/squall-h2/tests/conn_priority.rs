@@ -57,6 +57,56 @@ fn order_of(config: &ServerConfig, client: &mut Client) -> Vec<StreamId> {
     data_order(&outcome.output)
 }
 
+/// Answers `/small` with a 5-byte body, anything else as [`body_app`] does.
+fn mixed_app(conn: &mut Connection, event: &Event) {
+    match event {
+        Event::Request { stream_id, request } if &request.path[..] == b"/small" => {
+            conn.send_headers(*stream_id, 200, [], false).unwrap();
+            (conn.send_data(*stream_id, Bytes::from_static(b"small"), true)).unwrap();
+        }
+        _ => body_app(conn, event),
+    }
+}
+
+/// A small last piece with no stream waiting for a turn leaves at once, right behind its
+/// own head; behind a stream that waits, it takes its turn by priority like any other.
+#[test]
+fn a_small_answer_leaves_at_once_unless_a_stream_waits_for_its_turn() {
+    let mut client = open_client();
+    for id in [1, 3] {
+        client.headers(id, &request("GET", "/small"), true);
+    }
+    let outcome = run_all_splits(&ServerConfig::default(), &client.take(), &mixed_app);
+    let frames: Vec<_> = (outcome.replies().into_iter())
+        .filter_map(|out| match out {
+            Out::Headers { stream_id, .. } => Some(("HEADERS", stream_id)),
+            Out::Data {
+                stream_id,
+                end_stream: true,
+                ..
+            } => Some(("DATA END", stream_id)),
+            Out::SettingsAck => None,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    let expected = [
+        ("HEADERS", 1),
+        ("DATA END", 1),
+        ("HEADERS", 3),
+        ("DATA END", 3),
+    ];
+    assert_eq!(frames, expected);
+    // Stream 1's large body waits for its turns; stream 3's small one comes after it, as
+    // its lower urgency says, not ahead of it.
+    let mut client = open_client();
+    get(&mut client, 1, Some("u=0"));
+    let mut fields = request("GET", "/small");
+    fields.push(("priority", "u=5"));
+    client.headers(3, &fields, true);
+    let outcome = run_all_splits(&ServerConfig::default(), &client.take(), &mixed_app);
+    assert_eq!(data_order(&outcome.output), [1, 1, 1, 3]);
+}
+
 #[test]
 fn our_settings_say_rfc7540_priorities_are_not_used() {
     let mut harness = Harness::new(ServerConfig::default());

@@ -11,7 +11,7 @@ use bytes::{Bytes, BytesMut};
 use super::stream::{Slot, Stream};
 use super::types::OpenError;
 use super::{ClientConnection, STREAM_ID_MAX};
-use crate::common::send::{SendState, Turn, emit_frame, send_turn};
+use crate::common::send::{SendState, Turn, emit_frame, emit_made, send_turn};
 use crate::conn::StreamClosed;
 use crate::conn::stream::Closed;
 use crate::encode::encode_rst_stream;
@@ -112,20 +112,23 @@ impl ClientConnection {
             emit(control);
         }
         self.reply_bytes = 0;
-        while emitted == 0 || emitted < budget {
+        // DATA frames are made apart from `out` (whose bytes `out_emitted` counts), all in
+        // one buffer: small ones leave together.
+        let mut frames = BytesMut::new();
+        loop {
+            let made = emitted + frames.len();
+            if made != 0 && made >= budget {
+                break;
+            }
             let Some(id) = self.ready.pop_front() else {
                 break;
             };
             if let Some(stream) = self.streams.get_mut(&id) {
                 stream.slot = Slot::Out;
             }
-            match self.send_frame(id) {
-                Turn::Sent {
-                    head,
-                    payload,
-                    more,
-                } => {
-                    emit_frame(head, payload, &mut emitted, &mut emit);
+            match self.send_frame(id, &mut frames) {
+                Turn::Sent { payload, more } => {
+                    emit_frame(&mut frames, payload, &mut emitted, &mut emit);
                     if more {
                         self.schedule(id);
                     }
@@ -139,6 +142,7 @@ impl ClientConnection {
                 Turn::Blocked => {}
             }
         }
+        emit_made(&mut frames, &mut emitted, &mut emit);
     }
 
     /// Whether `poll_output` would emit something now.
@@ -176,18 +180,17 @@ impl ClientConnection {
     }
 
     /// One frame of a stream's send half: DATA, or the end (empty DATA, trailers).
-    fn send_frame(&mut self, id: StreamId) -> Turn {
+    fn send_frame(&mut self, id: StreamId, frames: &mut BytesMut) -> Turn {
         let Some(stream) = self.streams.get_mut(&id) else {
             return Turn::Blocked;
         };
-        // Made apart from `out`: what leaves from `out` is counted in `out_emitted`.
         let (turn, done) = send_turn(
             &mut stream.send,
             id,
             &mut self.conn_send_window,
             &mut self.queued_total,
             &mut self.settings,
-            &mut BytesMut::new(),
+            frames,
         );
         if done {
             self.close_if_done(id);

@@ -45,13 +45,10 @@ pub(crate) enum SendEnd {
 
 /// What one stream's turn in its connection's DATA scheduler gave.
 pub(crate) enum Turn {
-    /// A frame: its head (or the whole frame) and, for larger DATA, the payload; `more`:
-    /// the stream can send again.
-    Sent {
-        head: Bytes,
-        payload: Option<Bytes>,
-        more: bool,
-    },
+    /// A frame, made in the caller's buffer (its header, and its payload when that was
+    /// copied behind it); `payload`: a larger payload, to leave right after what the buffer
+    /// holds ([`emit_frame`]). `more`: the stream can send again.
+    Sent { payload: Option<Bytes>, more: bool },
     /// DATA waits for connection window: the stream is parked until it opens.
     WaitConnection,
     /// Nothing can go until the stream's window opens (or nothing is left).
@@ -169,6 +166,22 @@ impl SendHalf {
         len
     }
 
+    /// Takes `len` bytes that end the half, to leave at once in one DATA frame the caller
+    /// makes, when nothing is queued ahead of them and both windows and the peer's frame
+    /// size take them whole. False: queue them ([`SendHalf::queue_data`]).
+    pub(crate) fn take_whole(&mut self, len: usize, conn_window: &mut i64, max_frame: u32) -> bool {
+        let n = len as i64;
+        let fits = n <= self.window.min(*conn_window) && len <= max_frame as usize;
+        let alone = self.queue.is_empty() && self.end == SendEnd::None;
+        if self.state != SendState::Open || !alone || !fits {
+            return false;
+        }
+        self.window -= n;
+        *conn_window -= n;
+        self.state = SendState::Done;
+        true
+    }
+
     /// Ends the half with trailers. With nothing queued they go now: the half is done and
     /// `fields` come back for the caller to encode. Else they are kept (owned) to go out
     /// behind the DATA, encoded then, since HPACK blocks must reach the peer in encoding
@@ -247,8 +260,9 @@ impl SendHalf {
 /// One turn of stream `id`'s send half in its connection's DATA scheduler: a DATA frame
 /// within the stream's window, `conn_window` (both debited, with `queued_total`) and the
 /// peer's max frame size, or the end (an empty DATA with END_STREAM, or the trailers,
-/// encoded through `settings`' HPACK encoder). The frame is made in `buf` and taken out of
-/// it, with anything already there. Returns the turn and whether the half is done (the
+/// encoded through `settings`' HPACK encoder). The frame is made in `buf`, behind anything
+/// already there, and left in it: the frames of one `poll_output` leave as one piece, not a
+/// shared piece (two locked counts) each. Returns the turn and whether the half is done (the
 /// connection then closes the stream if its other half is too).
 #[inline]
 pub(crate) fn send_turn(
@@ -265,9 +279,7 @@ pub(crate) fn send_turn(
         Take::Trailers(fields) => {
             let fields = fields.iter().map(|(n, v)| (&n[..], &v[..]));
             settings.encode_fields(buf, id, true, fields);
-            let head = buf.split().freeze();
             let turn = Turn::Sent {
-                head,
                 payload: None,
                 more: false,
             };
@@ -279,13 +291,7 @@ pub(crate) fn send_turn(
     let more = send.sendable();
     buf.reserve(FRAME_HEADER_BYTES + payload.len().min(DATA_COPY_BYTES_MAX));
     let payload = encode_data(buf, id, payload, end);
-    let head = buf.split().freeze();
-    let turn = Turn::Sent {
-        head,
-        payload,
-        more,
-    };
-    (turn, end)
+    (Turn::Sent { payload, more }, end)
 }
 
 /// §6.9.2: a new SETTINGS_INITIAL_WINDOW_SIZE changes every send window by the difference,
@@ -321,19 +327,30 @@ pub(crate) fn encode_data(
     Some(payload)
 }
 
-/// Hands a sent frame's pieces to `emit`, adding their bytes to `emitted`.
+/// After a turn that made a frame in `buf`: a payload that was not copied leaves now, right
+/// behind what `buf` holds; a frame made whole waits in `buf` for the next ones
+/// ([`emit_made`]).
 #[inline]
 pub(crate) fn emit_frame(
-    head: Bytes,
+    buf: &mut BytesMut,
     payload: Option<Bytes>,
     emitted: &mut usize,
     emit: &mut impl FnMut(Bytes),
 ) {
-    *emitted += head.len();
-    emit(head);
     if let Some(payload) = payload {
+        emit_made(buf, emitted, emit);
         *emitted += payload.len();
         emit(payload);
+    }
+}
+
+/// Hands what `buf` holds to `emit` as one piece, adding its bytes to `emitted`.
+#[inline]
+pub(crate) fn emit_made(buf: &mut BytesMut, emitted: &mut usize, emit: &mut impl FnMut(Bytes)) {
+    if !buf.is_empty() {
+        let piece = buf.split().freeze();
+        *emitted += piece.len();
+        emit(piece);
     }
 }
 

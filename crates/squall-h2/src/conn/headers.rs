@@ -11,6 +11,7 @@ use super::types::FloodKind;
 use super::{Connection, Lookup, Notify};
 use crate::common::block::BlockFragments;
 use crate::common::send::SendState;
+use crate::decode::WholeBlock;
 use crate::error::ErrorCode;
 use crate::fields::HeaderFields;
 use crate::frame::{Priority, StreamId};
@@ -19,6 +20,14 @@ use crate::head::{self, HeadError};
 /// A header block whose END_HEADERS has not arrived yet.
 #[derive(Debug)]
 pub(crate) struct PartialBlock {
+    pub start: BlockStart,
+    /// The fragments so far.
+    pub fragments: BlockFragments,
+}
+
+/// What the HEADERS frame that began a block said of it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BlockStart {
     pub stream_id: StreamId,
     end_stream: bool,
     /// §5.3.1: the HEADERS made the stream depend on itself.
@@ -27,8 +36,6 @@ pub(crate) struct PartialBlock {
     new_stream: bool,
     /// A PRIORITY_UPDATE that arrived before the stream opened (RFC 9218 §7.1).
     priority_update: Option<PriorityParams>,
-    /// The fragments so far.
-    pub fragments: BlockFragments,
 }
 
 /// What a complete header block that opens a stream carried besides its fields.
@@ -70,7 +77,30 @@ impl Connection {
         end_headers: bool,
         priority: Option<Priority>,
     ) -> Step {
-        if block.is_empty() {
+        let start = self.begin_block(id, block.is_empty(), end_stream, priority)?;
+        if end_headers {
+            return self.finish_block(start, &block);
+        }
+        let fragments = BlockFragments::new(block);
+        self.block = Some(PartialBlock { start, fragments });
+        Ok(())
+    }
+
+    /// A HEADERS frame with its whole block, read where it lies in the input.
+    pub(super) fn on_whole_block(&mut self, whole: WholeBlock, block: &[u8]) -> Step {
+        let (id, end_stream) = (whole.stream_id, whole.end_stream);
+        let start = self.begin_block(id, block.is_empty(), end_stream, whole.priority)?;
+        self.finish_block(start, block)
+    }
+
+    fn begin_block(
+        &mut self,
+        id: StreamId,
+        empty: bool,
+        end_stream: bool,
+        priority: Option<Priority>,
+    ) -> Result<BlockStart, super::ConnError> {
+        if empty {
             self.count(FloodKind::EmptyFrames)?;
         }
         let new_stream = id % 2 == 1 && id > self.highest_stream_id;
@@ -81,18 +111,13 @@ impl Connection {
         } else {
             self.check_block_stream(id)?;
         }
-        self.block = Some(PartialBlock {
+        Ok(BlockStart {
             stream_id: id,
             end_stream,
             self_dependent: priority.is_some_and(|p| p.dependency == id),
             new_stream,
             priority_update,
-            fragments: BlockFragments::new(block),
-        });
-        if end_headers {
-            return self.end_block();
-        }
-        Ok(())
+        })
     }
 
     /// A HEADERS on a stream that is not new: trailers on an open stream, or late on one
@@ -118,7 +143,7 @@ impl Connection {
             let reason = "CONTINUATION without a header block";
             return Err(self.fail(ErrorCode::ProtocolError, reason, None));
         };
-        debug_assert_eq!(block.stream_id, id, "on_frame checks the stream");
+        debug_assert_eq!(block.start.stream_id, id, "on_frame checks the stream");
         if fragment.is_empty() {
             self.count(FloodKind::EmptyFrames)?;
         }
@@ -141,9 +166,14 @@ impl Connection {
         let Some(partial) = self.block.take() else {
             return Ok(());
         };
-        let (id, end_stream) = (partial.stream_id, partial.end_stream);
-        let (new_stream, self_dependent) = (partial.new_stream, partial.self_dependent);
-        let priority_update = partial.priority_update;
+        self.finish_block(partial.start, &partial.fragments.into_block())
+    }
+
+    /// Decodes a whole block, and opens its stream or ends it with trailers.
+    fn finish_block(&mut self, start: BlockStart, block: &[u8]) -> Step {
+        let (id, end_stream) = (start.stream_id, start.end_stream);
+        let (new_stream, self_dependent) = (start.new_stream, start.self_dependent);
+        let priority_update = start.priority_update;
         // The span list is a scratch vector kept across blocks: one allocation per
         // connection, not per request. The bytes go with the request.
         let mut fields = std::mem::take(&mut self.spans_buf);
@@ -151,7 +181,7 @@ impl Connection {
         if chunk.capacity() < self.head_bytes_hint {
             chunk.reserve(HEAD_CHUNK_BYTES.max(self.head_bytes_hint));
         }
-        let complete = self.decode_block(&partial.fragments.into_block(), &mut chunk, &mut fields);
+        let complete = self.decode_block(block, &mut chunk, &mut fields);
         let bytes = chunk.split();
         self.head_chunk = chunk;
         let complete = complete?;

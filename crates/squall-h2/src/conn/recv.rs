@@ -14,6 +14,7 @@ use super::{Connection, Lookup};
 use crate::common::order::{check_order, error_stream};
 use crate::common::send::SendState;
 use crate::common::settings::Applied;
+use crate::decode::WholeBlock;
 use crate::encode::{encode_ping, encode_settings_ack};
 use crate::error::{ErrorCode, FrameError};
 use crate::frame::{FRAME_HEADER_BYTES, Frame, Priority, Settings, StreamId};
@@ -57,14 +58,33 @@ impl Connection {
                 }
             }
         }
-        while let Some(frame) = self.next_frame(input)? {
-            self.on_frame(frame)?;
+        loop {
+            // The common request: a HEADERS frame with its whole block, read in place.
+            if let Some(whole) = self.whole_block(input) {
+                let (start, end) = whole.block;
+                self.on_whole_block(whole, &input[start..end])?;
+                input.advance(whole.frame_len);
+            } else {
+                let Some(frame) = self.next_frame(input)? else {
+                    break;
+                };
+                self.on_frame(frame)?;
+            }
             if self.reply_bytes > self.config.max_queued_output_bytes {
                 let reason = "peer does not read what we answer";
                 return Err(self.flood(FloodKind::OutputQueue, reason));
             }
         }
         Ok(())
+    }
+
+    /// A HEADERS frame with a whole block at the front of `input`, when one may come now:
+    /// not before the peer's SETTINGS, nor inside another block (`on_frame`'s order checks).
+    fn whole_block(&self, input: &[u8]) -> Option<WholeBlock> {
+        if !self.settings_seen || self.block.is_some() {
+            return None;
+        }
+        self.frames.whole_block(input)
     }
 
     /// The next whole frame; frames that are stream errors by themselves are handled here.
@@ -92,7 +112,7 @@ impl Connection {
     }
 
     fn on_frame(&mut self, frame: Frame) -> Step {
-        let block = self.block.as_ref().map(|b| b.stream_id);
+        let block = self.block.as_ref().map(|b| b.start.stream_id);
         let not_settings = "first frame is not SETTINGS";
         if let Err(reason) = check_order(&frame, &mut self.settings_seen, block, not_settings) {
             return Err(self.fail(ErrorCode::ProtocolError, reason, None));

@@ -125,6 +125,11 @@ impl Scheduler {
         std::mem::take(&mut self.parked)
     }
 
+    /// No stream waits for a turn, in a level or parked.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.occupied == 0 && self.parked.is_empty()
+    }
+
     pub(crate) fn has_parked(&self) -> bool {
         !self.parked.is_empty()
     }

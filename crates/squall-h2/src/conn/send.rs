@@ -15,7 +15,9 @@ use super::priority::PriorityParams;
 use super::schedule::Slot;
 use super::stream::{AppState, Closed, Stream};
 use super::types::StreamClosed;
-use crate::common::send::{SendState, Turn, emit_frame, send_turn};
+use crate::common::send::{
+    DATA_COPY_BYTES_MAX, SendState, Turn, emit_frame, emit_made, encode_data, send_turn,
+};
 use crate::encode::encode_rst_stream;
 use crate::error::ErrorCode;
 use crate::frame::StreamId;
@@ -74,14 +76,32 @@ impl Connection {
     }
 
     /// Queues response body bytes; they leave as DATA frames as windows allow, as slices
-    /// of `data` (copied only below 1 KiB).
+    /// of `data` (copied only below 1 KiB). A small last piece with nothing ahead of it, on
+    /// its stream or any other, is framed at once behind what is already in the output:
+    /// the whole of most small responses, with no queue and no turn in the scheduler.
     pub fn send_data(
         &mut self,
         stream_id: StreamId,
         data: Bytes,
         end_stream: bool,
     ) -> Result<(), StreamClosed> {
+        let alone = self.scheduler.is_idle();
+        let (mut conn_window, max_frame) =
+            (self.conn_send_window, self.settings.peer_max_frame_size);
         let stream = self.sending_stream(stream_id, SendState::Open)?;
+        if end_stream
+            && alone
+            && data.len() < DATA_COPY_BYTES_MAX
+            && stream
+                .send
+                .take_whole(data.len(), &mut conn_window, max_frame)
+        {
+            self.conn_send_window = conn_window;
+            encode_data(&mut self.out, stream_id, data, true);
+            self.close_if_done(stream_id);
+            self.refresh_stalls();
+            return Ok(());
+        }
         self.queued_total += stream.send.queue_data(data, end_stream);
         self.schedule(stream_id);
         self.refresh_stall(stream_id);
@@ -138,17 +158,14 @@ impl Connection {
     }
 
     /// Emits pending output in order, up to about `budget` bytes (at least one piece if
-    /// any is pending). Control frames and header blocks come as one `Bytes`; DATA as a
-    /// frame header and a slice of the application's buffer.
+    /// any is pending). Control frames, header blocks and small DATA frames come as one
+    /// `Bytes`; larger DATA as its frame header there and a slice of the application's
+    /// buffer after it.
     pub fn poll_output(&mut self, budget: usize, mut emit: impl FnMut(Bytes)) {
         let mut emitted = 0;
-        if !self.out.is_empty() {
-            let control = self.out.split().freeze();
-            emitted += control.len();
-            emit(control);
-        }
         self.reply_bytes = 0;
         self.emit_data(budget, &mut emitted, &mut emit);
+        emit_made(&mut self.out, &mut emitted, &mut emit);
         self.refresh_stalls();
     }
 
@@ -175,9 +192,13 @@ impl Connection {
     }
 
     /// One frame per turn, in the scheduler's order (`schedule.rs`), until the budget is
-    /// spent or every stream left waits for window.
+    /// spent (counting what waits in `out`) or every stream left waits for window.
     fn emit_data(&mut self, budget: usize, emitted: &mut usize, emit: &mut impl FnMut(Bytes)) {
-        while *emitted == 0 || *emitted < budget {
+        loop {
+            let made = *emitted + self.out.len();
+            if made != 0 && made >= budget {
+                break;
+            }
             let Some(id) = self.scheduler.pop() else {
                 break;
             };
@@ -189,12 +210,8 @@ impl Connection {
             let turn = self.send_frame(id);
             self.refresh_stall(id);
             match turn {
-                Turn::Sent {
-                    head,
-                    payload,
-                    more,
-                } => {
-                    emit_frame(head, payload, emitted, emit);
+                Turn::Sent { payload, more } => {
+                    emit_frame(&mut self.out, payload, emitted, emit);
                     if more {
                         self.schedule(id);
                     }
@@ -242,8 +259,8 @@ impl Connection {
         let Some(stream) = self.streams.get_mut(&id) else {
             return Turn::Blocked;
         };
-        // Made in `out`: it leaves with anything queued there since `poll_output` took the
-        // control frames.
+        // Made in `out`, behind the control frames and header blocks queued there: all leave
+        // together.
         let (turn, done) = send_turn(
             &mut stream.send,
             id,
