@@ -6,6 +6,7 @@ use squall_hpack::FieldSpan;
 
 use super::priority::PriorityParams;
 use super::recv::Step;
+use super::send::NO_FIXED;
 use super::stream::{Closed, Stream};
 use super::types::FloodKind;
 use super::{Connection, Lookup, Notify};
@@ -292,7 +293,7 @@ impl Connection {
     /// If the client is still sending, RST_STREAM(NO_ERROR) asks it to stop (§8.1).
     fn answer(&mut self, id: StreamId, status: u16, end_stream: bool) -> Step {
         self.count_answer(status);
-        self.encode_head(id, status, &[], std::iter::empty(), true);
+        self.encode_head(id, status, NO_FIXED, [], true);
         if end_stream {
             self.closed.insert(id, Closed::Normally);
         } else {
@@ -345,7 +346,7 @@ impl Connection {
             return Ok(());
         }
         self.count_answer(status);
-        self.encode_head(id, status, &[], std::iter::empty(), true);
+        self.encode_head(id, status, NO_FIXED, [], true);
         self.send_rst(id, ErrorCode::NoError);
         self.remove_stream(id, Closed::ResetByUs, Notify::App(ErrorCode::NoError));
         Ok(())

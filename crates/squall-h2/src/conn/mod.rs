@@ -15,6 +15,7 @@
 mod body;
 mod config;
 mod events;
+mod fixed;
 mod flood;
 mod headers;
 mod lifecycle;
@@ -93,6 +94,8 @@ pub struct Connection {
     /// Bytes in `out` that answer the peer's frames (ACKs, RST_STREAM, WINDOW_UPDATE)
     /// since it was last drained: what a peer that sends but does not read makes us keep.
     reply_bytes: usize,
+    /// The last fixed response's fields as a block of indices (`fixed.rs`).
+    fixed_block: fixed::FixedBlock,
     /// Streams with something to send, by RFC 9218 priority (`schedule.rs`).
     scheduler: Scheduler,
     queued_total: usize,
@@ -147,6 +150,7 @@ impl Connection {
             conn_recv: ConnRecvWindow::new(config.connection_window_size),
             out: BytesMut::new(),
             reply_bytes: 0,
+            fixed_block: fixed::FixedBlock::default(),
             scheduler: Scheduler::default(),
             queued_total: 0,
             conn_stalled_since: None,

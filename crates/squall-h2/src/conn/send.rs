@@ -23,6 +23,12 @@ use crate::error::ErrorCode;
 use crate::frame::StreamId;
 use crate::head::{response_fields, status_digits};
 
+/// A field list with none: the fixed fields of a head that has none.
+type NoFields = [(&'static [u8], &'static [u8]); 0];
+
+/// No fixed fields, for [`Connection::encode_head`].
+pub(super) const NO_FIXED: Option<(&[&[u8]], NoFields)> = None;
+
 impl Connection {
     /// Sends the response head: `status` (100..=999) and regular fields with lowercase
     /// names. Connection-specific fields (§8.2.2) and pseudo-header names are dropped.
@@ -43,22 +49,25 @@ impl Connection {
                 false => SendState::Open,
             };
         }
-        self.encode_head(stream_id, status, &[], fields, end_stream);
+        self.encode_head(stream_id, status, NO_FIXED, fields, end_stream);
         if end_stream {
             self.close_if_done(stream_id);
         }
         Ok(())
     }
 
-    /// [`Connection::send_headers`] with some fields already encoded: `encoded` are block
-    /// fragments from [`squall_hpack::encode_static`] (which use no dynamic table, so they are
-    /// valid on any connection), sent after `:status` and before `fields`. A fixed response
-    /// encodes its fields once instead of once per request. A final (non-1xx) head only.
-    pub fn send_headers_encoded<'a>(
+    /// [`Connection::send_headers`] for a fixed response, whose fields come back unchanged
+    /// on many streams: `fixed` is their static HPACK encoding (from
+    /// [`squall_hpack::encode_static`], in pieces), which identifies them, and the fields
+    /// themselves. They go through the connection's table, each indexed, `date` and
+    /// `content-length` too: from the second such response on, one byte each, and their
+    /// block is copied, not encoded, while the table stays as it was. `fields` follow them,
+    /// encoded as [`Connection::send_headers`] does. A final (non-1xx) head only.
+    pub fn send_headers_fixed<'a>(
         &mut self,
         stream_id: StreamId,
         status: u16,
-        encoded: &[&[u8]],
+        fixed: (&[&[u8]], impl IntoIterator<Item = (&'a [u8], &'a [u8])>),
         fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
         end_stream: bool,
     ) -> Result<(), StreamClosed> {
@@ -68,7 +77,7 @@ impl Connection {
             true => SendState::Done,
             false => SendState::Open,
         };
-        self.encode_head(stream_id, status, encoded, fields, end_stream);
+        self.encode_head(stream_id, status, Some(fixed), fields, end_stream);
         if end_stream {
             self.close_if_done(stream_id);
         }
@@ -301,23 +310,27 @@ impl Connection {
         }
     }
 
-    /// Encodes a response head into `out`, split at the peer's max frame size.
-    pub(super) fn encode_head<'a>(
+    /// Encodes a response head into `out`, split at the peer's max frame size: `:status`,
+    /// a fixed response's fields (`Connection::send_headers_fixed`), then `fields`.
+    pub(super) fn encode_head<'a, F>(
         &mut self,
         id: StreamId,
         status: u16,
-        encoded: &[&[u8]],
+        fixed: Option<(&[&[u8]], F)>,
         fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
         end_stream: bool,
-    ) {
+    ) where
+        F: IntoIterator<Item = (&'a [u8], &'a [u8])>,
+    {
         let digits = status_digits(status);
+        let kept = &mut self.fixed_block;
         (self.settings).encode_block(&mut self.out, id, end_stream, |hpack, block| {
             // Table size updates first, then `:status` (static: an index for the common
-            // codes), the pre-encoded fragments, and the fields that go through the table.
+            // codes), the fixed fields, and the others.
             hpack.begin_block(block);
             squall_hpack::encode_static([(&b":status"[..], digits)], block);
-            for fragment in encoded {
-                block.extend_from_slice(fragment);
+            if let Some((key, fixed)) = fixed {
+                kept.encode(hpack, key, fixed, block);
             }
             hpack.encode(response_fields(fields).map(|(n, v)| (n, v, false)), block);
         });

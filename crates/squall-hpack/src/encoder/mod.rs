@@ -19,7 +19,7 @@ mod table;
 use bytes::BytesMut;
 
 use crate::static_table::{self, StaticMatch};
-use crate::{DYNAMIC_TABLE_BYTES_DEFAULT, huffman, integer};
+use crate::{DYNAMIC_TABLE_BYTES_DEFAULT, entry_size, huffman, integer};
 use policy::{Decision, Indexing};
 use table::EncoderTable;
 
@@ -57,6 +57,8 @@ pub struct Encoder {
     table: EncoderTable,
     /// Table sizes to announce at the start of the next block.
     pending: Option<PendingSizes>,
+    /// Changes made to the dynamic table so far ([`Encoder::changes`]).
+    changes: u64,
 }
 
 /// The table size changes since the last block (RFC 7541 §4.2).
@@ -84,6 +86,7 @@ impl Encoder {
             config,
             table: EncoderTable::new(config.peer_table_bytes),
             pending: None,
+            changes: 0,
         };
         encoder.set_max_table_size(config.peer_table_bytes);
         encoder
@@ -109,8 +112,29 @@ impl Encoder {
     {
         self.size_updates(out);
         for (name, value, sensitive) in fields {
-            self.field(name, value, sensitive, out);
+            self.field(name, value, sensitive, false, out);
         }
+    }
+
+    /// [`Encoder::encode`] for fields the caller knows will come again as they are on this
+    /// connection (a fixed response's, its `date` and `content-length` included): each one
+    /// the table can hold is indexed, whatever the policy says of its name, unless it must
+    /// never be. From the next such block on, each is one byte.
+    pub fn encode_repeated<'a, I>(&mut self, fields: I, out: &mut BytesMut)
+    where
+        I: IntoIterator<Item = (&'a [u8], &'a [u8])>,
+    {
+        self.size_updates(out);
+        for (name, value) in fields {
+            self.field(name, value, false, true, out);
+        }
+    }
+
+    /// How many times the dynamic table has changed (an entry added, entries evicted, a new
+    /// size). Two blocks encoded at the same count met the same table: a block made of
+    /// indices only, which changed nothing, is valid again as long as the count stays.
+    pub fn changes(&self) -> u64 {
+        self.changes
     }
 
     /// Starts a header block: appends the dynamic table size updates the peer is owed (RFC
@@ -164,9 +188,17 @@ impl Encoder {
     fn size_update(&mut self, size: usize, out: &mut BytesMut) {
         integer::encode(size, 5, 0x20, out);
         self.table.set_max_size(size);
+        self.changes += 1;
     }
 
-    fn field(&mut self, name: &[u8], value: &[u8], sensitive: bool, out: &mut BytesMut) {
+    fn field(
+        &mut self,
+        name: &[u8],
+        value: &[u8],
+        sensitive: bool,
+        repeated: bool,
+        out: &mut BytesMut,
+    ) {
         let indexing = self.config.indexing;
         let never = policy::is_never_indexed(indexing, name, value, sensitive);
         let in_static = static_table::find(name, value);
@@ -174,7 +206,16 @@ impl Encoder {
             Self::indexed(index, out);
             return;
         }
-        let decision = policy::decide(indexing, name, value, sensitive, self.table.max_size());
+        let table_max = self.table.max_size();
+        let decision = match policy::decide(indexing, name, value, sensitive, table_max) {
+            // The policy's other limit stays: no entry over 3/4 of the table.
+            Decision::DontIndex
+                if repeated && entry_size(name.len(), value.len()) <= table_max / 4 * 3 =>
+            {
+                Decision::Index
+            }
+            decision => decision,
+        };
         // Hashing is the costliest step left, so we hash only for a lookup that can succeed.
         // Only a field the policy indexes can be in the dynamic table (a field the policy
         // skips was never inserted; after a table size change the 3/4 rule may differ, and a
@@ -207,6 +248,7 @@ impl Encoder {
             // the decoder resolves before inserting too (RFC 7541 §4.4).
             let hash = name_hash.unwrap_or_else(|| table::name_hash(name));
             self.table.insert(name, value, hash);
+            self.changes += 1;
         }
     }
 

@@ -167,8 +167,9 @@ fn add_x_cache(reply: &Reply, head: &mut ClientHead) {
 
 /// Queues a whole response on a stream: HEADERS (with `date` and `content-length`), then the
 /// body as DATA unless the request was HEAD. `encoded`, when given, is the fields and the
-/// content-length already HPACK-encoded (a fixed response) and the encoded date, sent as they
-/// are on HTTP/2 (HTTP/3's QPACK encodes `fields` instead). Returns the bytes queued (the
+/// content-length already HPACK-encoded without a table (a fixed response) and the encoded
+/// date: on HTTP/2 they tell the connection that these are the fields of its last fixed
+/// answer, sent again as indices (HTTP/3's QPACK encodes `fields` instead). Returns the bytes queued (the
 /// HEADERS frames and the body), for the access log.
 #[allow(clippy::too_many_arguments)]
 pub(in crate::worker) fn send_reply<'a>(
@@ -182,25 +183,27 @@ pub(in crate::worker) fn send_reply<'a>(
     date: &'a [u8],
 ) -> usize {
     let no_body = is_head || body.is_empty();
+    let mut length = squall_proxy::digits::itoa_buf(body.len() as u64);
+    let length = length.as_bytes();
+    let fields = fields
+        .into_iter()
+        .map(|(n, v): (&'a [u8], &'a [u8])| -> (&[u8], &[u8]) { (n, v) });
     let sent = match (&mut mux, encoded) {
-        (Mux::H2(conn, alt_svc), Some((fields, date))) => {
+        (Mux::H2(conn, alt_svc), Some((encoded_fields, encoded_date))) => {
             let before = conn.encoded_bytes();
             let Ok(id) = squall_h2::StreamId::try_from(stream) else {
                 return 0;
             };
             let alt_svc = alt_svc.map(|value| (&b"alt-svc"[..], value));
-            let blocks = [fields, date];
-            (conn.send_headers_encoded(id, status.as_u16(), &blocks, alt_svc, no_body))
+            // The fields, content-length then date: the order of their static encoding.
+            let fixed = fields.chain([(&b"content-length"[..], length), (&b"date"[..], date)]);
+            let fixed = (&[encoded_fields, encoded_date][..], fixed);
+            (conn.send_headers_fixed(id, status.as_u16(), fixed, alt_svc, no_body))
                 .map(|()| conn.encoded_bytes().saturating_sub(before))
                 .map_err(|_| super::mux::Gone)
         }
         _ => {
-            let mut length = squall_proxy::digits::itoa_buf(body.len() as u64);
-            let length = length.as_bytes();
-            let fields = fields
-                .into_iter()
-                .map(|(n, v): (&'a [u8], &'a [u8])| -> (&[u8], &[u8]) { (n, v) })
-                .chain([(&b"date"[..], date), (&b"content-length"[..], length)]);
+            let fields = fields.chain([(&b"date"[..], date), (&b"content-length"[..], length)]);
             mux.send_headers(stream, status.as_u16(), fields, no_body)
         }
     };
