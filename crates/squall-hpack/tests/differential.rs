@@ -18,6 +18,7 @@ mod common;
 use std::cell::Cell;
 use std::panic::{self, AssertUnwindSafe};
 
+use bytes::BytesMut;
 use common::{List, Rng, UNLIMITED, decode, encode, int, random_list};
 use squall_hpack::{DecodeError, Decoder, Encoder, EncoderConfig, Indexing, huffman};
 
@@ -79,6 +80,66 @@ fn ours_encode_hpack_and_ours_decode() {
             );
         }
     }
+}
+
+/// A fixed list sent again and again (`encode_repeated`) among other blocks, the way an
+/// HTTP/2 connection sends a fixed answer: a block of the fixed list that changed nothing
+/// is kept, and sent as it is while the encoder's change count stays the same. Every block,
+/// kept or made, decodes to its list with both decoders, and the tables agree.
+#[test]
+fn repeated_fields_and_kept_blocks_decode_alike() {
+    let mut sent_kept = 0;
+    for seed in 1..=CONNECTIONS {
+        let mut rng = Rng::new(seed);
+        let mut encoder = Encoder::with_config(random_config(&mut rng));
+        let mut ours = Decoder::default();
+        let mut oracle = hpack::Decoder::new();
+        let fixed = pairs(&random_list(&mut rng));
+        let mut kept: Option<(u64, Vec<u8>)> = None;
+        for block_number in 0..BLOCKS_PER_CONNECTION {
+            if rng.percent(10) {
+                let size = *rng.pick(&[0, 64, 1024, 4096]);
+                encoder.set_max_table_size(size);
+                ours.set_max_table_size_limit(size);
+            }
+            let (block, expected) = if rng.percent(60) {
+                let mut out = BytesMut::new();
+                // Size updates first: they change the table too.
+                encoder.begin_block(&mut out);
+                match &kept {
+                    Some((changes, bytes)) if *changes == encoder.changes() => {
+                        out.extend_from_slice(bytes);
+                        sent_kept += 1;
+                    }
+                    _ => {
+                        let (start, before) = (out.len(), encoder.changes());
+                        let fields = fixed.iter().map(|(n, v)| (&n[..], &v[..]));
+                        encoder.encode_repeated(fields, &mut out);
+                        encoder.check_invariants();
+                        kept =
+                            (encoder.changes() == before).then(|| (before, out[start..].to_vec()));
+                    }
+                }
+                (out.to_vec(), fixed.clone())
+            } else {
+                let list = random_list(&mut rng);
+                (encode(&mut encoder, &list), pairs(&list))
+            };
+            let context = format!("seed {seed} block {block_number}: {block:02x?}");
+            assert_eq!(
+                oracle.decode(&block).expect(&context),
+                expected,
+                "{context}"
+            );
+            let decoded = decode(&mut ours, &block, UNLIMITED).expect(&context);
+            assert_eq!(pairs(&decoded), expected, "{context}");
+            assert_eq!(
+                common::table_of_decoder(&ours),
+                common::table_of_encoder(&encoder)
+            );
+        }
+    }
+    assert!(sent_kept > 100, "only {sent_kept} kept blocks sent");
 }
 
 #[test]
