@@ -75,10 +75,11 @@ fn heads(out: &[Out]) -> Vec<Vec<(String, String)>> {
 
 /// The first fixed answer inserts its fields; the next ones name each by index (9 bytes of
 /// frame header, `:status` and four indices), copied while the table is unchanged; a new
-/// date is inserted once; and every answer decodes to its own fields.
+/// date is inserted once; the block given back by an idle connection is made again of
+/// indices; and every answer decodes to its own fields.
 #[test]
 fn fixed_answers_are_sent_as_indices_after_the_first() {
-    let (mut harness, _client) = answering(11);
+    let (mut harness, _client) = answering(13);
     let dates = ["date 1", "date 1", "date 1", "date 2", "date 2", "date 1"];
     let sizes: Vec<usize> = (dates.iter().enumerate())
         .map(|(i, date)| send_fixed(&mut harness, 2 * i as StreamId + 1, date))
@@ -91,9 +92,13 @@ fn fixed_answers_are_sent_as_indices_after_the_first() {
     assert!(sizes[3] > indices && sizes[3] < sizes[0], "{sizes:?}");
     assert_eq!(sizes[4..], [indices, indices], "{sizes:?}");
     let out = harness.flush();
-    let heads = heads(&out);
-    assert_eq!(heads.len(), dates.len());
-    for (head, date) in heads.iter().zip(dates) {
+    // An idle connection gives the kept block back; the next fixed answer makes it again
+    // of the indices still in the table.
+    harness.conn.shrink_idle();
+    assert_eq!(send_fixed(&mut harness, 13, "date 1"), indices);
+    let heads = heads(&[out, harness.flush()].concat());
+    assert_eq!(heads.len(), dates.len() + 1);
+    for (head, date) in heads.iter().zip(dates.iter().chain(&["date 1"])) {
         let expected = [
             (":status", "200"),
             ("content-type", "text/plain"),

@@ -225,11 +225,13 @@ impl Connection {
     }
 
     /// Gives back what an idle connection keeps for its next requests (the head chunk, the
-    /// request queue), so that an idle connection costs no more than it did before they were
+    /// request queue, the stream table, the last fixed answer's block), so that an idle connection costs no more than it did before they were
     /// kept: they pay within a burst of requests, not across bursts.
     pub fn shrink_idle(&mut self) {
         self.head_chunk = BytesMut::new();
         self.streams.shrink();
+        // Made again, of the indices still in the table, by the next fixed answer.
+        self.fixed_block = fixed::FixedBlock::default();
         if self.requests.is_empty() {
             self.requests = VecDeque::new();
         }
