@@ -4,6 +4,8 @@
 //! padding, flags and SETTINGS values. What needs the connection's history (CONTINUATION
 //! following HEADERS, stream states, windows) is the connection's job, not this one's.
 
+use std::ops::Range;
+
 use bytes::{Buf, Bytes, BytesMut};
 
 use crate::error::{ErrorCode, FrameError};
@@ -92,24 +94,15 @@ impl FrameDecoder {
         }
         let frame_len = FRAME_HEADER_BYTES + head.len as usize;
         let payload = buf.get(FRAME_HEADER_BYTES..frame_len)?;
-        let (mut start, mut end) = (0, payload.len());
-        if head.has(flag::PADDED) {
-            start = 1;
-            end = end.checked_sub(usize::from(*payload.first()?))?;
-        }
-        let priority = match head.has(flag::PRIORITY) {
-            true => {
-                let fields = payload.get(start..start + 5)?;
-                start += 5;
-                Some(read_priority(fields))
-            }
-            false => None,
-        };
-        (start <= end).then_some(WholeBlock {
+        let (block, priority) = headers_layout(&head, payload).ok()?;
+        Some(WholeBlock {
             stream_id: head.stream_id,
             end_stream: head.has(flag::END_STREAM),
             priority,
-            block: (FRAME_HEADER_BYTES + start, FRAME_HEADER_BYTES + end),
+            block: (
+                FRAME_HEADER_BYTES + block.start,
+                FRAME_HEADER_BYTES + block.end,
+            ),
             frame_len,
         })
     }
@@ -203,8 +196,10 @@ fn parse_payload(head: &Head, payload: Bytes) -> Result<Frame, FrameError> {
 /// RFC 9113 §6.1.
 fn parse_data(head: &Head, mut payload: Bytes) -> Result<Frame, FrameError> {
     head.require_stream("DATA on stream 0")?;
-    let pad_len = take_pad_len(head, &mut payload)?;
-    strip_padding(&mut payload, pad_len)?;
+    let (pad_len, start) = pad_len(head, &payload)?;
+    let end = content_end(payload.len(), start, pad_len)?;
+    payload.truncate(end);
+    payload.advance(start);
     Ok(Frame::Data {
         stream_id: head.stream_id,
         data: payload,
@@ -213,26 +208,12 @@ fn parse_data(head: &Head, mut payload: Bytes) -> Result<Frame, FrameError> {
     })
 }
 
-/// RFC 9113 §6.2: Pad Length, then priority fields, fragment, Padding.
+/// RFC 9113 §6.2.
 fn parse_headers(head: &Head, mut payload: Bytes) -> Result<Frame, FrameError> {
     head.require_stream("HEADERS on stream 0")?;
-    let pad_len = take_pad_len(head, &mut payload)?;
-    let priority = if head.has(flag::PRIORITY) {
-        // RFC 9113 §4.2: too small for mandatory fields; a field block frame, so the
-        // whole connection.
-        let Some(fields) = payload.get(..5) else {
-            return Err(FrameError::connection(
-                ErrorCode::FrameSizeError,
-                "HEADERS too short for its priority fields",
-            ));
-        };
-        let priority = read_priority(fields);
-        payload.advance(5);
-        Some(priority)
-    } else {
-        None
-    };
-    strip_padding(&mut payload, pad_len)?;
+    let (block, priority) = headers_layout(head, &payload)?;
+    payload.truncate(block.end);
+    payload.advance(block.start);
     Ok(Frame::Headers {
         stream_id: head.stream_id,
         block: payload,
@@ -240,6 +221,32 @@ fn parse_headers(head: &Head, mut payload: Bytes) -> Result<Frame, FrameError> {
         end_headers: head.has(flag::END_HEADERS),
         priority,
     })
+}
+
+/// RFC 9113 §6.2: Pad Length, then priority fields, fragment, Padding. Where the fragment
+/// lies in `payload`, and the priority fields. Both ways of reading a HEADERS frame
+/// ([`FrameDecoder::decode`], [`FrameDecoder::whole_block`]) lay it out here.
+fn headers_layout(
+    head: &Head,
+    payload: &[u8],
+) -> Result<(Range<usize>, Option<Priority>), FrameError> {
+    let (pad_len, mut start) = pad_len(head, payload)?;
+    let priority = if head.has(flag::PRIORITY) {
+        // RFC 9113 §4.2: too small for mandatory fields; a field block frame, so the
+        // whole connection.
+        let Some(fields) = payload.get(start..start + 5) else {
+            return Err(FrameError::connection(
+                ErrorCode::FrameSizeError,
+                "HEADERS too short for its priority fields",
+            ));
+        };
+        start += 5;
+        Some(read_priority(fields))
+    } else {
+        None
+    };
+    let end = content_end(payload.len(), start, pad_len)?;
+    Ok((start..end, priority))
 }
 
 /// RFC 9113 §6.3.
@@ -429,10 +436,11 @@ fn parse_priority_update(head: &Head, mut payload: Bytes) -> Result<Frame, Frame
     })
 }
 
-/// Takes the Pad Length byte when the PADDED flag is set (RFC 9113 §6.1, §6.2).
-fn take_pad_len(head: &Head, payload: &mut Bytes) -> Result<usize, FrameError> {
+/// The Pad Length when the PADDED flag is set, and the bytes it takes at the payload's start
+/// (RFC 9113 §6.1, §6.2); 0 and 0 without the flag.
+fn pad_len(head: &Head, payload: &[u8]) -> Result<(usize, usize), FrameError> {
     if !head.has(flag::PADDED) {
-        return Ok(0);
+        return Ok((0, 0));
     }
     // RFC 9113 §4.2: too small to hold its mandatory Pad Length field.
     let Some(&pad_len) = payload.first() else {
@@ -441,22 +449,21 @@ fn take_pad_len(head: &Head, payload: &mut Bytes) -> Result<usize, FrameError> {
             "PADDED frame without a Pad Length",
         ));
     };
-    payload.advance(1);
-    Ok(usize::from(pad_len))
+    Ok((usize::from(pad_len), 1))
 }
 
-/// Drops `pad_len` bytes of Padding from the end. RFC 9113 §6.1, §6.2: padding as long as
-/// the whole payload or longer is a connection PROTOCOL_ERROR. Padding content is not
-/// checked: "MAY treat ... as a connection error", and nobody gains from it.
-fn strip_padding(payload: &mut Bytes, pad_len: usize) -> Result<(), FrameError> {
-    if pad_len > payload.len() {
+/// Where the content that starts at `start` ends, `pad_len` bytes of Padding before the
+/// payload's `len`. RFC 9113 §6.1, §6.2: padding as long as the rest of the payload or longer
+/// is a connection PROTOCOL_ERROR. Padding content is not checked: "MAY treat ... as a
+/// connection error", and nobody gains from it.
+fn content_end(len: usize, start: usize, pad_len: usize) -> Result<usize, FrameError> {
+    if pad_len > len - start {
         return Err(FrameError::connection(
             ErrorCode::ProtocolError,
             "padding longer than the payload",
         ));
     }
-    payload.truncate(payload.len() - pad_len);
-    Ok(())
+    Ok(len - pad_len)
 }
 
 /// E flag, 31-bit dependency, weight (RFC 9113 §6.3). `fields` is at least 5 bytes.

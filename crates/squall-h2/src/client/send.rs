@@ -11,7 +11,7 @@ use bytes::{Bytes, BytesMut};
 use super::stream::{Slot, Stream};
 use super::types::OpenError;
 use super::{ClientConnection, STREAM_ID_MAX};
-use crate::common::send::{SendState, Turn, emit_frame, emit_made, send_turn};
+use crate::common::send::{SendState, Turn, budget_left, emit_frame, emit_made, send_turn};
 use crate::conn::StreamClosed;
 use crate::conn::stream::Closed;
 use crate::encode::encode_rst_stream;
@@ -115,11 +115,7 @@ impl ClientConnection {
         // DATA frames are made apart from `out` (whose bytes `out_emitted` counts), all in
         // one buffer: small ones leave together.
         let mut frames = BytesMut::new();
-        loop {
-            let made = emitted + frames.len();
-            if made != 0 && made >= budget {
-                break;
-            }
+        while budget_left(emitted + frames.len(), budget) {
             let Some(id) = self.ready.pop_front() else {
                 break;
             };

@@ -344,6 +344,13 @@ pub(crate) fn emit_frame(
     }
 }
 
+/// Whether a `poll_output` that has made `made` bytes (handed out or waiting in its buffer)
+/// takes another turn within `budget`: always the first, so that something goes.
+#[inline]
+pub(crate) fn budget_left(made: usize, budget: usize) -> bool {
+    made == 0 || made < budget
+}
+
 /// Hands what `buf` holds to `emit` as one piece, adding its bytes to `emitted`.
 #[inline]
 pub(crate) fn emit_made(buf: &mut BytesMut, emitted: &mut usize, emit: &mut impl FnMut(Bytes)) {

@@ -71,7 +71,7 @@ pub struct Connection {
     settings: SettingsState,
 
     // Streams.
-    /// Boxed: a B-tree moves its values as it splits and merges nodes, and a stream is big.
+    /// The open streams, in reused slots (`table.rs`).
     streams: StreamTable,
     closed: ClosedStreams,
     /// The highest client stream id seen: every higher odd id is idle (§5.1.1).
@@ -225,8 +225,9 @@ impl Connection {
     }
 
     /// Gives back what an idle connection keeps for its next requests (the head chunk, the
-    /// request queue, the stream table, the last fixed answer's block), so that an idle connection costs no more than it did before they were
-    /// kept: they pay within a burst of requests, not across bursts.
+    /// request queue, the stream table, the last fixed answer's block), so that an idle
+    /// connection costs no more than it did before they were kept: they pay within a burst
+    /// of requests, not across bursts.
     pub fn shrink_idle(&mut self) {
         self.head_chunk = BytesMut::new();
         self.streams.shrink();

@@ -16,9 +16,9 @@ use super::schedule::Slot;
 use super::stream::{AppState, Closed, Stream};
 use super::types::StreamClosed;
 use crate::common::send::{
-    DATA_COPY_BYTES_MAX, SendState, Turn, emit_frame, emit_made, encode_data, send_turn,
+    DATA_COPY_BYTES_MAX, SendState, Turn, budget_left, emit_frame, emit_made, send_turn,
 };
-use crate::encode::encode_rst_stream;
+use crate::encode::{encode_data_header, encode_rst_stream};
 use crate::error::ErrorCode;
 use crate::frame::StreamId;
 use crate::head::{response_fields, status_digits};
@@ -106,7 +106,8 @@ impl Connection {
                 .take_whole(data.len(), &mut conn_window, max_frame)
         {
             self.conn_send_window = conn_window;
-            encode_data(&mut self.out, stream_id, data, true);
+            encode_data_header(&mut self.out, stream_id, data.len() as u32, true);
+            self.out.extend_from_slice(&data);
             self.close_if_done(stream_id);
             self.refresh_stalls();
             return Ok(());
@@ -203,11 +204,7 @@ impl Connection {
     /// One frame per turn, in the scheduler's order (`schedule.rs`), until the budget is
     /// spent (counting what waits in `out`) or every stream left waits for window.
     fn emit_data(&mut self, budget: usize, emitted: &mut usize, emit: &mut impl FnMut(Bytes)) {
-        loop {
-            let made = *emitted + self.out.len();
-            if made != 0 && made >= budget {
-                break;
-            }
+        while budget_left(*emitted + self.out.len(), budget) {
             let Some(id) = self.scheduler.pop() else {
                 break;
             };

@@ -169,8 +169,8 @@ fn add_x_cache(reply: &Reply, head: &mut ClientHead) {
 /// body as DATA unless the request was HEAD. `encoded`, when given, is the fields and the
 /// content-length already HPACK-encoded without a table (a fixed response) and the encoded
 /// date: on HTTP/2 they tell the connection that these are the fields of its last fixed
-/// answer, sent again as indices (HTTP/3's QPACK encodes `fields` instead). Returns the bytes queued (the
-/// HEADERS frames and the body), for the access log.
+/// answer, sent again as indices (HTTP/3's QPACK encodes `fields` instead). Returns the
+/// bytes queued (the HEADERS frames and the body), for the access log.
 #[allow(clippy::too_many_arguments)]
 pub(in crate::worker) fn send_reply<'a>(
     mut mux: Mux<'_>,
